@@ -1,0 +1,513 @@
+// canopyd's job on one node: join the tree under its parent, start its children and its ranks, roll results up.
+#include "daemon.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <numeric>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <fmt/format.h>
+
+#include "proc/cpubind.hpp"
+#include "proc/rank_env.hpp"
+#include "timing/clock.hpp"
+#include "tree/agent.hpp"
+#include "tree/topology.hpp"
+#include "util/log.hpp"
+
+namespace canopy {
+namespace {
+
+spdlog::logger& tree_log() { return area_logger("tree"); }
+spdlog::logger& spawn_log() { return area_logger("spawn"); }
+
+// Failure teardown: ranks get this long after SIGTERM before SIGKILL, so the job ends within about a second.
+constexpr double abort_grace_seconds = 0.5;
+constexpr double connect_to_parent_timeout_seconds = 30.0;
+
+std::string own_executable()
+{
+    std::error_code error;
+    auto path = std::filesystem::read_symlink("/proc/self/exe", error);
+    return error ? std::string("canopyd") : path.string();
+}
+
+// Re-encodes a received frame unchanged, for relaying.
+std::vector<std::uint8_t> relay(const wire::Frame& frame) { return wire::encode_frame(frame.type, frame.payload); }
+
+} // namespace
+
+Daemon::Daemon(asio::io_context& io, DaemonArgs args, const auth::Key& key)
+    : io_(io), args_(std::move(args)), key_(key), reaper_(io), signals_(io, SIGTERM, SIGHUP)
+{
+    node_ = args_.node_name.empty() ? fmt::format("position {}", args_.position) : args_.node_name;
+}
+
+Daemon::~Daemon() = default;
+
+void Daemon::start()
+{
+    signals_.async_wait([this](const boost::system::error_code& error, int signo) {
+        if (!error)
+            abandon(fmt::format("received {}", sigabbrev_np(signo) ? sigabbrev_np(signo) : "a signal"));
+    });
+    asio::co_spawn(io_, join_parent(), [this](std::exception_ptr exception) {
+        if (exception) {
+            tree_log().error("internal error while joining the tree");
+            exit_code_ = 1;
+            io_.stop();
+        }
+    });
+}
+
+asio::awaitable<void> Daemon::join_parent()
+{
+    boost::system::error_code error;
+    auto parent_ip = asio::ip::make_address(args_.parent_host, error);
+    tcp::endpoint endpoint;
+    if (error) {
+        tcp::resolver resolver(io_);
+        auto results = co_await resolver.async_resolve(args_.parent_host, std::to_string(args_.parent_port),
+                                                       asio::redirect_error(asio::use_awaitable, error));
+        if (error || results.empty()) {
+            tree_log().error("cannot resolve parent host {}: {}", args_.parent_host, error.message());
+            exit_code_ = 1;
+            io_.stop();
+            co_return;
+        }
+        endpoint = *results.begin();
+    } else {
+        endpoint = tcp::endpoint(parent_ip, args_.parent_port);
+    }
+
+    tcp::socket socket(io_);
+    socket.open(endpoint.protocol());
+    if (!args_.bind_address.empty()) {
+        // A simulated node's traffic leaves from its own address, as a real node's would.
+        socket.bind(tcp::endpoint(asio::ip::make_address(args_.bind_address), 0), error);
+        if (error)
+            tree_log().warn("cannot bind {}: {}", args_.bind_address, error.message());
+    }
+    co_await socket.async_connect(endpoint, asio::redirect_error(asio::use_awaitable, error));
+    if (error) {
+        tree_log().error("cannot connect to parent {}:{}: {}", args_.parent_host, args_.parent_port,
+                         error.message());
+        exit_code_ = 1;
+        io_.stop();
+        co_return;
+    }
+    auto handshake = co_await connect_to_parent(socket, key_, static_cast<std::uint64_t>(args_.position),
+                                                connect_to_parent_timeout_seconds);
+    if (!handshake) {
+        tree_log().error("cannot join the tree at {}:{}: {}", args_.parent_host, args_.parent_port,
+                         handshake.error().message);
+        exit_code_ = 1;
+        io_.stop();
+        co_return;
+    }
+    connected_ns_ = timing::now_ns();
+    clock_offset_ns_ = handshake->offset.offset_ns;
+    parent_ = std::make_shared<Link>(std::move(socket), "parent");
+    parent_->start([this](wire::Frame frame) { on_parent_frame(std::move(frame)); },
+                   [this](const std::string& reason) { on_parent_closed(reason); });
+}
+
+void Daemon::on_parent_frame(wire::Frame frame)
+{
+    switch (static_cast<wire::MessageType>(frame.type)) {
+    case wire::MessageType::launch_plan: {
+        auto plan = wire::decode_frame<wire::LaunchPlan>(frame);
+        if (!plan) {
+            tree_log().error("bad launch plan from parent: {}", plan.error().message);
+            abandon("cannot use the launch plan");
+            return;
+        }
+        if (plan_) {
+            tree_log().warn("ignored a second launch plan");
+            return;
+        }
+        on_plan(std::move(*plan));
+        return;
+    }
+    case wire::MessageType::stdin_data: {
+        auto data = wire::decode_frame<wire::StdinData>(frame);
+        if (!data || !plan_)
+            break;
+        if (static_cast<long>(data->target_position) == args_.position) {
+            if (!data->data.empty())
+                ranks_->write_stdin(data->data);
+            if (data->eof)
+                ranks_->close_stdin();
+        } else if (children_) {
+            Topology topology(static_cast<long>(plan_->hosts.size()), static_cast<long>(plan_->fanout));
+            long hop = topology.next_hop(args_.position, static_cast<long>(data->target_position));
+            if (hop > 0)
+                children_->send(hop, relay(frame));
+        }
+        return;
+    }
+    case wire::MessageType::signal: {
+        auto signal = wire::decode_frame<wire::Signal>(frame);
+        if (!signal)
+            break;
+        if (ranks_)
+            ranks_->signal_all(signal->signo);
+        if (children_)
+            children_->broadcast(relay(frame));
+        return;
+    }
+    case wire::MessageType::shutdown: {
+        auto message = wire::decode_frame<wire::Shutdown>(frame);
+        if (!message)
+            break;
+        shutdown(message->abort);
+        return;
+    }
+    default:
+        break;
+    }
+    tree_log().warn("ignored an unexpected or malformed {} message from the parent", wire::message_name(frame.type));
+}
+
+void Daemon::on_parent_closed(const std::string& reason)
+{
+    if (exiting_) {
+        io_.stop();
+        return;
+    }
+    abandon(reason.empty() ? "the parent closed the connection" : "lost the parent: " + reason);
+}
+
+void Daemon::on_plan(wire::LaunchPlan plan)
+{
+    std::int64_t received_ns = timing::now_ns();
+    long index = Topology::position_to_node(args_.position);
+    if (index < 0 || index >= static_cast<long>(plan.hosts.size())) {
+        tree_log().error("launch plan has no node for tree position {}", args_.position);
+        abandon("bad launch plan");
+        return;
+    }
+    clock_offset_ns_ += plan.root_offset_ns;
+    plan_ = std::move(plan);
+    node_ = plan_->hosts[static_cast<std::size_t>(index)];
+    init_logging(fmt::format("canopyd[{}]", node_), static_cast<int>(plan_->verbosity));
+
+    phases_.add("daemon.started", since_launch(args_.started_ns), node_);
+    phases_.add("daemon.connected", since_launch(connected_ns_), node_);
+    phases_.add("daemon.job_received", since_launch(received_ns), node_);
+
+    std::string base = plan_->tmpdir;
+    if (base.empty()) {
+        const char* env_tmp = std::getenv("TMPDIR");
+        base = env_tmp && *env_tmp ? env_tmp : "/tmp";
+    }
+    tmpdir_ = fmt::format("{}/canopy-{}-{}", base, plan_->job_id, node_);
+    std::error_code error;
+    std::filesystem::create_directories(tmpdir_, error);
+    if (!error)
+        std::filesystem::permissions(tmpdir_, std::filesystem::perms::owner_all, error);
+    if (error) {
+        report_error(node_, fmt::format("cannot create the node temp dir {}: {}", tmpdir_, error.message()));
+        tmpdir_.clear();
+    }
+
+    // Children first: they are on the critical path of the whole tree, our ranks only of this node.
+    start_children();
+    start_ranks();
+    maybe_report_up();
+}
+
+void Daemon::start_children()
+{
+    const auto& plan = *plan_;
+    Topology topology(static_cast<long>(plan.hosts.size()), static_cast<long>(plan.fanout));
+    auto positions = topology.children(args_.position);
+    child_count_ = positions.size();
+    if (positions.empty())
+        return;
+
+    ChildSet::Events events;
+    events.connected = [this](long position) {
+        wire::LaunchPlan child_plan = *plan_;
+        child_plan.position = static_cast<std::uint64_t>(position);
+        child_plan.root_offset_ns = clock_offset_ns_;
+        children_->send(position, wire::to_frame(child_plan));
+    };
+    events.frame = [this](long position, wire::Frame frame) { on_child_frame(position, std::move(frame)); };
+    events.closed = [this](long position, const std::string& reason) { on_child_closed(position, reason); };
+    events.start_failed = [this](long position, const std::string& message) {
+        const auto& host = children_->host_of(position);
+        report_error(host, fmt::format("cannot start canopyd on {} via {}: {}", host, plan_->agent, message));
+    };
+    events.log_line = [this](long position, const std::string& line) {
+        send_up(wire::to_frame(wire::DaemonLog{children_->host_of(position), line}));
+    };
+    events.all_finished = [this] { maybe_exit(); };
+    children_ = std::make_unique<ChildSet>(io_, reaper_, key_, std::move(events));
+
+    long index = Topology::position_to_node(args_.position);
+    std::string listen_address = plan.simulated               ? simulated_node_address(index)
+                                 : !plan.bind_address.empty() ? plan.bind_address
+                                                              : parent_->local_endpoint().address().to_string();
+    if (auto listening = children_->listen(listen_address); !listening) {
+        report_error(node_, listening.error().message);
+        return;
+    }
+
+    bool same_binary = plan.simulated || plan.agent == "local" || plan.daemon_path.empty();
+    std::string daemon_path = same_binary ? own_executable() : plan.daemon_path;
+    std::vector<ChildLaunch> launches;
+    for (long position : positions) {
+        auto launch = plan_child_launch(plan, position, children_->endpoint(), daemon_path);
+        if (!launch) {
+            report_error(node_, launch.error().message);
+            continue;
+        }
+        launches.push_back(std::move(*launch));
+    }
+    children_->launch(std::move(launches), plan.window, plan.connect_timeout);
+}
+
+void Daemon::start_ranks()
+{
+    const auto& job = plan_->job;
+    long index = Topology::position_to_node(args_.position);
+    long first_rank = static_cast<long>(std::accumulate(job.ranks_per_node.begin(),
+                                                        job.ranks_per_node.begin() + index, std::uint64_t{0}));
+    long local_size = static_cast<long>(job.ranks_per_node[static_cast<std::size_t>(index)]);
+    long world_size = static_cast<long>(
+        std::accumulate(job.ranks_per_node.begin(), job.ranks_per_node.end(), std::uint64_t{0}));
+
+    RankSpawner::Events events;
+    events.output = [this](long rank, std::uint8_t stream, std::string data) {
+        send_up(wire::to_frame(wire::Output{static_cast<std::uint64_t>(rank), stream, std::move(data)}));
+    };
+    events.spawned = [this](long rank, std::int64_t time_ns) {
+        phases_.add("rank.spawned", since_launch(time_ns), rank_label(rank));
+        rank_spawn_ns_[rank] = time_ns;
+    };
+    events.exited = [this](long rank, int status, std::int64_t time_ns) {
+        phases_.add("rank.exited", since_launch(time_ns), rank_label(rank));
+        phases_.add("rank.runtime", static_cast<double>(time_ns - rank_spawn_ns_[rank]) / 1e9, rank_label(rank));
+        if (status != 0 && !shutting_down_) {
+            wire::RankFailed failed{static_cast<std::uint64_t>(rank), node_, 0, 0, {}, time_ns + clock_offset_ns_};
+            if (WIFSIGNALED(status))
+                failed.signal = WTERMSIG(status);
+            else
+                failed.exit_code = WEXITSTATUS(status);
+            if (!reported_failure_) {
+                reported_failure_ = true;
+                send_up(wire::to_frame(failed));
+            }
+        }
+        maybe_report_done();
+        maybe_exit();
+    };
+    events.failed_to_start = [this](long rank, const std::string& message) {
+        spawn_log().error("rank {}: {}", rank, message);
+        if (!reported_failure_) {
+            reported_failure_ = true;
+            send_up(wire::to_frame(wire::RankFailed{static_cast<std::uint64_t>(rank), node_, 127, 0, message,
+                                                    timing::now_ns() + clock_offset_ns_}));
+        }
+    };
+    ranks_ = std::make_unique<RankSpawner>(io_, reaper_, std::move(events));
+
+    if (local_size > 0) {
+        std::vector<RankLaunch> launches;
+        auto bind = parse_cpu_bind(job.cpu_bind, static_cast<long>(job.depth));
+        auto allowed = allowed_cpus();
+        for (long local = 0; local < local_size; ++local) {
+            RankIdentity who;
+            who.rank = first_rank + local;
+            who.world_size = world_size;
+            who.local_rank = local;
+            who.local_size = local_size;
+            who.node_rank = index;
+            who.nodes = static_cast<long>(plan_->hosts.size());
+            who.node_name = node_;
+            who.master_addr = job.master_addr;
+            who.master_port = job.master_port;
+            who.job_id = plan_->job_id;
+            who.node_tmpdir = tmpdir_;
+            RankLaunch launch;
+            launch.rank = who.rank;
+            launch.env = rank_environment(job.env, who);
+            if (bind)
+                launch.cpus = cpus_for_local_rank(*bind, local, allowed);
+            launch.takes_stdin = who.rank == 0;
+            launches.push_back(std::move(launch));
+        }
+        auto program = find_program(job.argv.at(0), environment_value(job.env, "PATH"));
+        if (!program) {
+            ranks_->reject(std::move(launches), fmt::format("{} on {}", program.error().message, node_));
+        } else {
+            ranks_->spawn(*program, job.argv, job.wdir, std::move(launches));
+            phases_.add("daemon.ranks_spawned", since_launch(timing::now_ns()), node_);
+        }
+    }
+    ranks_started_ = true;
+    maybe_report_spawned();
+    maybe_report_done();
+}
+
+void Daemon::on_child_frame(long position, wire::Frame frame)
+{
+    switch (static_cast<wire::MessageType>(frame.type)) {
+    case wire::MessageType::subtree_up: {
+        auto up = wire::decode_frame<wire::SubtreeUp>(frame);
+        if (!up || child_state_[position] >= 1)
+            break;
+        child_state_[position] = 1;
+        ++children_up_;
+        subtree_daemons_ += up->daemons;
+        maybe_report_up();
+        return;
+    }
+    case wire::MessageType::subtree_spawned: {
+        auto spawned = wire::decode_frame<wire::SubtreeSpawned>(frame);
+        if (!spawned || child_state_[position] != 1)
+            break;
+        child_state_[position] = 2;
+        ++children_spawned_;
+        subtree_spawned_ += spawned->ranks;
+        maybe_report_spawned();
+        return;
+    }
+    case wire::MessageType::subtree_done: {
+        auto done = wire::decode_frame<wire::SubtreeDone>(frame);
+        if (!done || child_state_[position] != 2)
+            break;
+        child_state_[position] = 3;
+        ++children_done_;
+        subtree_ranks_done_ += done->ranks;
+        phases_.merge(done->phases);
+        maybe_report_done();
+        return;
+    }
+    case wire::MessageType::rank_failed:
+        if (reported_failure_)
+            return;   // the root needs the first failure, not every consequence of it
+        reported_failure_ = true;
+        send_up(relay(frame));
+        return;
+    case wire::MessageType::output:
+    case wire::MessageType::daemon_error:
+    case wire::MessageType::daemon_log:
+        send_up(relay(frame));
+        return;
+    default:
+        break;
+    }
+    tree_log().warn("ignored an unexpected or malformed {} message from {}", wire::message_name(frame.type),
+                    children_->host_of(position));
+}
+
+void Daemon::on_child_closed(long position, const std::string& reason)
+{
+    if (child_state_[position] == 3 || shutting_down_)
+        return;
+    const auto& host = children_->host_of(position);
+    report_error(host, fmt::format("lost canopyd on {}: {}", host,
+                                   reason.empty() ? "it exited before its ranks finished" : reason));
+}
+
+void Daemon::maybe_report_up()
+{
+    if (reported_up_ || !plan_ || children_up_ < child_count_)
+        return;
+    reported_up_ = true;
+    send_up(wire::to_frame(wire::SubtreeUp{subtree_daemons_}));
+    maybe_report_spawned();
+}
+
+void Daemon::maybe_report_spawned()
+{
+    // The parent expects up, spawned and done in that order, whatever order they happen in here.
+    if (reported_spawned_ || !reported_up_ || !ranks_started_ || children_spawned_ < child_count_)
+        return;
+    reported_spawned_ = true;
+    send_up(wire::to_frame(wire::SubtreeSpawned{ranks_->total() + subtree_spawned_}));
+    maybe_report_done();
+}
+
+void Daemon::maybe_report_done()
+{
+    if (reported_done_ || !reported_spawned_ || !ranks_->all_finished() || children_done_ < child_count_)
+        return;
+    reported_done_ = true;
+    send_up(wire::to_frame(wire::SubtreeDone{ranks_->total() + subtree_ranks_done_, phases_}));
+}
+
+void Daemon::shutdown(bool abort)
+{
+    if (shutting_down_)
+        return;
+    shutting_down_ = true;
+    if (children_)
+        children_->broadcast(wire::to_frame(wire::Shutdown{abort}));
+    if (ranks_ && !ranks_->all_finished())
+        ranks_->terminate(abort ? abort_grace_seconds : plan_->kill_grace);
+    maybe_exit();
+}
+
+void Daemon::maybe_exit()
+{
+    if (exiting_ || !shutting_down_)
+        return;
+    if (ranks_ && !ranks_->all_finished())
+        return;
+    if (children_ && !children_->finished())
+        return;
+    exiting_ = true;
+    if (ranks_)
+        ranks_->kill_all();
+    if (!tmpdir_.empty()) {
+        std::error_code ignored;
+        std::filesystem::remove_all(tmpdir_, ignored);
+    }
+    parent_->close_after_flush();
+}
+
+void Daemon::abandon(const std::string& why)
+{
+    if (exiting_ && !parent_)
+        return;
+    tree_log().warn("{}; ending this node's ranks and leaving", why);
+    exiting_ = true;
+    exit_code_ = 1;
+    if (ranks_)
+        ranks_->kill_all();
+    if (children_)
+        children_->kill_all(SIGTERM);
+    if (!tmpdir_.empty()) {
+        std::error_code ignored;
+        std::filesystem::remove_all(tmpdir_, ignored);
+    }
+    io_.stop();
+}
+
+void Daemon::report_error(const std::string& node, const std::string& message)
+{
+    tree_log().error("{}", message);
+    send_up(wire::to_frame(wire::DaemonError{node, message}));
+}
+
+void Daemon::send_up(std::vector<std::uint8_t> frame)
+{
+    if (parent_)
+        parent_->send(std::move(frame));
+}
+
+double Daemon::since_launch(std::int64_t local_ns) const
+{
+    return static_cast<double>(local_ns + clock_offset_ns_ - plan_->launcher_start_ns) / 1e9;
+}
+
+std::string Daemon::rank_label(long rank) const { return fmt::format("rank {} on {}", rank, node_); }
+
+} // namespace canopy

@@ -1,0 +1,93 @@
+// canopyd's job on one node: join the tree under its parent, start its children and its ranks, roll results up.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+
+#include "proc/process.hpp"
+#include "rank_spawner.hpp"
+#include "timing/sketch.hpp"
+#include "tree/children.hpp"
+#include "tree/link.hpp"
+#include "wire/auth.hpp"
+#include "wire/messages.hpp"
+
+namespace canopy {
+
+struct DaemonArgs {
+    std::string parent_host;
+    std::uint16_t parent_port = 0;
+    long position = 0;
+    std::string bind_address;   // set for simulated nodes
+    std::string node_name;      // for log lines until the plan arrives
+    int verbosity = 0;
+    std::int64_t started_ns = 0;
+};
+
+class Daemon {
+public:
+    Daemon(asio::io_context& io, DaemonArgs args, const auth::Key& key);
+    ~Daemon();
+
+    // Connects to the parent; the io_context then runs until the daemon is done. Returns the exit code.
+    void start();
+    int exit_code() const { return exit_code_; }
+
+private:
+    asio::awaitable<void> join_parent();
+    void on_parent_frame(wire::Frame frame);
+    void on_parent_closed(const std::string& reason);
+    void on_plan(wire::LaunchPlan plan);
+    void start_children();
+    void start_ranks();
+
+    void on_child_frame(long position, wire::Frame frame);
+    void on_child_closed(long position, const std::string& reason);
+
+    void maybe_report_up();
+    void maybe_report_spawned();
+    void maybe_report_done();
+    void maybe_exit();
+    void shutdown(bool abort);
+    void abandon(const std::string& why);   // lost the parent: kill everything and leave
+    void report_error(const std::string& node, const std::string& message);
+    void send_up(std::vector<std::uint8_t> frame);
+
+    double since_launch(std::int64_t local_ns) const;
+    std::string rank_label(long rank) const;
+
+    asio::io_context& io_;
+    DaemonArgs args_;
+    auth::Key key_;
+    ProcessReaper reaper_;
+    asio::signal_set signals_;
+    std::shared_ptr<Link> parent_;
+    std::optional<wire::LaunchPlan> plan_;
+    std::unique_ptr<ChildSet> children_;
+    std::unique_ptr<RankSpawner> ranks_;
+    std::string node_;
+    std::string tmpdir_;
+    std::int64_t clock_offset_ns_ = 0;   // our clock + this = root clock
+    std::int64_t connected_ns_ = 0;
+    timing::PhaseSet phases_;
+
+    std::size_t child_count_ = 0;
+    std::size_t children_up_ = 0, children_spawned_ = 0, children_done_ = 0;
+    std::uint64_t subtree_daemons_ = 1, subtree_spawned_ = 0, subtree_ranks_done_ = 0;
+    std::map<long, int> child_state_;   // 1 up, 2 spawned, 3 done
+    std::map<long, std::int64_t> rank_spawn_ns_;
+    bool ranks_started_ = false;
+    bool reported_up_ = false, reported_spawned_ = false, reported_done_ = false;
+    bool reported_failure_ = false;
+    bool shutting_down_ = false;
+    bool exiting_ = false;
+    int exit_code_ = 0;
+};
+
+} // namespace canopy

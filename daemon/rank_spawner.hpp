@@ -1,0 +1,97 @@
+// Starts this node's ranks, forwards their output line by line, feeds rank 0's stdin, and reports their exits.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "proc/process.hpp"
+
+namespace canopy {
+
+namespace asio = boost::asio;
+
+struct RankLaunch {
+    long rank = 0;
+    std::vector<std::string> env;   // the rank's complete environment
+    std::vector<int> cpus;          // empty: not bound
+    bool takes_stdin = false;       // rank 0 reads the launcher's stdin
+};
+
+class RankSpawner {
+public:
+    struct Events {
+        // Whole lines (a final partial line only at end of stream).
+        std::function<void(long rank, std::uint8_t stream, std::string data)> output;
+        std::function<void(long rank, std::int64_t time_ns)> spawned;
+        // The rank has exited and all its output has been forwarded.
+        std::function<void(long rank, int wait_status, std::int64_t time_ns)> exited;
+        // The rank could not be started; it counts as finished.
+        std::function<void(long rank, const std::string& message)> failed_to_start;
+    };
+
+    RankSpawner(asio::io_context& io, ProcessReaper& reaper, Events events);
+    ~RankSpawner();
+
+    void spawn(const std::string& program, const std::vector<std::string>& argv, const std::string& wdir,
+               std::vector<RankLaunch> ranks);
+
+    // Counts ranks that cannot start (e.g. the program is missing on this node) as finished, reporting each.
+    void reject(std::vector<RankLaunch> ranks, const std::string& message);
+
+    void write_stdin(const std::string& data);
+    void close_stdin();
+    void signal_all(int signo);
+    // SIGTERM every rank's process group now and SIGKILL whatever is left after the grace period.
+    void terminate(double grace_seconds);
+    void kill_all();   // SIGKILL to every rank's process group, including already exited ranks' leftovers
+
+    std::size_t total() const { return ranks_.size(); }
+    std::size_t finished() const { return finished_; }
+    bool all_finished() const { return finished_ == ranks_.size(); }
+
+private:
+    struct Stream {
+        std::unique_ptr<asio::posix::stream_descriptor> pipe;
+        std::string pending;
+        std::array<char, 16 * 1024> buffer;
+    };
+    struct Rank {
+        long rank = 0;
+        pid_t pid = -1;
+        bool reaped = false;
+        bool finished = false;
+        int wait_status = 0;
+        std::int64_t exit_ns = 0;
+        Stream out, err;
+        std::unique_ptr<asio::steady_timer> drain_timer;
+    };
+
+    void read(Rank& rank, Stream& stream, std::uint8_t id);
+    void maybe_finish(Rank& rank);
+    void write_next_stdin();
+
+    asio::io_context& io_;
+    ProcessReaper& reaper_;
+    Events events_;
+    std::map<long, std::unique_ptr<Rank>> ranks_;
+    std::size_t finished_ = 0;
+    std::unique_ptr<asio::posix::stream_descriptor> stdin_pipe_;
+    std::deque<std::string> stdin_queue_;
+    bool stdin_writing_ = false;
+    bool stdin_eof_ = false;
+    std::unique_ptr<asio::steady_timer> kill_timer_;
+    std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+} // namespace canopy

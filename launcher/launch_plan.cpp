@@ -1,0 +1,250 @@
+// Turns the command line, the config and the environment into the plan the root sends down the tree.
+#include "launch_plan.hpp"
+
+#include <netdb.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <functional>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "hosts/hostfile.hpp"
+#include "hosts/hostlist.hpp"
+#include "proc/cpubind.hpp"
+#include "proc/rank_env.hpp"
+#include "tree/agent.hpp"
+#include "wire/auth.hpp"
+
+namespace canopy {
+namespace {
+
+struct ResolvedHosts {
+    std::vector<HostEntry> hosts;
+    std::string source;
+};
+
+std::string local_hostname()
+{
+    char name[256] = {};
+    if (::gethostname(name, sizeof name - 1) != 0)
+        return "localhost";
+    return name;
+}
+
+Result<ResolvedHosts> resolve_hosts(const Options& options, const std::vector<std::string>& environment)
+{
+    if (options.sim_nodes > 0) {
+        std::vector<HostEntry> hosts;
+        for (long i = 0; i < options.sim_nodes; ++i)
+            hosts.push_back({simulated_node_name(i), 0});
+        return ResolvedHosts{std::move(hosts), "--sim-nodes"};
+    }
+    if (options.hosts) {
+        auto names = expand_hostlist(*options.hosts);
+        if (!names)
+            return names.error();
+        std::vector<HostEntry> hosts;
+        for (auto& name : *names)
+            hosts.push_back({std::move(name), 0});
+        return ResolvedHosts{std::move(hosts), "--hosts"};
+    }
+    if (options.hostfile) {
+        auto hosts = read_hostfile(*options.hostfile);
+        if (!hosts)
+            return hosts.error();
+        return ResolvedHosts{std::move(*hosts), "--hostfile " + *options.hostfile};
+    }
+    if (auto pbs = environment_value(environment, "PBS_NODEFILE"); !pbs.empty()) {
+        auto hosts = read_hostfile(pbs);
+        if (!hosts)
+            return make_error("PBS_NODEFILE: {}", hosts.error().message);
+        return ResolvedHosts{std::move(*hosts), "PBS_NODEFILE"};
+    }
+    if (auto slurm = environment_value(environment, "SLURM_JOB_NODELIST"); !slurm.empty()) {
+        auto hosts = hosts_from_slurm(slurm, environment_value(environment, "SLURM_TASKS_PER_NODE"));
+        if (!hosts)
+            return make_error("SLURM_JOB_NODELIST: {}", hosts.error().message);
+        return ResolvedHosts{std::move(*hosts), "SLURM_JOB_NODELIST"};
+    }
+    return ResolvedHosts{{{local_hostname(), 0}}, "this machine"};
+}
+
+Result<std::vector<std::string>> job_environment(const Options& options, const std::vector<std::string>& environment)
+{
+    std::vector<std::string> env;
+    switch (options.env_mode) {
+    case EnvMode::all:
+        env = environment;
+        break;
+    case EnvMode::none:
+        break;
+    case EnvMode::list:
+        for (const auto& name : options.env_list)
+            if (auto value = environment_value(environment, name); !value.empty())
+                env.push_back(name + "=" + value);
+        break;
+    }
+    for (const auto& assignment : options.env) {
+        std::string value;
+        if (assignment.value) {
+            value = *assignment.value;
+        } else {
+            bool present = std::any_of(environment.begin(), environment.end(), [&](const std::string& entry) {
+                return entry.starts_with(assignment.name + "=");
+            });
+            if (!present)
+                return make_error("-x {}: {} is not set in the environment", assignment.name, assignment.name);
+            value = environment_value(environment, assignment.name);
+        }
+        std::erase_if(env, [&](const std::string& entry) { return entry.starts_with(assignment.name + "="); });
+        env.push_back(assignment.name + "=" + value);
+    }
+    return env;
+}
+
+// The address children can reach us at: the configured one, loopback for local launches, else our hostname's.
+Result<std::string> listen_address(const Config& config, bool local)
+{
+    if (!config.bind_address.empty())
+        return config.bind_address;
+    if (local)
+        return std::string("127.0.0.1");
+    std::string host = local_hostname();
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || !found)
+        return make_error("cannot find an address for this host ({}); set [tree] bind_address in the config",
+                          host);
+    char text[NI_MAXHOST];
+    int status = ::getnameinfo(found->ai_addr, found->ai_addrlen, text, sizeof text, nullptr, 0, NI_NUMERICHOST);
+    ::freeaddrinfo(found);
+    if (status != 0)
+        return make_error("cannot find an address for this host ({})", host);
+    return std::string(text);
+}
+
+std::string new_job_id()
+{
+    auto nonce = auth::generate_nonce();
+    return auth::to_hex(std::span(nonce.data(), 4));
+}
+
+std::string quote_command(const std::vector<std::string>& words)
+{
+    std::string out;
+    for (const auto& word : words)
+        out += (out.empty() ? "" : " ") + shell_quote(word);
+    return out;
+}
+
+} // namespace
+
+Result<RootPlan> make_root_plan(const Options& options, const Config& config,
+                                const std::vector<std::string>& environment, const std::string& daemon_path)
+{
+    auto resolved = resolve_hosts(options, environment);
+    if (!resolved)
+        return resolved.error();
+    auto placement = place_ranks({options.ranks, options.ppn, resolved->hosts});
+    if (!placement)
+        return placement.error();
+    auto bind = parse_cpu_bind(options.cpu_bind, options.depth);
+    if (!bind)
+        return bind.error();
+    auto env = job_environment(options, environment);
+    if (!env)
+        return env.error();
+
+    bool simulated = options.sim_nodes > 0;
+    bool on_this_machine = resolved->source == "this machine";
+    std::string agent = simulated || on_this_machine ? "local" : options.agent.value_or(config.agent);
+    if (auto kind = parse_agent(agent); !kind)
+        return kind.error();
+    auto address = listen_address(config, simulated || on_this_machine || agent == "local");
+    if (!address)
+        return address.error();
+
+    RootPlan root;
+    root.placement = std::move(*placement);
+    root.listen_address = *address;
+    root.host_source = resolved->source;
+    root.timeout_seconds = options.timeout_seconds;
+    root.label = options.label;
+    root.timing = options.timing;
+    root.timing_file = options.timing_file;
+    root.command_line = quote_command(options.command);
+
+    wire::LaunchPlan& plan = root.plan;
+    plan.job_id = new_job_id();
+    for (const auto& node : root.placement.nodes) {
+        plan.hosts.push_back(node.host);
+        plan.job.ranks_per_node.push_back(static_cast<std::uint64_t>(node.count));
+    }
+    plan.simulated = simulated;
+    plan.agent = agent;
+    plan.ssh_command = config.ssh_command;
+    plan.ssh_args = config.ssh_args;
+    plan.rsh_command = config.rsh_command;
+    plan.daemon_path = config.daemon_path.empty() ? daemon_path : config.daemon_path;
+    plan.bind_address = simulated ? std::string() : config.bind_address;
+    plan.fanout = static_cast<std::uint64_t>(options.fanout.value_or(config.fanout));
+    plan.window = static_cast<std::uint64_t>(options.window.value_or(config.window));
+    plan.connect_timeout = config.connect_timeout;
+    plan.kill_grace = config.kill_grace;
+    plan.tmpdir = config.tmpdir;
+    plan.verbosity = static_cast<std::uint32_t>(options.verbosity);
+
+    wire::JobSpec& job = plan.job;
+    job.argv = options.command;
+    job.env = std::move(*env);
+    if (options.wdir) {
+        job.wdir = *options.wdir;
+    } else {
+        std::error_code error;
+        job.wdir = std::filesystem::current_path(error).string();
+    }
+    job.cpu_bind = options.cpu_bind;
+    job.depth = static_cast<std::uint64_t>(options.depth);
+
+    // An explicit --env MASTER_ADDR/PORT wins; otherwise rank 0's node and a port derived from the job id,
+    // so two jobs sharing a node do not collide on torch's default 29500.
+    std::string explicit_addr, explicit_port;
+    for (const auto& assignment : options.env) {
+        if (assignment.name == "MASTER_ADDR")
+            explicit_addr = environment_value(job.env, "MASTER_ADDR");
+        if (assignment.name == "MASTER_PORT")
+            explicit_port = environment_value(job.env, "MASTER_PORT");
+    }
+    job.master_addr = !explicit_addr.empty() ? explicit_addr
+                      : simulated            ? simulated_node_address(0)
+                                             : plan.hosts.front();
+    job.master_port = 20000 + static_cast<std::uint32_t>(std::hash<std::string>{}(plan.job_id) % 20000);
+    if (!explicit_port.empty()) {
+        try {
+            job.master_port = static_cast<std::uint32_t>(std::stoul(explicit_port));
+        } catch (const std::exception&) {
+            return make_error("MASTER_PORT must be a port number, got '{}'", explicit_port);
+        }
+    }
+    return root;
+}
+
+Result<std::string> find_local_daemon(const std::string& launcher_path)
+{
+    namespace fs = std::filesystem;
+    std::error_code error;
+    fs::path self = fs::canonical(launcher_path, error);
+    if (error)
+        self = launcher_path;
+    for (const auto& candidate : {self.parent_path() / "canopyd", self.parent_path().parent_path() / "daemon" / "canopyd"})
+        if (::access(candidate.c_str(), X_OK) == 0)
+            return candidate.string();
+    return make_error("cannot find canopyd next to {}; set [launch] daemon_path in the config", self.string());
+}
+
+} // namespace canopy

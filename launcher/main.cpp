@@ -1,0 +1,90 @@
+// canopy entry point: parse the command line, plan the job, run it through the tree, report where time went.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "build_config.hpp"
+#include "config/config.hpp"
+#include "launch_plan.hpp"
+#include "options.hpp"
+#include "root.hpp"
+#include "timing/clock.hpp"
+#include "util/log.hpp"
+
+extern char** environ;
+
+namespace {
+
+constexpr int exit_usage = 2;
+
+std::vector<std::string> own_environment()
+{
+    std::vector<std::string> env;
+    for (char** entry = environ; *entry; ++entry)
+        env.emplace_back(*entry);
+    return env;
+}
+
+int usage_error(const std::string& message)
+{
+    fmt::print(stderr, "canopy: {}\n", message);
+    return exit_usage;
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    std::int64_t started_ns = canopy::timing::now_ns();
+    ::signal(SIGPIPE, SIG_IGN);   // a daemon that vanished is an error code on write, not a crash
+
+    auto options = canopy::parse_options(std::vector<std::string>(argv + 1, argv + argc));
+    if (!options)
+        return usage_error(options.error().message);
+    if (options->help) {
+        fmt::print("{}", canopy::help_text());
+        return 0;
+    }
+    if (options->version) {
+        fmt::print("canopy {}\n", CANOPY_VERSION);
+        return 0;
+    }
+    canopy::init_logging("canopy", options->verbosity);
+
+    auto config = canopy::load_config({CANOPY_SYSCONFDIR, CANOPY_SOURCE_CONFIG_DIR}, options->config_file,
+                                      options->profile);
+    if (!config)
+        return usage_error(config.error().message);
+    auto daemon = canopy::find_local_daemon("/proc/self/exe");
+    if (!daemon)
+        return usage_error(daemon.error().message);
+    auto plan = canopy::make_root_plan(*options, *config, own_environment(), *daemon);
+    if (!plan)
+        return usage_error(plan.error().message);
+    std::int64_t hosts_resolved_ns = canopy::timing::now_ns();
+
+    bool print_report = plan->timing;
+    auto timing_file = plan->timing_file;
+    boost::asio::io_context io(1);
+    canopy::Root root(io, std::move(*plan), started_ns, hosts_resolved_ns);
+    int exit_code = root.run();
+
+    if (print_report || timing_file) {
+        auto timing = root.job_timing();
+        if (print_report)
+            fmt::print(stderr, "{}", canopy::timing::format_report(timing));
+        if (timing_file) {
+            std::ofstream out(*timing_file);
+            out << canopy::timing::to_json(timing).dump(2) << "\n";
+            if (!out)
+                fmt::print(stderr, "canopy: cannot write timing file {}\n", *timing_file);
+        }
+    }
+    return exit_code;
+}

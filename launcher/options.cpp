@@ -1,0 +1,580 @@
+// canopy's command line: one table maps every mpiexec-style spelling to a handler and to its --help line.
+#include "options.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <string_view>
+#include <system_error>
+
+namespace canopy {
+namespace {
+
+// Where parsing is: the arguments, the next unread one, and the option being handled.
+struct ArgCursor {
+    const std::vector<std::string>& args;
+    std::size_t next;                        // index of the next unread argument
+    std::string spelling;                    // as the user typed it, without "=value"
+    std::optional<std::string> inline_value; // from "--opt=value"
+};
+
+// Options plus the spellings used for options that can conflict, so errors name what the user typed.
+struct ParseState {
+    Options options;
+    std::string hosts_spelling, hostfile_spelling, sim_nodes_spelling;
+};
+
+using Handler = Status (*)(ParseState&, ArgCursor&);
+
+enum class Takes {
+    nothing,        // a flag
+    value,          // "-o V" or "--opt=V"
+    env_pair,       // "K=V", or Hydra's two arguments "K V"
+    optional_inline // only "--opt=V"; never consumes the next argument
+};
+
+struct OptionSpec {
+    std::vector<std::string_view> spellings; // the first is the one --help shows first
+    Takes takes;
+    std::string_view metavar;
+    std::string_view group;
+    std::string_view help;
+    Handler handler;
+};
+
+const std::vector<OptionSpec>& option_table();
+
+const OptionSpec* find_option(std::string_view spelling)
+{
+    for (const auto& spec : option_table()) {
+        if (std::find(spec.spellings.begin(), spec.spellings.end(), spelling) != spec.spellings.end()) {
+            return &spec;
+        }
+    }
+    return nullptr;
+}
+
+// True when `arg` is itself an option, so it cannot be the value of the option before it.
+bool looks_like_option(std::string_view arg)
+{
+    if (arg.size() < 2 || arg[0] != '-') {
+        return false;
+    }
+    if (arg.starts_with("--")) {
+        arg = arg.substr(0, arg.find('='));
+    }
+    return find_option(arg) != nullptr;
+}
+
+Result<std::string> take_value(ArgCursor& cursor)
+{
+    if (cursor.inline_value) {
+        std::string value = std::move(*cursor.inline_value);
+        cursor.inline_value.reset();
+        if (value.empty()) {
+            return make_error("option {} needs a value", cursor.spelling);
+        }
+        return value;
+    }
+    if (cursor.next >= cursor.args.size() || looks_like_option(cursor.args[cursor.next])) {
+        return make_error("option {} needs a value", cursor.spelling);
+    }
+    return cursor.args[cursor.next++];
+}
+
+Result<long> parse_count(std::string_view spelling, std::string_view text)
+{
+    long number = 0;
+    const char* end = text.data() + text.size();
+    auto [ptr, ec] = std::from_chars(text.data(), end, number);
+    if (ec == std::errc::result_out_of_range) {
+        return make_error("{} value '{}' is too large", spelling, text);
+    }
+    if (ec != std::errc{} || ptr != end) {
+        return make_error("{} expects an integer, got '{}'", spelling, text);
+    }
+    if (number < 1) {
+        return make_error("{} must be at least 1, got {}", spelling, number);
+    }
+    return number;
+}
+
+Result<double> parse_seconds(std::string_view spelling, std::string_view text)
+{
+    double seconds = 0;
+    const char* end = text.data() + text.size();
+    auto [ptr, ec] = std::from_chars(text.data(), end, seconds);
+    if (ec != std::errc{} || ptr != end || !std::isfinite(seconds)) {
+        return make_error("{} expects a number of seconds, got '{}'", spelling, text);
+    }
+    if (seconds <= 0) {
+        return make_error("{} must be greater than 0 seconds, got {}", spelling, text);
+    }
+    return seconds;
+}
+
+Status store_count(std::optional<long>& field, ArgCursor& cursor)
+{
+    auto text = take_value(cursor);
+    if (!text) {
+        return text.error();
+    }
+    auto number = parse_count(cursor.spelling, *text);
+    if (!number) {
+        return number.error();
+    }
+    field = *number;
+    return {};
+}
+
+Status store_count(long& field, ArgCursor& cursor)
+{
+    std::optional<long> parsed;
+    Status status = store_count(parsed, cursor);
+    if (status) {
+        field = *parsed;
+    }
+    return status;
+}
+
+Status store_string(std::optional<std::string>& field, ArgCursor& cursor)
+{
+    auto text = take_value(cursor);
+    if (!text) {
+        return text.error();
+    }
+    field = std::move(*text);
+    return {};
+}
+
+Status check_env_name(std::string_view spelling, std::string_view name, std::string_view arg)
+{
+    if (name.empty()) {
+        return make_error("option {} needs NAME=VALUE, got '{}'", spelling, arg);
+    }
+    return {};
+}
+
+// --env/-env/-genv: "K=V" in one argument, or Hydra's "K V" in two.
+Status add_env_pair(ParseState& state, ArgCursor& cursor)
+{
+    auto first = take_value(cursor);
+    if (!first) {
+        return first.error();
+    }
+    auto eq = first->find('=');
+    if (eq != std::string::npos) {
+        std::string name = first->substr(0, eq);
+        if (Status status = check_env_name(cursor.spelling, name, *first); !status) {
+            return status;
+        }
+        state.options.env.push_back({std::move(name), first->substr(eq + 1)});
+        return {};
+    }
+    if (cursor.next >= cursor.args.size()) {
+        return make_error("option {} needs a value for {}; use {} {}=VALUE or {} {} VALUE", cursor.spelling, *first,
+                          cursor.spelling, *first, cursor.spelling, *first);
+    }
+    state.options.env.push_back({*first, cursor.args[cursor.next++]});
+    return {};
+}
+
+// Open MPI's -x: "K=V" sets a value, a bare "K" copies it from the launcher's environment.
+Status add_env_export(ParseState& state, ArgCursor& cursor)
+{
+    auto arg = take_value(cursor);
+    if (!arg) {
+        return arg.error();
+    }
+    auto eq = arg->find('=');
+    std::string name = arg->substr(0, eq);
+    if (Status status = check_env_name(cursor.spelling, name, *arg); !status) {
+        return status;
+    }
+    if (eq == std::string::npos) {
+        state.options.env.push_back({std::move(name), std::nullopt});
+    } else {
+        state.options.env.push_back({std::move(name), arg->substr(eq + 1)});
+    }
+    return {};
+}
+
+Status set_env_list(ParseState& state, ArgCursor& cursor)
+{
+    auto arg = take_value(cursor);
+    if (!arg) {
+        return arg.error();
+    }
+    std::vector<std::string> names;
+    std::string_view rest = *arg;
+    while (!rest.empty()) {
+        auto comma = rest.find(',');
+        std::string_view name = rest.substr(0, comma);
+        if (!name.empty()) {
+            names.emplace_back(name);
+        }
+        rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    }
+    if (names.empty()) {
+        return make_error("option {} needs a comma-separated list of variable names, got '{}'", cursor.spelling,
+                          *arg);
+    }
+    state.options.env_mode = EnvMode::list;
+    state.options.env_list = std::move(names);
+    return {};
+}
+
+Status set_timeout(ParseState& state, ArgCursor& cursor)
+{
+    auto text = take_value(cursor);
+    if (!text) {
+        return text.error();
+    }
+    auto seconds = parse_seconds(cursor.spelling, *text);
+    if (!seconds) {
+        return seconds.error();
+    }
+    state.options.timeout_seconds = *seconds;
+    return {};
+}
+
+// "--timing" alone turns timing on; "--timing=FILE" also names the report file.
+Status set_timing(ParseState& state, ArgCursor& cursor)
+{
+    state.options.timing = true;
+    if (cursor.inline_value) {
+        if (cursor.inline_value->empty()) {
+            return make_error("option {}= needs a file name, e.g. {}=timing.json", cursor.spelling, cursor.spelling);
+        }
+        state.options.timing_file = std::move(*cursor.inline_value);
+        cursor.inline_value.reset();
+    }
+    return {};
+}
+
+const std::vector<OptionSpec>& option_table()
+{
+    // clang-format off
+    static const std::vector<OptionSpec> table = {
+        // Ranks and hosts
+        {{"-n", "-np", "--np", "--n"}, Takes::value, "N", "Ranks and hosts", "number of ranks to start",
+         [](ParseState& s, ArgCursor& c) { return store_count(s.options.ranks, c); }},
+        {{"-ppn", "--ppn", "-N", "--npernode", "-npernode"}, Takes::value, "N", "Ranks and hosts",
+         "ranks per node",
+         [](ParseState& s, ArgCursor& c) { return store_count(s.options.ppn, c); }},
+        {{"--hostfile", "-hostfile", "-f", "-machinefile", "--machinefile"}, Takes::value, "FILE", "Ranks and hosts",
+         "read hosts from FILE, one per line (e.g. $PBS_NODEFILE)",
+         [](ParseState& s, ArgCursor& c) {
+             s.hostfile_spelling = c.spelling;
+             return store_string(s.options.hostfile, c);
+         }},
+        {{"--hosts", "-hosts", "--host", "-host"}, Takes::value, "LIST", "Ranks and hosts",
+         "comma-separated hosts, e.g. n1,n2 or nid[001-004]",
+         [](ParseState& s, ArgCursor& c) {
+             s.hosts_spelling = c.spelling;
+             return store_string(s.options.hosts, c);
+         }},
+        {{"--sim-nodes"}, Takes::value, "N", "Ranks and hosts",
+         "simulate N nodes on this machine (to try a tree without a cluster)",
+         [](ParseState& s, ArgCursor& c) {
+             s.sim_nodes_spelling = c.spelling;
+             return store_count(s.options.sim_nodes, c);
+         }},
+
+        // Environment
+        {{"--env", "-env", "-genv"}, Takes::env_pair, "K=V | K V", "Environment",
+         "set K to V in every rank's environment",
+         add_env_pair},
+        {{"-x"}, Takes::value, "K[=V]", "Environment",
+         "set K (Open MPI style); without =V copy K from this environment",
+         add_env_export},
+        {{"--envall", "-envall", "-genvall"}, Takes::nothing, "", "Environment",
+         "ranks inherit this whole environment (default)",
+         [](ParseState& s, ArgCursor&) {
+             s.options.env_mode = EnvMode::all;
+             s.options.env_list.clear();
+             return Status{};
+         }},
+        {{"--envnone", "-envnone", "-genvnone"}, Takes::nothing, "", "Environment",
+         "ranks inherit nothing but what --env/-x set",
+         [](ParseState& s, ArgCursor&) {
+             s.options.env_mode = EnvMode::none;
+             s.options.env_list.clear();
+             return Status{};
+         }},
+        {{"--envlist", "-envlist", "-genvlist"}, Takes::value, "A,B,C", "Environment",
+         "ranks inherit only the named variables",
+         set_env_list},
+
+        // Output
+        {{"-l", "--label", "--tag-output", "-prepend-rank", "--prepend-rank"}, Takes::nothing, "", "Output",
+         "prefix each output line with its rank",
+         [](ParseState& s, ArgCursor&) { s.options.label = true; return Status{}; }},
+        {{"--line-buffer", "--line-buffered"}, Takes::nothing, "", "Output",
+         "forward output whole lines at a time",
+         [](ParseState& s, ArgCursor&) { s.options.line_buffer = true; return Status{}; }},
+
+        // Binding
+        {{"--cpu-bind", "-cpu-bind"}, Takes::value, "SPEC", "Binding",
+         "bind ranks to CPUs: none (default), core, depth, list:0-3:4-7, ...",
+         [](ParseState& s, ArgCursor& c) {
+             auto spec = take_value(c);
+             if (!spec) {
+                 return Status{spec.error()};
+             }
+             s.options.cpu_bind = std::move(*spec);
+             return Status{};
+         }},
+        {{"--depth", "-d", "-depth"}, Takes::value, "D", "Binding",
+         "CPUs per rank, used by --cpu-bind depth (default 1)",
+         [](ParseState& s, ArgCursor& c) { return store_count(s.options.depth, c); }},
+
+        // Job
+        {{"--wdir", "-wdir", "--wd", "-wd", "--cwd"}, Takes::value, "DIR", "Job",
+         "run ranks in DIR (default: the current directory)",
+         [](ParseState& s, ArgCursor& c) { return store_string(s.options.wdir, c); }},
+        {{"--timeout", "-timeout"}, Takes::value, "SECONDS", "Job",
+         "stop the job after SECONDS (fractions allowed)",
+         set_timeout},
+
+        // Tree and launch agent
+        {{"--fanout"}, Takes::value, "K", "Tree and launch agent",
+         "children per daemon in the launch tree (config default 32)",
+         [](ParseState& s, ArgCursor& c) { return store_count(s.options.fanout, c); }},
+        {{"--window"}, Takes::value, "W", "Tree and launch agent",
+         "children each daemon starts at once (config default 32)",
+         [](ParseState& s, ArgCursor& c) { return store_count(s.options.window, c); }},
+        {{"--agent", "--launcher", "-launcher", "--rsh-agent"}, Takes::value, "SPEC", "Tree and launch agent",
+         "how daemons are started: ssh, rsh, local, or \"exec:CMD %h\"",
+         [](ParseState& s, ArgCursor& c) { return store_string(s.options.agent, c); }},
+        {{"-launcher-exec", "--launcher-exec"}, Takes::value, "CMD", "Tree and launch agent",
+         "start daemons with CMD (same as --agent exec:CMD)",
+         [](ParseState& s, ArgCursor& c) {
+             auto command = take_value(c);
+             if (!command) {
+                 return Status{command.error()};
+             }
+             s.options.agent = "exec:" + *command;
+             return Status{};
+         }},
+
+        // Timing
+        {{"--timing"}, Takes::optional_inline, "[=FILE.json]", "Timing",
+         "report startup timing; with =FILE also write it as JSON",
+         set_timing},
+
+        // Config
+        {{"--config"}, Takes::value, "FILE", "Config",
+         "read settings from FILE last, over all other config files",
+         [](ParseState& s, ArgCursor& c) { return store_string(s.options.config_file, c); }},
+        {{"--profile"}, Takes::value, "NAME", "Config",
+         "use a site profile: aurora, perlmutter, polaris, ...",
+         [](ParseState& s, ArgCursor& c) { return store_string(s.options.profile, c); }},
+
+        // General
+        {{"-v", "--verbose"}, Takes::nothing, "", "General",
+         "say more (repeat for more detail, e.g. -vv)",
+         [](ParseState& s, ArgCursor&) { ++s.options.verbosity; return Status{}; }},
+        {{"-h", "--help"}, Takes::nothing, "", "General",
+         "show this help",
+         [](ParseState& s, ArgCursor&) { s.options.help = true; return Status{}; }},
+        {{"--version"}, Takes::nothing, "", "General",
+         "show the canopy version",
+         [](ParseState& s, ArgCursor&) { s.options.version = true; return Status{}; }},
+    };
+    // clang-format on
+    return table;
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b)
+{
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) {
+        row[j] = j;
+    }
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        std::size_t diagonal = row[0];
+        row[0] = i;
+        for (std::size_t j = 1; j <= b.size(); ++j) {
+            std::size_t above = row[j];
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            diagonal = above;
+        }
+    }
+    return row[b.size()];
+}
+
+Error unknown_option(std::string_view name)
+{
+    // "-np=4": Hydra-style options take their value as the next argument.
+    if (!name.starts_with("--")) {
+        auto eq = name.find('=');
+        if (eq != std::string_view::npos && find_option(name.substr(0, eq))) {
+            return make_error("unknown option '{}'; give the value as the next argument: {} {}", name,
+                              name.substr(0, eq), name.substr(eq + 1));
+        }
+        // "-n4": a value glued to its option.
+        auto digits = name.find_first_of("0123456789");
+        if (digits != std::string_view::npos &&
+            name.find_first_not_of("0123456789", digits) == std::string_view::npos &&
+            find_option(name.substr(0, digits))) {
+            return make_error("unknown option '{}'; did you mean '{} {}'?", name, name.substr(0, digits),
+                              name.substr(digits));
+        }
+    }
+    std::string lowered(name);
+    std::transform(lowered.begin(), lowered.end(), lowered.begin(),
+                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    std::string_view best;
+    std::size_t best_distance = std::string_view::npos;
+    for (const auto& spec : option_table()) {
+        for (std::string_view spelling : spec.spellings) {
+            std::size_t distance = edit_distance(lowered, spelling);
+            if (distance < best_distance) {
+                best_distance = distance;
+                best = spelling;
+            }
+        }
+    }
+    // Only suggest a near miss; a far-off guess confuses more than it helps.
+    std::size_t close_enough = std::max<std::size_t>(1, name.size() / 4);
+    if (best_distance <= close_enough) {
+        return make_error("unknown option '{}'; did you mean '{}'?", name, best);
+    }
+    return make_error("unknown option '{}'; see canopy --help", name);
+}
+
+// "-vv", "-vvv": the common shorthand for repeating -v.
+int repeated_verbose(std::string_view arg)
+{
+    if (arg.size() < 3 || arg[0] != '-' || arg.find_first_not_of('v', 1) != std::string_view::npos) {
+        return 0;
+    }
+    return static_cast<int>(arg.size() - 1);
+}
+
+Status check_conflicts(const ParseState& state)
+{
+    const Options& options = state.options;
+    if (options.hosts && options.hostfile) {
+        return make_error("{} and {} cannot be used together; give the hosts one way", state.hosts_spelling,
+                          state.hostfile_spelling);
+    }
+    if (options.sim_nodes > 0 && (options.hosts || options.hostfile)) {
+        const std::string& other = options.hosts ? state.hosts_spelling : state.hostfile_spelling;
+        return make_error("{} and {} cannot be used together; {} runs every node on this machine",
+                          state.sim_nodes_spelling, other, state.sim_nodes_spelling);
+    }
+    return {};
+}
+
+} // namespace
+
+Result<Options> parse_options(const std::vector<std::string>& args)
+{
+    ParseState state;
+    std::size_t i = 0;
+    while (i < args.size()) {
+        const std::string& arg = args[i];
+        if (arg == "--") {
+            state.options.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+            break;
+        }
+        // The first non-option is the program; it and everything after belong to it.
+        if (arg.size() < 2 || arg[0] != '-') {
+            state.options.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+            break;
+        }
+        ArgCursor cursor{args, i + 1, arg, std::nullopt};
+        if (arg.starts_with("--")) {
+            if (auto eq = arg.find('='); eq != std::string::npos) {
+                cursor.spelling = arg.substr(0, eq);
+                cursor.inline_value = arg.substr(eq + 1);
+            }
+        }
+        const OptionSpec* spec = find_option(cursor.spelling);
+        if (spec == nullptr) {
+            if (int count = repeated_verbose(arg); count > 0) {
+                state.options.verbosity += count;
+                ++i;
+                continue;
+            }
+            return unknown_option(cursor.spelling);
+        }
+        if (spec->takes == Takes::nothing && cursor.inline_value) {
+            return make_error("option {} does not take a value, got '{}'", cursor.spelling, arg);
+        }
+        if (Status status = spec->handler(state, cursor); !status) {
+            return status.error();
+        }
+        i = cursor.next;
+    }
+
+    if (Status status = check_conflicts(state); !status) {
+        return status.error();
+    }
+    if (state.options.command.empty() && !state.options.help && !state.options.version) {
+        return make_error("no program given; usage: canopy [options] PROGRAM [ARGS...]");
+    }
+    return std::move(state.options);
+}
+
+std::string help_text()
+{
+    static constexpr std::string_view group_order[] = {
+        "Ranks and hosts",       "Environment", "Output", "Binding", "Job",
+        "Tree and launch agent", "Timing",      "Config", "General",
+    };
+    constexpr std::size_t description_column = 32;
+
+    std::string text =
+        "usage: canopy [options] PROGRAM [ARGS...]\n"
+        "\n"
+        "Start PROGRAM as a parallel job across nodes through a tree of canopyd daemons.\n"
+        "Options end at PROGRAM or at '--'; everything after is passed to PROGRAM unchanged.\n"
+        "Long options also accept --option=value.\n";
+    for (std::string_view group : group_order) {
+        text += "\n";
+        text += group;
+        text += ":\n";
+        for (const auto& spec : option_table()) {
+            if (spec.group != group) {
+                continue;
+            }
+            std::string left = "  ";
+            for (std::size_t k = 0; k < spec.spellings.size(); ++k) {
+                left += (k == 0 ? "" : ", ");
+                left += spec.spellings[k];
+            }
+            if (!spec.metavar.empty()) {
+                // "--timing[=FILE.json]" attaches; others take a separate argument.
+                left += spec.metavar.starts_with('[') ? "" : " ";
+                left += spec.metavar;
+            }
+            if (left.size() + 2 <= description_column) {
+                left.resize(description_column, ' ');
+            } else {
+                left += "\n";
+                left += std::string(description_column, ' ');
+            }
+            text += left;
+            text += spec.help;
+            text += "\n";
+        }
+    }
+    text +=
+        "\n"
+        "Examples:\n"
+        "  canopy -n 8 ./hello                          8 ranks on this machine\n"
+        "  canopy -f $PBS_NODEFILE -ppn 4 -n 64 ./app   64 ranks, 4 per node, hosts from PBS\n"
+        "  canopy --hosts n1,n2 -genv OMP_NUM_THREADS 4 -n 2 ./app\n"
+        "                                               2 ranks, one per host, with OMP_NUM_THREADS=4\n"
+        "  canopy --sim-nodes 4 -ppn 2 -l ./hello       try a 4-node tree on one machine, labelled output\n"
+        "  canopy --profile polaris --timing=start.json -n 128 ./app\n"
+        "                                               use the Polaris settings and save startup timing\n"
+        "  canopy -n 2 -- ./app -n 5                    '--' ends canopy's options; ./app gets -n 5\n";
+    return text;
+}
+
+} // namespace canopy

@@ -1,0 +1,49 @@
+// canopy's command line: a table-driven parser that accepts mpiexec (Hydra, Open MPI, PALS) spellings.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "util/result.hpp"
+
+namespace canopy {
+
+// One --env/-genv/-x request; without a value the variable is copied from the launcher's environment.
+struct EnvAssignment {
+    std::string name;
+    std::optional<std::string> value;
+};
+
+// Which of the launcher's environment variables the ranks inherit.
+enum class EnvMode { all, none, list };
+
+struct Options {
+    std::optional<long> ranks, ppn;
+    std::optional<std::string> hostfile, hosts;
+    long sim_nodes = 0;
+    std::vector<EnvAssignment> env; // in command-line order
+    EnvMode env_mode = EnvMode::all;
+    std::vector<std::string> env_list;
+    bool label = false, line_buffer = false;
+    std::string cpu_bind = "none";
+    long depth = 1;
+    std::optional<std::string> wdir;
+    std::optional<double> timeout_seconds;
+    std::optional<long> fanout, window;
+    std::optional<std::string> agent;
+    bool timing = false;
+    std::optional<std::string> timing_file;
+    std::optional<std::string> config_file, profile;
+    int verbosity = 0;
+    bool help = false, version = false;
+    std::vector<std::string> command; // program and its arguments
+};
+
+// Parses the arguments after argv[0]. Errors are one line without a "canopy:" prefix.
+Result<Options> parse_options(const std::vector<std::string>& args);
+
+// The --help text, grouped by topic, with examples at the end.
+std::string help_text();
+
+} // namespace canopy

@@ -1,0 +1,368 @@
+// The root of the tree: starts the top level of daemons, prints the ranks' output, decides the job's end.
+#include "root.hpp"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "timing/clock.hpp"
+#include "tree/topology.hpp"
+#include "util/log.hpp"
+
+namespace canopy {
+namespace {
+
+spdlog::logger& tree_log() { return area_logger("tree"); }
+
+// After teardown starts, daemons get this long beyond the kill grace to leave before we SIGKILL their agents.
+constexpr double teardown_slack_seconds = 5.0;
+
+void write_all(int fd, std::string_view data)
+{
+    while (!data.empty()) {
+        ssize_t written = ::write(fd, data.data(), data.size());
+        if (written < 0) {
+            if (errno == EINTR)
+                continue;
+            return;   // our stdout went away; nothing sensible is left to do with the output
+        }
+        data.remove_prefix(static_cast<std::size_t>(written));
+    }
+}
+
+std::chrono::milliseconds millis(double seconds) { return std::chrono::milliseconds(static_cast<long>(seconds * 1000)); }
+
+} // namespace
+
+Root::Root(asio::io_context& io, RootPlan plan, std::int64_t started_ns, std::int64_t hosts_resolved_ns)
+    : io_(io), plan_(std::move(plan)), key_(auth::generate_key()), reaper_(io),
+      signals_(io, SIGINT, SIGTERM, SIGHUP), timeout_timer_(io), grace_timer_(io), teardown_deadline_(io),
+      started_ns_(started_ns)
+{
+    signals_.add(SIGUSR1);
+    signals_.add(SIGUSR2);
+    plan_.plan.launcher_start_ns = started_ns;
+    timeline_.push_back({"start", 0.0});
+    timeline_.push_back({"hosts_resolved", static_cast<double>(hosts_resolved_ns - started_ns) / 1e9});
+}
+
+void Root::stamp(const std::string& name)
+{
+    timeline_.push_back({name, static_cast<double>(timing::now_ns() - started_ns_) / 1e9});
+}
+
+int Root::run()
+{
+    auto& plan = plan_.plan;
+    Topology topology(static_cast<long>(plan.hosts.size()), static_cast<long>(plan.fanout));
+    auto positions = topology.children(0);
+    child_count_ = positions.size();
+
+    ChildSet::Events events;
+    events.connected = [this](long position) {
+        wire::LaunchPlan child_plan = plan_.plan;
+        child_plan.position = static_cast<std::uint64_t>(position);
+        child_plan.root_offset_ns = 0;
+        children_->send(position, wire::to_frame(child_plan));
+    };
+    events.frame = [this](long position, wire::Frame frame) { on_child_frame(position, std::move(frame)); };
+    events.closed = [this](long position, const std::string& reason) { on_child_closed(position, reason); };
+    events.start_failed = [this](long position, const std::string& message) {
+        const auto& host = children_->host_of(position);
+        fail(exit_infrastructure, fmt::format("cannot start canopyd on {} via {}: {}", host, plan_.plan.agent, message));
+    };
+    events.log_line = [](long, const std::string& line) { fmt::print(stderr, "{}\n", line); };
+    events.all_finished = [this] {
+        if (ending_)
+            finish();
+    };
+    children_ = std::make_unique<ChildSet>(io_, reaper_, key_, std::move(events));
+    if (auto listening = children_->listen(plan_.listen_address); !listening) {
+        fmt::print(stderr, "canopy: {}\n", listening.error().message);
+        return exit_infrastructure;
+    }
+
+    std::vector<ChildLaunch> launches;
+    for (long position : positions) {
+        auto launch = plan_child_launch(plan, position, children_->endpoint(), plan.daemon_path);
+        if (!launch) {
+            fmt::print(stderr, "canopy: {}\n", launch.error().message);
+            return exit_infrastructure;
+        }
+        launches.push_back(std::move(*launch));
+    }
+
+    signals_.async_wait([this](const boost::system::error_code& error, int signo) {
+        if (!error)
+            on_signal(signo);
+    });
+    if (plan_.timeout_seconds) {
+        timeout_timer_.expires_after(millis(*plan_.timeout_seconds));
+        timeout_timer_.async_wait([this](const boost::system::error_code& error) {
+            if (error || ending_)
+                return;
+            fail(exit_timeout, fmt::format("job exceeded --timeout {:g} s; tearing it down", *plan_.timeout_seconds));
+        });
+    }
+
+    children_->launch(std::move(launches), plan.window, plan.connect_timeout);
+    io_.run();
+    return exit_code_;
+}
+
+void Root::on_child_frame(long position, wire::Frame frame)
+{
+    switch (static_cast<wire::MessageType>(frame.type)) {
+    case wire::MessageType::subtree_up: {
+        auto up = wire::decode_frame<wire::SubtreeUp>(frame);
+        if (!up || child_state_[position] >= 1)
+            break;
+        child_state_[position] = 1;
+        daemons_up_ += up->daemons;
+        if (++children_up_ == child_count_) {
+            stamp("tree_up");
+            tree_log().info("{} daemons up", daemons_up_);
+            start_stdin_forwarding();
+        }
+        return;
+    }
+    case wire::MessageType::subtree_spawned: {
+        auto spawned = wire::decode_frame<wire::SubtreeSpawned>(frame);
+        if (!spawned || child_state_[position] != 1)
+            break;
+        child_state_[position] = 2;
+        if (++children_spawned_ == child_count_)
+            stamp("ranks_spawned");
+        return;
+    }
+    case wire::MessageType::subtree_done: {
+        auto done = wire::decode_frame<wire::SubtreeDone>(frame);
+        if (!done || child_state_[position] != 2)
+            break;
+        child_state_[position] = 3;
+        phases_.merge(done->phases);
+        if (++children_done_ == child_count_) {
+            stamp("ranks_exited");
+            end_job(false, exit_code_);
+        }
+        return;
+    }
+    case wire::MessageType::output: {
+        auto output = wire::decode_frame<wire::Output>(frame);
+        if (!output)
+            break;
+        print_output(*output);
+        return;
+    }
+    case wire::MessageType::rank_failed: {
+        auto failed = wire::decode_frame<wire::RankFailed>(frame);
+        if (!failed)
+            break;
+        if (failure_reported_ || (ending_ && !signalled_))
+            return;
+        failure_reported_ = true;
+        std::string line;
+        int code;
+        if (!failed->message.empty()) {
+            line = fmt::format("rank {} on {} could not start: {}", failed->rank, failed->node, failed->message);
+            code = failed->exit_code;
+        } else if (failed->signal) {
+            int status = failed->signal;   // a wait status for a signal death is the signal number
+            line = fmt::format("rank {} on {} {}", failed->rank, failed->node, describe_wait_status(status));
+            code = 128 + failed->signal;
+        } else {
+            line = fmt::format("rank {} on {} exited with code {}", failed->rank, failed->node, failed->exit_code);
+            code = failed->exit_code;
+        }
+        if (signalled_) {
+            // The ranks are dying of the signal we forwarded; report it as the job's status, quietly.
+            exit_code_ = code;
+            return;
+        }
+        fail(code, line + "; tearing down the job");
+        return;
+    }
+    case wire::MessageType::daemon_error: {
+        auto error = wire::decode_frame<wire::DaemonError>(frame);
+        if (!error)
+            break;
+        if (ending_) {
+            tree_log().info("during teardown: {}", error->message);
+            return;
+        }
+        fail(exit_infrastructure, error->message);
+        return;
+    }
+    case wire::MessageType::daemon_log: {
+        auto log = wire::decode_frame<wire::DaemonLog>(frame);
+        if (!log)
+            break;
+        fmt::print(stderr, "{}\n", log->line);
+        return;
+    }
+    default:
+        break;
+    }
+    tree_log().warn("ignored an unexpected or malformed {} message from {}", wire::message_name(frame.type),
+                    children_->host_of(position));
+}
+
+void Root::on_child_closed(long position, const std::string& reason)
+{
+    if (ending_ || child_state_[position] == 3)
+        return;
+    const auto& host = children_->host_of(position);
+    fail(exit_infrastructure, fmt::format("lost canopyd on {}: {}", host,
+                                          reason.empty() ? "it exited before its ranks finished" : reason));
+}
+
+void Root::fail(int exit_code, const std::string& line)
+{
+    if (ending_)
+        return;
+    fmt::print(stderr, "canopy: {}\n", line);
+    end_job(true, exit_code);
+}
+
+void Root::on_signal(int signo)
+{
+    signals_.async_wait([this](const boost::system::error_code& error, int next) {
+        if (!error)
+            on_signal(next);
+    });
+    if (signo == SIGUSR1 || signo == SIGUSR2) {
+        children_->broadcast(wire::to_frame(wire::Signal{signo}));
+        return;
+    }
+    if (signalled_ || ending_) {
+        // A second interrupt means now.
+        if (!ending_)
+            end_job(true, 128 + signo);
+        else
+            children_->kill_all(SIGKILL);
+        return;
+    }
+    signalled_ = true;
+    exit_code_ = 128 + signo;
+    fmt::print(stderr, "canopy: received SIG{}; forwarding it to every rank\n", sigabbrev_np(signo));
+    children_->broadcast(wire::to_frame(wire::Signal{signo}));
+    grace_timer_.expires_after(millis(plan_.plan.kill_grace));
+    grace_timer_.async_wait([this](const boost::system::error_code& error) {
+        if (!error && !ending_)
+            end_job(true, exit_code_);
+    });
+}
+
+void Root::end_job(bool abort, int exit_code)
+{
+    if (ending_)
+        return;
+    ending_ = true;
+    exit_code_ = exit_code;
+    timeout_timer_.cancel();
+    grace_timer_.cancel();
+    children_->stop_listening();
+    children_->broadcast(wire::to_frame(wire::Shutdown{abort}));
+    // Children that never connected cannot hear the shutdown: stop their agents now.
+    if (abort)
+        children_->kill_all(SIGTERM);
+    teardown_deadline_.expires_after(millis(plan_.plan.kill_grace + teardown_slack_seconds));
+    teardown_deadline_.async_wait([this](const boost::system::error_code& error) {
+        if (error || finished_)
+            return;
+        tree_log().warn("daemons did not leave in time; killing them");
+        children_->kill_all(SIGKILL);
+        finish();
+    });
+    if (children_->finished())
+        finish();
+}
+
+void Root::finish()
+{
+    if (finished_)
+        return;
+    finished_ = true;
+    stamp("teardown_done");
+    teardown_deadline_.cancel();
+    io_.stop();
+}
+
+void Root::print_output(const wire::Output& output)
+{
+    int fd = output.stream == 2 ? STDERR_FILENO : STDOUT_FILENO;
+    if (!plan_.label) {
+        write_all(fd, output.data);
+        return;
+    }
+    std::string labelled;
+    std::string prefix = fmt::format("[{}] ", output.rank);
+    std::size_t start = 0;
+    while (start < output.data.size()) {
+        std::size_t end = output.data.find('\n', start);
+        std::size_t stop = end == std::string::npos ? output.data.size() : end + 1;
+        labelled += prefix;
+        labelled.append(output.data, start, stop - start);
+        start = stop;
+    }
+    if (!labelled.empty() && labelled.back() != '\n')
+        labelled += '\n';
+    write_all(fd, labelled);
+}
+
+void Root::start_stdin_forwarding()
+{
+    // Rank 0 lives on node 0; its daemon is where stdin goes, through the tree.
+    long target = Topology::node_to_position(0);
+    Topology topology(static_cast<long>(plan_.plan.hosts.size()), static_cast<long>(plan_.plan.fanout));
+    long hop = topology.next_hop(0, target);
+    // A blocking reader thread: stdin may be a file, a pipe or a terminal, and epoll accepts only some of those.
+    std::thread([this, target, hop] {
+        char buffer[64 * 1024];
+        for (;;) {
+            ssize_t got = ::read(STDIN_FILENO, buffer, sizeof buffer);
+            if (got < 0 && errno == EINTR)
+                continue;
+            wire::StdinData data{static_cast<std::uint64_t>(target), {}, got <= 0};
+            if (got > 0)
+                data.data.assign(buffer, static_cast<std::size_t>(got));
+            asio::post(io_, [this, hop, frame = wire::to_frame(data)]() mutable {
+                if (!ending_)
+                    children_->send(hop, std::move(frame));
+            });
+            if (got <= 0)
+                return;
+        }
+    }).detach();
+}
+
+timing::JobTiming Root::job_timing() const
+{
+    timing::JobTiming timing;
+    const auto& plan = plan_.plan;
+    timing.job_id = plan.job_id;
+    timing.command = plan_.command_line;
+    timing.started_at = timing::format_utc(started_ns_);
+    timing.nodes = static_cast<long>(plan.hosts.size());
+    timing.ranks = plan_.placement.world_size;
+    timing.fanout = static_cast<long>(plan.fanout);
+    timing.tree_depth = Topology(timing.nodes, timing.fanout).depth();
+    timing.agent = plan.agent;
+    timing.exit_code = exit_code_;
+    timing.timeline = timeline_;
+    // The job rides with the tree's launch plan; it was delivered when the last daemon received it.
+    if (const auto* received = phases_.find("daemon.job_received"))
+        timing.timeline.push_back({"job_delivered", received->max()});
+    std::stable_sort(timing.timeline.begin(), timing.timeline.end(),
+                     [](const auto& a, const auto& b) { return a.seconds < b.seconds; });
+    timing.wall_seconds = timeline_.back().seconds;
+    timing.phases = phases_;
+    return timing;
+}
+
+} // namespace canopy

@@ -1,0 +1,71 @@
+// The root of the tree: starts the top level of daemons, prints the ranks' output, decides the job's end.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "launch_plan.hpp"
+#include "proc/process.hpp"
+#include "timing/report.hpp"
+#include "timing/sketch.hpp"
+#include "tree/children.hpp"
+#include "wire/auth.hpp"
+
+namespace canopy {
+
+// Exit codes for endings that are not a rank's own exit code.
+inline constexpr int exit_timeout = 124;
+inline constexpr int exit_infrastructure = 255;
+
+class Root {
+public:
+    Root(asio::io_context& io, RootPlan plan, std::int64_t started_ns, std::int64_t hosts_resolved_ns);
+
+    // Runs the job to the end and returns canopy's exit code.
+    int run();
+    timing::JobTiming job_timing() const;
+
+private:
+    void on_child_frame(long position, wire::Frame frame);
+    void on_child_closed(long position, const std::string& reason);
+    void on_signal(int signo);
+    void start_stdin_forwarding();
+    void print_output(const wire::Output& output);
+    // Ends the job: orderly (all ranks done) or abort (failure, signal, timeout).
+    void end_job(bool abort, int exit_code);
+    void finish();
+    void stamp(const std::string& name);
+    void fail(int exit_code, const std::string& line);
+
+    asio::io_context& io_;
+    RootPlan plan_;
+    auth::Key key_;
+    ProcessReaper reaper_;
+    std::unique_ptr<ChildSet> children_;
+    asio::signal_set signals_;
+    asio::steady_timer timeout_timer_;
+    asio::steady_timer grace_timer_;
+    asio::steady_timer teardown_deadline_;
+    std::int64_t started_ns_;
+    std::vector<timing::Stamp> timeline_;
+    timing::PhaseSet phases_;
+
+    std::size_t child_count_ = 0;
+    std::map<long, int> child_state_;   // 1 up, 2 spawned, 3 done
+    std::size_t children_up_ = 0, children_spawned_ = 0, children_done_ = 0;
+    std::uint64_t daemons_up_ = 0;
+    bool ending_ = false;
+    bool finished_ = false;
+    bool signalled_ = false;
+    bool failure_reported_ = false;
+    int exit_code_ = 0;
+};
+
+} // namespace canopy

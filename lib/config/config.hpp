@@ -1,0 +1,45 @@
+// canopy.toml: launch, tree and job settings, layered from built-in defaults up to an explicit --config file.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/result.hpp"
+
+namespace canopy {
+
+struct Config {
+    std::string agent = "ssh"; // ssh | rsh | local | exec:CMD-with-%h
+    std::string ssh_command = "ssh";
+    std::vector<std::string> ssh_args = {"-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-x"};
+    std::string rsh_command = "rsh";
+    long fanout = 32;
+    long window = 32;
+    double connect_timeout = 30.0;        // seconds for a child to connect back
+    std::string daemon_path;              // canopyd on remote nodes; empty = same path as the local one
+    std::string bind_address;             // address daemons listen on; empty = the one facing the parent
+    double kill_grace = 3.0;              // SIGTERM -> SIGKILL grace, seconds
+    std::string tmpdir;                   // base of per-job temp dirs; empty = $TMPDIR or /tmp
+    std::vector<std::string> loaded_from; // files that were read, in order, for --verbose
+};
+
+// Where system-wide files live; both are parameters so tests can point them anywhere.
+struct ConfigSources {
+    std::string system_dir; // installed sysconfdir/canopy; may be empty
+    std::string source_dir; // the source tree's config/, for running from a build dir; may be empty
+};
+
+// Layers, later wins: built-in defaults < system_dir/canopy.toml (if present) < profile
+// (system_dir/profiles/NAME.toml, else source_dir/profiles/NAME.toml) < user file
+// ($XDG_CONFIG_HOME, else ~/.config, /canopy/canopy.toml, if present) < $CANOPY_CONFIG < explicit_file.
+// A named profile, $CANOPY_CONFIG or explicit file that does not exist is an error.
+Result<Config> load_config(const ConfigSources& dirs, const std::optional<std::string>& explicit_file,
+                           const std::optional<std::string>& profile);
+
+// Applies one TOML document over `base` and appends source_name to loaded_from. Errors are one line,
+// "config FILE:LINE:COL: what is wrong", and unknown tables or keys come with a suggestion.
+Result<Config> apply_config(std::string_view toml_text, std::string_view source_name, Config base);
+
+} // namespace canopy

@@ -1,0 +1,28 @@
+// pdsh-style hostlists ("nid[001-004,010],login1"): expand to names and compress names back.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/result.hpp"
+
+namespace canopy {
+
+// Most hosts one list may name; guards against a typo like "n[0-99999999]" eating all memory.
+inline constexpr long max_hostlist_hosts = 1'000'000;
+
+// "nid[001-004,010],login1" -> nid001 nid002 nid003 nid004 nid010 login1. A range keeps the zero padding
+// of its low end ("[08-10]" -> 08 09 10). Several bracket groups multiply: "a[1-2]b[3-4]" -> a1b3 a1b4
+// a2b3 a2b4. Commas outside brackets separate items; whitespace around items and range elements is
+// ignored. Errors are one line quoting the input, e.g. `hostlist "nid[5-3]": range 5-3 is reversed`.
+Result<std::vector<std::string>> expand_hostlist(std::string_view list);
+
+// Inverse of expand_hostlist for compact messages and logs: consecutive names that differ only in
+// their last number run share one bracket group, and order is kept, e.g.
+// {nid001,nid002,nid003,nid010,login1} -> "nid[001-003,010],login1".
+// expand_hostlist(compress_hostlist(v)) == v for any v whose names are valid (no brackets, commas or
+// whitespace).
+std::string compress_hostlist(const std::vector<std::string>& hosts);
+
+} // namespace canopy

@@ -1,0 +1,109 @@
+// Block placement of ranks onto hosts.
+#include "hosts/placement.hpp"
+
+#include <algorithm>
+
+namespace canopy {
+
+std::size_t Placement::node_of_rank(long rank) const
+{
+    if (rank < 0 || rank >= world_size || nodes.empty())
+        return nodes.size();
+    auto after = std::upper_bound(nodes.begin(), nodes.end(), rank,
+                                  [](long r, const NodeRanks& node) { return r < node.first_rank; });
+    return static_cast<std::size_t>(after - nodes.begin()) - 1;
+}
+
+long Placement::local_rank(long rank) const
+{
+    std::size_t node = node_of_rank(rank);
+    if (node == nodes.size())
+        return -1;
+    return rank - nodes[node].first_rank;
+}
+
+namespace {
+
+// Appends `count` ranks on `host` after those already placed.
+void add_node(Placement& placement, const std::string& host, long count)
+{
+    placement.nodes.push_back(NodeRanks{host, placement.world_size, count});
+    placement.world_size += count;
+}
+
+Result<Placement> place_per_node(long ppn, std::optional<long> ranks, const std::vector<HostEntry>& hosts)
+{
+    long host_count = static_cast<long>(hosts.size());
+    long n = 0;
+    if (ranks) {
+        n = *ranks;
+    } else if (__builtin_mul_overflow(ppn, host_count, &n)) {
+        return make_error("--ppn {} with {} hosts is too many ranks; give -n", ppn, host_count);
+    }
+    long needed = n / ppn + (n % ppn != 0);
+    if (needed > host_count)
+        return make_error("-n {} with --ppn {} needs {} nodes but only {} hosts were given; give more "
+                          "hosts or raise --ppn",
+                          n, ppn, needed, host_count);
+    Placement placement;
+    for (long i = 0; i < needed; ++i)
+        add_node(placement, hosts[i].name, std::min(ppn, n - placement.world_size));
+    return placement;
+}
+
+Result<Placement> place_by_slots(std::optional<long> ranks, const std::vector<HostEntry>& hosts)
+{
+    long total = 0;
+    for (const HostEntry& host : hosts)
+        total += host.slots;
+    long n = ranks.value_or(total);
+    if (n > total)
+        return make_error("-n {} is more than the {} slots the {} hosts provide; use --ppn to place more "
+                          "ranks per node",
+                          n, total, hosts.size());
+    Placement placement;
+    for (const HostEntry& host : hosts) {
+        if (placement.world_size == n)
+            break;
+        add_node(placement, host.name, std::min<long>(host.slots, n - placement.world_size));
+    }
+    return placement;
+}
+
+Placement place_evenly(std::optional<long> ranks, const std::vector<HostEntry>& hosts)
+{
+    long host_count = static_cast<long>(hosts.size());
+    long n = ranks.value_or(host_count);
+    long used = std::min(n, host_count);
+    long base = n / used;
+    long extra = n % used;
+    Placement placement;
+    for (long i = 0; i < used; ++i)
+        add_node(placement, hosts[i].name, base + (i < extra ? 1 : 0));
+    return placement;
+}
+
+} // namespace
+
+Result<Placement> place_ranks(const PlacementRequest& request)
+{
+    if (request.hosts.empty())
+        return make_error("no hosts to place ranks on; give a hostfile or a host list");
+    if (request.ranks && *request.ranks < 1)
+        return make_error("-n {}: the number of ranks must be at least 1", *request.ranks);
+    if (request.ppn && *request.ppn < 1)
+        return make_error("--ppn {}: ranks per node must be at least 1", *request.ppn);
+    try {
+        if (request.ppn)
+            return place_per_node(*request.ppn, request.ranks, request.hosts);
+        bool all_slots = std::all_of(request.hosts.begin(), request.hosts.end(),
+                                     [](const HostEntry& host) { return host.slots > 0; });
+        if (all_slots)
+            return place_by_slots(request.ranks, request.hosts);
+        return place_evenly(request.ranks, request.hosts);
+    } catch (const std::exception& e) {
+        return make_error("placing ranks: {}", e.what());
+    }
+}
+
+} // namespace canopy

@@ -1,0 +1,34 @@
+// CPU binding of ranks: --cpu-bind none|core|depth|list:CPUS[:CPUS...] with --depth D.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "util/result.hpp"
+
+namespace canopy {
+
+// Highest CPU number a list may name; keeps a typo like "list:0-99999999" from allocating gigabytes.
+inline constexpr int max_cpu_id = 65535;
+
+struct CpuBind {
+    enum class Kind { none, core, depth, list };
+    Kind kind = Kind::none;
+    long depth = 1;
+    std::vector<std::vector<int>> lists; // for list: one sorted CPU set per entry
+};
+
+// Errors quote the option: `--cpu-bind "list:3-1": range 3-1 is reversed ...`. depth must be >= 1 when
+// spec is "depth".
+Result<CpuBind> parse_cpu_bind(std::string_view spec, long depth);
+
+// The CPUs (sorted) a local rank is bound to, given the CPUs this process may use (sched_getaffinity
+// order). none -> empty (no binding). core -> {allowed[local_rank % n]}. depth -> the `depth` CPUs from
+// allowed[(local_rank * depth) % n], wrapping. list -> entry local_rank % entries, as given (not
+// intersected with allowed). Empty allowed or a negative local_rank -> empty. Pure function, no syscalls.
+std::vector<int> cpus_for_local_rank(const CpuBind& bind, long local_rank, const std::vector<int>& allowed);
+
+// sched_getaffinity(0) as a sorted list; empty if the call fails.
+std::vector<int> allowed_cpus();
+
+} // namespace canopy

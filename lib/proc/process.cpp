@@ -1,0 +1,221 @@
+// Starting and reaping child processes.
+#include "proc/process.hpp"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <sstream>
+
+#include <fmt/format.h>
+
+extern char** environ;
+
+namespace canopy {
+
+UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept
+{
+    if (this != &other)
+        reset(other.release());
+    return *this;
+}
+
+int UniqueFd::release()
+{
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+}
+
+void UniqueFd::reset(int fd)
+{
+    if (fd_ >= 0)
+        ::close(fd_);
+    fd_ = fd;
+}
+
+Result<Pipe> make_pipe()
+{
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0)
+        return make_error("cannot create a pipe: {}", std::strerror(errno));
+    return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
+}
+
+namespace {
+
+// What the child writes back when it fails before exec.
+struct ChildFailure {
+    int stage;   // 0 chdir, 1 exec, 2 affinity, 3 stdio
+    int error;
+};
+
+std::vector<char*> c_strings(const std::vector<std::string>& strings)
+{
+    std::vector<char*> out;
+    out.reserve(strings.size() + 1);
+    for (const auto& s : strings)
+        out.push_back(const_cast<char*>(s.c_str()));
+    out.push_back(nullptr);
+    return out;
+}
+
+[[noreturn]] void fail_in_child(int report_fd, int stage)
+{
+    ChildFailure failure{stage, errno};
+    [[maybe_unused]] auto written = ::write(report_fd, &failure, sizeof failure);
+    ::_exit(127);
+}
+
+} // namespace
+
+Result<pid_t> spawn_process(const SpawnRequest& request)
+{
+    if (request.argv.empty())
+        return make_error("nothing to execute");
+    auto report = make_pipe();
+    if (!report)
+        return report.error();
+
+    // Everything the child touches is prepared here: after fork only async-signal-safe calls are allowed.
+    auto argv = c_strings(request.argv);
+    auto envp = request.env ? c_strings(*request.env) : std::vector<char*>{};
+    char** env = request.env ? envp.data() : environ;
+    cpu_set_t cpus;
+    CPU_ZERO(&cpus);
+    for (int cpu : request.cpus)
+        CPU_SET(cpu, &cpus);
+    int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null_fd < 0)
+        return make_error("cannot open /dev/null: {}", std::strerror(errno));
+    UniqueFd null_guard(null_fd);
+    int std_fds[3] = {request.stdin_fd, request.stdout_fd, request.stderr_fd};
+    for (int& fd : std_fds)
+        if (fd < 0)
+            fd = null_fd;
+    int report_fd = report->write_end.get();
+
+    pid_t pid = ::fork();
+    if (pid < 0)
+        return make_error("fork failed: {}", std::strerror(errno));
+    if (pid == 0) {
+        if (request.parent_death_signal)
+            ::prctl(PR_SET_PDEATHSIG, request.parent_death_signal);
+        if (request.own_process_group)
+            ::setpgid(0, 0);
+        sigset_t none;
+        sigemptyset(&none);
+        ::sigprocmask(SIG_SETMASK, &none, nullptr);
+        ::signal(SIGPIPE, SIG_DFL);   // ignored in canopy, but a rank expects the default
+        if (!request.cpus.empty() && ::sched_setaffinity(0, sizeof cpus, &cpus) != 0)
+            fail_in_child(report_fd, 2);
+        for (int target = 0; target < 3; ++target)
+            if (::dup2(std_fds[target], target) < 0)
+                fail_in_child(report_fd, 3);
+        if (!request.wdir.empty() && ::chdir(request.wdir.c_str()) != 0)
+            fail_in_child(report_fd, 0);
+        ::execve(argv[0], argv.data(), env);
+        fail_in_child(report_fd, 1);
+    }
+
+    report->write_end.reset();
+    ChildFailure failure{};
+    ssize_t got;
+    do {
+        got = ::read(report->read_end.get(), &failure, sizeof failure);
+    } while (got < 0 && errno == EINTR);
+    if (got == static_cast<ssize_t>(sizeof failure)) {
+        int status;
+        ::waitpid(pid, &status, 0);
+        switch (failure.stage) {
+        case 0: return make_error("cannot change to directory {}: {}", request.wdir, std::strerror(failure.error));
+        case 1: return make_error("cannot execute {}: {}", request.argv[0], std::strerror(failure.error));
+        case 2: return make_error("cannot bind to the requested CPUs: {}", std::strerror(failure.error));
+        default: return make_error("cannot set up standard streams: {}", std::strerror(failure.error));
+        }
+    }
+    return pid;
+}
+
+Result<std::string> find_program(const std::string& name, const std::string& path_variable)
+{
+    if (name.empty())
+        return make_error("empty program name");
+    auto executable = [](const std::string& path) {
+        struct stat info;
+        return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && ::access(path.c_str(), X_OK) == 0;
+    };
+    if (name.find('/') != std::string::npos) {
+        if (executable(name))
+            return name;
+        if (::access(name.c_str(), F_OK) == 0)
+            return make_error("program '{}' is not executable", name);
+        return make_error("program '{}' not found", name);
+    }
+    std::stringstream dirs(path_variable.empty() ? std::string("/usr/local/bin:/usr/bin:/bin") : path_variable);
+    std::string dir;
+    while (std::getline(dirs, dir, ':')) {
+        std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + name;
+        if (executable(candidate))
+            return candidate;
+    }
+    return make_error("program '{}' not found in PATH", name);
+}
+
+ProcessReaper::ProcessReaper(boost::asio::io_context& io) : signals_(io, SIGCHLD)
+{
+    wait_for_signal();
+}
+
+void ProcessReaper::watch(pid_t pid, ExitHandler handler) { handlers_[pid] = std::move(handler); }
+
+void ProcessReaper::reap()
+{
+    for (;;) {
+        int status = 0;
+        pid_t pid = ::waitpid(-1, &status, WNOHANG);
+        if (pid <= 0)
+            return;
+        auto it = handlers_.find(pid);
+        if (it == handlers_.end())
+            continue;
+        auto handler = std::move(it->second);
+        handlers_.erase(it);
+        handler(status);
+    }
+}
+
+void ProcessReaper::wait_for_signal()
+{
+    signals_.async_wait([this](const boost::system::error_code& error, int) {
+        if (error)
+            return;   // operation_aborted: the reaper is going away
+        reap();
+        wait_for_signal();
+    });
+}
+
+std::string describe_wait_status(int wait_status)
+{
+    if (WIFSIGNALED(wait_status)) {
+        int signo = WTERMSIG(wait_status);
+        const char* name = sigabbrev_np(signo);
+        return fmt::format("was killed by signal {} (SIG{})", signo, name ? name : "?");
+    }
+    return fmt::format("exited with code {}", WEXITSTATUS(wait_status));
+}
+
+int exit_code_of(int wait_status)
+{
+    if (WIFSIGNALED(wait_status))
+        return 128 + WTERMSIG(wait_status);
+    return WEXITSTATUS(wait_status);
+}
+
+} // namespace canopy

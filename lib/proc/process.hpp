@@ -1,0 +1,88 @@
+// Starting and reaping child processes: file descriptors, fork/exec with binding, and SIGCHLD dispatch.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+
+#include "util/result.hpp"
+
+namespace canopy {
+
+// Owns one file descriptor and closes it.
+class UniqueFd {
+public:
+    UniqueFd() = default;
+    explicit UniqueFd(int fd) : fd_(fd) {}
+    UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
+    UniqueFd& operator=(UniqueFd&& other) noexcept;
+    UniqueFd(const UniqueFd&) = delete;
+    UniqueFd& operator=(const UniqueFd&) = delete;
+    ~UniqueFd() { reset(); }
+
+    int get() const { return fd_; }
+    int release();
+    void reset(int fd = -1);
+    explicit operator bool() const { return fd_ >= 0; }
+
+private:
+    int fd_ = -1;
+};
+
+struct Pipe {
+    UniqueFd read_end;
+    UniqueFd write_end;
+};
+
+// Both ends close-on-exec; spawn_process dup2s the ends a child needs.
+Result<Pipe> make_pipe();
+
+struct SpawnRequest {
+    std::vector<std::string> argv;                 // argv[0] is the path to execute
+    std::optional<std::vector<std::string>> env;   // NAME=VALUE; nullopt inherits ours
+    std::string wdir;                              // empty: inherit
+    int stdin_fd = -1;                             // -1: /dev/null
+    int stdout_fd = -1;
+    int stderr_fd = -1;
+    bool own_process_group = true;   // so a whole rank (and what it forks) can be signalled at once
+    std::vector<int> cpus;           // sched_setaffinity set; empty: unchanged
+    int parent_death_signal = 0;     // PR_SET_PDEATHSIG, 0 for none
+};
+
+// fork/exec; returns once the child has exec'd, or the reason it could not (bad wdir, exec error).
+Result<pid_t> spawn_process(const SpawnRequest& request);
+
+// PATH search the way execvp does it, but against the ranks' PATH rather than ours.
+Result<std::string> find_program(const std::string& name, const std::string& path_variable);
+
+// Turns SIGCHLD into callbacks on the io_context, one per watched pid.
+class ProcessReaper {
+public:
+    using ExitHandler = std::function<void(int wait_status)>;
+
+    explicit ProcessReaper(boost::asio::io_context& io);
+    void watch(pid_t pid, ExitHandler handler);
+    std::size_t watched() const { return handlers_.size(); }
+    // Reap what has exited now (also runs on every SIGCHLD).
+    void reap();
+
+private:
+    void wait_for_signal();
+
+    boost::asio::signal_set signals_;
+    std::map<pid_t, ExitHandler> handlers_;
+};
+
+// "exited with code 3" / "was killed by signal 9 (SIGKILL)".
+std::string describe_wait_status(int wait_status);
+// Shell exit-code convention: code, or 128 + signal.
+int exit_code_of(int wait_status);
+
+} // namespace canopy

@@ -1,0 +1,56 @@
+// The environment each rank starts with.
+#include "proc/rank_env.hpp"
+
+#include <map>
+
+namespace canopy {
+
+std::vector<std::string> rank_environment(const std::vector<std::string>& base, const RankIdentity& who)
+{
+    std::map<std::string, std::string> set{
+        {"RANK", std::to_string(who.rank)},
+        {"WORLD_SIZE", std::to_string(who.world_size)},
+        {"LOCAL_RANK", std::to_string(who.local_rank)},
+        {"LOCAL_WORLD_SIZE", std::to_string(who.local_size)},
+        {"NODE_RANK", std::to_string(who.node_rank)},
+        {"GROUP_RANK", std::to_string(who.node_rank)},
+        {"MASTER_ADDR", who.master_addr},
+        {"MASTER_PORT", std::to_string(who.master_port)},
+        {"PMI_RANK", std::to_string(who.rank)},
+        {"PMI_SIZE", std::to_string(who.world_size)},
+        {"PMI_LOCAL_RANK", std::to_string(who.local_rank)},
+        {"PMI_LOCAL_SIZE", std::to_string(who.local_size)},
+        {"PALS_RANKID", std::to_string(who.rank)},
+        {"PALS_LOCAL_RANKID", std::to_string(who.local_rank)},
+        {"PALS_NODEID", std::to_string(who.node_rank)},
+        {"CANOPY_RANK", std::to_string(who.rank)},
+        {"CANOPY_SIZE", std::to_string(who.world_size)},
+        {"CANOPY_LOCAL_RANK", std::to_string(who.local_rank)},
+        {"CANOPY_LOCAL_SIZE", std::to_string(who.local_size)},
+        {"CANOPY_NODE_RANK", std::to_string(who.node_rank)},
+        {"CANOPY_NUM_NODES", std::to_string(who.nodes)},
+        {"CANOPY_NODE", who.node_name},
+        {"CANOPY_JOBID", who.job_id},
+        {"CANOPY_NODE_TMPDIR", who.node_tmpdir},
+    };
+    std::vector<std::string> env;
+    env.reserve(base.size() + set.size());
+    for (const auto& entry : base) {
+        auto name = entry.substr(0, entry.find('='));
+        if (!set.contains(name))
+            env.push_back(entry);
+    }
+    for (const auto& [name, value] : set)
+        env.push_back(name + "=" + value);
+    return env;
+}
+
+std::string environment_value(const std::vector<std::string>& env, const std::string& name)
+{
+    for (const auto& entry : env)
+        if (entry.size() > name.size() && entry[name.size()] == '=' && entry.compare(0, name.size(), name) == 0)
+            return entry.substr(name.size() + 1);
+    return {};
+}
+
+} // namespace canopy

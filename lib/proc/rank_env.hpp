@@ -1,0 +1,28 @@
+// The environment each rank starts with: the job's base environment plus who the rank is.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace canopy {
+
+struct RankIdentity {
+    long rank = 0, world_size = 1;
+    long local_rank = 0, local_size = 1;
+    long node_rank = 0, nodes = 1;
+    std::string node_name;
+    std::string master_addr;
+    std::uint32_t master_port = 0;
+    std::string job_id;
+    std::string node_tmpdir;
+};
+
+// Sets the variables training frameworks and MPI-era tools read (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
+// PMI_RANK, PALS_RANKID, CANOPY_*) over `base`, replacing any stale values it carries.
+std::vector<std::string> rank_environment(const std::vector<std::string>& base, const RankIdentity& who);
+
+// The value of NAME in a NAME=VALUE list, or empty.
+std::string environment_value(const std::vector<std::string>& env, const std::string& name);
+
+} // namespace canopy

@@ -1,0 +1,452 @@
+// The per-phase startup timing report: terminal table, JSON writer and JSON reader.
+#include "timing/report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string_view>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace canopy::timing {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::size_t max_columns = 100;
+
+struct Description {
+    std::string_view name, text;
+};
+
+constexpr Description stamp_descriptions[] = {
+    {"start", "launcher started"},
+    {"hosts_resolved", "host list expanded and ranks placed"},
+    {"tree_up", "every daemon connected and authenticated"},
+    {"job_delivered", "every daemon received the job"},
+    {"ranks_spawned", "every rank started"},
+    {"ranks_exited", "every rank exited"},
+    {"teardown_done", "daemons shut down"},
+};
+
+constexpr Description phase_descriptions[] = {
+    {"daemon.started", "canopyd began running on its node"},
+    {"daemon.connected", "daemon connected to its parent"},
+    {"daemon.job_received", "daemon received the job description"},
+    {"rank.spawned", "rank process started"},
+    {"rank.exited", "rank process exited"},
+    {"rank.runtime", "rank run time, spawn to exit (a duration, not since start)"},
+};
+
+template <std::size_t N>
+std::string_view describe(const Description (&table)[N], std::string_view name)
+{
+    for (const auto& entry : table)
+        if (entry.name == name)
+            return entry.text;
+    return {};
+}
+
+// Cuts text to width, marking the cut, so no line exceeds the terminal budget.
+std::string fit(std::string text, std::size_t width)
+{
+    if (text.size() <= width)
+        return text;
+    if (width <= 3)
+        return text.substr(0, width);
+    text.resize(width - 3);
+    return text + "...";
+}
+
+std::size_t name_width(std::size_t longest, std::size_t header)
+{
+    return std::clamp(longest, header, std::size_t{24});
+}
+
+void append_line(std::string& out, std::string line)
+{
+    while (!line.empty() && line.back() == ' ')
+        line.pop_back();
+    out += fit(std::move(line), max_columns);
+    out += '\n';
+}
+
+void format_timeline(std::string& out, const std::vector<Stamp>& timeline)
+{
+    if (timeline.empty()) {
+        append_line(out, "launcher timeline: none recorded");
+        return;
+    }
+    std::size_t longest = 0;
+    for (const auto& stamp : timeline)
+        longest = std::max(longest, stamp.name.size());
+    const std::size_t width = name_width(longest, 13);
+
+    // The step that took longest is marked, since that is usually what the user is looking for.
+    std::size_t slowest = 0;
+    double slowest_delta = 0;
+    for (std::size_t i = 1; i < timeline.size(); ++i) {
+        const double delta = timeline[i].seconds - timeline[i - 1].seconds;
+        if (delta > slowest_delta) {
+            slowest_delta = delta;
+            slowest = i;
+        }
+    }
+
+    append_line(out, fmt::format("  {:<{}}  {:>10}  {:>10}  {}", "launcher step", width, "since start",
+                                 "delta", "meaning"));
+    for (std::size_t i = 0; i < timeline.size(); ++i) {
+        const auto& stamp = timeline[i];
+        std::string delta;
+        if (i > 0) {
+            const double d = stamp.seconds - timeline[i - 1].seconds;
+            delta = (d >= 0 ? "+" : "") + format_seconds(d);
+        }
+        std::string meaning(describe(stamp_descriptions, stamp.name));
+        if (i == slowest && i > 0)
+            meaning += meaning.empty() ? "<- longest step" : "  <- longest step";
+        append_line(out, fmt::format("  {:<{}}  {:>10}  {:>10}  {}", fit(stamp.name, width), width,
+                                     format_seconds(stamp.seconds), delta, meaning));
+    }
+}
+
+void format_phases(std::string& out, const PhaseSet& phases)
+{
+    if (phases.empty()) {
+        append_line(out, "phases: none recorded");
+        return;
+    }
+    std::size_t longest = 0;
+    for (const auto& [name, sketch] : phases.phases())
+        longest = std::max(longest, name.size());
+    const std::size_t width = name_width(longest, 5);
+    const std::string header = fmt::format("  {:<{}}  {:>8}  {:>10}  {:>10}  {:>10}  ", "phase", width,
+                                           "count", "min", "median", "max");
+    const std::size_t who_width = max_columns > header.size() ? max_columns - header.size() : 0;
+
+    append_line(out, "phases, over all daemons/ranks (seconds since launcher start unless noted):");
+    append_line(out, header + "slowest");
+    for (const auto& [name, sketch] : phases.phases())
+        append_line(out, fmt::format("  {:<{}}  {:>8}  {:>10}  {:>10}  {:>10}  {}", fit(name, width), width,
+                                     sketch.count(), format_seconds(sketch.min()),
+                                     format_seconds(sketch.median()), format_seconds(sketch.max()),
+                                     fit(sketch.max_who(), who_width)));
+
+    bool legend = false;
+    for (const auto& [name, sketch] : phases.phases()) {
+        const std::string_view text = describe(phase_descriptions, name);
+        if (text.empty())
+            continue;
+        if (!legend)
+            append_line(out, "where:");
+        legend = true;
+        append_line(out, fmt::format("  {:<{}}  {}", fit(name, width), width, text));
+    }
+}
+
+// ---- JSON reading: each helper names the full key path in its error. ----
+
+std::string key_path(std::string_view parent, std::string_view key)
+{
+    return parent.empty() ? std::string(key) : fmt::format("{}.{}", parent, key);
+}
+
+Error missing(const std::string& path)
+{
+    return make_error("timing JSON: key '{}' is missing; the file is incomplete or was not written by canopy",
+                      path);
+}
+
+Error wrong_type(const std::string& path, std::string_view expected, const json& found)
+{
+    return make_error("timing JSON: key '{}' must be {} but is {}; the file was not written by this canopy "
+                      "version or was edited",
+                      path, expected, found.type_name());
+}
+
+Result<const json*> member(const json& object, std::string_view parent, std::string_view key)
+{
+    const auto it = object.find(key);
+    if (it == object.end())
+        return missing(key_path(parent, key));
+    return &*it;
+}
+
+Status read_string(const json& object, std::string_view parent, std::string_view key, std::string& out)
+{
+    auto value = member(object, parent, key);
+    if (!value)
+        return value.error();
+    if (!(*value)->is_string())
+        return wrong_type(key_path(parent, key), "a string", **value);
+    out = (*value)->get<std::string>();
+    return {};
+}
+
+Status read_number(const json& object, std::string_view parent, std::string_view key, double& out)
+{
+    auto value = member(object, parent, key);
+    if (!value)
+        return value.error();
+    if (!(*value)->is_number())
+        return wrong_type(key_path(parent, key), "a number", **value);
+    out = (*value)->get<double>();
+    return {};
+}
+
+template <typename Integer>
+Status read_integer(const json& object, std::string_view parent, std::string_view key, Integer& out)
+{
+    auto value = member(object, parent, key);
+    if (!value)
+        return value.error();
+    const json& v = **value;
+    const std::string path = key_path(parent, key);
+    if (!v.is_number_integer())
+        return wrong_type(path, "an integer", v);
+    bool fits = false;
+    if (v.is_number_unsigned()) {
+        const auto u = v.get<std::uint64_t>();
+        fits = u <= static_cast<std::uint64_t>(std::numeric_limits<Integer>::max());
+    } else {
+        const auto s = v.get<std::int64_t>();
+        fits = std::cmp_greater_equal(s, std::numeric_limits<Integer>::min()) &&
+               std::cmp_less_equal(s, std::numeric_limits<Integer>::max());
+    }
+    if (!fits)
+        return make_error("timing JSON: key '{}' is {}, outside the allowed range {}..{}", path, v.dump(),
+                          std::numeric_limits<Integer>::min(), std::numeric_limits<Integer>::max());
+    out = v.get<Integer>();
+    return {};
+}
+
+Result<const json*> read_array(const json& object, std::string_view parent, std::string_view key)
+{
+    auto value = member(object, parent, key);
+    if (!value)
+        return value.error();
+    if (!(*value)->is_array())
+        return wrong_type(key_path(parent, key), "an array", **value);
+    return *value;
+}
+
+Result<Sketch> read_phase(const json& object, const std::string& path, std::string& name)
+{
+    SketchData data;
+    if (!object.is_object())
+        return wrong_type(path, "an object", object);
+    if (auto s = read_string(object, path, "name", name); !s)
+        return s.error();
+    if (auto s = read_integer(object, path, "count", data.count); !s)
+        return s.error();
+    if (auto s = read_number(object, path, "sum", data.sum); !s)
+        return s.error();
+    if (auto s = read_number(object, path, "min", data.min); !s)
+        return s.error();
+    if (auto s = read_string(object, path, "min_who", data.min_who); !s)
+        return s.error();
+    if (auto s = read_number(object, path, "max", data.max); !s)
+        return s.error();
+    if (auto s = read_string(object, path, "max_who", data.max_who); !s)
+        return s.error();
+
+    auto sketch = member(object, path, "sketch");
+    if (!sketch)
+        return sketch.error();
+    const json& state = **sketch;
+    const std::string state_path = key_path(path, "sketch");
+    if (!state.is_object())
+        return wrong_type(state_path, "an object", state);
+    double accuracy = 0;
+    if (auto s = read_number(state, state_path, "relative_accuracy", accuracy); !s)
+        return s.error();
+    // Bucket keys only mean something for the accuracy they were computed with.
+    if (std::fabs(accuracy - sketch_relative_accuracy) > 1e-12)
+        return make_error("timing JSON: key '{}' is {} but this canopy reads only {}; use the canopy version "
+                          "that wrote the file",
+                          key_path(state_path, "relative_accuracy"), accuracy, sketch_relative_accuracy);
+    if (auto s = read_integer(state, state_path, "zero_count", data.zero_count); !s)
+        return s.error();
+    auto buckets = read_array(state, state_path, "buckets");
+    if (!buckets)
+        return buckets.error();
+    std::uint64_t total = data.zero_count;
+    std::int32_t previous = 0;
+    for (std::size_t i = 0; i < (*buckets)->size(); ++i) {
+        const json& pair = (**buckets)[i];
+        const std::string bucket_path = fmt::format("{}.buckets[{}]", state_path, i);
+        if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer() ||
+            !pair[1].is_number_unsigned())
+            return make_error("timing JSON: key '{}' must be a [key, count] pair of integers with count >= 0",
+                              bucket_path);
+        const auto key = pair[0].get<std::int64_t>();
+        if (key < std::numeric_limits<std::int32_t>::min() || key > std::numeric_limits<std::int32_t>::max())
+            return make_error("timing JSON: key '{}' has bucket key {}, outside the 32-bit range", bucket_path,
+                              key);
+        if (i > 0 && key <= previous)
+            return make_error("timing JSON: key '{}' is not sorted by bucket key", bucket_path);
+        previous = static_cast<std::int32_t>(key);
+        const auto n = pair[1].get<std::uint64_t>();
+        data.buckets.emplace_back(previous, n);
+        total += n;
+    }
+    if (total != data.count)
+        return make_error("timing JSON: key '{}' is {} but the sketch holds {} values; the file was edited "
+                          "or corrupted",
+                          key_path(path, "count"), data.count, total);
+    return Sketch::from_data(std::move(data));
+}
+
+} // namespace
+
+std::string format_seconds(double seconds)
+{
+    if (!std::isfinite(seconds))
+        return "-";
+    if (seconds == 0.0)
+        return "0 ms";
+    const double magnitude = std::fabs(seconds);
+    if (magnitude >= 10.0)
+        return fmt::format("{:.1f} s", seconds);
+    const double ms = seconds * 1000.0;
+    const double ms_magnitude = magnitude * 1000.0;
+    if (ms_magnitude >= 100.0)
+        return fmt::format("{:.0f} ms", ms);
+    if (ms_magnitude >= 10.0)
+        return fmt::format("{:.1f} ms", ms);
+    if (ms_magnitude >= 1.0)
+        return fmt::format("{:.2f} ms", ms);
+    return fmt::format("{:.3f} ms", ms);
+}
+
+std::string format_report(const JobTiming& timing)
+{
+    std::string out;
+    append_line(out, fmt::format("canopy job {}: {} nodes x {} ranks, fanout {}, depth {}, agent {}, wall {}, "
+                                 "exit {}",
+                                 timing.job_id, timing.nodes, timing.ranks, timing.fanout, timing.tree_depth,
+                                 timing.agent.empty() ? "-" : timing.agent, format_seconds(timing.wall_seconds),
+                                 timing.exit_code));
+    append_line(out, fmt::format("  started {}  command: {}", timing.started_at.empty() ? "-" : timing.started_at,
+                                 timing.command));
+    out += '\n';
+    format_timeline(out, timing.timeline);
+    out += '\n';
+    format_phases(out, timing.phases);
+    return out;
+}
+
+json to_json(const JobTiming& timing)
+{
+    json timeline = json::array();
+    for (const auto& stamp : timing.timeline)
+        timeline.push_back({{"name", stamp.name}, {"seconds", stamp.seconds}});
+
+    json phases = json::array();
+    for (const auto& [name, sketch] : timing.phases.phases()) {
+        json buckets = json::array();
+        const SketchData data = sketch.data();
+        for (const auto& [key, n] : data.buckets)
+            buckets.push_back({key, n});
+        phases.push_back({
+            {"name", name},
+            {"count", sketch.count()},
+            {"sum", sketch.sum()},
+            {"mean", sketch.mean()},
+            {"min", sketch.min()},
+            {"min_who", sketch.min_who()},
+            {"median", sketch.median()},
+            {"p90", sketch.quantile(0.9)},
+            {"p99", sketch.quantile(0.99)},
+            {"max", sketch.max()},
+            {"max_who", sketch.max_who()},
+            {"sketch",
+             {{"relative_accuracy", sketch_relative_accuracy},
+              {"zero_threshold", sketch_zero_threshold},
+              {"zero_count", data.zero_count},
+              {"buckets", std::move(buckets)}}},
+        });
+    }
+
+    return json{
+        {"schema", timing_schema},
+        {"job_id", timing.job_id},
+        {"command", timing.command},
+        {"started_at", timing.started_at},
+        {"nodes", timing.nodes},
+        {"ranks", timing.ranks},
+        {"fanout", timing.fanout},
+        {"tree_depth", timing.tree_depth},
+        {"agent", timing.agent},
+        {"wall_seconds", timing.wall_seconds},
+        {"exit_code", timing.exit_code},
+        {"timeline", std::move(timeline)},
+        {"phases", std::move(phases)},
+    };
+}
+
+Result<JobTiming> from_json(const json& document)
+{
+    try {
+        if (!document.is_object())
+            return wrong_type("(top level)", "an object", document);
+        std::string schema;
+        if (auto s = read_string(document, "", "schema", schema); !s)
+            return s.error();
+        if (schema != timing_schema)
+            return make_error("timing JSON: key 'schema' is '{}' but this canopy reads '{}'; use the canopy "
+                              "version that wrote the file",
+                              fit(schema, 40), timing_schema);
+
+        JobTiming timing;
+        for (auto [key, field] : {std::pair{"job_id", &timing.job_id}, std::pair{"command", &timing.command},
+                                  std::pair{"started_at", &timing.started_at}, std::pair{"agent", &timing.agent}})
+            if (auto s = read_string(document, "", key, *field); !s)
+                return s.error();
+        for (auto [key, field] : {std::pair{"nodes", &timing.nodes}, std::pair{"ranks", &timing.ranks},
+                                  std::pair{"fanout", &timing.fanout}, std::pair{"tree_depth", &timing.tree_depth}})
+            if (auto s = read_integer(document, "", key, *field); !s)
+                return s.error();
+        if (auto s = read_number(document, "", "wall_seconds", timing.wall_seconds); !s)
+            return s.error();
+        if (auto s = read_integer(document, "", "exit_code", timing.exit_code); !s)
+            return s.error();
+
+        auto timeline = read_array(document, "", "timeline");
+        if (!timeline)
+            return timeline.error();
+        for (std::size_t i = 0; i < (*timeline)->size(); ++i) {
+            const json& entry = (**timeline)[i];
+            const std::string path = fmt::format("timeline[{}]", i);
+            if (!entry.is_object())
+                return wrong_type(path, "an object", entry);
+            Stamp stamp;
+            if (auto s = read_string(entry, path, "name", stamp.name); !s)
+                return s.error();
+            if (auto s = read_number(entry, path, "seconds", stamp.seconds); !s)
+                return s.error();
+            timing.timeline.push_back(std::move(stamp));
+        }
+
+        auto phases = read_array(document, "", "phases");
+        if (!phases)
+            return phases.error();
+        for (std::size_t i = 0; i < (*phases)->size(); ++i) {
+            const std::string path = fmt::format("phases[{}]", i);
+            std::string name;
+            auto sketch = read_phase((**phases)[i], path, name);
+            if (!sketch)
+                return sketch.error();
+            if (timing.phases.find(name) != nullptr)
+                return make_error("timing JSON: key '{}.name' repeats phase '{}'; each phase may appear once",
+                                  path, fit(name, 40));
+            timing.phases.merge_phase(name, *sketch);
+        }
+        return timing;
+    } catch (const std::exception& e) {
+        return make_error("timing JSON: cannot read the document: {}", e.what());
+    }
+}
+
+} // namespace canopy::timing

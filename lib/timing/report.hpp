@@ -1,0 +1,46 @@
+// The per-phase startup timing report: a table for the terminal and a JSON document for tools.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "timing/sketch.hpp"
+#include "util/result.hpp"
+
+namespace canopy::timing {
+
+inline constexpr const char* timing_schema = "canopy.timing/1";
+
+// A launcher timeline entry, in seconds since the launcher started.
+struct Stamp {
+    std::string name;
+    double seconds = 0;
+};
+
+struct JobTiming {
+    std::string job_id, command, started_at; // started_at: ISO-8601 UTC with milliseconds
+    long nodes = 0, ranks = 0, fanout = 0, tree_depth = 0;
+    std::string agent;
+    double wall_seconds = 0;
+    int exit_code = 0;
+    std::vector<Stamp> timeline; // e.g. start, hosts_resolved, tree_up, job_delivered,
+                                 // ranks_spawned, ranks_exited, teardown_done
+    PhaseSet phases;             // e.g. daemon.started, daemon.connected, daemon.job_received,
+                                 // rank.spawned, rank.exited (seconds since launcher start)
+                                 // and rank.runtime (a duration)
+};
+
+// "12.3 ms", "0.045 ms", "9876 ms", "12.3 s": milliseconds below 10 s, seconds above.
+std::string format_seconds(double seconds);
+
+// Plain-text table for a terminal, at most 100 columns, ending in a newline.
+std::string format_report(const JobTiming& timing);
+
+// {"schema": "canopy.timing/1", ...}; see docs/timing-json.md.
+nlohmann::json to_json(const JobTiming& timing);
+// For `canopy report FILE`; an error names the offending key, e.g. "phases[2].sketch.buckets".
+Result<JobTiming> from_json(const nlohmann::json& document);
+
+} // namespace canopy::timing

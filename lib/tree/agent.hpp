@@ -1,0 +1,35 @@
+// Launch agents: how a parent starts canopyd on a child's host (ssh, rsh, exec:CMD, or local processes).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/result.hpp"
+
+namespace canopy {
+
+enum class AgentKind { ssh, rsh, exec, local };
+
+struct AgentSettings {
+    std::string spec = "ssh";                 // ssh | rsh | local | exec:CMD (CMD may use %h for the host)
+    std::string ssh_command = "ssh";
+    std::vector<std::string> ssh_args;
+    std::string rsh_command = "rsh";
+};
+
+Result<AgentKind> parse_agent(std::string_view spec);
+
+// The argv that runs `daemon_command` on `host` through the agent. For local, the daemon command itself.
+Result<std::vector<std::string>> agent_command(const AgentSettings& settings, const std::string& host,
+                                               const std::vector<std::string>& daemon_command);
+
+// Quotes a word for a POSIX shell (remote commands go through the remote user's shell).
+std::string shell_quote(std::string_view word);
+
+// Simulated node i binds 127.1.X.Y: a distinct loopback address per node, without touching 127.0.0.1.
+std::string simulated_node_address(long node_index);
+// Simulated node names: sim0000, sim0001, ...
+std::string simulated_node_name(long node_index);
+
+} // namespace canopy

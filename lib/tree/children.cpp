@@ -1,0 +1,389 @@
+// A parent's children in the tree: starting them through the launch agent, authenticating them, and their links.
+#include "tree/children.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/read.hpp>
+#include <fmt/format.h>
+
+#include "tree/agent.hpp"
+#include "tree/topology.hpp"
+#include "util/log.hpp"
+#include "wire/auth.hpp"
+
+namespace canopy {
+namespace {
+
+spdlog::logger& tree_log() { return area_logger("tree"); }
+
+// Strangers get this long to prove they know the secret.
+constexpr double handshake_timeout_seconds = 10.0;
+// After a child's link closes, its agent process gets this long to exit before SIGKILL.
+constexpr auto reap_grace = std::chrono::seconds(5);
+constexpr std::size_t kept_stderr_lines = 3;
+
+} // namespace
+
+Result<ChildLaunch> plan_child_launch(const wire::LaunchPlan& plan, long position, const std::string& parent_endpoint,
+                                      const std::string& daemon_path)
+{
+    long index = Topology::position_to_node(position);
+    const std::string& host = plan.hosts.at(static_cast<std::size_t>(index));
+    std::vector<std::string> command{daemon_path, "--parent", parent_endpoint, "--position", std::to_string(position),
+                                     "--node", host};
+    if (plan.simulated) {
+        command.push_back("--bind");
+        command.push_back(simulated_node_address(index));
+    }
+    for (std::uint32_t i = 0; i < plan.verbosity; ++i)
+        command.push_back("-v");
+    AgentSettings agent{plan.simulated ? "local" : plan.agent, plan.ssh_command, plan.ssh_args, plan.rsh_command};
+    auto argv = agent_command(agent, host, command);
+    if (!argv)
+        return argv.error();
+    return ChildLaunch{position, host, std::move(*argv)};
+}
+
+ChildSet::ChildSet(asio::io_context& io, ProcessReaper& reaper, const auth::Key& key, Events events)
+    : io_(io), reaper_(reaper), key_(key), events_(std::move(events)), acceptor_(io)
+{
+}
+
+ChildSet::~ChildSet()
+{
+    *alive_ = false;
+    boost::system::error_code ignored;
+    acceptor_.close(ignored);
+    for (auto& [position, child] : children_)
+        if (child->link)
+            child->link->close();
+}
+
+Status ChildSet::listen(const std::string& address)
+{
+    boost::system::error_code error;
+    auto ip = asio::ip::make_address(address, error);
+    if (error)
+        return make_error("cannot listen on '{}': not an IP address", address);
+    tcp::endpoint endpoint(ip, 0);
+    acceptor_.open(endpoint.protocol(), error);
+    if (!error)
+        acceptor_.bind(endpoint, error);
+    if (!error)
+        acceptor_.listen(asio::socket_base::max_listen_connections, error);
+    if (error)
+        return make_error("cannot listen on {}: {}", address, error.message());
+    accept_next();
+    return {};
+}
+
+std::string ChildSet::endpoint() const
+{
+    boost::system::error_code error;
+    auto local = acceptor_.local_endpoint(error);
+    return fmt::format("{}:{}", local.address().to_string(), local.port());
+}
+
+const std::string& ChildSet::host_of(long position) const
+{
+    static const std::string unknown = "?";
+    auto it = children_.find(position);
+    return it == children_.end() ? unknown : it->second->launch.host;
+}
+
+void ChildSet::launch(std::vector<ChildLaunch> children, std::size_t window, double connect_timeout)
+{
+    window_ = std::max<std::size_t>(window, 1);
+    connect_timeout_ = connect_timeout;
+    for (auto& launch : children) {
+        long position = launch.position;
+        auto child = std::make_unique<Child>();
+        child->launch = std::move(launch);
+        children_.emplace(position, std::move(child));
+        pending_.push_back(position);
+    }
+    start_next();
+    check_finished();
+}
+
+void ChildSet::start_next()
+{
+    while (in_flight_ < window_ && !pending_.empty()) {
+        long position = pending_.front();
+        pending_.pop_front();
+        start_child(*children_.at(position));
+    }
+}
+
+void ChildSet::start_child(Child& child)
+{
+    child.started = true;
+    ++in_flight_;
+    auto stdin_pipe = make_pipe();
+    auto stderr_pipe = make_pipe();
+    if (!stdin_pipe || !stderr_pipe) {
+        give_up(child, (stdin_pipe ? stderr_pipe.error() : stdin_pipe.error()).message);
+        return;
+    }
+    SpawnRequest request;
+    request.argv = child.launch.argv;
+    request.stdin_fd = stdin_pipe->read_end.get();
+    request.stdout_fd = stderr_pipe->write_end.get();
+    request.stderr_fd = stderr_pipe->write_end.get();
+    request.parent_death_signal = SIGTERM;
+    auto pid = spawn_process(request);
+    if (!pid) {
+        give_up(child, pid.error().message);
+        return;
+    }
+    child.pid = *pid;
+    child.process_alive = true;
+    long position = child.launch.position;
+    tree_log().debug("started {} for {} (pid {})", child.launch.argv[0], child.launch.host, child.pid);
+
+    // The secret travels on the agent's stdin, never in argv, where any user could read it.
+    std::string secret = auth::to_hex(key_) + "\n";
+    [[maybe_unused]] auto written = ::write(stdin_pipe->write_end.get(), secret.data(), secret.size());
+
+    child.stderr_stream = std::make_unique<asio::posix::stream_descriptor>(io_, stderr_pipe->read_end.release());
+    read_stderr(child);
+
+    reaper_.watch(child.pid, [this, alive = alive_, position](int status) {
+        if (!*alive)
+            return;
+        Child& child = *children_.at(position);
+        child.process_alive = false;
+        if (!child.connected && !child.gone) {
+            drain_stderr(child);   // the agent's last words usually say why it failed
+            std::string what = fmt::format("{} {}", child.launch.argv[0], describe_wait_status(status));
+            std::string output = recent_output(child);
+            give_up(child, output.empty() ? what : fmt::format("{}: {}", what, output));
+        }
+        check_finished();
+    });
+
+    child.timer = std::make_unique<asio::steady_timer>(io_);
+    child.timer->expires_after(std::chrono::milliseconds(static_cast<long>(connect_timeout_ * 1000)));
+    child.timer->async_wait([this, alive = alive_, position](const boost::system::error_code& error) {
+        if (error || !*alive)
+            return;
+        Child& child = *children_.at(position);
+        if (child.connected || child.gone)
+            return;
+        std::string output = recent_output(child);
+        give_up(child, fmt::format("canopyd did not connect back within {:g} s{}{}", connect_timeout_,
+                                   output.empty() ? "" : "; agent output: ", output));
+    });
+}
+
+void ChildSet::read_stderr(Child& child)
+{
+    long position = child.launch.position;
+    child.stderr_stream->async_read_some(asio::buffer(child.stderr_buffer),
+        [this, alive = alive_, position](const boost::system::error_code& error, std::size_t size) {
+            if (!*alive)
+                return;
+            Child& child = *children_.at(position);
+            take_stderr(child, std::string_view(child.stderr_buffer.data(), size));
+            if (error) {
+                if (!child.stderr_partial.empty()) {
+                    child.recent_stderr.push_back(child.stderr_partial);
+                    events_.log_line(position, child.stderr_partial);
+                    child.stderr_partial.clear();
+                }
+                child.stderr_stream.reset();
+                return;
+            }
+            read_stderr(child);
+        });
+}
+
+void ChildSet::drain_stderr(Child& child)
+{
+    if (!child.stderr_stream)
+        return;
+    char buffer[4096];
+    for (;;) {
+        ssize_t got = ::read(child.stderr_stream->native_handle(), buffer, sizeof buffer);
+        if (got <= 0)
+            break;
+        take_stderr(child, std::string_view(buffer, static_cast<std::size_t>(got)));
+    }
+    if (!child.stderr_partial.empty()) {
+        child.recent_stderr.push_back(child.stderr_partial);
+        child.stderr_partial.clear();
+    }
+}
+
+void ChildSet::take_stderr(Child& child, std::string_view data)
+{
+    long position = child.launch.position;
+    child.stderr_partial.append(data);
+    std::size_t start = 0;
+            for (std::size_t newline; (newline = child.stderr_partial.find('\n', start)) != std::string::npos;
+                 start = newline + 1) {
+                std::string line = child.stderr_partial.substr(start, newline - start);
+                if (line.empty())
+                    continue;
+                child.recent_stderr.push_back(line);
+                if (child.recent_stderr.size() > kept_stderr_lines)
+                    child.recent_stderr.pop_front();
+                events_.log_line(position, line);
+            }
+    child.stderr_partial.erase(0, start);
+}
+
+std::string ChildSet::recent_output(const Child& child) const
+{
+    std::string out;
+    for (const auto& line : child.recent_stderr)
+        out += (out.empty() ? "" : " | ") + line;
+    return out;
+}
+
+void ChildSet::accept_next()
+{
+    acceptor_.async_accept([this, alive = alive_](const boost::system::error_code& error, tcp::socket socket) {
+        if (!*alive || error == asio::error::operation_aborted)
+            return;
+        if (!error) {
+            auto peer = std::make_shared<tcp::socket>(std::move(socket));
+            asio::co_spawn(io_, authenticate(peer), [](std::exception_ptr exception) {
+                if (exception)
+                    tree_log().error("internal error while authenticating a child");
+            });
+        }
+        accept_next();
+    });
+}
+
+asio::awaitable<void> ChildSet::authenticate(std::shared_ptr<tcp::socket> peer)
+{
+    auto alive = alive_;
+    boost::system::error_code ignored;
+    auto remote = peer->remote_endpoint(ignored);   // before the handshake, which may close the socket
+    auto position = co_await accept_child(*peer, key_, handshake_timeout_seconds);
+    if (!*alive)
+        co_return;
+    if (!position) {
+        tree_log().warn("dropped a connection from {}: {}", remote.address().to_string(), position.error().message);
+        peer->close(ignored);
+        co_return;
+    }
+    adopt(std::move(*peer), static_cast<long>(*position));
+}
+
+void ChildSet::adopt(tcp::socket socket, long position)
+{
+    auto it = children_.find(position);
+    if (it == children_.end() || it->second->connected || it->second->gone || !it->second->started) {
+        boost::system::error_code ignored;
+        tree_log().warn("dropped a connection claiming tree position {}: not a child waiting to connect", position);
+        socket.close(ignored);
+        return;
+    }
+    Child& child = *it->second;
+    child.connected = true;
+    ++connected_;
+    --in_flight_;
+    if (child.timer)
+        child.timer->cancel();
+    child.link = std::make_shared<Link>(std::move(socket), child.launch.host);
+    child.link->start(
+        [this, alive = alive_, position](wire::Frame frame) {
+            if (*alive)
+                events_.frame(position, std::move(frame));
+        },
+        [this, alive = alive_, position](const std::string& reason) {
+            if (!*alive)
+                return;
+            Child& child = *children_.at(position);
+            mark_gone(child);
+            events_.closed(position, reason);
+            check_finished();
+        });
+    events_.connected(position);
+    start_next();
+}
+
+void ChildSet::give_up(Child& child, const std::string& message)
+{
+    if (child.gone)
+        return;
+    if (child.started && !child.connected)
+        --in_flight_;
+    mark_gone(child);
+    events_.start_failed(child.launch.position, message);
+    start_next();
+    check_finished();
+}
+
+void ChildSet::mark_gone(Child& child)
+{
+    child.gone = true;
+    if (!child.process_alive)
+        return;
+    if (!child.timer)
+        child.timer = std::make_unique<asio::steady_timer>(io_);
+    child.timer->expires_after(child.connected ? std::chrono::duration_cast<std::chrono::milliseconds>(reap_grace)
+                                               : std::chrono::milliseconds(0));
+    child.timer->async_wait([alive = alive_, &child](const boost::system::error_code& error) {
+        if (error || !*alive || !child.process_alive)
+            return;
+        ::kill(-child.pid, SIGKILL);
+    });
+}
+
+void ChildSet::send(long position, std::vector<std::uint8_t> frame)
+{
+    auto it = children_.find(position);
+    if (it != children_.end() && it->second->link)
+        it->second->link->send(std::move(frame));
+}
+
+void ChildSet::broadcast(const std::vector<std::uint8_t>& frame)
+{
+    for (auto& [position, child] : children_)
+        if (child->link)
+            child->link->send(frame);
+}
+
+void ChildSet::kill_all(int signo)
+{
+    for (long position : pending_)
+        children_.at(position)->gone = true;
+    pending_.clear();
+    for (auto& [position, child] : children_)
+        if (child->process_alive)
+            ::kill(-child->pid, signo);
+    check_finished();
+}
+
+void ChildSet::stop_listening()
+{
+    boost::system::error_code ignored;
+    acceptor_.close(ignored);
+}
+
+bool ChildSet::finished() const
+{
+    for (const auto& [position, child] : children_)
+        if (!child->gone || child->process_alive)
+            return false;
+    return true;
+}
+
+void ChildSet::check_finished()
+{
+    if (finished_reported_ || !finished())
+        return;
+    finished_reported_ = true;
+    asio::post(io_, [this, alive = alive_] {
+        if (*alive && events_.all_finished)
+            events_.all_finished();
+    });
+}
+
+} // namespace canopy

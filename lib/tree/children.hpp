@@ -1,0 +1,116 @@
+// A parent's children in the tree: starting them through the launch agent, authenticating them, and their links.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "proc/process.hpp"
+#include "tree/link.hpp"
+#include "wire/auth.hpp"
+#include "wire/messages.hpp"
+
+namespace canopy {
+
+struct ChildLaunch {
+    long position = 0;
+    std::string host;
+    std::vector<std::string> argv;   // the agent command that starts canopyd for this child
+};
+
+// The agent command that starts canopyd for `position` as the plan says, connecting back to parent_endpoint.
+Result<ChildLaunch> plan_child_launch(const wire::LaunchPlan& plan, long position, const std::string& parent_endpoint,
+                                      const std::string& daemon_path);
+
+class ChildSet {
+public:
+    struct Events {
+        std::function<void(long position)> connected;
+        std::function<void(long position, wire::Frame frame)> frame;
+        // The link ended; reason is empty for an orderly close.
+        std::function<void(long position, const std::string& reason)> closed;
+        // The child never connected: the agent failed, or the connect timeout passed.
+        std::function<void(long position, const std::string& message)> start_failed;
+        // A line the agent or the child daemon wrote to stderr.
+        std::function<void(long position, const std::string& line)> log_line;
+        // Every child's link has closed and every agent process has been reaped.
+        std::function<void()> all_finished;
+    };
+
+    ChildSet(asio::io_context& io, ProcessReaper& reaper, const auth::Key& key, Events events);
+    ~ChildSet();
+
+    // Listen on address (port chosen by the kernel) for children connecting back.
+    Status listen(const std::string& address);
+    std::string endpoint() const;   // "address:port" for the children's command line
+
+    // Starts children with at most `window` in flight (started but not yet connected).
+    void launch(std::vector<ChildLaunch> children, std::size_t window, double connect_timeout);
+
+    void send(long position, std::vector<std::uint8_t> frame);
+    void broadcast(const std::vector<std::uint8_t>& frame);
+    // Ends every child process we started (the agent, or the daemon itself for local launches).
+    void kill_all(int signo);
+    void stop_listening();
+
+    std::size_t size() const { return children_.size(); }
+    std::size_t connected_count() const { return connected_; }
+    bool finished() const;
+    const std::string& host_of(long position) const;
+
+private:
+    struct Child {
+        ChildLaunch launch;
+        pid_t pid = -1;
+        bool process_alive = false;
+        bool started = false;
+        bool connected = false;
+        bool gone = false;            // link closed, or never connected and given up on
+        std::shared_ptr<Link> link;
+        std::unique_ptr<asio::posix::stream_descriptor> stderr_stream;
+        std::string stderr_partial;
+        std::deque<std::string> recent_stderr;
+        std::unique_ptr<asio::steady_timer> timer;   // connect deadline, later the reap deadline
+        std::array<char, 4096> stderr_buffer;
+    };
+
+    void start_next();
+    void start_child(Child& child);
+    void read_stderr(Child& child);
+    void take_stderr(Child& child, std::string_view data);
+    void drain_stderr(Child& child);
+    void accept_next();
+    asio::awaitable<void> authenticate(std::shared_ptr<tcp::socket> peer);
+    void adopt(tcp::socket socket, long position);
+    void give_up(Child& child, const std::string& message);
+    void mark_gone(Child& child);
+    void check_finished();
+    std::string recent_output(const Child& child) const;
+
+    asio::io_context& io_;
+    ProcessReaper& reaper_;
+    auth::Key key_;
+    Events events_;
+    tcp::acceptor acceptor_;
+    std::map<long, std::unique_ptr<Child>> children_;
+    std::deque<long> pending_;
+    std::size_t window_ = 32;
+    std::size_t in_flight_ = 0;
+    std::size_t connected_ = 0;
+    double connect_timeout_ = 30;
+    bool finished_reported_ = false;
+    std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+} // namespace canopy

@@ -1,0 +1,257 @@
+// An authenticated, framed TCP connection between a parent and a child in the tree.
+#include "tree/link.hpp"
+
+#include <boost/asio/read.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+
+#include "util/log.hpp"
+#include "wire/messages.hpp"
+
+namespace canopy {
+
+Link::Link(tcp::socket socket, std::string peer_name)
+    : socket_(std::move(socket)), peer_name_(std::move(peer_name)), read_buffer_(std::make_unique_for_overwrite<std::uint8_t[]>(read_buffer_size))
+{
+    boost::system::error_code ignored;
+    socket_.set_option(tcp::no_delay(true), ignored);
+}
+
+void Link::start(FrameHandler on_frame, CloseHandler on_close)
+{
+    on_frame_ = std::move(on_frame);
+    on_close_ = std::move(on_close);
+    read_more();
+}
+
+tcp::endpoint Link::local_endpoint() const
+{
+    boost::system::error_code error;
+    return socket_.local_endpoint(error);
+}
+
+void Link::read_more()
+{
+    socket_.async_read_some(asio::buffer(read_buffer_.get(), read_buffer_size),
+        [self = shared_from_this()](const boost::system::error_code& error, std::size_t size) {
+            if (self->closed_)
+                return;
+            if (error) {
+                self->finish(error == asio::error::eof ? std::string() : error.message());
+                return;
+            }
+            self->decoder_.feed(std::span(self->read_buffer_.get(), size));
+            for (;;) {
+                auto frame = self->decoder_.next();
+                if (!frame) {
+                    self->finish(frame.error().message);
+                    return;
+                }
+                if (!frame->has_value())
+                    break;
+                self->on_frame_(std::move(**frame));
+                if (self->closed_)
+                    return;
+            }
+            self->read_more();
+        });
+}
+
+void Link::send(std::vector<std::uint8_t> frame)
+{
+    if (closed_)
+        return;
+    write_queue_.push_back(std::move(frame));
+    if (!writing_)
+        write_next();
+}
+
+void Link::write_next()
+{
+    if (write_queue_.empty()) {
+        writing_ = false;
+        if (close_when_flushed_)
+            close();
+        return;
+    }
+    writing_ = true;
+    asio::async_write(socket_, asio::buffer(write_queue_.front()),
+        [self = shared_from_this()](const boost::system::error_code& error, std::size_t) {
+            if (self->closed_)
+                return;
+            if (error) {
+                self->finish(error.message());
+                return;
+            }
+            self->write_queue_.pop_front();
+            self->write_next();
+        });
+}
+
+void Link::close_after_flush()
+{
+    close_when_flushed_ = true;
+    if (!writing_)
+        close();
+}
+
+void Link::close()
+{
+    if (closed_)
+        return;
+    boost::system::error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+    finish({});
+}
+
+void Link::finish(const std::string& reason)
+{
+    if (!closed_) {
+        boost::system::error_code ignored;
+        socket_.close(ignored);
+    }
+    closed_ = true;
+    write_queue_.clear();
+    if (auto handler = std::move(on_close_)) {
+        on_close_ = nullptr;
+        handler(reason);
+    }
+}
+
+namespace {
+
+using asio::awaitable;
+using asio::use_awaitable;
+
+// Closes the socket when the deadline passes, so whatever the handshake awaits fails promptly.
+class Deadline {
+public:
+    Deadline(tcp::socket& socket, double seconds) : timer_(socket.get_executor())
+    {
+        timer_.expires_after(std::chrono::milliseconds(static_cast<long>(seconds * 1000)));
+        timer_.async_wait([&socket, expired = expired_](const boost::system::error_code& error) {
+            if (error)
+                return;
+            *expired = true;
+            boost::system::error_code ignored;
+            socket.close(ignored);
+        });
+    }
+    ~Deadline() { timer_.cancel(); }
+    bool expired() const { return *expired_; }
+
+private:
+    asio::steady_timer timer_;
+    std::shared_ptr<bool> expired_ = std::make_shared<bool>(false);
+};
+
+awaitable<Result<wire::Frame>> read_frame(tcp::socket& socket, std::uint32_t max_payload)
+{
+    boost::system::error_code error;
+    std::array<std::uint8_t, wire::header_size> header;
+    co_await asio::async_read(socket, asio::buffer(header), asio::redirect_error(use_awaitable, error));
+    if (error)
+        co_return make_error("{}", error == asio::error::eof ? "connection closed" : error.message());
+    wire::Reader reader(header);
+    std::uint32_t length = reader.u32();
+    wire::Frame frame;
+    frame.type = reader.u8();
+    if (length > max_payload)
+        co_return make_error("a {} byte frame before authentication", length);
+    frame.payload.resize(length);
+    co_await asio::async_read(socket, asio::buffer(frame.payload), asio::redirect_error(use_awaitable, error));
+    if (error)
+        co_return make_error("{}", error.message());
+    co_return frame;
+}
+
+template <typename M>
+awaitable<Result<M>> read_message(tcp::socket& socket)
+{
+    auto frame = co_await read_frame(socket, wire::max_unauthenticated_frame);
+    if (!frame)
+        co_return frame.error();
+    co_return wire::decode_frame<M>(*frame);
+}
+
+template <typename M>
+awaitable<Status> write_message(tcp::socket& socket, const M& message)
+{
+    boost::system::error_code error;
+    auto frame = wire::to_frame(message);
+    co_await asio::async_write(socket, asio::buffer(frame), asio::redirect_error(use_awaitable, error));
+    if (error)
+        co_return make_error("{}", error.message());
+    co_return Status{};
+}
+
+Error timed_out_or(const Deadline& deadline, const Error& error)
+{
+    return deadline.expired() ? Error{"handshake timed out"} : error;
+}
+
+} // namespace
+
+awaitable<Result<std::uint64_t>> accept_child(tcp::socket& socket, const auth::Key& key, double timeout_seconds)
+{
+    Deadline deadline(socket, timeout_seconds);
+    wire::Challenge challenge{auth::generate_nonce()};
+    if (auto sent = co_await write_message(socket, challenge); !sent)
+        co_return timed_out_or(deadline, sent.error());
+    auto hello = co_await read_message<wire::Hello>(socket);
+    if (!hello)
+        co_return timed_out_or(deadline, hello.error());
+    auto expected = auth::child_proof(key, challenge.parent_nonce, hello->child_nonce, hello->position);
+    if (!auth::macs_equal(expected, hello->proof))
+        co_return make_error("wrong job secret");
+    wire::Welcome welcome{auth::parent_proof(key, challenge.parent_nonce, hello->child_nonce, hello->position)};
+    if (auto sent = co_await write_message(socket, welcome); !sent)
+        co_return timed_out_or(deadline, sent.error());
+    for (int round = 0; round < clock_rounds; ++round) {
+        auto ping = co_await read_message<wire::ClockPing>(socket);
+        if (!ping)
+            co_return timed_out_or(deadline, ping.error());
+        wire::ClockPong pong{ping->t0, timing::now_ns(), 0};
+        pong.t2 = timing::now_ns();
+        if (auto sent = co_await write_message(socket, pong); !sent)
+            co_return timed_out_or(deadline, sent.error());
+    }
+    co_return hello->position;
+}
+
+awaitable<Result<ParentHandshake>> connect_to_parent(tcp::socket& socket, const auth::Key& key,
+                                                     std::uint64_t position, double timeout_seconds)
+{
+    Deadline deadline(socket, timeout_seconds);
+    auto challenge = co_await read_message<wire::Challenge>(socket);
+    if (!challenge)
+        co_return timed_out_or(deadline, challenge.error());
+    wire::Hello hello;
+    hello.position = position;
+    hello.child_nonce = auth::generate_nonce();
+    hello.proof = auth::child_proof(key, challenge->parent_nonce, hello.child_nonce, position);
+    if (auto sent = co_await write_message(socket, hello); !sent)
+        co_return timed_out_or(deadline, sent.error());
+    auto welcome = co_await read_message<wire::Welcome>(socket);
+    if (!welcome)
+        co_return timed_out_or(deadline, Error{"the parent refused us: " + welcome.error().message});
+    auto expected = auth::parent_proof(key, challenge->parent_nonce, hello.child_nonce, position);
+    if (!auth::macs_equal(expected, welcome->proof))
+        co_return make_error("the parent does not know the job secret");
+
+    std::vector<timing::ClockSample> samples;
+    for (int round = 0; round < clock_rounds; ++round) {
+        wire::ClockPing ping{timing::now_ns()};
+        if (auto sent = co_await write_message(socket, ping); !sent)
+            co_return timed_out_or(deadline, sent.error());
+        auto pong = co_await read_message<wire::ClockPong>(socket);
+        if (!pong)
+            co_return timed_out_or(deadline, pong.error());
+        samples.push_back({pong->t0, pong->t1, pong->t2, timing::now_ns()});
+    }
+    co_return ParentHandshake{timing::estimate_offset(samples)};
+}
+
+} // namespace canopy

@@ -1,0 +1,327 @@
+// Wire encoding of the tree messages.
+#include "wire/messages.hpp"
+
+#include "hosts/hostlist.hpp"
+
+namespace canopy::wire {
+
+const char* message_name(std::uint8_t type)
+{
+    switch (static_cast<MessageType>(type)) {
+    case MessageType::challenge: return "challenge";
+    case MessageType::hello: return "hello";
+    case MessageType::welcome: return "welcome";
+    case MessageType::clock_ping: return "clock-ping";
+    case MessageType::clock_pong: return "clock-pong";
+    case MessageType::launch_plan: return "launch-plan";
+    case MessageType::stdin_data: return "stdin";
+    case MessageType::signal: return "signal";
+    case MessageType::shutdown: return "shutdown";
+    case MessageType::subtree_up: return "subtree-up";
+    case MessageType::subtree_spawned: return "subtree-spawned";
+    case MessageType::subtree_done: return "subtree-done";
+    case MessageType::output: return "output";
+    case MessageType::rank_failed: return "rank-failed";
+    case MessageType::daemon_error: return "daemon-error";
+    case MessageType::daemon_log: return "daemon-log";
+    }
+    return "unknown";
+}
+
+namespace {
+
+void put(Writer& writer, const Bytes32& bytes) { writer.raw(bytes); }
+void get(Reader& reader, Bytes32& bytes) { reader.raw(bytes); }
+
+void encode_phases(Writer& writer, const timing::PhaseSet& phases)
+{
+    writer.varint(phases.phases().size());
+    for (const auto& [name, sketch] : phases.phases()) {
+        auto data = sketch.data();
+        writer.string(name);
+        writer.varint(data.count);
+        writer.f64(data.sum);
+        writer.f64(data.min);
+        writer.f64(data.max);
+        writer.string(data.min_who);
+        writer.string(data.max_who);
+        writer.varint(data.zero_count);
+        writer.varint(data.buckets.size());
+        for (const auto& [key, count] : data.buckets) {
+            writer.i64(key);
+            writer.varint(count);
+        }
+    }
+}
+
+void decode_phases(Reader& reader, timing::PhaseSet& phases)
+{
+    std::size_t phase_count = reader.count();
+    for (std::size_t i = 0; i < phase_count && reader.ok(); ++i) {
+        std::string name = reader.string();
+        timing::SketchData data;
+        data.count = reader.varint();
+        data.sum = reader.f64();
+        data.min = reader.f64();
+        data.max = reader.f64();
+        data.min_who = reader.string();
+        data.max_who = reader.string();
+        data.zero_count = reader.varint();
+        std::size_t bucket_count = reader.count();
+        for (std::size_t b = 0; b < bucket_count && reader.ok(); ++b) {
+            auto key = static_cast<std::int32_t>(reader.i64());
+            data.buckets.emplace_back(key, reader.varint());
+        }
+        if (reader.ok())
+            phases.merge_phase(name, timing::Sketch::from_data(std::move(data)));
+    }
+}
+
+} // namespace
+
+void encode(Writer& writer, const Challenge& message) { put(writer, message.parent_nonce); }
+Status decode(Reader& reader, Challenge& message)
+{
+    get(reader, message.parent_nonce);
+    return {};
+}
+
+void encode(Writer& writer, const Hello& message)
+{
+    writer.varint(message.position);
+    put(writer, message.child_nonce);
+    put(writer, message.proof);
+}
+Status decode(Reader& reader, Hello& message)
+{
+    message.position = reader.varint();
+    get(reader, message.child_nonce);
+    get(reader, message.proof);
+    return {};
+}
+
+void encode(Writer& writer, const Welcome& message) { put(writer, message.proof); }
+Status decode(Reader& reader, Welcome& message)
+{
+    get(reader, message.proof);
+    return {};
+}
+
+void encode(Writer& writer, const ClockPing& message) { writer.i64(message.t0); }
+Status decode(Reader& reader, ClockPing& message)
+{
+    message.t0 = reader.i64();
+    return {};
+}
+
+void encode(Writer& writer, const ClockPong& message)
+{
+    writer.i64(message.t0);
+    writer.i64(message.t1);
+    writer.i64(message.t2);
+}
+Status decode(Reader& reader, ClockPong& message)
+{
+    message.t0 = reader.i64();
+    message.t1 = reader.i64();
+    message.t2 = reader.i64();
+    return {};
+}
+
+void encode(Writer& writer, const LaunchPlan& message)
+{
+    writer.string(message.job_id);
+    writer.varint(message.position);
+    writer.string(compress_hostlist(message.hosts));
+    writer.boolean(message.simulated);
+    writer.string(message.agent);
+    writer.string(message.ssh_command);
+    writer.strings(message.ssh_args);
+    writer.string(message.rsh_command);
+    writer.string(message.daemon_path);
+    writer.string(message.bind_address);
+    writer.varint(message.fanout);
+    writer.varint(message.window);
+    writer.f64(message.connect_timeout);
+    writer.f64(message.kill_grace);
+    writer.string(message.tmpdir);
+    writer.varint(message.verbosity);
+    writer.i64(message.launcher_start_ns);
+    writer.i64(message.root_offset_ns);
+
+    const JobSpec& job = message.job;
+    writer.strings(job.argv);
+    writer.strings(job.env);
+    writer.string(job.wdir);
+    writer.string(job.cpu_bind);
+    writer.varint(job.depth);
+    writer.varint(job.ranks_per_node.size());
+    for (auto count : job.ranks_per_node)
+        writer.varint(count);
+    writer.string(job.master_addr);
+    writer.u32(job.master_port);
+}
+
+Status decode(Reader& reader, LaunchPlan& message)
+{
+    message.job_id = reader.string();
+    message.position = reader.varint();
+    std::string hostlist = reader.string();
+    message.simulated = reader.boolean();
+    message.agent = reader.string();
+    message.ssh_command = reader.string();
+    message.ssh_args = reader.strings();
+    message.rsh_command = reader.string();
+    message.daemon_path = reader.string();
+    message.bind_address = reader.string();
+    message.fanout = reader.varint();
+    message.window = reader.varint();
+    message.connect_timeout = reader.f64();
+    message.kill_grace = reader.f64();
+    message.tmpdir = reader.string();
+    message.verbosity = static_cast<std::uint32_t>(reader.varint());
+    message.launcher_start_ns = reader.i64();
+    message.root_offset_ns = reader.i64();
+
+    JobSpec& job = message.job;
+    job.argv = reader.strings();
+    job.env = reader.strings();
+    job.wdir = reader.string();
+    job.cpu_bind = reader.string();
+    job.depth = reader.varint();
+    std::size_t nodes = reader.count();
+    job.ranks_per_node.reserve(nodes);
+    for (std::size_t i = 0; i < nodes && reader.ok(); ++i)
+        job.ranks_per_node.push_back(reader.varint());
+    job.master_addr = reader.string();
+    job.master_port = reader.u32();
+    if (!reader.ok())
+        return make_error("malformed launch-plan message");
+
+    auto hosts = expand_hostlist(hostlist);
+    if (!hosts)
+        return make_error("launch-plan carries a bad host list: {}", hosts.error().message);
+    message.hosts = std::move(hosts.value());
+    if (message.hosts.size() != job.ranks_per_node.size() || message.fanout == 0)
+        return make_error("launch-plan lists {} hosts but {} rank counts", message.hosts.size(),
+                          job.ranks_per_node.size());
+    return {};
+}
+
+void encode(Writer& writer, const StdinData& message)
+{
+    writer.varint(message.target_position);
+    writer.string(message.data);
+    writer.boolean(message.eof);
+}
+Status decode(Reader& reader, StdinData& message)
+{
+    message.target_position = reader.varint();
+    message.data = reader.string();
+    message.eof = reader.boolean();
+    return {};
+}
+
+void encode(Writer& writer, const Signal& message) { writer.i64(message.signo); }
+Status decode(Reader& reader, Signal& message)
+{
+    message.signo = static_cast<std::int32_t>(reader.i64());
+    if (message.signo <= 0 || message.signo >= 65)
+        return make_error("signal message carries invalid signal {}", message.signo);
+    return {};
+}
+
+void encode(Writer& writer, const Shutdown& message) { writer.boolean(message.abort); }
+Status decode(Reader& reader, Shutdown& message)
+{
+    message.abort = reader.boolean();
+    return {};
+}
+
+void encode(Writer& writer, const SubtreeUp& message) { writer.varint(message.daemons); }
+Status decode(Reader& reader, SubtreeUp& message)
+{
+    message.daemons = reader.varint();
+    return {};
+}
+
+void encode(Writer& writer, const SubtreeSpawned& message) { writer.varint(message.ranks); }
+Status decode(Reader& reader, SubtreeSpawned& message)
+{
+    message.ranks = reader.varint();
+    return {};
+}
+
+void encode(Writer& writer, const SubtreeDone& message)
+{
+    writer.varint(message.ranks);
+    encode_phases(writer, message.phases);
+}
+Status decode(Reader& reader, SubtreeDone& message)
+{
+    message.ranks = reader.varint();
+    decode_phases(reader, message.phases);
+    return {};
+}
+
+void encode(Writer& writer, const Output& message)
+{
+    writer.varint(message.rank);
+    writer.u8(message.stream);
+    writer.string(message.data);
+}
+Status decode(Reader& reader, Output& message)
+{
+    message.rank = reader.varint();
+    message.stream = reader.u8();
+    message.data = reader.string();
+    if (message.stream != 1 && message.stream != 2)
+        return make_error("output message names stream {}", message.stream);
+    return {};
+}
+
+void encode(Writer& writer, const RankFailed& message)
+{
+    writer.varint(message.rank);
+    writer.string(message.node);
+    writer.i64(message.exit_code);
+    writer.i64(message.signal);
+    writer.string(message.message);
+    writer.i64(message.time_ns);
+}
+Status decode(Reader& reader, RankFailed& message)
+{
+    message.rank = reader.varint();
+    message.node = reader.string();
+    message.exit_code = static_cast<std::int32_t>(reader.i64());
+    message.signal = static_cast<std::int32_t>(reader.i64());
+    message.message = reader.string();
+    message.time_ns = reader.i64();
+    return {};
+}
+
+void encode(Writer& writer, const DaemonError& message)
+{
+    writer.string(message.node);
+    writer.string(message.message);
+}
+Status decode(Reader& reader, DaemonError& message)
+{
+    message.node = reader.string();
+    message.message = reader.string();
+    return {};
+}
+
+void encode(Writer& writer, const DaemonLog& message)
+{
+    writer.string(message.node);
+    writer.string(message.line);
+}
+Status decode(Reader& reader, DaemonLog& message)
+{
+    message.node = reader.string();
+    message.line = reader.string();
+    return {};
+}
+
+} // namespace canopy::wire

@@ -1,0 +1,224 @@
+// The messages parents and children exchange over the tree, and their wire encoding.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "timing/sketch.hpp"
+#include "util/result.hpp"
+#include "wire/codec.hpp"
+
+namespace canopy::wire {
+
+enum class MessageType : std::uint8_t {
+    // Handshake, child <-> parent, before anything else.
+    challenge = 1,
+    hello = 2,
+    welcome = 3,
+    clock_ping = 4,
+    clock_pong = 5,
+    // Down the tree.
+    launch_plan = 10,
+    stdin_data = 11,
+    signal = 12,
+    shutdown = 13,
+    // Up the tree.
+    subtree_up = 20,
+    subtree_spawned = 21,
+    subtree_done = 22,
+    output = 23,
+    rank_failed = 24,
+    daemon_error = 25,
+    daemon_log = 26,
+};
+
+const char* message_name(std::uint8_t type);
+
+using Bytes32 = std::array<std::uint8_t, 32>;
+
+struct Challenge {
+    static constexpr MessageType type = MessageType::challenge;
+    Bytes32 parent_nonce{};
+};
+
+struct Hello {
+    static constexpr MessageType type = MessageType::hello;
+    std::uint64_t position = 0;
+    Bytes32 child_nonce{};
+    Bytes32 proof{};
+};
+
+struct Welcome {
+    static constexpr MessageType type = MessageType::welcome;
+    Bytes32 proof{};
+};
+
+struct ClockPing {
+    static constexpr MessageType type = MessageType::clock_ping;
+    std::int64_t t0 = 0;
+};
+
+struct ClockPong {
+    static constexpr MessageType type = MessageType::clock_pong;
+    std::int64_t t0 = 0, t1 = 0, t2 = 0;
+};
+
+// What every daemon runs: the same for all nodes, so it is computed once at the root.
+struct JobSpec {
+    std::vector<std::string> argv;
+    std::vector<std::string> env;          // NAME=VALUE, the ranks' base environment
+    std::string wdir;
+    std::string cpu_bind = "none";
+    std::uint64_t depth = 1;
+    std::vector<std::uint64_t> ranks_per_node;   // by node index
+    std::string master_addr;
+    std::uint32_t master_port = 0;
+};
+
+// Everything a daemon needs to build its part of the tree and run its ranks.
+struct LaunchPlan {
+    static constexpr MessageType type = MessageType::launch_plan;
+    std::string job_id;
+    std::uint64_t position = 0;          // the receiving daemon's position
+    std::vector<std::string> hosts;      // by node index (compressed hostlist on the wire)
+    bool simulated = false;              // sim nodes: each daemon binds its own 127.x address
+    std::string agent;
+    std::string ssh_command;
+    std::vector<std::string> ssh_args;
+    std::string rsh_command;
+    std::string daemon_path;
+    std::string bind_address;
+    std::uint64_t fanout = 32;
+    std::uint64_t window = 32;
+    double connect_timeout = 30;
+    double kill_grace = 3;
+    std::string tmpdir;
+    std::uint32_t verbosity = 0;
+    std::int64_t launcher_start_ns = 0;   // root clock
+    std::int64_t root_offset_ns = 0;      // the receiver's clock + this = root clock
+    JobSpec job;
+};
+
+struct StdinData {
+    static constexpr MessageType type = MessageType::stdin_data;
+    std::uint64_t target_position = 0;
+    std::string data;
+    bool eof = false;
+};
+
+struct Signal {
+    static constexpr MessageType type = MessageType::signal;
+    std::int32_t signo = 0;
+};
+
+struct Shutdown {
+    static constexpr MessageType type = MessageType::shutdown;
+    bool abort = false;       // failure teardown: short grace before SIGKILL
+};
+
+struct SubtreeUp {
+    static constexpr MessageType type = MessageType::subtree_up;
+    std::uint64_t daemons = 0;
+};
+
+struct SubtreeSpawned {
+    static constexpr MessageType type = MessageType::subtree_spawned;
+    std::uint64_t ranks = 0;
+};
+
+struct SubtreeDone {
+    static constexpr MessageType type = MessageType::subtree_done;
+    std::uint64_t ranks = 0;
+    timing::PhaseSet phases;
+};
+
+struct Output {
+    static constexpr MessageType type = MessageType::output;
+    std::uint64_t rank = 0;
+    std::uint8_t stream = 1;   // 1 stdout, 2 stderr
+    std::string data;          // whole lines, except a final partial line at exit
+};
+
+struct RankFailed {
+    static constexpr MessageType type = MessageType::rank_failed;
+    std::uint64_t rank = 0;
+    std::string node;
+    std::int32_t exit_code = 0;
+    std::int32_t signal = 0;
+    std::string message;       // set when the rank never started
+    std::int64_t time_ns = 0;  // root clock
+};
+
+struct DaemonError {
+    static constexpr MessageType type = MessageType::daemon_error;
+    std::string node;
+    std::string message;
+};
+
+struct DaemonLog {
+    static constexpr MessageType type = MessageType::daemon_log;
+    std::string node;
+    std::string line;
+};
+
+// One encode/decode pair per message; decode leaves trailing-byte checks to decode_frame.
+void encode(Writer& writer, const Challenge& message);
+Status decode(Reader& reader, Challenge& message);
+void encode(Writer& writer, const Hello& message);
+Status decode(Reader& reader, Hello& message);
+void encode(Writer& writer, const Welcome& message);
+Status decode(Reader& reader, Welcome& message);
+void encode(Writer& writer, const ClockPing& message);
+Status decode(Reader& reader, ClockPing& message);
+void encode(Writer& writer, const ClockPong& message);
+Status decode(Reader& reader, ClockPong& message);
+void encode(Writer& writer, const LaunchPlan& message);
+Status decode(Reader& reader, LaunchPlan& message);
+void encode(Writer& writer, const StdinData& message);
+Status decode(Reader& reader, StdinData& message);
+void encode(Writer& writer, const Signal& message);
+Status decode(Reader& reader, Signal& message);
+void encode(Writer& writer, const Shutdown& message);
+Status decode(Reader& reader, Shutdown& message);
+void encode(Writer& writer, const SubtreeUp& message);
+Status decode(Reader& reader, SubtreeUp& message);
+void encode(Writer& writer, const SubtreeSpawned& message);
+Status decode(Reader& reader, SubtreeSpawned& message);
+void encode(Writer& writer, const SubtreeDone& message);
+Status decode(Reader& reader, SubtreeDone& message);
+void encode(Writer& writer, const Output& message);
+Status decode(Reader& reader, Output& message);
+void encode(Writer& writer, const RankFailed& message);
+Status decode(Reader& reader, RankFailed& message);
+void encode(Writer& writer, const DaemonError& message);
+Status decode(Reader& reader, DaemonError& message);
+void encode(Writer& writer, const DaemonLog& message);
+Status decode(Reader& reader, DaemonLog& message);
+
+template <typename M>
+std::vector<std::uint8_t> to_frame(const M& message)
+{
+    Writer writer;
+    encode(writer, message);
+    return encode_frame(static_cast<std::uint8_t>(M::type), writer.data());
+}
+
+// Decodes a frame's payload as M; a wrong type, short payload or trailing bytes is an error.
+template <typename M>
+Result<M> decode_frame(const Frame& frame)
+{
+    if (frame.type != static_cast<std::uint8_t>(M::type))
+        return make_error("expected a {} message, got {}", message_name(static_cast<std::uint8_t>(M::type)),
+                          message_name(frame.type));
+    M message;
+    Reader reader(frame.payload);
+    if (auto status = decode(reader, message); !status)
+        return status.error();
+    if (!reader.ok() || !reader.at_end())
+        return make_error("malformed {} message ({} bytes)", message_name(frame.type), frame.payload.size());
+    return message;
+}
+
+} // namespace canopy::wire

@@ -1,0 +1,172 @@
+// Wire codec and message encoding: what one side writes the other reads back, and bad input is refused.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "wire/codec.hpp"
+#include "wire/messages.hpp"
+
+namespace canopy::wire {
+namespace {
+
+TEST(Codec, PrimitivesRoundTrip)
+{
+    Writer writer;
+    writer.u8(7);
+    writer.u32(0xdeadbeef);
+    writer.u64(1ull << 60);
+    writer.i64(-42);
+    writer.varint(300);
+    writer.f64(2.5);
+    writer.string("hello");
+    writer.strings({"a", "", "ccc"});
+    Reader reader(writer.data());
+    EXPECT_EQ(reader.u8(), 7);
+    EXPECT_EQ(reader.u32(), 0xdeadbeefu);
+    EXPECT_EQ(reader.u64(), 1ull << 60);
+    EXPECT_EQ(reader.i64(), -42);
+    EXPECT_EQ(reader.varint(), 300u);
+    EXPECT_EQ(reader.f64(), 2.5);
+    EXPECT_EQ(reader.string(), "hello");
+    EXPECT_EQ(reader.strings(), (std::vector<std::string>{"a", "", "ccc"}));
+    EXPECT_TRUE(reader.ok());
+    EXPECT_TRUE(reader.at_end());
+}
+
+TEST(Codec, ShortInputFailsInsteadOfReadingPastTheEnd)
+{
+    Writer writer;
+    writer.varint(1000);   // claims a 1000-byte string that is not there
+    writer.raw(std::vector<std::uint8_t>{'x'});
+    Reader reader(writer.data());
+    EXPECT_EQ(reader.string(), "");
+    EXPECT_FALSE(reader.ok());
+}
+
+TEST(Codec, OverlongVarintIsRejected)
+{
+    std::vector<std::uint8_t> bytes(11, 0xff);
+    Reader reader(bytes);
+    reader.varint();
+    EXPECT_FALSE(reader.ok());
+}
+
+TEST(FrameDecoder, SplitsFramesFedByteByByte)
+{
+    auto first = to_frame(Signal{15});
+    auto second = to_frame(Output{3, 2, "line\n"});
+    std::vector<std::uint8_t> stream(first);
+    stream.insert(stream.end(), second.begin(), second.end());
+    FrameDecoder decoder(max_frame);
+    std::vector<Frame> frames;
+    for (auto byte : stream) {
+        decoder.feed(std::span(&byte, 1));
+        for (;;) {
+            auto next = decoder.next();
+            ASSERT_TRUE(next.ok());
+            if (!next->has_value())
+                break;
+            frames.push_back(std::move(**next));
+        }
+    }
+    ASSERT_EQ(frames.size(), 2u);
+    EXPECT_EQ(decode_frame<Signal>(frames[0])->signo, 15);
+    auto output = decode_frame<Output>(frames[1]);
+    ASSERT_TRUE(output.ok());
+    EXPECT_EQ(output->rank, 3u);
+    EXPECT_EQ(output->stream, 2);
+    EXPECT_EQ(output->data, "line\n");
+}
+
+TEST(FrameDecoder, OversizedFrameIsAnError)
+{
+    Writer header;
+    header.u32(max_unauthenticated_frame + 1);
+    header.u8(static_cast<std::uint8_t>(MessageType::hello));
+    FrameDecoder decoder(max_unauthenticated_frame);
+    decoder.feed(header.data());
+    auto next = decoder.next();
+    ASSERT_FALSE(next.ok());
+    EXPECT_NE(next.error().message.find("exceeds"), std::string::npos);
+}
+
+TEST(Messages, LaunchPlanRoundTripsWithCompressedHosts)
+{
+    LaunchPlan plan;
+    plan.job_id = "abc";
+    plan.position = 7;
+    for (int i = 0; i < 100; ++i)
+        plan.hosts.push_back("nid" + std::to_string(1000 + i));
+    plan.job.ranks_per_node.assign(100, 12);
+    plan.job.argv = {"python3", "train.py", "--lr", "0.1"};
+    plan.job.env = {"PATH=/usr/bin", "HOME=/root"};
+    plan.job.master_addr = "nid1000";
+    plan.job.master_port = 29500;
+    plan.simulated = true;
+    plan.fanout = 4;
+    plan.root_offset_ns = -12345;
+    auto frame_bytes = to_frame(plan);
+    Frame frame{static_cast<std::uint8_t>(MessageType::launch_plan),
+                std::vector<std::uint8_t>(frame_bytes.begin() + header_size, frame_bytes.end())};
+    auto decoded = decode_frame<LaunchPlan>(frame);
+    ASSERT_TRUE(decoded.ok()) << decoded.error().message;
+    EXPECT_EQ(decoded->hosts, plan.hosts);
+    EXPECT_EQ(decoded->job.ranks_per_node, plan.job.ranks_per_node);
+    EXPECT_EQ(decoded->job.argv, plan.job.argv);
+    EXPECT_EQ(decoded->job.env, plan.job.env);
+    EXPECT_EQ(decoded->root_offset_ns, -12345);
+    EXPECT_TRUE(decoded->simulated);
+    // 100 host names travel as one short hostlist, not 100 strings.
+    EXPECT_LT(frame_bytes.size(), 400u);
+}
+
+TEST(Messages, SubtreeDoneCarriesPhaseSketches)
+{
+    SubtreeDone done;
+    done.ranks = 3;
+    done.phases.add("rank.spawned", 0.010, "rank 0 on a");
+    done.phases.add("rank.spawned", 0.030, "rank 1 on b");
+    done.phases.add("rank.exited", 1.5, "rank 1 on b");
+    auto bytes = to_frame(done);
+    Frame frame{static_cast<std::uint8_t>(MessageType::subtree_done),
+                std::vector<std::uint8_t>(bytes.begin() + header_size, bytes.end())};
+    auto decoded = decode_frame<SubtreeDone>(frame);
+    ASSERT_TRUE(decoded.ok()) << decoded.error().message;
+    const auto* spawned = decoded->phases.find("rank.spawned");
+    ASSERT_NE(spawned, nullptr);
+    EXPECT_EQ(spawned->count(), 2u);
+    EXPECT_EQ(spawned->max_who(), "rank 1 on b");
+    EXPECT_DOUBLE_EQ(spawned->max(), 0.030);
+}
+
+TEST(Messages, WrongTypeAndTrailingBytesAreRejected)
+{
+    auto bytes = to_frame(Signal{2});
+    Frame frame{static_cast<std::uint8_t>(MessageType::signal),
+                std::vector<std::uint8_t>(bytes.begin() + header_size, bytes.end())};
+    EXPECT_FALSE(decode_frame<Shutdown>(frame).ok());
+    frame.payload.push_back(0);
+    auto trailing = decode_frame<Signal>(frame);
+    ASSERT_FALSE(trailing.ok());
+    EXPECT_NE(trailing.error().message.find("malformed signal"), std::string::npos);
+}
+
+TEST(Messages, RandomGarbageNeverDecodesIntoACrash)
+{
+    std::mt19937 random(1234);
+    for (int round = 0; round < 2000; ++round) {
+        Frame frame;
+        frame.type = static_cast<std::uint8_t>(random() % 30);
+        frame.payload.resize(random() % 64);
+        for (auto& byte : frame.payload)
+            byte = static_cast<std::uint8_t>(random());
+        (void)decode_frame<LaunchPlan>(frame);
+        (void)decode_frame<SubtreeDone>(frame);
+        (void)decode_frame<Output>(frame);
+        (void)decode_frame<RankFailed>(frame);
+    }
+    SUCCEED();
+}
+
+} // namespace
+} // namespace canopy::wire

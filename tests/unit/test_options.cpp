@@ -1,0 +1,303 @@
+// Unit tests for canopy's command line: every mpiexec spelling, where options end, and the error messages.
+#include "options.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace canopy {
+namespace {
+
+Options parse_ok(std::vector<std::string> args)
+{
+    auto parsed = parse_options(args);
+    EXPECT_TRUE(parsed.ok()) << (parsed.ok() ? "" : parsed.error().message);
+    return parsed.ok() ? *parsed : Options{};
+}
+
+std::string parse_error(std::vector<std::string> args)
+{
+    auto parsed = parse_options(args);
+    EXPECT_FALSE(parsed.ok());
+    return parsed.ok() ? "" : parsed.error().message;
+}
+
+TEST(Options, EveryRanksSpellingSetsRanks)
+{
+    for (const char* spelling : {"-n", "-np", "--np", "--n"}) {
+        EXPECT_EQ(parse_ok({spelling, "6", "prog"}).ranks, 6L) << spelling;
+    }
+    EXPECT_EQ(parse_ok({"--np=7", "prog"}).ranks, 7L);
+}
+
+TEST(Options, EveryRanksPerNodeSpellingSetsPpn)
+{
+    for (const char* spelling : {"-ppn", "--ppn", "-N", "--npernode", "-npernode"}) {
+        EXPECT_EQ(parse_ok({spelling, "4", "prog"}).ppn, 4L) << spelling;
+    }
+}
+
+TEST(Options, EveryHostfileSpellingSetsHostfile)
+{
+    for (const char* spelling : {"--hostfile", "-hostfile", "-f", "-machinefile", "--machinefile"}) {
+        EXPECT_EQ(parse_ok({spelling, "nodes.txt", "prog"}).hostfile, "nodes.txt") << spelling;
+    }
+    EXPECT_EQ(parse_ok({"--hostfile=n.txt", "prog"}).hostfile, "n.txt");
+}
+
+TEST(Options, EveryHostsSpellingSetsHosts)
+{
+    for (const char* spelling : {"--hosts", "-hosts", "--host", "-host"}) {
+        EXPECT_EQ(parse_ok({spelling, "a,b", "prog"}).hosts, "a,b") << spelling;
+    }
+}
+
+TEST(Options, SimNodesIsStored)
+{
+    EXPECT_EQ(parse_ok({"--sim-nodes", "3", "prog"}).sim_nodes, 3);
+    EXPECT_EQ(parse_ok({"prog"}).sim_nodes, 0);
+}
+
+TEST(Options, EnvAcceptsOneArgumentKeyValue)
+{
+    for (const char* spelling : {"--env", "-env", "-genv"}) {
+        Options options = parse_ok({spelling, "A=1=2", "prog"});
+        ASSERT_EQ(options.env.size(), 1u) << spelling;
+        EXPECT_EQ(options.env[0].name, "A");
+        EXPECT_EQ(options.env[0].value, "1=2");
+    }
+}
+
+TEST(Options, EnvAcceptsHydraTwoArgumentForm)
+{
+    for (const char* spelling : {"--env", "-env", "-genv"}) {
+        Options options = parse_ok({spelling, "OMP_NUM_THREADS", "4", "prog"});
+        ASSERT_EQ(options.env.size(), 1u) << spelling;
+        EXPECT_EQ(options.env[0].name, "OMP_NUM_THREADS");
+        EXPECT_EQ(options.env[0].value, "4");
+        EXPECT_EQ(options.command, std::vector<std::string>{"prog"});
+    }
+}
+
+TEST(Options, OpenMpiExportCopiesOrSets)
+{
+    Options options = parse_ok({"-x", "PATH", "-x", "B=2", "--env=C=3", "prog"});
+    ASSERT_EQ(options.env.size(), 3u);
+    EXPECT_EQ(options.env[0].name, "PATH");
+    EXPECT_FALSE(options.env[0].value.has_value());
+    EXPECT_EQ(options.env[1].name, "B");
+    EXPECT_EQ(options.env[1].value, "2");
+    EXPECT_EQ(options.env[2].name, "C");
+    EXPECT_EQ(options.env[2].value, "3");
+}
+
+TEST(Options, EnvModesFollowLastOption)
+{
+    EXPECT_EQ(parse_ok({"prog"}).env_mode, EnvMode::all);
+    for (const char* spelling : {"--envnone", "-envnone", "-genvnone"}) {
+        EXPECT_EQ(parse_ok({spelling, "prog"}).env_mode, EnvMode::none) << spelling;
+    }
+    for (const char* spelling : {"--envall", "-envall", "-genvall"}) {
+        EXPECT_EQ(parse_ok({"--envnone", spelling, "prog"}).env_mode, EnvMode::all) << spelling;
+    }
+    for (const char* spelling : {"--envlist", "-envlist", "-genvlist"}) {
+        Options options = parse_ok({spelling, "A,B,C", "prog"});
+        EXPECT_EQ(options.env_mode, EnvMode::list) << spelling;
+        EXPECT_EQ(options.env_list, (std::vector<std::string>{"A", "B", "C"}));
+    }
+}
+
+TEST(Options, LabelAndLineBufferSpellings)
+{
+    for (const char* spelling : {"-l", "--label", "--tag-output", "-prepend-rank", "--prepend-rank"}) {
+        EXPECT_TRUE(parse_ok({spelling, "prog"}).label) << spelling;
+    }
+    for (const char* spelling : {"--line-buffer", "--line-buffered"}) {
+        EXPECT_TRUE(parse_ok({spelling, "prog"}).line_buffer) << spelling;
+    }
+    EXPECT_FALSE(parse_ok({"prog"}).label);
+}
+
+TEST(Options, BindingSpellings)
+{
+    EXPECT_EQ(parse_ok({"prog"}).cpu_bind, "none");
+    EXPECT_EQ(parse_ok({"--cpu-bind", "depth", "prog"}).cpu_bind, "depth");
+    EXPECT_EQ(parse_ok({"-cpu-bind", "list:0-3:4-7", "prog"}).cpu_bind, "list:0-3:4-7");
+    for (const char* spelling : {"--depth", "-d", "-depth"}) {
+        EXPECT_EQ(parse_ok({spelling, "8", "prog"}).depth, 8) << spelling;
+    }
+}
+
+TEST(Options, WorkingDirectoryAndTimeout)
+{
+    for (const char* spelling : {"--wdir", "-wdir", "--wd", "-wd", "--cwd"}) {
+        EXPECT_EQ(parse_ok({spelling, "/scratch/run", "prog"}).wdir, "/scratch/run") << spelling;
+    }
+    EXPECT_DOUBLE_EQ(*parse_ok({"--timeout", "2.5", "prog"}).timeout_seconds, 2.5);
+    EXPECT_DOUBLE_EQ(*parse_ok({"-timeout", "30", "prog"}).timeout_seconds, 30.0);
+}
+
+TEST(Options, TreeAndAgentSpellings)
+{
+    Options options = parse_ok({"--fanout", "16", "--window=8", "prog"});
+    EXPECT_EQ(options.fanout, 16L);
+    EXPECT_EQ(options.window, 8L);
+    for (const char* spelling : {"--agent", "--launcher", "-launcher", "--rsh-agent"}) {
+        EXPECT_EQ(parse_ok({spelling, "rsh", "prog"}).agent, "rsh") << spelling;
+    }
+    for (const char* spelling : {"-launcher-exec", "--launcher-exec"}) {
+        EXPECT_EQ(parse_ok({spelling, "srun -w %h", "prog"}).agent, "exec:srun -w %h") << spelling;
+    }
+}
+
+TEST(Options, TimingFlagNeverConsumesTheProgram)
+{
+    Options options = parse_ok({"--timing", "prog.json"});
+    EXPECT_TRUE(options.timing);
+    EXPECT_FALSE(options.timing_file.has_value());
+    EXPECT_EQ(options.command, std::vector<std::string>{"prog.json"});
+}
+
+TEST(Options, TimingWithFileSetsBoth)
+{
+    Options options = parse_ok({"--timing=f.json", "prog"});
+    EXPECT_TRUE(options.timing);
+    EXPECT_EQ(options.timing_file, "f.json");
+}
+
+TEST(Options, ConfigProfileVerboseHelpVersion)
+{
+    Options options = parse_ok({"--config", "my.toml", "--profile=polaris", "-v", "--verbose", "-vv", "prog"});
+    EXPECT_EQ(options.config_file, "my.toml");
+    EXPECT_EQ(options.profile, "polaris");
+    EXPECT_EQ(options.verbosity, 4);
+    EXPECT_TRUE(parse_ok({"-h"}).help);
+    EXPECT_TRUE(parse_ok({"--help"}).help);
+    EXPECT_TRUE(parse_ok({"--version"}).version);
+}
+
+TEST(Options, FirstNonOptionStartsTheCommand)
+{
+    Options options = parse_ok({"-n", "2", "python3", "-c", "x", "-n", "5"});
+    EXPECT_EQ(options.ranks, 2L);
+    EXPECT_EQ(options.command, (std::vector<std::string>{"python3", "-c", "x", "-n", "5"}));
+}
+
+TEST(Options, DoubleDashEndsOptions)
+{
+    Options options = parse_ok({"-n", "2", "--", "-weird-prog", "--", "--help"});
+    EXPECT_EQ(options.command, (std::vector<std::string>{"-weird-prog", "--", "--help"}));
+    EXPECT_FALSE(options.help);
+}
+
+TEST(Options, UnknownOptionSuggestsClosestSpelling)
+{
+    EXPECT_EQ(parse_error({"--hostfle", "h", "prog"}), "unknown option '--hostfle'; did you mean '--hostfile'?");
+    EXPECT_EQ(parse_error({"--cpubind=core", "prog"}), "unknown option '--cpubind'; did you mean '--cpu-bind'?");
+}
+
+TEST(Options, GluedOrEqualsValueOnSingleDashOptionExplainsTheFix)
+{
+    EXPECT_EQ(parse_error({"-n4", "prog"}), "unknown option '-n4'; did you mean '-n 4'?");
+    EXPECT_EQ(parse_error({"-np=4", "prog"}), "unknown option '-np=4'; give the value as the next argument: -np 4");
+}
+
+TEST(Options, UnknownOptionFarFromAnySpellingPointsToHelp)
+{
+    EXPECT_EQ(parse_error({"--frobnicate-everything", "prog"}),
+              "unknown option '--frobnicate-everything'; see canopy --help");
+}
+
+TEST(Options, MissingValueIsNamed)
+{
+    EXPECT_EQ(parse_error({"-n"}), "option -n needs a value");
+    EXPECT_EQ(parse_error({"--hostfile", "-n", "2", "prog"}), "option --hostfile needs a value");
+    EXPECT_EQ(parse_error({"--wdir=", "prog"}), "option --wdir needs a value");
+}
+
+TEST(Options, CountsMustBePositive)
+{
+    EXPECT_EQ(parse_error({"-n", "0", "prog"}), "-n must be at least 1, got 0");
+    EXPECT_EQ(parse_error({"--ppn", "-2", "prog"}), "--ppn must be at least 1, got -2");
+    EXPECT_EQ(parse_error({"--fanout", "0", "prog"}), "--fanout must be at least 1, got 0");
+    EXPECT_EQ(parse_error({"--window", "0", "prog"}), "--window must be at least 1, got 0");
+    EXPECT_EQ(parse_error({"-d", "0", "prog"}), "-d must be at least 1, got 0");
+    EXPECT_EQ(parse_error({"--sim-nodes", "0", "prog"}), "--sim-nodes must be at least 1, got 0");
+}
+
+TEST(Options, CountsMustBeIntegers)
+{
+    EXPECT_EQ(parse_error({"-n", "4x", "prog"}), "-n expects an integer, got '4x'");
+    EXPECT_EQ(parse_error({"-n", "2.0", "prog"}), "-n expects an integer, got '2.0'");
+    EXPECT_EQ(parse_error({"-n", "99999999999999999999", "prog"}), "-n value '99999999999999999999' is too large");
+}
+
+TEST(Options, TimeoutMustBePositiveNumber)
+{
+    EXPECT_EQ(parse_error({"--timeout", "0", "prog"}), "--timeout must be greater than 0 seconds, got 0");
+    EXPECT_EQ(parse_error({"--timeout", "soon", "prog"}), "--timeout expects a number of seconds, got 'soon'");
+}
+
+TEST(Options, FlagsRejectValues)
+{
+    EXPECT_EQ(parse_error({"--label=yes", "prog"}), "option --label does not take a value, got '--label=yes'");
+}
+
+TEST(Options, HostsAndHostfileConflict)
+{
+    EXPECT_EQ(parse_error({"--hosts", "a", "-f", "h.txt", "prog"}),
+              "--hosts and -f cannot be used together; give the hosts one way");
+}
+
+TEST(Options, SimNodesConflictsWithRealHosts)
+{
+    std::string message = parse_error({"--sim-nodes", "2", "--hostfile", "h.txt", "prog"});
+    EXPECT_NE(message.find("--sim-nodes"), std::string::npos) << message;
+    EXPECT_NE(message.find("--hostfile"), std::string::npos) << message;
+    message = parse_error({"-hosts", "a,b", "--sim-nodes", "2", "prog"});
+    EXPECT_NE(message.find("-hosts"), std::string::npos) << message;
+}
+
+TEST(Options, NoProgramIsAnError)
+{
+    EXPECT_EQ(parse_error({"-n", "2"}), "no program given; usage: canopy [options] PROGRAM [ARGS...]");
+    EXPECT_EQ(parse_error({}), "no program given; usage: canopy [options] PROGRAM [ARGS...]");
+    EXPECT_EQ(parse_error({"-n", "2", "--"}), "no program given; usage: canopy [options] PROGRAM [ARGS...]");
+}
+
+TEST(Options, ErrorsAreOneLineWithoutPrefix)
+{
+    for (const auto& args : std::vector<std::vector<std::string>>{{"--bogus"}, {"-n"}, {"-n", "0", "p"}, {}}) {
+        std::string message = parse_error(args);
+        EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+        EXPECT_FALSE(message.starts_with("canopy:")) << message;
+    }
+}
+
+TEST(Options, HelpTextHasUsageGroupsAndExamples)
+{
+    std::string text = help_text();
+    EXPECT_TRUE(text.starts_with("usage: canopy [options] PROGRAM [ARGS...]")) << text;
+    std::size_t previous = 0;
+    for (const char* group : {"Ranks and hosts:", "Environment:", "Output:", "Binding:", "Tree and launch agent:",
+                              "Timing:", "Config:", "Examples:"}) {
+        std::size_t at = text.find(group);
+        ASSERT_NE(at, std::string::npos) << group;
+        EXPECT_GT(at, previous) << group << " is out of order";
+        previous = at;
+    }
+}
+
+TEST(Options, HelpTextListsEverySpelling)
+{
+    std::string text = help_text();
+    for (const char* spelling : {"-np", "--npernode", "-machinefile", "--sim-nodes", "-genvlist", "--tag-output",
+                                 "--line-buffered", "-cpu-bind", "--cwd", "--rsh-agent", "-launcher-exec",
+                                 "--timing", "--profile", "--version"}) {
+        EXPECT_NE(text.find(spelling), std::string::npos) << spelling;
+    }
+}
+
+} // namespace
+} // namespace canopy

@@ -1,0 +1,66 @@
+// Rank environment: every rank learns who it is under the names frameworks and MPI-era tools read.
+#include <gtest/gtest.h>
+
+#include "proc/rank_env.hpp"
+
+namespace canopy {
+namespace {
+
+RankIdentity rank_five()
+{
+    RankIdentity who;
+    who.rank = 5;
+    who.world_size = 8;
+    who.local_rank = 1;
+    who.local_size = 2;
+    who.node_rank = 2;
+    who.nodes = 4;
+    who.node_name = "nid003";
+    who.master_addr = "nid001";
+    who.master_port = 23456;
+    who.job_id = "j1";
+    who.node_tmpdir = "/tmp/canopy-j1-nid003";
+    return who;
+}
+
+TEST(RankEnv, SetsTorchMpiAndPalsNames)
+{
+    auto env = rank_environment({"PATH=/usr/bin"}, rank_five());
+    EXPECT_EQ(environment_value(env, "RANK"), "5");
+    EXPECT_EQ(environment_value(env, "WORLD_SIZE"), "8");
+    EXPECT_EQ(environment_value(env, "LOCAL_RANK"), "1");
+    EXPECT_EQ(environment_value(env, "LOCAL_WORLD_SIZE"), "2");
+    EXPECT_EQ(environment_value(env, "NODE_RANK"), "2");
+    EXPECT_EQ(environment_value(env, "GROUP_RANK"), "2");
+    EXPECT_EQ(environment_value(env, "MASTER_ADDR"), "nid001");
+    EXPECT_EQ(environment_value(env, "MASTER_PORT"), "23456");
+    EXPECT_EQ(environment_value(env, "PMI_RANK"), "5");
+    EXPECT_EQ(environment_value(env, "PMI_SIZE"), "8");
+    EXPECT_EQ(environment_value(env, "PMI_LOCAL_RANK"), "1");
+    EXPECT_EQ(environment_value(env, "PMI_LOCAL_SIZE"), "2");
+    EXPECT_EQ(environment_value(env, "PALS_RANKID"), "5");
+    EXPECT_EQ(environment_value(env, "PALS_LOCAL_RANKID"), "1");
+    EXPECT_EQ(environment_value(env, "CANOPY_NODE"), "nid003");
+    EXPECT_EQ(environment_value(env, "PATH"), "/usr/bin");
+}
+
+TEST(RankEnv, ReplacesStaleValuesInsteadOfDuplicatingThem)
+{
+    auto env = rank_environment({"RANK=99", "WORLD_SIZE=1", "HOME=/h"}, rank_five());
+    int rank_entries = 0;
+    for (const auto& entry : env)
+        rank_entries += entry.starts_with("RANK=");
+    EXPECT_EQ(rank_entries, 1);
+    EXPECT_EQ(environment_value(env, "RANK"), "5");
+    EXPECT_EQ(environment_value(env, "HOME"), "/h");
+}
+
+TEST(RankEnv, LookupMatchesWholeNamesOnly)
+{
+    std::vector<std::string> env{"PATHX=/no", "PATH=/yes"};
+    EXPECT_EQ(environment_value(env, "PATH"), "/yes");
+    EXPECT_EQ(environment_value(env, "PAT"), "");
+}
+
+} // namespace
+} // namespace canopy

@@ -1,0 +1,212 @@
+// Unit tests for the timing report: the terminal table and the JSON document.
+#include "timing/report.hpp"
+
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace canopy::timing {
+namespace {
+
+JobTiming sample_timing()
+{
+    JobTiming timing;
+    timing.job_id = "j42";
+    timing.command = "./ring --iterations 10";
+    timing.started_at = "2024-05-01T12:00:00.123Z";
+    timing.nodes = 64;
+    timing.ranks = 256;
+    timing.fanout = 8;
+    timing.tree_depth = 2;
+    timing.agent = "ssh";
+    timing.wall_seconds = 3.4567;
+    timing.exit_code = 0;
+    timing.timeline = {{"start", 0.0},         {"hosts_resolved", 0.0012}, {"tree_up", 0.8125},
+                       {"job_delivered", 0.8301}, {"ranks_spawned", 0.9502}, {"ranks_exited", 3.2},
+                       {"teardown_done", 3.45}};
+    for (int node = 0; node < 64; ++node) {
+        const std::string host = "sim" + std::to_string(1000 + node);
+        timing.phases.add("daemon.started", 0.1 + node * 0.001, host);
+        timing.phases.add("daemon.connected", 0.2 + node * 0.002, host);
+        for (int local = 0; local < 4; ++local) {
+            const std::string rank = "rank " + std::to_string(node * 4 + local) + " on " + host;
+            timing.phases.add("rank.spawned", 0.9 + node * 0.0005 + local * 0.0001, rank);
+            timing.phases.add("rank.runtime", 2.0 + (node == 17 && local == 3 ? 0.25 : 0.0), rank);
+        }
+    }
+    timing.phases.add("custom.phase", 0.5, "sim1000");
+    return timing;
+}
+
+TEST(Report, HeaderNamesTheJobShapeAndOutcome)
+{
+    const std::string report = format_report(sample_timing());
+    const std::string header = report.substr(0, report.find('\n'));
+    EXPECT_NE(header.find("j42"), std::string::npos) << header;
+    EXPECT_NE(header.find("64 nodes x 256 ranks"), std::string::npos) << header;
+    EXPECT_NE(header.find("fanout 8"), std::string::npos) << header;
+    EXPECT_NE(header.find("depth 2"), std::string::npos) << header;
+    EXPECT_NE(header.find("agent ssh"), std::string::npos) << header;
+    EXPECT_NE(header.find("wall 3457 ms"), std::string::npos) << header;
+    EXPECT_NE(header.find("exit 0"), std::string::npos) << header;
+}
+
+TEST(Report, TimelineShowsEachStampWithTimeSinceStartAndDelta)
+{
+    const std::string report = format_report(sample_timing());
+    for (const char* name : {"start", "hosts_resolved", "tree_up", "job_delivered", "ranks_spawned",
+                             "ranks_exited", "teardown_done"})
+        EXPECT_NE(report.find(name), std::string::npos) << name;
+    EXPECT_NE(report.find("812 ms"), std::string::npos) << report;   // tree_up since start
+    EXPECT_NE(report.find("+811 ms"), std::string::npos) << report;  // tree_up minus hosts_resolved
+    EXPECT_NE(report.find("+17.6 ms"), std::string::npos) << report; // job_delivered step
+    EXPECT_NE(report.find("+1.20 ms"), std::string::npos) << report; // hosts_resolved step
+}
+
+TEST(Report, MarksTheLongestTimelineStep)
+{
+    const std::string report = format_report(sample_timing());
+    std::istringstream lines(report);
+    std::string line;
+    int marked = 0;
+    while (std::getline(lines, line))
+        if (line.find("longest step") != std::string::npos) {
+            ++marked;
+            EXPECT_NE(line.find("ranks_exited"), std::string::npos) << line;
+        }
+    EXPECT_EQ(marked, 1);
+}
+
+TEST(Report, PhaseTableNamesTheSlowest)
+{
+    const std::string report = format_report(sample_timing());
+    EXPECT_NE(report.find("slowest"), std::string::npos);
+    EXPECT_NE(report.find("sim1063"), std::string::npos) << report;           // last daemon to connect
+    EXPECT_NE(report.find("rank 71 on sim1017"), std::string::npos) << report; // longest runtime
+    std::istringstream lines(report);
+    std::string line;
+    bool found = false;
+    while (std::getline(lines, line))
+        if (line.rfind("  rank.spawned ", 0) == 0) { // the table row comes before the legend
+            found = true;
+            EXPECT_NE(line.find(" 256 "), std::string::npos) << line;
+            EXPECT_NE(line.find("rank 255 on sim1063"), std::string::npos) << line;
+            break;
+        }
+    EXPECT_TRUE(found) << report;
+}
+
+TEST(Report, KnownPhasesAreExplained)
+{
+    const std::string report = format_report(sample_timing());
+    EXPECT_NE(report.find("daemon connected to its parent"), std::string::npos) << report;
+    EXPECT_NE(report.find("a duration"), std::string::npos) << report;
+}
+
+TEST(Report, LinesFitIn100Columns)
+{
+    JobTiming timing = sample_timing();
+    timing.command = std::string(300, 'c');
+    timing.phases.add("daemon.connected", 99.0, std::string(200, 'w'));
+    timing.phases.add(std::string(60, 'p'), 1.0, "x");
+    std::istringstream lines(format_report(timing));
+    std::string line;
+    while (std::getline(lines, line))
+        EXPECT_LE(line.size(), 100u) << line;
+}
+
+TEST(Report, EmptyTimingStillFormats)
+{
+    const std::string report = format_report(JobTiming{});
+    EXPECT_NE(report.find("none recorded"), std::string::npos) << report;
+}
+
+TEST(Report, FormatsSecondsWithSensiblePrecision)
+{
+    EXPECT_EQ(format_seconds(0.0123), "12.3 ms");
+    EXPECT_EQ(format_seconds(0.00456), "4.56 ms");
+    EXPECT_EQ(format_seconds(0.000045), "0.045 ms");
+    EXPECT_EQ(format_seconds(0.8125), "812 ms");
+    EXPECT_EQ(format_seconds(9.5), "9500 ms");
+    EXPECT_EQ(format_seconds(12.34), "12.3 s");
+    EXPECT_EQ(format_seconds(-0.002), "-2.00 ms");
+    EXPECT_EQ(format_seconds(0.0), "0 ms");
+}
+
+TEST(Report, JsonCarriesSchemaAndDerivedStatistics)
+{
+    const nlohmann::json document = to_json(sample_timing());
+    EXPECT_EQ(document["schema"], "canopy.timing/1");
+    EXPECT_EQ(document["nodes"], 64);
+    EXPECT_EQ(document["timeline"][2]["name"], "tree_up");
+    const auto& phase = document["phases"][1];
+    EXPECT_EQ(phase["name"], "daemon.connected");
+    EXPECT_EQ(phase["count"], 64);
+    EXPECT_EQ(phase["max_who"], "sim1063");
+    EXPECT_NEAR(phase["median"].get<double>(), 0.2 + 31 * 0.002, 0.264 * 0.0101);
+}
+
+TEST(Report, JsonRoundTripIsLossless)
+{
+    const nlohmann::json first = to_json(sample_timing());
+    auto parsed = from_json(nlohmann::json::parse(first.dump()));
+    ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+    EXPECT_EQ(to_json(*parsed), first);
+    EXPECT_EQ(format_report(*parsed), format_report(sample_timing()));
+}
+
+TEST(Report, JsonMissingKeyIsNamed)
+{
+    nlohmann::json document = to_json(sample_timing());
+    document.erase("nodes");
+    auto parsed = from_json(document);
+    ASSERT_FALSE(parsed.ok());
+    EXPECT_NE(parsed.error().message.find("'nodes'"), std::string::npos) << parsed.error().message;
+}
+
+TEST(Report, JsonMissingNestedKeyNamesItsPath)
+{
+    nlohmann::json document = to_json(sample_timing());
+    document["phases"][2].erase("max_who");
+    auto parsed = from_json(document);
+    ASSERT_FALSE(parsed.ok());
+    EXPECT_NE(parsed.error().message.find("'phases[2].max_who'"), std::string::npos) << parsed.error().message;
+}
+
+TEST(Report, JsonWrongTypeIsNamed)
+{
+    nlohmann::json document = to_json(sample_timing());
+    document["timeline"][1]["seconds"] = "soon";
+    auto parsed = from_json(document);
+    ASSERT_FALSE(parsed.ok());
+    EXPECT_NE(parsed.error().message.find("'timeline[1].seconds'"), std::string::npos)
+        << parsed.error().message;
+}
+
+TEST(Report, JsonFromAnotherSchemaIsRejected)
+{
+    nlohmann::json document = to_json(sample_timing());
+    document["schema"] = "canopy.timing/2";
+    auto parsed = from_json(document);
+    ASSERT_FALSE(parsed.ok());
+    EXPECT_NE(parsed.error().message.find("schema"), std::string::npos) << parsed.error().message;
+}
+
+TEST(Report, JsonCountThatDisagreesWithBucketsIsRejected)
+{
+    nlohmann::json document = to_json(sample_timing());
+    document["phases"][0]["count"] = 65;
+    auto parsed = from_json(document);
+    ASSERT_FALSE(parsed.ok());
+    EXPECT_NE(parsed.error().message.find("'phases[0].count'"), std::string::npos) << parsed.error().message;
+}
+
+TEST(Report, JsonThatIsNotAnObjectIsRejected)
+{
+    EXPECT_FALSE(from_json(nlohmann::json::array()).ok());
+    EXPECT_FALSE(from_json(nlohmann::json("text")).ok());
+}
+
+} // namespace
+} // namespace canopy::timing
