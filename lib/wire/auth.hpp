@@ -17,7 +17,7 @@ using Key = std::array<std::uint8_t, key_size>;
 using Nonce = std::array<std::uint8_t, nonce_size>;
 using Mac = std::array<std::uint8_t, mac_size>;
 
-// From the OS random generator (RAND_bytes); aborts with a message if it fails, since a guessable
+// From the OS random generator (getrandom, through libsodium); aborts with a message if it fails, since a guessable
 // key would silently let anyone join.
 Key generate_key();
 Nonce generate_nonce();

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs everything canopy needs to build and test on a fresh Debian 12; safe to run again.
+set -euo pipefail
+
+packages=(
+  # build
+  meson ninja-build pkgconf g++
+  # libraries
+  libboost-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev libssl-dev libsodium-dev
+  libopenmpi-dev libpmix-dev
+  # unit tests
+  libgtest-dev libgmock-dev
+  # integration tests: a real sshd on loopback, MPI stacks, process and socket inspection, pytest
+  openssh-server openssh-client mpich openmpi-bin procps iproute2 python3 python3-pytest
+  # benchmarks
+  hyperfine
+)
+
+if [[ $(id -u) -eq 0 ]]; then
+  as_root=()
+elif command -v sudo >/dev/null; then
+  as_root=(sudo)
+else
+  echo "setup-deps: run as root or install sudo; needed: ${packages[*]}" >&2
+  exit 1
+fi
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q '^install ok installed$'; then
+    missing+=("$package")
+  fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "setup-deps: all ${#packages[@]} packages are installed"
+  exit 0
+fi
+
+echo "setup-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${as_root[@]}" apt-get update -q
+"${as_root[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
