@@ -53,7 +53,8 @@ void Daemon::start()
 {
     signals_.async_wait([this](const boost::system::error_code& error, int signo) {
         if (!error)
-            abandon(fmt::format("received {}", sigabbrev_np(signo) ? sigabbrev_np(signo) : "a signal"));
+            // Parents SIGTERM children that have not joined yet when a job is torn down: routine, not alarming.
+            abandon(fmt::format("received SIG{}", sigabbrev_np(signo) ? sigabbrev_np(signo) : "?"), spdlog::level::info);
     });
     asio::co_spawn(io_, join_parent(), [this](std::exception_ptr exception) {
         if (exception) {
@@ -200,12 +201,7 @@ void Daemon::on_plan(wire::LaunchPlan plan)
     phases_.add("daemon.connected", since_launch(connected_ns_), node_);
     phases_.add("daemon.job_received", since_launch(received_ns), node_);
 
-    std::string base = plan_->tmpdir;
-    if (base.empty()) {
-        const char* env_tmp = std::getenv("TMPDIR");
-        base = env_tmp && *env_tmp ? env_tmp : "/tmp";
-    }
-    tmpdir_ = fmt::format("{}/canopy-{}-{}", base, plan_->job_id, node_);
+    tmpdir_ = node_temp_dir(plan_->tmpdir, plan_->job_id, node_);
     std::error_code error;
     std::filesystem::create_directories(tmpdir_, error);
     if (!error)
@@ -308,7 +304,7 @@ void Daemon::start_ranks()
         maybe_exit();
     };
     events.failed_to_start = [this](long rank, const std::string& message) {
-        spawn_log().error("rank {}: {}", rank, message);
+        spawn_log().debug("rank {}: {}", rank, message);
         if (!reported_failure_) {
             reported_failure_ = true;
             send_up(wire::to_frame(wire::RankFailed{static_cast<std::uint64_t>(rank), node_, 127, 0, message,
@@ -414,6 +410,11 @@ void Daemon::on_child_closed(long position, const std::string& reason)
     const auto& host = children_->host_of(position);
     report_error(host, fmt::format("lost canopyd on {}: {}", host,
                                    reason.empty() ? "it exited before its ranks finished" : reason));
+    // A simulated node shares our disk: clean up after a child that could not.
+    if (plan_->simulated) {
+        std::error_code ignored;
+        std::filesystem::remove_all(node_temp_dir(plan_->tmpdir, plan_->job_id, host), ignored);
+    }
 }
 
 void Daemon::maybe_report_up()
@@ -448,8 +449,12 @@ void Daemon::shutdown(bool abort)
     if (shutting_down_)
         return;
     shutting_down_ = true;
-    if (children_)
+    if (children_) {
         children_->broadcast(wire::to_frame(wire::Shutdown{abort}));
+        children_->stop_listening();
+        if (abort)
+            children_->kill_unconnected(SIGTERM);
+    }
     if (ranks_ && !ranks_->all_finished())
         ranks_->terminate(abort ? abort_grace_seconds : plan_->kill_grace);
     maybe_exit();
@@ -473,11 +478,11 @@ void Daemon::maybe_exit()
     parent_->close_after_flush();
 }
 
-void Daemon::abandon(const std::string& why)
+void Daemon::abandon(const std::string& why, spdlog::level::level_enum level)
 {
     if (exiting_ && !parent_)
         return;
-    tree_log().warn("{}; ending this node's ranks and leaving", why);
+    tree_log().log(level, "{}; ending this node's ranks and leaving", why);
     exiting_ = true;
     exit_code_ = 1;
     if (ranks_)

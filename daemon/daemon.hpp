@@ -10,6 +10,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 
+#include <spdlog/common.h>
+
 #include "proc/process.hpp"
 #include "rank_spawner.hpp"
 #include "timing/sketch.hpp"
@@ -55,7 +57,8 @@ private:
     void maybe_report_done();
     void maybe_exit();
     void shutdown(bool abort);
-    void abandon(const std::string& why);   // lost the parent: kill everything and leave
+    // Lost the parent or told to stop by a signal: kill everything and leave.
+    void abandon(const std::string& why, spdlog::level::level_enum level = spdlog::level::warn);
     void report_error(const std::string& node, const std::string& message);
     void send_up(std::vector<std::uint8_t> frame);
 

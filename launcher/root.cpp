@@ -6,11 +6,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "timing/clock.hpp"
+#include "tree/agent.hpp"
 #include "tree/topology.hpp"
 #include "util/log.hpp"
 
@@ -219,6 +221,11 @@ void Root::on_child_closed(long position, const std::string& reason)
     const auto& host = children_->host_of(position);
     fail(exit_infrastructure, fmt::format("lost canopyd on {}: {}", host,
                                           reason.empty() ? "it exited before its ranks finished" : reason));
+    // A simulated node shares our disk: clean up after a child that could not.
+    if (plan_.plan.simulated) {
+        std::error_code ignored;
+        std::filesystem::remove_all(node_temp_dir(plan_.plan.tmpdir, plan_.plan.job_id, host), ignored);
+    }
 }
 
 void Root::fail(int exit_code, const std::string& line)
@@ -270,7 +277,7 @@ void Root::end_job(bool abort, int exit_code)
     children_->broadcast(wire::to_frame(wire::Shutdown{abort}));
     // Children that never connected cannot hear the shutdown: stop their agents now.
     if (abort)
-        children_->kill_all(SIGTERM);
+        children_->kill_unconnected(SIGTERM);
     teardown_deadline_.expires_after(millis(plan_.plan.kill_grace + teardown_slack_seconds));
     teardown_deadline_.async_wait([this](const boost::system::error_code& error) {
         if (error || finished_)

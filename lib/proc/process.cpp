@@ -112,7 +112,11 @@ Result<pid_t> spawn_process(const SpawnRequest& request)
         sigset_t none;
         sigemptyset(&none);
         ::sigprocmask(SIG_SETMASK, &none, nullptr);
-        ::signal(SIGPIPE, SIG_DFL);   // ignored in canopy, but a rank expects the default
+        // Ignored signals stay ignored across exec, and a shell cannot even trap a signal ignored at its start:
+        // give the program the defaults it would have from a login shell.
+        for (int signo = 1; signo < NSIG; ++signo)
+            if (signo != SIGKILL && signo != SIGSTOP)
+                ::signal(signo, SIG_DFL);
         if (!request.cpus.empty() && ::sched_setaffinity(0, sizeof cpus, &cpus) != 0)
             fail_in_child(report_fd, 2);
         for (int target = 0; target < 3; ++target)

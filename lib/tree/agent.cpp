@@ -1,6 +1,8 @@
 // Launch agents: how a parent starts canopyd on a child's host.
 #include "tree/agent.hpp"
 
+#include <cstdlib>
+
 #include <fmt/format.h>
 
 namespace canopy {
@@ -96,5 +98,15 @@ std::string simulated_node_address(long node_index)
 }
 
 std::string simulated_node_name(long node_index) { return fmt::format("sim{:04d}", node_index); }
+
+std::string node_temp_dir(const std::string& configured_base, const std::string& job_id, const std::string& node)
+{
+    std::string base = configured_base;
+    if (base.empty()) {
+        const char* env_tmp = std::getenv("TMPDIR");
+        base = env_tmp && *env_tmp ? env_tmp : "/tmp";
+    }
+    return fmt::format("{}/canopy-{}-{}", base, job_id, node);
+}
 
 } // namespace canopy

@@ -32,4 +32,7 @@ std::string simulated_node_address(long node_index);
 // Simulated node names: sim0000, sim0001, ...
 std::string simulated_node_name(long node_index);
 
+// A node's per-job temp dir: BASE/canopy-JOB-NODE, where BASE is the configured dir, else $TMPDIR, else /tmp.
+std::string node_temp_dir(const std::string& configured_base, const std::string& job_id, const std::string& node);
+
 } // namespace canopy

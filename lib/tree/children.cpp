@@ -75,6 +75,7 @@ Status ChildSet::listen(const std::string& address)
         acceptor_.listen(asio::socket_base::max_listen_connections, error);
     if (error)
         return make_error("cannot listen on {}: {}", address, error.message());
+    listening_ = true;
     accept_next();
     return {};
 }
@@ -268,7 +269,9 @@ asio::awaitable<void> ChildSet::authenticate(std::shared_ptr<tcp::socket> peer)
     if (!*alive)
         co_return;
     if (!position) {
-        tree_log().warn("dropped a connection from {}: {}", remote.address().to_string(), position.error().message);
+        // Once the job is ending, children dying mid-handshake are expected, not suspicious.
+        tree_log().log(listening_ ? spdlog::level::warn : spdlog::level::debug, "dropped a connection from {}: {}",
+                       remote.address().to_string(), position.error().message);
         peer->close(ignored);
         co_return;
     }
@@ -361,8 +364,20 @@ void ChildSet::kill_all(int signo)
     check_finished();
 }
 
+void ChildSet::kill_unconnected(int signo)
+{
+    for (long position : pending_)
+        children_.at(position)->gone = true;
+    pending_.clear();
+    for (auto& [position, child] : children_)
+        if (child->process_alive && !child->connected)
+            ::kill(-child->pid, signo);
+    check_finished();
+}
+
 void ChildSet::stop_listening()
 {
+    listening_ = false;
     boost::system::error_code ignored;
     acceptor_.close(ignored);
 }

@@ -62,6 +62,8 @@ public:
     void broadcast(const std::vector<std::uint8_t>& frame);
     // Ends every child process we started (the agent, or the daemon itself for local launches).
     void kill_all(int signo);
+    // Ends the children that have not connected (they cannot hear a shutdown message) and starts no more.
+    void kill_unconnected(int signo);
     void stop_listening();
 
     std::size_t size() const { return children_.size(); }
@@ -110,6 +112,7 @@ private:
     std::size_t connected_ = 0;
     double connect_timeout_ = 30;
     bool finished_reported_ = false;
+    bool listening_ = false;
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

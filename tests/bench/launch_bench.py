@@ -1,0 +1,426 @@
+#!/usr/bin/python3
+# Launch benchmark: wall time of canopy vs MPICH hydra vs Open MPI mpirun on N simulated nodes x 1 rank.
+"""Times `true` and `hostname` launched on N simulated nodes (one rank each) by:
+
+  canopy        canopy --sim-nodes N PROG                      (daemons started directly, agent "local")
+  canopy-agent  canopy --hosts sim0000,... --agent "exec:local_agent.sh %h" PROG
+  hydra         mpiexec.hydra -launcher ssh -launcher-exec local_agent.sh -hosts sim0000,... -ppn 1 -n N PROG
+  mpirun        Open MPI mpirun --mca plm_rsh_agent local_agent.sh --host sim0000,... -np N PROG
+
+local_agent.sh stands in for ssh: it drops the host and runs the daemon command on this machine,
+so every launcher really starts N daemons (proxies/orteds/canopyds), one per fake host.
+
+The fake host names must resolve without DNS (Open MPI looks up every --host name; an unknown name
+costs a resolver round trip to a non-loopback server). So, as root, the script re-runs itself in a
+private mount namespace (unshare -m) where /etc/hosts is bind-mounted over by a copy that maps
+simNNNN to 127.1.X.Y, the same addresses canopy --sim-nodes uses. Nothing outside the namespace sees it.
+
+Runs are interleaved (each launcher once per round) so background load hits all launchers alike.
+Each run must exit 0 and, for `hostname`, print exactly N lines; otherwise the cell is marked failed.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+AGENT = os.path.join(HERE, "local_agent.sh")
+ALL_LAUNCHERS = ["canopy", "canopy-agent", "hydra", "mpirun"]
+NS_ENV = "CANOPY_BENCH_HOSTS_FILE"
+
+
+def sim_name(i):
+    return "sim%04d" % i
+
+
+def sim_address(i):
+    # Same scheme as canopy --sim-nodes: node i binds 127.1.(i/254).(i%254+1).
+    return "127.1.%d.%d" % (i // 254, i % 254 + 1)
+
+
+def host_list(n):
+    return ",".join(sim_name(i) for i in range(n))
+
+
+def command_for(launcher, n, program, args):
+    """argv that launches `program` on n fake nodes x 1 rank with `launcher`."""
+    if launcher == "canopy":
+        return [args.canopy, "--sim-nodes", str(n), program]
+    if launcher == "canopy-agent":
+        return [args.canopy, "--hosts", host_list(n), "--agent", "exec:%s %%h" % AGENT, program]
+    if launcher == "hydra":
+        return [args.hydra, "-launcher", "ssh", "-launcher-exec", AGENT,
+                "-hosts", host_list(n), "-ppn", "1", "-n", str(n), program]
+    if launcher == "mpirun":
+        return [args.mpirun, "--allow-run-as-root", "--oversubscribe",
+                "--mca", "plm_rsh_agent", AGENT,
+                # keep Open MPI's out-of-band and TCP traffic on loopback
+                "--mca", "oob_tcp_if_include", "lo", "--mca", "btl_tcp_if_include", "lo",
+                "--host", host_list(n), "-np", str(n), program]
+    raise ValueError(launcher)
+
+
+def session_pids(sid):
+    """Processes still alive in session `sid` (daemons a launcher left behind)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if int(fields[3]) == sid and fields[0] != "Z":
+            pids.append(int(entry))
+    return pids
+
+
+def reap_session(sid, grace):
+    """Wait up to `grace` s for the launcher's leftovers to exit, then SIGKILL them; returns how many were left."""
+    deadline = time.monotonic() + grace
+    left = session_pids(sid)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = session_pids(sid)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return len(left)
+
+
+def run_once(argv, env, timeout):
+    """One timed launch; returns dict(seconds, rc, lines, stderr_tail, stragglers)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                env=env, start_new_session=True)
+        # Popen.wait(timeout=...) polls with sleeps of up to 50 ms, which would blur the measurement:
+        # wait blocking in waitpid and let a timer kill a hung launch instead.
+        timer = threading.Timer(timeout, os.killpg, (proc.pid, signal.SIGKILL))
+        timer.start()
+        rc = proc.wait()
+        seconds = time.perf_counter() - start
+        if not timer.is_alive():
+            rc = "timeout after %.0f s" % timeout
+        timer.cancel()
+        stragglers = reap_session(proc.pid, grace=5.0)
+        out.seek(0)
+        err.seek(0)
+        lines = out.read().decode(errors="replace").splitlines()
+        # Open MPI warns once per daemon that setpgid failed in sandboxes; that is noise, not failure.
+        err_lines = [l for l in err.read().decode(errors="replace").splitlines()
+                     if "setpgid" not in l]
+    return {"seconds": seconds, "rc": rc, "lines": len(lines),
+            "stderr_tail": err_lines[-5:], "stragglers": stragglers}
+
+
+def check(result, n, program):
+    if result["rc"] != 0:
+        return "exit %s: %s" % (result["rc"], " | ".join(result["stderr_tail"]))
+    if program == "hostname" and result["lines"] != n:
+        return "printed %d lines, expected %d" % (result["lines"], n)
+    return None
+
+
+def summarize(times):
+    if not times:
+        return None
+    return {"median": statistics.median(times), "min": min(times), "max": max(times),
+            "mean": statistics.fmean(times),
+            "stdev": statistics.stdev(times) if len(times) > 1 else 0.0, "runs": len(times)}
+
+
+def bench_cell(n, program, launchers, args, env):
+    """Warm up, then interleave timed runs of every launcher for one (nodes, program) pair."""
+    cells = {}
+    for launcher in launchers:
+        argv = command_for(launcher, n, program, args)
+        cells[launcher] = {"argv_head": argv[:3] + ["..."], "times": [], "errors": [],
+                           "stragglers": 0, "runs_planned": args.runs}
+        for _ in range(args.warmup):
+            r = run_once(argv, env, args.timeout)
+            problem = check(r, n, program)
+            cells[launcher]["stragglers"] += r["stragglers"]
+            if problem:
+                cells[launcher]["errors"].append("warmup: " + problem)
+            elif r["seconds"] > args.slow_threshold:
+                cells[launcher]["runs_planned"] = min(args.runs, args.slow_runs)
+    for round_ in range(args.runs):
+        for launcher in launchers:
+            cell = cells[launcher]
+            if round_ >= cell["runs_planned"] or len(cell["errors"]) >= 2:
+                continue
+            r = run_once(command_for(launcher, n, program, args), env, args.timeout)
+            cell["stragglers"] += r["stragglers"]
+            problem = check(r, n, program)
+            if problem:
+                cell["errors"].append(problem)
+            else:
+                cell["times"].append(r["seconds"])
+            print("  %-8s %4d nodes  %-12s run %d: %s" % (
+                program, n, launcher, round_ + 1,
+                ("%.3f s" % r["seconds"]) if not problem else "FAILED " + problem),
+                file=sys.stderr, flush=True)
+    for cell in cells.values():
+        cell["summary"] = summarize(cell["times"])
+    return cells
+
+
+def read_status(pid):
+    values = {}
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                key, _, rest = line.partition(":")
+                if key in ("Name", "VmRSS", "VmHWM"):
+                    values[key] = rest.strip()
+    except OSError:
+        return None
+    return values
+
+
+def kib(text):
+    return int(text.split()[0]) if text else 0
+
+
+def measure_rss(args, env):
+    """Peak VmRSS/VmHWM of canopyd (and canopy) while `canopy --sim-nodes 4 sleep 2` runs."""
+    argv = [args.canopy, "--sim-nodes", str(args.rss_nodes), "sleep", "2"]
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, env=env, start_new_session=True)
+    peak = {"canopyd_rss_kib": 0, "canopyd_hwm_kib": 0, "canopy_rss_kib": 0, "canopy_hwm_kib": 0}
+    daemons = set()
+    while proc.poll() is None:
+        for pid in session_pids(proc.pid):
+            s = read_status(pid)
+            if not s or "VmRSS" not in s:
+                continue
+            name = s.get("Name")
+            if name == "canopyd":
+                daemons.add(pid)
+                peak["canopyd_rss_kib"] = max(peak["canopyd_rss_kib"], kib(s["VmRSS"]))
+                peak["canopyd_hwm_kib"] = max(peak["canopyd_hwm_kib"], kib(s.get("VmHWM")))
+            elif name == "canopy":
+                peak["canopy_rss_kib"] = max(peak["canopy_rss_kib"], kib(s["VmRSS"]))
+                peak["canopy_hwm_kib"] = max(peak["canopy_hwm_kib"], kib(s.get("VmHWM")))
+        time.sleep(0.02)
+    stderr = proc.stderr.read().decode(errors="replace").strip()
+    peak.update({"command": " ".join(argv), "rc": proc.returncode, "daemons_seen": len(daemons),
+                 "stderr": stderr[-500:]})
+    reap_session(proc.pid, grace=3.0)
+    return peak
+
+
+def timing_table(args, env, n, program):
+    """canopy's own --timing table (stderr) and JSON for one launch."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "timing.json")
+        proc = subprocess.run([args.canopy, "--sim-nodes", str(n), "--timing=" + path, program],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, env=env, timeout=args.timeout)
+        data = None
+        if os.path.exists(path):
+            with open(path) as f:
+                data = json.load(f)
+    return {"command": "canopy --sim-nodes %d --timing %s" % (n, program), "rc": proc.returncode,
+            "table": proc.stderr.decode(errors="replace"), "json": data}
+
+
+def dpkg_version(package):
+    try:
+        out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", package],
+                             capture_output=True, text=True, timeout=10)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def git_state():
+    try:
+        head = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return (head or "none") + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def machine_info():
+    return {"nproc": os.cpu_count(), "kernel": platform.release(),
+            "cpu": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                         if l.startswith("model name")), None),
+            "mpich": dpkg_version("mpich"), "openmpi-bin": dpkg_version("openmpi-bin"),
+            "loadavg_start": open("/proc/loadavg").read().split()[:3],
+            "canopy_git": git_state()}
+
+
+def fmt_seconds(summary):
+    return "%.3f" % summary["median"] if summary else "failed"
+
+
+def ratio(a, b):
+    if not a or not b:
+        return "-"
+    return "%.2f" % (a["median"] / b["median"])
+
+
+def print_table(results, launchers, runs, out=sys.stdout):
+    cols = [l for l in launchers]
+    header = ["program", "nodes"] + ["%s [s]" % c for c in cols]
+    if "canopy" in cols and "hydra" in cols:
+        header.append("canopy/hydra")
+    if "canopy" in cols and "mpirun" in cols:
+        header.append("canopy/mpirun")
+    rows = []
+    for entry in results:
+        cells = entry["launchers"]
+        row = [entry["program"], str(entry["nodes"])]
+        for c in cols:
+            s = cells[c]["summary"]
+            row.append(fmt_seconds(s) + ("" if not s or s["runs"] == runs else " (%d)" % s["runs"]))
+        if "canopy/hydra" in header:
+            row.append(ratio(cells["canopy"]["summary"], cells["hydra"]["summary"]))
+        if "canopy/mpirun" in header:
+            row.append(ratio(cells["canopy"]["summary"], cells["mpirun"]["summary"]))
+        rows.append(row)
+    widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
+    print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |", file=out)
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|", file=out)
+    for r in rows:
+        print("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |", file=out)
+    print("Median wall time of the runs; (k) = only k runs. Ratios < 1 mean canopy is faster.", file=out)
+
+
+def enter_namespace(args, argv):
+    """Re-run this script in a private mount namespace whose /etc/hosts knows the fake hosts."""
+    if os.geteuid() != 0:
+        sys.exit("launch_bench.py: must run as root to bind-mount /etc/hosts in a private namespace "
+                 "(fake host names must resolve without DNS); use --no-namespace to skip that "
+                 "(Open MPI then does a DNS lookup per host and gets slow)")
+    tmp = tempfile.mkdtemp(prefix="canopy-bench-hosts-")
+    path = os.path.join(tmp, "hosts")
+    with open("/etc/hosts") as f:
+        base = f.read()
+    with open(path, "w") as f:
+        f.write(base.rstrip("\n") + "\n# canopy launch benchmark: fake nodes\n")
+        for i in range(max(args.nodes)):
+            f.write("%s %s\n" % (sim_address(i), sim_name(i)))
+    env = dict(os.environ, **{NS_ENV: path})
+    rc = subprocess.call(["unshare", "-m", "--propagation", "private", sys.executable,
+                          os.path.abspath(__file__)] + argv, env=env)
+    shutil.rmtree(tmp, ignore_errors=True)
+    sys.exit(rc)
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--nodes", default="16,64,256", help="comma-separated node counts (default 16,64,256)")
+    p.add_argument("--programs", default="true,hostname", help="programs to launch (default true,hostname)")
+    p.add_argument("--launchers", default=",".join(ALL_LAUNCHERS),
+                   help="subset of %s (default all)" % ",".join(ALL_LAUNCHERS))
+    p.add_argument("--runs", type=int, default=5, help="timed runs per cell (default 5)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed runs per cell first (default 1)")
+    p.add_argument("--slow-threshold", type=float, default=5.0,
+                   help="a launcher whose warmup took longer than this many seconds ... (default 5)")
+    p.add_argument("--slow-runs", type=int, default=3, help="... gets only this many timed runs (default 3)")
+    p.add_argument("--timeout", type=float, default=180.0, help="seconds before a run counts as hung")
+    p.add_argument("--canopy", default=os.path.join(REPO, "build", "launcher", "canopy"),
+                   help="canopy binary (default build/launcher/canopy; canopyd is found next to it)")
+    p.add_argument("--hydra", default="mpiexec.hydra")
+    p.add_argument("--mpirun", default="mpirun.openmpi")
+    p.add_argument("--json", default="launch_bench.json", help="write results here (default ./launch_bench.json)")
+    p.add_argument("--rss-nodes", type=int, default=4, help="--sim-nodes for the canopyd RSS probe (default 4)")
+    p.add_argument("--no-rss", action="store_true", help="skip the canopyd RSS probe")
+    p.add_argument("--no-timing", action="store_true", help="skip canopy's --timing table")
+    p.add_argument("--no-namespace", action="store_true",
+                   help="do not bind-mount /etc/hosts in a private mount namespace")
+    args = p.parse_args(argv)
+    args.nodes = [int(x) for x in args.nodes.split(",") if x]
+    programs = [x for x in args.programs.split(",") if x]
+    launchers = [x for x in args.launchers.split(",") if x]
+    bad = [l for l in launchers if l not in ALL_LAUNCHERS]
+    if bad:
+        p.error("unknown launcher %s; choose from %s" % (",".join(bad), ",".join(ALL_LAUNCHERS)))
+    args.canopy = os.path.abspath(args.canopy)
+    if any(l.startswith("canopy") for l in launchers) and not os.access(args.canopy, os.X_OK):
+        p.error("canopy binary %s not found; build it (meson setup build && ninja -C build) or pass --canopy"
+                % args.canopy)
+    for tool, needed in ((args.hydra, "hydra"), (args.mpirun, "mpirun")):
+        if needed in launchers and not shutil.which(tool):
+            p.error("%s not found for launcher %s; install mpich / openmpi-bin or drop it with --launchers"
+                    % (tool, needed))
+
+    hosts_file = os.environ.get(NS_ENV)
+    if not args.no_namespace and not hosts_file:
+        enter_namespace(args, argv)  # does not return
+    if hosts_file:
+        subprocess.run(["mount", "--bind", hosts_file, "/etc/hosts"], check=True)
+
+    node_tmp = tempfile.mkdtemp(prefix="canopy-bench-nodes-")
+    env = dict(os.environ)
+    env.pop(NS_ENV, None)
+    env["LOCAL_AGENT_TMPDIR_ROOT"] = node_tmp  # each fake host gets its own TMPDIR, as a real node would
+    report = {"schema": "canopy.launch_bench/1",
+              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "command": " ".join([os.path.relpath(os.path.abspath(__file__), REPO)] + argv),
+              "machine": machine_info(), "hosts_namespace": bool(hosts_file),
+              "agent": os.path.relpath(AGENT, REPO), "results": []}
+    print("machine: %(nproc)s CPUs, kernel %(kernel)s, mpich %(mpich)s, openmpi %(openmpi-bin)s, canopy %(canopy_git)s"
+          % report["machine"], file=sys.stderr)
+    try:
+        for n in args.nodes:
+            for program in programs:
+                cells = bench_cell(n, program, launchers, args, env)
+                report["results"].append({"program": program, "nodes": n, "launchers": cells})
+        report["machine"]["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
+        if "canopy" in launchers and not args.no_rss:
+            report["canopyd_rss"] = measure_rss(args, env)
+        if "canopy" in launchers and not args.no_timing:
+            report["canopy_timing"] = timing_table(args, env, max(args.nodes), "true")
+    finally:
+        shutil.rmtree(node_tmp, ignore_errors=True)
+
+    with open(args.json, "w") as f:
+        json.dump(report, f, indent=2)
+    print()
+    print_table(report["results"], launchers, args.runs)
+    for entry in report["results"]:
+        for launcher, cell in entry["launchers"].items():
+            if cell["errors"]:
+                print("%s %d nodes %s: %d failed run(s): %s" % (entry["program"], entry["nodes"], launcher,
+                      len(cell["errors"]), cell["errors"][0]))
+            if cell["stragglers"]:
+                print("%s %d nodes %s: %d process(es) outlived the launcher and were killed"
+                      % (entry["program"], entry["nodes"], launcher, cell["stragglers"]))
+    rss = report.get("canopyd_rss")
+    if rss:
+        print("\ncanopyd peak VmRSS %.1f MiB (VmHWM %.1f MiB) over %d daemons; canopy launcher VmRSS %.1f MiB  [%s, exit %s]"
+              % (rss["canopyd_rss_kib"] / 1024, rss["canopyd_hwm_kib"] / 1024, rss["daemons_seen"],
+                 rss["canopy_rss_kib"] / 1024, rss["command"], rss["rc"]))
+    timing = report.get("canopy_timing")
+    if timing:
+        print("\n$ %s   (exit %s)\n%s" % (timing["command"], timing["rc"], timing["table"].rstrip()))
+    print("\nresults written to %s" % args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,320 @@
+# Shared fixtures for the integration tests: the binaries, a per-test job sandbox, and leftover checks.
+import ctypes
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD_DIR = Path(os.environ.get("CANOPY_BUILD_DIR", REPO / "build")).resolve()
+CANOPY = BUILD_DIR / "launcher" / "canopy"
+CANOPYD = BUILD_DIR / "daemon" / "canopyd"
+
+# Every test gets this long in total; a hang anywhere fails the test instead of stalling the suite.
+TEST_DEADLINE_SECONDS = 120
+# How long processes from a finished job may take to disappear before the test fails.
+LEFTOVER_GRACE_SECONDS = 3.0
+
+# Orphans of the jobs we start (daemons or ranks whose parent died) are re-parented to this process
+# rather than to init, so the leftover check sees them even when they carry no marker.
+_PR_SET_CHILD_SUBREAPER = 36
+ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+_OWN_PID = os.getpid()
+
+
+@dataclass
+class Completed:
+    args: list
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+    def stderr_lines(self):
+        return [line for line in self.stderr.splitlines() if line.strip()]
+
+    def canopy_lines(self):
+        """The launcher's own messages: the lines a user reads to learn what went wrong."""
+        return [line for line in self.stderr.splitlines() if line.startswith("canopy: ")]
+
+    def describe(self):
+        return (f"command: {self.args}\nexit: {self.returncode} after {self.seconds:.2f} s\n"
+                f"stdout (first 2000 chars):\n{self.stdout[:2000]}\nstderr (first 4000 chars):\n{self.stderr[:4000]}")
+
+
+def read_proc(pid, name):
+    try:
+        with open(f"/proc/{pid}/{name}", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def proc_state_and_ppid(pid):
+    stat = read_proc(pid, "stat").decode(errors="replace")
+    # The command name in parentheses may itself contain spaces or parentheses.
+    close = stat.rfind(")")
+    if close < 0:
+        return None, None
+    fields = stat[close + 2:].split()
+    return fields[0], int(fields[1])
+
+
+def all_pids():
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def cmdline(pid):
+    return [part.decode(errors="replace") for part in read_proc(pid, "cmdline").split(b"\0") if part]
+
+
+def daemon_pids(marker=None):
+    """Live canopyd processes, optionally only those whose environment carries `marker`."""
+    found = []
+    for pid in all_pids():
+        args = cmdline(pid)
+        if not args or os.path.basename(args[0]) != "canopyd":
+            continue
+        if marker is not None and marker.encode() not in read_proc(pid, "environ"):
+            continue
+        state, _ = proc_state_and_ppid(pid)
+        if state not in (None, "Z", "X"):
+            found.append(pid)
+    return found
+
+
+def daemon_for_node(node, marker):
+    for pid in daemon_pids(marker):
+        args = cmdline(pid)
+        if "--node" in args and args[args.index("--node") + 1] == node:
+            return pid
+    return None
+
+
+def listening_ports(pids):
+    """TCP ports on which any of `pids` listens, read from /proc (no ss needed)."""
+    inodes = set()
+    for pid in pids:
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                try:
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                except OSError:
+                    continue
+                match = re.fullmatch(r"socket:\[(\d+)\]", target)
+                if match:
+                    inodes.add(match.group(1))
+        except OSError:
+            continue
+    ports = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state == "0A" and inode in inodes:   # 0A: LISTEN
+                address_hex, port_hex = local.split(":")
+                address = socket.inet_ntoa(bytes.fromhex(address_hex)[::-1]) if len(address_hex) == 8 else "::"
+                ports.append((address, int(port_hex, 16)))
+    return ports
+
+
+def wait_until(predicate, timeout, interval=0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            return value
+        time.sleep(interval)
+
+
+class JobSandbox:
+    """One test's jobs: a private TMPDIR, a marker in the environment, and every process started."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.marker = f"canopy-it-{uuid.uuid4().hex}"
+        self.tmpdir = root / "tmp"
+        self.tmpdir.mkdir()
+        config_home = root / "xdg-config"
+        config_home.mkdir()
+        env = dict(os.environ)
+        for name in ("CANOPY_CONFIG", "PBS_NODEFILE", "SLURM_JOB_NODELIST", "SLURM_TASKS_PER_NODE"):
+            env.pop(name, None)
+        env.update({
+            "TMPDIR": str(self.tmpdir),
+            "XDG_CONFIG_HOME": str(config_home),   # keep a developer's own canopy.toml out of the tests
+            "CANOPY_IT_MARKER": self.marker,
+            "LC_ALL": "C.UTF-8",
+        })
+        self.env = env
+        self.popens = []
+        self.known_pids = set()
+
+    def command(self, args):
+        return [str(CANOPY)] + [str(arg) for arg in args]
+
+    def run(self, args, timeout=30, input=None, env=None, cwd=None, binary=False):
+        """Runs canopy to completion; a job still running after `timeout` seconds fails the test."""
+        command = self.command(args)
+        started = time.monotonic()
+        process = subprocess.Popen(command, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   env={**self.env, **(env or {})}, cwd=cwd or self.root)
+        self.known_pids.add(process.pid)
+        try:
+            data = input.encode() if isinstance(input, str) else input
+            out, err = process.communicate(data, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            out, err = process.communicate()
+            pytest.fail(f"canopy did not finish within {timeout} s: {command}\n"
+                        f"stderr: {err.decode(errors='replace')[:4000]}")
+        elapsed = time.monotonic() - started
+        if binary:
+            return Completed(command, process.returncode, out, err.decode(errors="replace"), elapsed)
+        return Completed(command, process.returncode, out.decode(errors="replace"), err.decode(errors="replace"),
+                         elapsed)
+
+    def start(self, args, env=None, **kw):
+        """Starts canopy in the background; the test waits for it with finish()."""
+        process = subprocess.Popen(self.command(args), stdin=kw.pop("stdin", subprocess.DEVNULL),
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   env={**self.env, **(env or {})}, cwd=self.root, **kw)
+        process.started_at = time.monotonic()
+        self.popens.append(process)
+        self.known_pids.add(process.pid)
+        return process
+
+    def finish(self, process, timeout=30):
+        try:
+            out, err = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            out, err = process.communicate()
+            pytest.fail(f"canopy did not finish within {timeout} s: {process.args}\n"
+                        f"stderr: {err.decode(errors='replace')[:4000]}")
+        return Completed(process.args, process.returncode, out.decode(errors="replace"),
+                         err.decode(errors="replace"), time.monotonic() - process.started_at)
+
+    def leftovers(self):
+        """Live processes from this test's jobs: marked ones, and orphans re-parented to us."""
+        found = {}
+        for pid in all_pids():
+            if pid == _OWN_PID or pid in self.known_pids:
+                continue
+            state, ppid = proc_state_and_ppid(pid)
+            if state is None:
+                continue
+            if state in ("Z", "X"):
+                if ppid == _OWN_PID:
+                    try:
+                        os.waitpid(pid, os.WNOHANG)   # an orphan that died: reap it, it is gone
+                    except ChildProcessError:
+                        pass
+                continue
+            if ppid == _OWN_PID or self.marker.encode() in read_proc(pid, "environ"):
+                found[pid] = " ".join(cmdline(pid))[:200]
+        return found
+
+    def job_dirs(self):
+        return sorted(path.name for path in self.tmpdir.glob("canopy-*"))
+
+    def close(self):
+        for process in self.popens:
+            if process.poll() is None:
+                process.kill()
+            process.communicate()
+
+
+def _kill_all(pids):
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+class DeadlineExceeded(Exception):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def deadline():
+    """Fails a test that runs longer than TEST_DEADLINE_SECONDS, wherever it is stuck."""
+    def expire(signo, frame):
+        raise DeadlineExceeded(f"test exceeded its {TEST_DEADLINE_SECONDS} s deadline")
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(TEST_DEADLINE_SECONDS)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.fixture
+def sandbox(tmp_path):
+    """A job sandbox; after the test, nothing from its jobs may still run and no job temp dir may remain."""
+    box = JobSandbox(tmp_path)
+    yield box
+    box.close()
+    wait_until(lambda: not box.leftovers(), LEFTOVER_GRACE_SECONDS)
+    left = box.leftovers()
+    _kill_all(left)
+    dirs = box.job_dirs()
+    problems = []
+    if left:
+        problems.append("processes left running after the job: " +
+                        "; ".join(f"pid {pid}: {cmd}" for pid, cmd in left.items()))
+    if dirs:
+        problems.append(f"job temp dirs left in {box.tmpdir}: {dirs}")
+    if problems:
+        pytest.fail("\n".join(problems), pytrace=False)
+
+
+@pytest.fixture
+def run_canopy(sandbox):
+    """run_canopy(args, timeout=30, input=None, env=None, cwd=None) -> Completed; a hang fails the test."""
+    return sandbox.run
+
+
+@pytest.fixture
+def canopy_bin():
+    assert CANOPY.exists(), f"{CANOPY} is missing; build first (ninja -C {BUILD_DIR})"
+    return CANOPY
+
+
+@pytest.fixture
+def canopyd_bin():
+    assert CANOPYD.exists(), f"{CANOPYD} is missing; build first (ninja -C {BUILD_DIR})"
+    return CANOPYD
+
+
+@pytest.fixture
+def loopback_config(tmp_path):
+    """A --config file that makes fake host names run here: the launcher and daemons listen on loopback."""
+    path = tmp_path / "loopback.toml"
+    path.write_text('[tree]\nbind_address = "127.0.0.1"\n')
+    return path
+
+
+def parse_labelled(output):
+    """Groups `-l` output by rank: {rank: [line, ...]} in arrival order."""
+    by_rank = {}
+    for line in output.splitlines():
+        match = re.match(r"^\[(\d+)\] (.*)$", line)
+        assert match, f"unlabelled output line: {line!r}"
+        by_rank.setdefault(int(match.group(1)), []).append(match.group(2))
+    return by_rank

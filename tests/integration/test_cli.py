@@ -1,0 +1,93 @@
+# The command line as a user meets it: --help, --version, and one clear line for each kind of bad input.
+import re
+
+import pytest
+
+from conftest import REPO
+
+HELP_GROUPS = ["Ranks and hosts:", "Environment:", "Output:", "Binding:", "Job:", "Tree and launch agent:",
+               "Timing:", "Config:", "General:"]
+
+
+def project_version():
+    match = re.search(r"version\s*:\s*'([^']+)'", (REPO / "meson.build").read_text())
+    assert match, "meson.build has no project version"
+    return match.group(1)
+
+
+def test_help_lists_every_option_group_on_stdout(run_canopy):
+    result = run_canopy(["--help"], timeout=10)
+    assert result.returncode == 0, result.describe()
+    assert result.stdout.startswith("usage: canopy [options] PROGRAM [ARGS...]")
+    positions = [result.stdout.find(group) for group in HELP_GROUPS]
+    assert all(pos >= 0 for pos in positions), f"missing groups in --help:\n{result.stdout}"
+    assert positions == sorted(positions), "option groups are out of order"
+    for option in ["--sim-nodes", "--ppn", "--hostfile", "--env", "--cpu-bind", "--timeout", "--timing", "--config"]:
+        assert option in result.stdout
+    assert result.stderr == ""
+
+
+def test_help_wins_over_a_missing_program(run_canopy):
+    result = run_canopy(["-n", "4", "-h"], timeout=10)
+    assert result.returncode == 0, result.describe()
+    assert "Ranks and hosts:" in result.stdout
+
+
+def test_version_prints_the_project_version(run_canopy):
+    result = run_canopy(["--version"], timeout=10)
+    assert result.returncode == 0, result.describe()
+    assert result.stdout == f"canopy {project_version()}\n"
+
+
+def write(path, text):
+    path.write_text(text)
+    return path
+
+
+# Each case: the arguments (built from the test's temp dir), and what the single error line must mention.
+BAD_INPUT = {
+    "unknown option suggests the near miss": (lambda d: ["--hots", "n1", "hostname"], ["'--hots'", "'--hosts'"]),
+    "unknown option far from any": (lambda d: ["--frobnicate", "hostname"], ["'--frobnicate'", "--help"]),
+    "zero ranks": (lambda d: ["-n", "0", "hostname"], ["-n", "0"]),
+    "ranks not a number": (lambda d: ["-n", "four", "hostname"], ["-n", "'four'"]),
+    "no program": (lambda d: ["-n", "2"], ["no program"]),
+    "missing hostfile": (lambda d: ["--hostfile", str(d / "nope.txt"), "hostname"], ["nope.txt"]),
+    "empty hostfile": (lambda d: ["--hostfile", str(write(d / "empty.txt", "# nothing\n\n")), "hostname"],
+                       ["empty.txt", "no hosts"]),
+    "malformed hostfile names file and line": (
+        lambda d: ["-f", str(write(d / "bad.txt", "n1\nn2 slots=lots\nn3\n")), "hostname"],
+        ["bad.txt:2", "slots"]),
+    "hostlist syntax error": (lambda d: ["--hosts", "nid[001-", "hostname"], ["nid[001-"]),
+    "hosts and hostfile together": (
+        lambda d: ["--hosts", "n1", "--hostfile", str(write(d / "h.txt", "n1\n")), "hostname"],
+        ["--hosts", "--hostfile"]),
+    "sim-nodes and hosts together": (lambda d: ["--sim-nodes", "2", "--hosts", "n1,n2", "hostname"],
+                                     ["--sim-nodes", "--hosts"]),
+    "bad config value names file and line": (
+        lambda d: ["--config", str(write(d / "site.toml", "[tree]\nfanout = 4\nwindow = 0\n")), "hostname"],
+        ["site.toml:3", "window"]),
+    "config with a typo key": (
+        lambda d: ["--config", str(write(d / "typo.toml", "[tree]\nfanot = 4\n")), "hostname"],
+        ["typo.toml:2", "'fanot'", "fanout"]),
+    "config that is not TOML": (
+        lambda d: ["--config", str(write(d / "broken.toml", "[launch]\nagent = ssh\n")), "hostname"],
+        ["broken.toml:2"]),
+    "missing config file": (lambda d: ["--config", str(d / "absent.toml"), "hostname"], ["absent.toml"]),
+    "unknown launch agent": (lambda d: ["--hosts", "n1", "--agent", "telnet", "hostname"], ["telnet"]),
+    "ppn needs more hosts than given": (lambda d: ["--sim-nodes", "2", "--ppn", "2", "-n", "6", "hostname"],
+                                        ["-n 6", "--ppn 2"]),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUT), ids=list(BAD_INPUT))
+def test_bad_input_gives_one_line_and_exit_2(case, run_canopy, sandbox):
+    make_args, mentions = BAD_INPUT[case]
+    result = run_canopy(make_args(sandbox.root), timeout=10)
+    assert result.returncode == 2, result.describe()
+    lines = result.stderr_lines()
+    assert len(lines) == 1, f"expected one error line:\n{result.describe()}"
+    assert lines[0].startswith("canopy: "), lines[0]
+    for word in mentions:
+        assert word in lines[0], f"error line should mention {word!r}: {lines[0]}"
+    assert result.stdout == ""
+    assert result.seconds < 5, "a usage error should not start anything"

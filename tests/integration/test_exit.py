@@ -1,0 +1,94 @@
+# How a job ends: canopy's exit code and the one line that says which rank on which node failed.
+import re
+
+
+def test_all_ranks_succeeding_exits_0_quietly(run_canopy):
+    result = run_canopy(["--sim-nodes", "4", "--ppn", "2", "true"])
+    assert result.returncode == 0, result.describe()
+    assert result.stdout == "" and result.stderr == "", result.describe()
+
+
+def test_failing_rank_exit_code_becomes_the_job_exit_code(run_canopy):
+    result = run_canopy(["--sim-nodes", "4", "--ppn", "2", "sh", "-c", '[ "$RANK" = 5 ] && exit 7; sleep 20'],
+                        timeout=20)
+    assert result.returncode == 7, result.describe()
+    lines = result.canopy_lines()
+    assert len(lines) == 1, result.describe()
+    assert "rank 5" in lines[0] and "sim0002" in lines[0] and "7" in lines[0], lines[0]
+
+
+def test_a_failing_rank_gives_one_error_line_not_one_per_daemon(run_canopy):
+    result = run_canopy(["--sim-nodes", "8", "--ppn", "2", "sh", "-c", '[ "$RANK" = 3 ] && exit 4; sleep 20'],
+                        timeout=20)
+    assert result.returncode == 4, result.describe()
+    assert result.stderr_lines() == result.canopy_lines(), f"stderr has more than canopy's error:\n{result.stderr}"
+    assert len(result.canopy_lines()) == 1, result.describe()
+
+
+def test_first_failure_wins_over_later_ones(run_canopy):
+    result = run_canopy(["--sim-nodes", "3", "sh", "-c",
+                         'if [ "$RANK" = 1 ]; then exit 3; fi; sleep 1; exit 9'], timeout=20)
+    assert result.returncode == 3, result.describe()
+    assert len(result.canopy_lines()) == 1 and "rank 1 on sim0001" in result.canopy_lines()[0], result.describe()
+
+
+def test_rank_killed_by_a_signal_exits_128_plus_signal(run_canopy):
+    result = run_canopy(["--sim-nodes", "2", "--ppn", "2", "sh", "-c", '[ "$RANK" = 2 ] && kill -KILL $$; sleep 20'],
+                        timeout=20)
+    assert result.returncode == 128 + 9, result.describe()
+    lines = result.canopy_lines()
+    assert len(lines) == 1, result.describe()
+    assert "rank 2" in lines[0] and "sim0001" in lines[0] and "SIGKILL" in lines[0], lines[0]
+
+
+def test_rank_crashing_with_sigsegv_exits_139(run_canopy):
+    result = run_canopy(["--sim-nodes", "2", "sh", "-c", '[ "$RANK" = 0 ] && kill -SEGV $$; sleep 20'], timeout=20)
+    assert result.returncode == 139, result.describe()
+    assert "SIGSEGV" in result.canopy_lines()[0], result.describe()
+
+
+def test_program_not_found_exits_127_naming_program_and_node(run_canopy):
+    result = run_canopy(["--sim-nodes", "3", "canopy-no-such-program"], timeout=20)
+    assert result.returncode == 127, result.describe()
+    lines = result.canopy_lines()
+    assert len(lines) == 1, result.describe()
+    assert "canopy-no-such-program" in lines[0] and re.search(r"sim000[0-2]", lines[0]), lines[0]
+
+
+def test_program_that_is_not_executable_fails_naming_it(run_canopy, sandbox):
+    script = sandbox.root / "not-executable.sh"
+    script.write_text("#!/bin/sh\necho hi\n")
+    script.chmod(0o644)
+    result = run_canopy(["--sim-nodes", "2", str(script)], timeout=20)
+    assert result.returncode in (126, 127), result.describe()
+    assert str(script) in result.canopy_lines()[0], result.describe()
+
+
+def test_teardown_is_quick_when_one_rank_fails_and_others_sleep(run_canopy):
+    result = run_canopy(["--sim-nodes", "4", "--ppn", "2", "sh", "-c",
+                         'if [ "$RANK" = 6 ]; then sleep 0.5; exit 1; fi; sleep 60'], timeout=30)
+    assert result.returncode == 1, result.describe()
+    assert result.seconds < 3.5, f"teardown took {result.seconds:.1f} s after the failure at 0.5 s"
+
+
+def test_timeout_stops_the_job_with_124(run_canopy):
+    result = run_canopy(["--sim-nodes", "2", "--ppn", "2", "--timeout", "1", "sleep", "60"], timeout=30)
+    assert result.returncode == 124, result.describe()
+    lines = result.canopy_lines()
+    assert len(lines) == 1 and "--timeout" in lines[0], result.describe()
+    assert 1.0 <= result.seconds < 5.0, f"job ended after {result.seconds:.1f} s"
+
+
+def test_timeout_longer_than_the_job_changes_nothing(run_canopy):
+    result = run_canopy(["--sim-nodes", "2", "--timeout", "30", "sh", "-c", "exit 0"], timeout=30)
+    assert result.returncode == 0, result.describe()
+    assert result.seconds < 5
+
+
+def test_timeout_kills_ranks_that_ignore_sigterm(run_canopy, sandbox):
+    config = sandbox.root / "grace.toml"
+    config.write_text("[job]\nkill_grace = 1.0\n")
+    result = run_canopy(["--config", config, "--sim-nodes", "2", "--timeout", "1", "sh", "-c",
+                         "trap '' TERM; sleep 60 & while :; do sleep 1; done"], timeout=30)
+    assert result.returncode == 124, result.describe()
+    assert result.seconds < 8, f"ranks ignoring SIGTERM kept the job alive {result.seconds:.1f} s"

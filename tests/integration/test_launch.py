@@ -1,0 +1,292 @@
+# Launching on simulated nodes: each rank's identity, placement, environment, working dir, stdin and output.
+import hashlib
+import os
+import re
+import socket
+from pathlib import Path
+
+import pytest
+
+from conftest import parse_labelled
+
+
+def rank_envs(result):
+    """{rank: {NAME: value}} from `-l env`-style output."""
+    envs = {}
+    for rank, lines in parse_labelled(result.stdout).items():
+        envs[rank] = dict(line.split("=", 1) for line in lines if "=" in line)
+    return envs
+
+
+def nodes_of(result):
+    """{rank: (node, local_rank, local_size)} from ranks that echo $CANOPY_NODE $LOCAL_RANK $LOCAL_WORLD_SIZE."""
+    placed = {}
+    for rank, lines in parse_labelled(result.stdout).items():
+        assert len(lines) == 1, f"rank {rank} printed {lines}"
+        node, local, size = lines[0].split()
+        placed[rank] = (node, int(local), int(size))
+    return placed
+
+
+WHERE = ["sh", "-c", 'echo "$CANOPY_NODE $LOCAL_RANK $LOCAL_WORLD_SIZE"']
+
+
+def test_every_rank_on_64_nodes_gets_its_identity(run_canopy, sandbox):
+    result = run_canopy(["--sim-nodes", "64", "--ppn", "2", "-l", "sh", "-c",
+                         'env; stat -c "NODE_TMPDIR_MODE=%a" "$CANOPY_NODE_TMPDIR"'], timeout=60)
+    assert result.returncode == 0, result.describe()
+    envs = rank_envs(result)
+    assert sorted(envs) == list(range(128)), "every rank 0..127 must report exactly once"
+    job_ids = {env["CANOPY_JOBID"] for env in envs.values()}
+    ports = {env["MASTER_PORT"] for env in envs.values()}
+    assert len(job_ids) == 1 and re.fullmatch(r"[0-9a-f]+", job_ids.pop())
+    assert len(ports) == 1 and 0 < int(ports.pop()) < 65536
+    for rank, env in envs.items():
+        node = rank // 2
+        local = rank % 2
+        expected = {
+            "RANK": rank, "WORLD_SIZE": 128, "LOCAL_RANK": local, "LOCAL_WORLD_SIZE": 2,
+            "NODE_RANK": node, "GROUP_RANK": node, "MASTER_ADDR": "127.1.0.1",
+            "PMI_RANK": rank, "PMI_SIZE": 128, "PMI_LOCAL_RANK": local, "PMI_LOCAL_SIZE": 2,
+            "PALS_RANKID": rank, "PALS_LOCAL_RANKID": local, "PALS_NODEID": node,
+            "CANOPY_RANK": rank, "CANOPY_SIZE": 128, "CANOPY_LOCAL_RANK": local, "CANOPY_LOCAL_SIZE": 2,
+            "CANOPY_NODE_RANK": node, "CANOPY_NUM_NODES": 64, "CANOPY_NODE": f"sim{node:04d}",
+            "NODE_TMPDIR_MODE": 700,
+        }
+        actual = {name: env.get(name) for name in expected}
+        assert actual == {name: str(value) for name, value in expected.items()}, f"rank {rank}"
+        assert env["CANOPY_NODE_TMPDIR"] == f"{sandbox.tmpdir}/canopy-{env['CANOPY_JOBID']}-sim{node:04d}"
+        assert env["CANOPY_IT_MARKER"] == sandbox.marker, "ranks inherit the launcher's environment by default"
+
+
+def test_ppn_places_blocks_of_ranks_per_node(run_canopy):
+    result = run_canopy(["--sim-nodes", "4", "--ppn", "3", "-n", "10", "-l"] + WHERE)
+    assert result.returncode == 0, result.describe()
+    placed = nodes_of(result)
+    assert placed == {
+        0: ("sim0000", 0, 3), 1: ("sim0000", 1, 3), 2: ("sim0000", 2, 3),
+        3: ("sim0001", 0, 3), 4: ("sim0001", 1, 3), 5: ("sim0001", 2, 3),
+        6: ("sim0002", 0, 3), 7: ("sim0002", 1, 3), 8: ("sim0002", 2, 3),
+        9: ("sim0003", 0, 1),
+    }
+
+
+def test_without_ppn_ranks_spread_evenly_over_nodes(run_canopy):
+    result = run_canopy(["--sim-nodes", "4", "-n", "6", "-l"] + WHERE)
+    assert result.returncode == 0, result.describe()
+    assert nodes_of(result) == {
+        0: ("sim0000", 0, 2), 1: ("sim0000", 1, 2), 2: ("sim0001", 0, 2), 3: ("sim0001", 1, 2),
+        4: ("sim0002", 0, 1), 5: ("sim0003", 0, 1),
+    }
+
+
+def test_without_n_or_ppn_one_rank_per_node(run_canopy):
+    result = run_canopy(["--sim-nodes", "5", "-l"] + WHERE)
+    assert result.returncode == 0, result.describe()
+    assert nodes_of(result) == {i: (f"sim{i:04d}", 0, 1) for i in range(5)}
+
+
+def test_fewer_ranks_than_nodes_use_only_the_first_nodes(run_canopy):
+    result = run_canopy(["--sim-nodes", "8", "-n", "3", "-l", "sh", "-c", 'echo "$CANOPY_NODE $CANOPY_NUM_NODES"'])
+    assert result.returncode == 0, result.describe()
+    by_rank = parse_labelled(result.stdout)
+    assert by_rank == {0: ["sim0000 3"], 1: ["sim0001 3"], 2: ["sim0002 3"]}
+
+
+def test_n_without_hosts_runs_every_rank_on_this_machine(run_canopy):
+    result = run_canopy(["-n", "3", "-l"] + WHERE)
+    assert result.returncode == 0, result.describe()
+    host = socket.gethostname()
+    assert nodes_of(result) == {0: (host, 0, 3), 1: (host, 1, 3), 2: (host, 2, 3)}
+
+
+def test_label_prefixes_every_line_with_its_rank(run_canopy):
+    result = run_canopy(["--sim-nodes", "2", "--ppn", "2", "-l", "sh", "-c",
+                         'printf "one\\ntwo\\nthree"; printf "err-line\\n" >&2'])
+    assert result.returncode == 0, result.describe()
+    assert parse_labelled(result.stdout) == {r: ["one", "two", "three"] for r in range(4)}
+    assert sorted(line for line in result.stderr.splitlines()) == [f"[{r}] err-line" for r in range(4)]
+
+
+def test_without_label_output_is_passed_through_unchanged(run_canopy):
+    result = run_canopy(["--sim-nodes", "2", "sh", "-c", 'printf "plain %s\\n" "$RANK"'])
+    assert result.returncode == 0, result.describe()
+    assert sorted(result.stdout.splitlines()) == ["plain 0", "plain 1"]
+
+
+def test_program_arguments_reach_ranks_unchanged(run_canopy):
+    words = ["a b", "it's", "$HOME", "*", "-n", "5", ""]
+    result = run_canopy(["--sim-nodes", "2", "--", "printf", "<%s>"] + words)
+    assert result.returncode == 0, result.describe()
+    once = "".join(f"<{w}>" for w in words)
+    assert result.stdout == once * 2
+
+
+def test_env_sets_variables_in_every_rank(run_canopy):
+    result = run_canopy(["--sim-nodes", "2", "--ppn", "2", "--env", "CANOPY_T_A=1", "--env", "CANOPY_T_B=x y=z",
+                         "-genv", "CANOPY_T_C", "hydra style", "-l", "env"])
+    assert result.returncode == 0, result.describe()
+    envs = rank_envs(result)
+    assert sorted(envs) == [0, 1, 2, 3]
+    for env in envs.values():
+        assert env["CANOPY_T_A"] == "1"
+        assert env["CANOPY_T_B"] == "x y=z"
+        assert env["CANOPY_T_C"] == "hydra style"
+
+
+def test_x_copies_a_variable_from_the_launcher_or_sets_one(run_canopy):
+    result = run_canopy(["--sim-nodes", "2", "--envnone", "-x", "CANOPY_T_FROM_HERE", "-x", "CANOPY_T_SET=v",
+                         "-l", "env"], env={"CANOPY_T_FROM_HERE": "copied value"})
+    assert result.returncode == 0, result.describe()
+    for env in rank_envs(result).values():
+        assert env["CANOPY_T_FROM_HERE"] == "copied value"
+        assert env["CANOPY_T_SET"] == "v"
+
+
+def test_x_of_an_unset_variable_is_a_usage_error(run_canopy):
+    result = run_canopy(["--sim-nodes", "2", "-x", "CANOPY_T_NOT_SET_ANYWHERE", "env"])
+    assert result.returncode == 2, result.describe()
+    assert result.canopy_lines() and "CANOPY_T_NOT_SET_ANYWHERE" in result.canopy_lines()[0]
+
+
+def test_envnone_passes_only_what_was_set(run_canopy):
+    result = run_canopy(["--sim-nodes", "2", "--envnone", "--env", "CANOPY_T_KEEP=1", "-l", "env"],
+                        env={"CANOPY_T_DROP": "1"})
+    assert result.returncode == 0, result.describe()
+    envs = rank_envs(result)
+    assert sorted(envs) == [0, 1]
+    for rank, env in envs.items():
+        assert env["CANOPY_T_KEEP"] == "1"
+        assert env["RANK"] == str(rank), "canopy's own variables are always set"
+        for dropped in ("CANOPY_T_DROP", "HOME", "PATH", "CANOPY_IT_MARKER"):
+            assert dropped not in env, f"{dropped} leaked into rank {rank} despite --envnone"
+
+
+def test_envlist_passes_only_the_named_variables(run_canopy):
+    result = run_canopy(["--sim-nodes", "2", "--envlist", "CANOPY_T_ONE,HOME", "-l", "env"],
+                        env={"CANOPY_T_ONE": "1", "CANOPY_T_TWO": "2"})
+    assert result.returncode == 0, result.describe()
+    for env in rank_envs(result).values():
+        assert env["CANOPY_T_ONE"] == "1"
+        assert env["HOME"] == os.environ.get("HOME")
+        assert "CANOPY_T_TWO" not in env
+        assert "PATH" not in env
+
+
+def test_explicit_master_addr_and_port_win(run_canopy):
+    result = run_canopy(["--sim-nodes", "2", "--env", "MASTER_ADDR=10.9.8.7", "--env", "MASTER_PORT=29511", "-l",
+                         "sh", "-c", 'echo "$MASTER_ADDR:$MASTER_PORT"'])
+    assert result.returncode == 0, result.describe()
+    assert parse_labelled(result.stdout) == {0: ["10.9.8.7:29511"], 1: ["10.9.8.7:29511"]}
+
+
+def test_wdir_sets_every_rank_working_directory(run_canopy, sandbox):
+    work = sandbox.root / "work dir"
+    work.mkdir()
+    result = run_canopy(["--sim-nodes", "2", "--wdir", str(work), "-l", "pwd"])
+    assert result.returncode == 0, result.describe()
+    assert parse_labelled(result.stdout) == {0: [str(work)], 1: [str(work)]}
+
+
+def test_ranks_start_in_the_launcher_directory_by_default(run_canopy, sandbox):
+    here = sandbox.root / "launch-here"
+    here.mkdir()
+    result = run_canopy(["--sim-nodes", "2", "-l", "pwd"], cwd=here)
+    assert result.returncode == 0, result.describe()
+    assert parse_labelled(result.stdout) == {0: [str(here)], 1: [str(here)]}
+
+
+def test_missing_wdir_fails_the_job_naming_the_directory(run_canopy, sandbox):
+    missing = sandbox.root / "no-such-dir"
+    result = run_canopy(["--sim-nodes", "2", "--wdir", str(missing), "true"])
+    assert result.returncode != 0, result.describe()
+    assert any(str(missing) in line for line in result.canopy_lines()), result.describe()
+
+
+def test_stdin_reaches_rank_0_only_and_completely(run_canopy):
+    data = b"".join(b"line %06d of the input\n" % i for i in range(20000))   # about 460 KB
+    result = run_canopy(["--sim-nodes", "2", "--ppn", "2", "-l", "sh", "-c", 'echo "$(sha256sum)"'], input=data)
+    assert result.returncode == 0, result.describe()
+    digests = {rank: lines[0].split()[0] for rank, lines in parse_labelled(result.stdout).items()}
+    assert digests[0] == hashlib.sha256(data).hexdigest()
+    empty = hashlib.sha256(b"").hexdigest()
+    assert digests == {0: digests[0], 1: empty, 2: empty, 3: empty}
+
+
+def test_large_output_arrives_complete_and_in_order_per_rank(run_canopy):
+    lines_per_rank = 80000   # 66 bytes each: about 5 MB per rank
+    result = run_canopy(["--sim-nodes", "2", "--ppn", "2", "-l", "sh", "-c",
+                         f'seq -f "r$RANK %09g ................................................" 1 {lines_per_rank}'],
+                        timeout=60)
+    assert result.returncode == 0, result.describe()
+    by_rank = parse_labelled(result.stdout)
+    assert sorted(by_rank) == [0, 1, 2, 3]
+    pad = "." * 48
+    for rank, lines in by_rank.items():
+        assert len(lines) == lines_per_rank, f"rank {rank} lost lines"
+        for i, line in enumerate(lines, start=1):
+            if line != f"r{rank} {i:09d} {pad}":
+                pytest.fail(f"rank {rank} line {i} is {line!r}")
+
+
+def test_output_written_just_before_exit_is_not_lost(run_canopy):
+    result = run_canopy(["--sim-nodes", "8", "--ppn", "2", "-l", "sh", "-c",
+                         'printf "last words of %s" "$RANK"; printf "and on stderr" >&2; exit 0'])
+    assert result.returncode == 0, result.describe()
+    assert parse_labelled(result.stdout) == {r: [f"last words of {r}"] for r in range(16)}
+    assert sorted(result.stderr.splitlines()) == sorted(f"[{r}] and on stderr" for r in range(16))
+
+
+def test_background_process_of_a_rank_does_not_hold_the_job(run_canopy):
+    result = run_canopy(["--sim-nodes", "2", "sh", "-c", 'sleep 60 & echo started'], timeout=20)
+    assert result.returncode == 0, result.describe()
+    assert result.stdout.splitlines() == ["started", "started"]
+    assert result.seconds < 10, "the job should end soon after its ranks exit"
+    # The sandbox fixture then checks that the background sleeps were killed with the job.
+
+
+def cpus_allowed(status_line):
+    return status_line.split(":", 1)[1].strip()
+
+
+def test_cpu_bind_core_pins_each_local_rank_to_one_cpu(run_canopy):
+    result = run_canopy(["--sim-nodes", "2", "--ppn", "2", "--cpu-bind", "core", "-l", "grep", "Cpus_allowed_list",
+                         "/proc/self/status"])
+    assert result.returncode == 0, result.describe()
+    allowed = sorted(os.sched_getaffinity(0))
+    for rank, lines in parse_labelled(result.stdout).items():
+        local = rank % 2
+        assert cpus_allowed(lines[0]) == str(allowed[local % len(allowed)]), f"rank {rank}"
+
+
+def test_without_cpu_bind_ranks_keep_every_cpu(run_canopy):
+    result = run_canopy(["--sim-nodes", "2", "--ppn", "2", "-l", "grep", "Cpus_allowed_list", "/proc/self/status"])
+    assert result.returncode == 0, result.describe()
+    own = [line for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("Cpus_allowed_list")]
+    for rank, lines in parse_labelled(result.stdout).items():
+        assert cpus_allowed(lines[0]) == cpus_allowed(own[0]), f"rank {rank}"
+
+
+# Fake host names run on this machine: the exec agent runs the daemon command locally (env just passes it on),
+# and bind_address keeps the tree on loopback.
+LOCAL_EXEC_AGENT = "exec:env CANOPY_IT_HOST=%h"
+
+
+def test_hostfile_slots_place_ranks(run_canopy, sandbox, loopback_config):
+    hostfile = sandbox.root / "hosts.txt"
+    hostfile.write_text("# two fake nodes\nnodeA slots=2\nnodeB slots=3\n")
+    result = run_canopy(["--config", loopback_config, "--agent", LOCAL_EXEC_AGENT, "--hostfile", hostfile, "-l",
+                         "sh", "-c", 'echo "$CANOPY_NODE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR"'])
+    assert result.returncode == 0, result.describe()
+    assert parse_labelled(result.stdout) == {
+        0: ["nodeA 0 2 nodeA"], 1: ["nodeA 1 2 nodeA"],
+        2: ["nodeB 0 3 nodeA"], 3: ["nodeB 1 3 nodeA"], 4: ["nodeB 2 3 nodeA"],
+    }
+
+
+def test_hostlist_through_a_deep_tree_reaches_every_node(run_canopy, loopback_config):
+    result = run_canopy(["--config", loopback_config, "--agent", LOCAL_EXEC_AGENT, "--hosts", "n[01-07]",
+                         "--fanout", "2", "--ppn", "2", "-l"] + WHERE)
+    assert result.returncode == 0, result.describe()
+    placed = nodes_of(result)
+    assert placed == {r: (f"n{r // 2 + 1:02d}", r % 2, 2) for r in range(14)}
