@@ -8,6 +8,8 @@
 #include <string_view>
 #include <system_error>
 
+#include "util/suggest.hpp"
+
 namespace canopy {
 namespace {
 
@@ -387,24 +389,6 @@ const std::vector<OptionSpec>& option_table()
     return table;
 }
 
-std::size_t edit_distance(std::string_view a, std::string_view b)
-{
-    std::vector<std::size_t> row(b.size() + 1);
-    for (std::size_t j = 0; j <= b.size(); ++j) {
-        row[j] = j;
-    }
-    for (std::size_t i = 1; i <= a.size(); ++i) {
-        std::size_t diagonal = row[0];
-        row[0] = i;
-        for (std::size_t j = 1; j <= b.size(); ++j) {
-            std::size_t above = row[j];
-            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-            diagonal = above;
-        }
-    }
-    return row[b.size()];
-}
-
 Error unknown_option(std::string_view name)
 {
     // "-np=4": Hydra-style options take their value as the next argument.
@@ -426,22 +410,12 @@ Error unknown_option(std::string_view name)
     std::string lowered(name);
     std::transform(lowered.begin(), lowered.end(), lowered.begin(),
                    [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-    std::string_view best;
-    std::size_t best_distance = std::string_view::npos;
-    for (const auto& spec : option_table()) {
-        for (std::string_view spelling : spec.spellings) {
-            std::size_t distance = edit_distance(lowered, spelling);
-            if (distance < best_distance) {
-                best_distance = distance;
-                best = spelling;
-            }
-        }
-    }
+    std::vector<std::string_view> spellings;
+    for (const auto& spec : option_table())
+        spellings.insert(spellings.end(), spec.spellings.begin(), spec.spellings.end());
     // Only suggest a near miss; a far-off guess confuses more than it helps.
-    std::size_t close_enough = std::max<std::size_t>(1, name.size() / 4);
-    if (best_distance <= close_enough) {
-        return make_error("unknown option '{}'; did you mean '{}'?", name, best);
-    }
+    if (auto best = closest_match(lowered, spellings, std::max<std::size_t>(1, name.size() / 4)))
+        return make_error("unknown option '{}'; did you mean '{}'?", name, *best);
     return make_error("unknown option '{}'; see canopy --help", name);
 }
 

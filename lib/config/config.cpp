@@ -1,5 +1,6 @@
 // canopy.toml: reads and validates config layers with toml++, reporting problems as file:line:col.
 #include "config/config.hpp"
+#include "util/suggest.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -176,37 +177,10 @@ const KeySpec key_table[] = {
 };
 // clang-format on
 
-std::size_t edit_distance(std::string_view a, std::string_view b)
-{
-    std::vector<std::size_t> row(b.size() + 1);
-    for (std::size_t j = 0; j <= b.size(); ++j) {
-        row[j] = j;
-    }
-    for (std::size_t i = 1; i <= a.size(); ++i) {
-        std::size_t diagonal = row[0];
-        row[0] = i;
-        for (std::size_t j = 1; j <= b.size(); ++j) {
-            std::size_t above = row[j];
-            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-            diagonal = above;
-        }
-    }
-    return row[b.size()];
-}
-
 // The closest candidate, if it is a plausible typo of `word`.
 std::optional<std::string_view> closest(std::string_view word, const std::vector<std::string_view>& candidates)
 {
-    std::optional<std::string_view> best;
-    std::size_t best_distance = std::max<std::size_t>(1, word.size() / 3) + 1;
-    for (std::string_view candidate : candidates) {
-        std::size_t distance = edit_distance(word, candidate);
-        if (distance < best_distance) {
-            best_distance = distance;
-            best = candidate;
-        }
-    }
-    return best;
+    return closest_match(word, candidates, std::max<std::size_t>(1, word.size() / 3));
 }
 
 const KeySpec* find_key(std::string_view table, std::string_view key)

@@ -318,3 +318,29 @@ def parse_labelled(output):
         assert match, f"unlabelled output line: {line!r}"
         by_rank.setdefault(int(match.group(1)), []).append(match.group(2))
     return by_rank
+
+
+class Readiness:
+    """Ranks touch a file here when they are ready, so a test acts only once the whole job is running."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        directory.mkdir()
+        self.env = {"CANOPY_IT_READY": str(directory)}
+
+    # Shell snippet for a rank: mark itself ready.
+    touch = 'touch "$CANOPY_IT_READY/$RANK"'
+
+    def count(self):
+        return len(list(self.directory.iterdir()))
+
+    def wait(self, ranks, timeout=20):
+        if not wait_until(lambda: self.count() >= ranks, timeout):
+            pytest.fail(f"only {self.count()} of {ranks} ranks became ready within {timeout} s")
+
+
+@pytest.fixture
+def ready(sandbox):
+    readiness = Readiness(sandbox.root / "ready")
+    sandbox.env.update(readiness.env)
+    return readiness
