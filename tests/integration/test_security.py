@@ -1,0 +1,168 @@
+# Strangers on the tree's ports cannot disturb a job, and the job secret never shows in a process listing.
+import os
+import re
+import socket
+import struct
+import time
+
+import pytest
+
+from conftest import daemon_for_node, daemon_pids, listening_ports, parse_labelled, read_proc, wait_until
+
+HELLO = 2
+CHALLENGE = 1
+
+
+def frame(kind, payload):
+    return struct.pack("<IB", len(payload), kind) + payload
+
+
+def varint(value):
+    out = b""
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out += bytes([byte | 0x80])
+        else:
+            return out + bytes([byte])
+
+
+def recv_exactly(sock, size):
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def closed_by_peer(sock, timeout=12.0):
+    """True when the other side closes the connection (EOF or reset) within `timeout` seconds."""
+    sock.settimeout(timeout)
+    try:
+        while True:
+            chunk = sock.recv(4096)
+            if not chunk:
+                return True
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+def connect(port_address):
+    address, port = port_address
+    return socket.create_connection((address, port), timeout=5)
+
+
+def port_of(pid, address):
+    ports = [p for p in listening_ports([pid]) if p[0] == address]
+    assert ports, f"pid {pid} listens on nothing at {address}: {listening_ports([pid])}"
+    return ports[0]
+
+
+# Seven nodes with fanout 2: the launcher and the daemons of sim0000..sim0002 listen for children.
+JOB = ["--sim-nodes", "7", "--fanout", "2", "-l", "sh", "-c"]
+
+
+def rank_script(touch):
+    return f'{touch}; sleep 3; echo "done $RANK"'
+
+
+def check_job_unharmed(result):
+    assert result.returncode == 0, result.describe()
+    assert parse_labelled(result.stdout) == {r: [f"done {r}"] for r in range(7)}, result.describe()
+    assert not result.canopy_lines(), result.describe()
+
+
+@pytest.mark.parametrize("target", ["launcher", "daemon"])
+def test_strangers_on_the_tree_port_do_not_disturb_the_job(target, sandbox, ready):
+    job = sandbox.start(JOB + [rank_script(ready.touch)])
+    ready.wait(7)
+    if target == "launcher":
+        port = port_of(job.pid, "127.0.0.1")
+    else:
+        pid = daemon_for_node("sim0000", sandbox.marker)
+        assert pid, "no canopyd for sim0000"
+        port = port_of(pid, "127.1.0.1")
+
+    silent = connect(port)   # connects and says nothing until the job is over
+
+    garbage = connect(port)
+    garbage.sendall(os.urandom(2048))
+    assert closed_by_peer(garbage), "garbage should get the connection dropped"
+
+    huge = connect(port)
+    huge.sendall(struct.pack("<IB", 1 << 30, HELLO))
+    assert closed_by_peer(huge), "a stranger announcing a 1 GiB frame should be dropped"
+
+    impostor = connect(port)
+    header = recv_exactly(impostor, 5)
+    assert len(header) == 5, "the tree port should open with a challenge"
+    length, kind = struct.unpack("<IB", header)
+    assert kind == CHALLENGE and length == 32, (length, kind)
+    recv_exactly(impostor, length)
+    impostor.sendall(frame(HELLO, varint(1) + os.urandom(32) + os.urandom(32)))
+    assert closed_by_peer(impostor), "a wrong proof must not be welcomed"
+
+    result = sandbox.finish(job, timeout=30)
+    check_job_unharmed(result)
+    assert result.seconds < 10, "a silent stranger must not hold the job up"
+    silent.close()
+
+
+AGENT_SCRIPT = """#!/bin/sh
+# Test agent: runs the daemon here, recording the secret it passes on stdin so the test can look for it.
+host=$1; shift
+IFS= read -r secret
+printf '%s\\n' "$secret" >> "$CANOPY_IT_SECRETS"
+exec "$@" <<EOF
+$secret
+EOF
+"""
+
+
+def test_secret_never_appears_in_daemon_argv_or_environment(sandbox, ready, loopback_config):
+    agent = sandbox.root / "agent.sh"
+    agent.write_text(AGENT_SCRIPT)
+    agent.chmod(0o755)
+    secrets = sandbox.root / "secrets.txt"
+    sandbox.env["CANOPY_IT_SECRETS"] = str(secrets)
+    args = ["--config", loopback_config, "--agent", f"exec:{agent} %h", "--hosts", "s[1-5]", "--fanout", "2"]
+
+    job = sandbox.start(args + ["sh", "-c", f"{ready.touch}; sleep 2"])
+    ready.wait(5)
+    recorded = secrets.read_text().split()
+    assert len(recorded) == 5 and len(set(recorded)) == 1, f"every daemon gets the job's one secret: {recorded}"
+    secret = recorded[0]
+    assert re.fullmatch(r"[0-9a-f]{64}", secret), "the secret is 32 random bytes in hex"
+    pids = daemon_pids(sandbox.marker)
+    assert len(pids) == 5, f"expected 5 daemons, found {pids}"
+    exposed = []
+    for pid in pids + [job.pid] + [int(p) for p in os.listdir("/proc") if p.isdigit()]:
+        for part in ("cmdline", "environ"):
+            if secret.encode() in read_proc(pid, part):
+                exposed.append(f"/proc/{pid}/{part}")
+    assert not exposed, f"the job secret is readable at {exposed}"
+    result = sandbox.finish(job, timeout=30)
+    assert result.returncode == 0, result.describe()
+
+    secrets.unlink()
+    again = sandbox.run(args + ["true"], timeout=30)
+    assert again.returncode == 0, again.describe()
+    assert secret not in secrets.read_text(), "each job must get a fresh secret"
+
+
+def test_ranks_hold_no_descriptor_but_their_standard_streams(run_canopy):
+    # An inherited tree socket would let any rank talk on its daemon's authenticated link, and keeps a dead
+    # daemon's connection open so its parent never notices.
+    result = run_canopy(["--sim-nodes", "3", "--fanout", "2", "--ppn", "2", "-l", "sh", "-c",
+                         'for fd in /proc/$$/fd/*; do echo "${fd##*/} $(readlink "$fd")"; done'])
+    assert result.returncode == 0, result.describe()
+    by_rank = parse_labelled(result.stdout)
+    assert sorted(by_rank) == list(range(6))
+    for rank, lines in by_rank.items():
+        fds = sorted(int(line.split()[0]) for line in lines)
+        assert fds == [0, 1, 2], f"rank {rank} inherited descriptors: {lines}"
