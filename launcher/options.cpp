@@ -314,7 +314,7 @@ const std::vector<OptionSpec>& option_table()
          "prefix each output line with its rank",
          [](ParseState& s, ArgCursor&) { s.options.label = true; return Status{}; }},
         {{"--line-buffer", "--line-buffered"}, Takes::nothing, "", "Output",
-         "forward output whole lines at a time",
+         "forward output whole lines at a time (always on in canopy)",
          [](ParseState& s, ArgCursor&) { s.options.line_buffer = true; return Status{}; }},
 
         // Binding

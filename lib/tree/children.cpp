@@ -111,10 +111,21 @@ void ChildSet::launch(std::vector<ChildLaunch> children, std::size_t window, dou
 
 void ChildSet::start_next()
 {
-    while (in_flight_ < window_ && !pending_.empty()) {
-        long position = pending_.front();
-        pending_.pop_front();
-        start_child(*children_.at(position));
+    if (in_flight_ >= window_ || pending_.empty())
+        return;
+    long position = pending_.front();
+    pending_.pop_front();
+    start_child(*children_.at(position));
+    // One start per turn of the event loop, so children that are already up get their handshake and plan
+    // between starts instead of after the whole window.
+    if (!start_scheduled_) {
+        start_scheduled_ = true;
+        asio::post(io_, [this, alive = alive_] {
+            if (!*alive)
+                return;
+            start_scheduled_ = false;
+            start_next();
+        });
     }
 }
 

@@ -113,6 +113,7 @@ private:
     double connect_timeout_ = 30;
     bool finished_reported_ = false;
     bool listening_ = false;
+    bool start_scheduled_ = false;
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

@@ -146,6 +146,29 @@ def summarize(times):
             "stdev": statistics.stdev(times) if len(times) > 1 else 0.0, "runs": len(times)}
 
 
+def cpu_busy(sample=0.5):
+    """Busy CPUs (0..nproc) over `sample` s, from /proc/stat: load from other work on the machine."""
+    def read():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        idle = v[3] + v[4]
+        return sum(v) - idle, sum(v)
+    busy0, total0 = read()
+    time.sleep(sample)
+    busy1, total1 = read()
+    return (os.cpu_count() or 1) * (busy1 - busy0) / max(1, total1 - total0)
+
+
+def wait_for_idle(args):
+    """Wait (up to --wait-idle s) until other work uses under --idle-cpus CPUs; returns the last sample."""
+    deadline = time.monotonic() + args.wait_idle
+    busy = cpu_busy()
+    while busy > args.idle_cpus and time.monotonic() < deadline:
+        time.sleep(1.0)
+        busy = cpu_busy()
+    return busy
+
+
 def bench_cell(n, program, launchers, args, env):
     """Warm up, then interleave timed runs of every launcher for one (nodes, program) pair."""
     cells = {}
@@ -161,7 +184,9 @@ def bench_cell(n, program, launchers, args, env):
                 cells[launcher]["errors"].append("warmup: " + problem)
             elif r["seconds"] > args.slow_threshold:
                 cells[launcher]["runs_planned"] = min(args.runs, args.slow_runs)
+    background = []
     for round_ in range(args.runs):
+        background.append(round(wait_for_idle(args), 2))
         for launcher in launchers:
             cell = cells[launcher]
             if round_ >= cell["runs_planned"] or len(cell["errors"]) >= 2:
@@ -179,7 +204,7 @@ def bench_cell(n, program, launchers, args, env):
                 file=sys.stderr, flush=True)
     for cell in cells.values():
         cell["summary"] = summarize(cell["times"])
-    return cells
+    return cells, background
 
 
 def read_status(pid):
@@ -306,6 +331,8 @@ def print_table(results, launchers, runs, out=sys.stdout):
     for r in rows:
         print("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |", file=out)
     print("Median wall time of the runs; (k) = only k runs. Ratios < 1 mean canopy is faster.", file=out)
+    busiest = max((max(e["background_cpus_before_rounds"] or [0]) for e in results), default=0)
+    print("Busiest background load seen before a round: %.2f CPUs of %d." % (busiest, os.cpu_count() or 1), file=out)
 
 
 def enter_namespace(args, argv):
@@ -341,6 +368,10 @@ def main(argv):
     p.add_argument("--slow-threshold", type=float, default=5.0,
                    help="a launcher whose warmup took longer than this many seconds ... (default 5)")
     p.add_argument("--slow-runs", type=int, default=3, help="... gets only this many timed runs (default 3)")
+    p.add_argument("--wait-idle", type=float, default=120.0,
+                   help="before each round wait up to this many seconds for the machine to go idle (default 120)")
+    p.add_argument("--idle-cpus", type=float, default=0.3,
+                   help="idle means other work uses under this many CPUs (default 0.3)")
     p.add_argument("--timeout", type=float, default=180.0, help="seconds before a run counts as hung")
     p.add_argument("--canopy", default=os.path.join(REPO, "build", "launcher", "canopy"),
                    help="canopy binary (default build/launcher/canopy; canopyd is found next to it)")
@@ -388,8 +419,9 @@ def main(argv):
     try:
         for n in args.nodes:
             for program in programs:
-                cells = bench_cell(n, program, launchers, args, env)
-                report["results"].append({"program": program, "nodes": n, "launchers": cells})
+                cells, background = bench_cell(n, program, launchers, args, env)
+                report["results"].append({"program": program, "nodes": n, "launchers": cells,
+                                          "background_cpus_before_rounds": background})
         report["machine"]["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
         if "canopy" in launchers and not args.no_rss:
             report["canopyd_rss"] = measure_rss(args, env)

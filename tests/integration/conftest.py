@@ -167,7 +167,7 @@ class JobSandbox:
     def command(self, args):
         return [str(CANOPY)] + [str(arg) for arg in args]
 
-    def run(self, args, timeout=30, input=None, env=None, cwd=None, binary=False):
+    def run(self, args, timeout=30, input=None, env=None, cwd=None):
         """Runs canopy to completion; a job still running after `timeout` seconds fails the test."""
         command = self.command(args)
         started = time.monotonic()
@@ -184,8 +184,6 @@ class JobSandbox:
             pytest.fail(f"canopy did not finish within {timeout} s: {command}\n"
                         f"stderr: {err.decode(errors='replace')[:4000]}")
         elapsed = time.monotonic() - started
-        if binary:
-            return Completed(command, process.returncode, out, err.decode(errors="replace"), elapsed)
         return Completed(command, process.returncode, out.decode(errors="replace"), err.decode(errors="replace"),
                          elapsed)
 
@@ -334,9 +332,14 @@ class Readiness:
     def count(self):
         return len(list(self.directory.iterdir()))
 
-    def wait(self, ranks, timeout=20):
-        if not wait_until(lambda: self.count() >= ranks, timeout):
+    def wait(self, ranks, job, timeout=20):
+        """Waits until `ranks` ranks of `job` (a started canopy) are ready; fails if the job ends first."""
+        if not wait_until(lambda: self.count() >= ranks or job.poll() is not None, timeout):
             pytest.fail(f"only {self.count()} of {ranks} ranks became ready within {timeout} s")
+        if self.count() < ranks:
+            _, err = job.communicate()
+            pytest.fail(f"canopy exited with {job.returncode} before its ranks were ready:\n"
+                        f"{err.decode(errors='replace')[:4000]}")
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 # The command line as a user meets it: --help, --version, and one clear line for each kind of bad input.
 import re
+import subprocess
 
 import pytest
 
@@ -91,3 +92,21 @@ def test_bad_input_gives_one_line_and_exit_2(case, run_canopy, sandbox):
         assert word in lines[0], f"error line should mention {word!r}: {lines[0]}"
     assert result.stdout == ""
     assert result.seconds < 5, "a usage error should not start anything"
+
+
+def test_canopyd_run_by_hand_says_canopy_starts_it(canopyd_bin):
+    result = subprocess.run([str(canopyd_bin)], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=10)
+    assert result.returncode == 2, result
+    assert result.stderr.startswith("canopyd: ") and "started by canopy" in result.stderr, result.stderr
+
+
+def test_canopyd_without_a_secret_on_stdin_refuses_to_join(canopyd_bin):
+    result = subprocess.run([str(canopyd_bin), "--parent", "127.0.0.1:9", "--position", "1", "--node", "n1"],
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=40)
+    assert result.returncode != 0, result
+    assert "secret" in result.stderr, result.stderr
+
+
+def test_canopyd_version_matches_canopy(canopyd_bin):
+    result = subprocess.run([str(canopyd_bin), "--version"], capture_output=True, text=True, timeout=10)
+    assert result.returncode == 0 and result.stdout == f"canopyd {project_version()}\n", result

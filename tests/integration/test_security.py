@@ -80,7 +80,7 @@ def check_job_unharmed(result):
 @pytest.mark.parametrize("target", ["launcher", "daemon"])
 def test_strangers_on_the_tree_port_do_not_disturb_the_job(target, sandbox, ready):
     job = sandbox.start(JOB + [rank_script(ready.touch)])
-    ready.wait(7)
+    ready.wait(7, job)
     if target == "launcher":
         port = port_of(job.pid, "127.0.0.1")
     else:
@@ -133,7 +133,7 @@ def test_secret_never_appears_in_daemon_argv_or_environment(sandbox, ready, loop
     args = ["--config", loopback_config, "--agent", f"exec:{agent} %h", "--hosts", "s[1-5]", "--fanout", "2"]
 
     job = sandbox.start(args + ["sh", "-c", f"{ready.touch}; sleep 2"])
-    ready.wait(5)
+    ready.wait(5, job)
     recorded = secrets.read_text().split()
     assert len(recorded) == 5 and len(set(recorded)) == 1, f"every daemon gets the job's one secret: {recorded}"
     secret = recorded[0]

@@ -17,7 +17,7 @@ def test_signal_to_canopy_is_forwarded_to_every_rank(signo, sandbox, ready):
     name = signal.Signals(signo).name[3:]
     job = sandbox.start(["--sim-nodes", "3", "--ppn", "2", "sh", "-c",
                          TRAPPING_RANK.format(name=name, touch=ready.touch)])
-    ready.wait(6)
+    ready.wait(6, job)
     job.send_signal(signo)
     result = sandbox.finish(job, timeout=20)
     assert result.returncode == 128 + signo, result.describe()
@@ -30,7 +30,7 @@ def test_ranks_ignoring_sigterm_are_killed_after_the_grace(sandbox, ready):
     config.write_text("[job]\nkill_grace = 1.0\n")
     job = sandbox.start(["--config", config, "--sim-nodes", "2", "--ppn", "2", "sh", "-c",
                          f"trap '' TERM; {ready.touch}; while :; do sleep 0.2; done"])
-    ready.wait(4)
+    ready.wait(4, job)
     signalled = time.monotonic()
     job.send_signal(signal.SIGTERM)
     result = sandbox.finish(job, timeout=20)
@@ -41,7 +41,7 @@ def test_ranks_ignoring_sigterm_are_killed_after_the_grace(sandbox, ready):
 
 def test_second_sigint_stops_the_job_at_once(sandbox, ready):
     job = sandbox.start(["--sim-nodes", "2", "sh", "-c", f"trap '' INT; {ready.touch}; while :; do sleep 0.2; done"])
-    ready.wait(2)
+    ready.wait(2, job)
     job.send_signal(signal.SIGINT)
     time.sleep(0.3)
     job.send_signal(signal.SIGINT)
@@ -54,8 +54,9 @@ def test_second_sigint_stops_the_job_at_once(sandbox, ready):
 # Fanout 2 over 7 nodes: sim0000 and sim0001 have children of their own, sim0005 is a leaf.
 @pytest.mark.parametrize("node", ["sim0005", "sim0001"], ids=["leaf", "inner"])
 def test_daemon_killed_mid_job_fails_the_job_naming_its_node(node, sandbox, ready):
-    job = sandbox.start(["--sim-nodes", "7", "--fanout", "2", "sh", "-c", f"{ready.touch}; sleep 60"])
-    ready.wait(7)
+    # Each rank is the sleep itself (exec), so the kernel can take it along when its daemon dies outright.
+    job = sandbox.start(["--sim-nodes", "7", "--fanout", "2", "sh", "-c", f"{ready.touch}; exec sleep 60"])
+    ready.wait(7, job)
     pid = daemon_for_node(node, sandbox.marker)
     assert pid, f"no canopyd for {node} found in /proc"
     os.kill(pid, signal.SIGKILL)
@@ -70,7 +71,7 @@ def test_daemon_killed_mid_job_fails_the_job_naming_its_node(node, sandbox, read
 
 def test_killing_the_launcher_takes_every_daemon_and_rank_with_it(sandbox, ready):
     job = sandbox.start(["--sim-nodes", "7", "--fanout", "2", "--ppn", "2", "sh", "-c", f"{ready.touch}; sleep 60"])
-    ready.wait(14)
+    ready.wait(14, job)
     assert len(sandbox.leftovers()) >= 7 + 14, "the job's daemons and ranks should be visible while it runs"
     job.kill()
     job.wait(timeout=5)

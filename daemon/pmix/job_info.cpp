@@ -1,0 +1,243 @@
+// Rank placement arithmetic and the PMIx job info built from it.
+#include "pmix/job_info.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <utility>
+
+#include <fmt/format.h>
+#include <pmix.h>
+#include <pmix_server.h>
+
+namespace canopy {
+
+Result<RankLayout> RankLayout::make(const PmixJob& job)
+{
+    if (job.nspace.empty() || job.nspace.size() > PMIX_MAX_NSLEN)
+        return make_error("PMIx job: namespace '{}' must have 1 to {} characters", job.nspace, PMIX_MAX_NSLEN);
+    if (job.hosts.empty())
+        return make_error("PMIx job {}: no nodes given", job.nspace);
+    if (job.hosts.size() != job.ranks_per_node.size())
+        return make_error("PMIx job {}: {} node names but {} rank counts", job.nspace, job.hosts.size(),
+                          job.ranks_per_node.size());
+    if (job.node_index < 0 || static_cast<std::size_t>(job.node_index) >= job.hosts.size())
+        return make_error("PMIx job {}: node index {} is outside 0..{}", job.nspace, job.node_index,
+                          job.hosts.size() - 1);
+    RankLayout layout;
+    layout.hosts_ = job.hosts;
+    layout.ranks_per_node_ = job.ranks_per_node;
+    layout.first_rank_.reserve(job.hosts.size() + 1);
+    std::uint64_t next = 0;
+    for (std::size_t i = 0; i < job.hosts.size(); ++i) {
+        // PMIx_generate_ppn cannot express an empty node, and a daemon without ranks hosts no PMIx clients.
+        if (job.ranks_per_node[i] == 0)
+            return make_error("PMIx job {}: node {} ({}) has no ranks; give every node at least one rank",
+                              job.nspace, i, job.hosts[i]);
+        if (job.hosts[i].empty() || job.hosts[i].find_first_of(",;") != std::string::npos)
+            return make_error("PMIx job {}: node {} has the name '{}', which is empty or contains ',' or ';'",
+                              job.nspace, i, job.hosts[i]);
+        if (job.ranks_per_node[i] > 65535)
+            return make_error("PMIx job {}: node {} ({}) has {} ranks; PMIx local ranks stop at 65535",
+                              job.nspace, i, job.hosts[i], job.ranks_per_node[i]);
+        layout.first_rank_.push_back(next);
+        next += job.ranks_per_node[i];
+    }
+    // pmix_rank_t is 32 bits and its top values are reserved (WILDCARD, UNDEF, ...).
+    if (next >= 0xffff0000ULL)
+        return make_error("PMIx job {}: {} ranks is more than PMIx can name", job.nspace, next);
+    layout.first_rank_.push_back(next);
+    return layout;
+}
+
+long RankLayout::node_of(long rank) const
+{
+    if (rank < 0 || static_cast<std::uint64_t>(rank) >= job_size())
+        return -1;
+    auto it = std::upper_bound(first_rank_.begin(), first_rank_.end(), static_cast<std::uint64_t>(rank));
+    return static_cast<long>(it - first_rank_.begin()) - 1;
+}
+
+std::uint16_t RankLayout::local_rank(long rank) const
+{
+    long node = node_of(rank);
+    return node < 0 ? 0 : static_cast<std::uint16_t>(rank - first_rank(node));
+}
+
+std::string RankLayout::node_list() const
+{
+    return fmt::format("{}", fmt::join(hosts_, ","));
+}
+
+std::string RankLayout::ppn_list() const
+{
+    std::string out;
+    for (std::size_t i = 0; i < ranks_per_node_.size(); ++i) {
+        if (i > 0)
+            out += ';';
+        std::uint64_t first = first_rank_[i], last = first_rank_[i + 1] - 1;
+        out += first == last ? fmt::format("{}", first) : fmt::format("{}-{}", first, last);
+    }
+    return out;
+}
+
+std::string RankLayout::local_peers(long node) const
+{
+    std::string out;
+    auto first = first_rank_[static_cast<std::size_t>(node)], end = first_rank_[static_cast<std::size_t>(node) + 1];
+    out.reserve((end - first) * 6);
+    for (auto r = first; r < end; ++r) {
+        if (r > first)
+            out += ',';
+        out += std::to_string(r);
+    }
+    return out;
+}
+
+PmixInfoArray::PmixInfoArray(PmixInfoArray&& other) noexcept
+    : info_(std::exchange(other.info_, nullptr)), count_(std::exchange(other.count_, 0))
+{
+}
+
+PmixInfoArray& PmixInfoArray::operator=(PmixInfoArray&& other) noexcept
+{
+    if (this != &other) {
+        PmixInfoArray old(std::move(*this));
+        info_ = std::exchange(other.info_, nullptr);
+        count_ = std::exchange(other.count_, 0);
+    }
+    return *this;
+}
+
+PmixInfoArray::~PmixInfoArray()
+{
+    auto* info = static_cast<pmix_info_t*>(info_);
+    PMIX_INFO_FREE(info, count_);
+}
+
+namespace {
+
+// A PMIx info list that releases itself; add() remembers the first failure so callers check once.
+class InfoList {
+public:
+    InfoList() : list_(PMIx_Info_list_start()) {}
+    ~InfoList() { PMIx_Info_list_release(list_); }
+    InfoList(const InfoList&) = delete;
+    InfoList& operator=(const InfoList&) = delete;
+
+    void add(const char* key, const void* value, pmix_data_type_t type)
+    {
+        pmix_status_t rc = list_ ? PMIx_Info_list_add(list_, key, value, type) : PMIX_ERR_NOMEM;
+        if (rc != PMIX_SUCCESS && failed_key_.empty())
+            failed_key_ = fmt::format("{} ({})", key, PMIx_Error_string(rc));
+    }
+    // Adds this list's contents as one PMIX_DATA_ARRAY value of another list.
+    void add_to(InfoList& outer, const char* key)
+    {
+        pmix_data_array_t array;
+        pmix_status_t rc = PMIx_Info_list_convert(list_, &array);
+        if (rc != PMIX_SUCCESS) {
+            if (outer.failed_key_.empty())
+                outer.failed_key_ = fmt::format("{} ({})", key, PMIx_Error_string(rc));
+            return;
+        }
+        outer.add(key, &array, PMIX_DATA_ARRAY);   // copies the array
+        PMIx_Data_array_destruct(&array);
+        if (!failed_key_.empty() && outer.failed_key_.empty())
+            outer.failed_key_ = failed_key_;
+    }
+    const std::string& failed_key() const { return failed_key_; }
+
+    Result<PmixInfoArray> take()
+    {
+        pmix_data_array_t array;
+        pmix_status_t rc = PMIx_Info_list_convert(list_, &array);
+        if (rc != PMIX_SUCCESS)
+            return make_error("PMIx job info: cannot build the info array ({})", PMIx_Error_string(rc));
+        // The converted array owns its pmix_info_t block; keep it and drop the wrapper.
+        PmixInfoArray out(array.array, array.size);
+        return out;
+    }
+
+private:
+    void* list_;
+    std::string failed_key_;
+};
+
+} // namespace
+
+Result<PmixInfoArray> make_job_info(const PmixJob& job, const RankLayout& layout)
+{
+    char* node_regex = nullptr;
+    char* ppn_regex = nullptr;
+    std::string nodes = layout.node_list(), ppn = layout.ppn_list();
+    if (pmix_status_t rc = PMIx_generate_regex(nodes.c_str(), &node_regex); rc != PMIX_SUCCESS)
+        return make_error("PMIx job {}: PMIx_generate_regex failed on the node list ({})", job.nspace,
+                          PMIx_Error_string(rc));
+    if (pmix_status_t rc = PMIx_generate_ppn(ppn.c_str(), &ppn_regex); rc != PMIX_SUCCESS) {
+        std::free(node_regex);
+        return make_error("PMIx job {}: PMIx_generate_ppn failed on the rank map ({})", job.nspace,
+                          PMIx_Error_string(rc));
+    }
+
+    const long node = job.node_index;
+    const auto job_size = static_cast<std::uint32_t>(layout.job_size());
+    const auto local_size = static_cast<std::uint32_t>(layout.local_size(node));
+    const auto num_nodes = static_cast<std::uint32_t>(layout.node_count());
+    const auto node_id = static_cast<std::uint32_t>(node);
+    const pmix_rank_t local_leader = static_cast<pmix_rank_t>(layout.first_rank(node));
+    const std::uint32_t appnum = 0;
+    const std::string peers = layout.local_peers(node);
+    const std::string& hostname = job.hosts[static_cast<std::size_t>(node)];
+
+    InfoList info;
+    // Maps as PMIX_REGEX: passed as strings they break above 4 KB (REFERENCE.md).
+    info.add(PMIX_NODE_MAP, node_regex, PMIX_REGEX);
+    info.add(PMIX_PROC_MAP, ppn_regex, PMIX_REGEX);
+    std::free(node_regex);
+    std::free(ppn_regex);
+    info.add(PMIX_JOBID, job.nspace.c_str(), PMIX_STRING);
+    info.add(PMIX_UNIV_SIZE, &job_size, PMIX_UINT32);
+    info.add(PMIX_JOB_SIZE, &job_size, PMIX_UINT32);
+    info.add(PMIX_MAX_PROCS, &job_size, PMIX_UINT32);
+    info.add(PMIX_NUM_NODES, &num_nodes, PMIX_UINT32);
+    info.add(PMIX_APPNUM, &appnum, PMIX_UINT32);
+    // Job-level copies of this node's facts: Open MPI 4.1 asks for them with the wildcard rank.
+    info.add(PMIX_LOCAL_SIZE, &local_size, PMIX_UINT32);
+    info.add(PMIX_LOCAL_PEERS, peers.c_str(), PMIX_STRING);
+    info.add(PMIX_LOCALLDR, &local_leader, PMIX_PROC_RANK);
+    info.add(PMIX_NODEID, &node_id, PMIX_UINT32);
+    info.add(PMIX_HOSTNAME, hostname.c_str(), PMIX_STRING);
+
+    {
+        InfoList node_info;
+        node_info.add(PMIX_NODEID, &node_id, PMIX_UINT32);
+        node_info.add(PMIX_HOSTNAME, hostname.c_str(), PMIX_STRING);
+        node_info.add(PMIX_LOCAL_SIZE, &local_size, PMIX_UINT32);
+        node_info.add(PMIX_NODE_SIZE, &local_size, PMIX_UINT32);
+        node_info.add(PMIX_LOCAL_PEERS, peers.c_str(), PMIX_STRING);
+        node_info.add(PMIX_LOCALLDR, &local_leader, PMIX_PROC_RANK);
+        node_info.add_to(info, PMIX_NODE_INFO);
+    }
+
+    // Per-rank data for this node's ranks only: PMIx derives every other rank's hostname and node id from the
+    // two maps, so registration stays O(local ranks) however large the job is.
+    for (long r = layout.first_rank(node); r < layout.first_rank(node) + static_cast<long>(local_size); ++r) {
+        const pmix_rank_t rank = static_cast<pmix_rank_t>(r);
+        const std::uint16_t local_rank = layout.local_rank(r);
+        InfoList proc;
+        proc.add(PMIX_RANK, &rank, PMIX_PROC_RANK);
+        proc.add(PMIX_GLOBAL_RANK, &rank, PMIX_PROC_RANK);
+        proc.add(PMIX_APPNUM, &appnum, PMIX_UINT32);
+        proc.add(PMIX_LOCAL_RANK, &local_rank, PMIX_UINT16);
+        proc.add(PMIX_NODE_RANK, &local_rank, PMIX_UINT16);
+        proc.add(PMIX_HOSTNAME, hostname.c_str(), PMIX_STRING);
+        proc.add(PMIX_NODEID, &node_id, PMIX_UINT32);
+        proc.add_to(info, PMIX_PROC_DATA);
+    }
+
+    if (!info.failed_key().empty())
+        return make_error("PMIx job {}: cannot store job info key {}", job.nspace, info.failed_key());
+    return info.take();
+}
+
+} // namespace canopy

@@ -1,0 +1,67 @@
+// The job as PMIx sees it: which rank runs on which node, and the job info canopyd registers with PMIx.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "util/result.hpp"
+
+namespace canopy {
+
+struct PmixJob {
+    std::string nspace;                         // e.g. "canopy.<jobid>"
+    std::vector<std::string> hosts;             // node index -> node name
+    std::vector<std::uint64_t> ranks_per_node;  // node index -> rank count (ranks in blocks, node 0 first)
+    long node_index = 0;                        // this daemon's node
+    std::string tmpdir;                         // per job and node, 0700, exists
+};
+
+// Where each rank lives; pure arithmetic on PmixJob, no PMIx calls, so it is unit-tested on its own.
+class RankLayout {
+public:
+    // Checks the job: names set, one count per host, every node has at least one rank, node_index in range.
+    static Result<RankLayout> make(const PmixJob& job);
+
+    std::uint64_t job_size() const { return first_rank_.back(); }
+    std::size_t node_count() const { return ranks_per_node_.size(); }
+    long node_of(long rank) const;                  // -1 if the rank is not in the job
+    long first_rank(long node) const { return static_cast<long>(first_rank_[static_cast<std::size_t>(node)]); }
+    std::uint64_t local_size(long node) const { return ranks_per_node_[static_cast<std::size_t>(node)]; }
+    std::uint16_t local_rank(long rank) const;      // rank's index on its node (also its node rank)
+    bool is_local(long rank, long node) const { return node_of(rank) == node; }
+
+    std::string node_list() const;                  // "a,b,c": input to PMIx_generate_regex
+    std::string ppn_list() const;                   // "0-3;4-7;8": input to PMIx_generate_ppn
+    std::string local_peers(long node) const;       // "4,5,6,7": PMIX_LOCAL_PEERS
+
+private:
+    std::vector<std::string> hosts_;
+    std::vector<std::uint64_t> ranks_per_node_;
+    std::vector<std::uint64_t> first_rank_;         // size node_count()+1; last entry is the job size
+};
+
+// Owns a pmix_info_t array built for PMIx_server_register_nspace (kept opaque here so this header needs no PMIx).
+class PmixInfoArray {
+public:
+    PmixInfoArray() = default;
+    PmixInfoArray(void* info, std::size_t count) : info_(info), count_(count) {}
+    PmixInfoArray(PmixInfoArray&& other) noexcept;
+    PmixInfoArray& operator=(PmixInfoArray&& other) noexcept;
+    PmixInfoArray(const PmixInfoArray&) = delete;
+    PmixInfoArray& operator=(const PmixInfoArray&) = delete;
+    ~PmixInfoArray();
+
+    void* data() const { return info_; }   // pmix_info_t*
+    std::size_t size() const { return count_; }
+
+private:
+    void* info_ = nullptr;
+    std::size_t count_ = 0;
+};
+
+// Call after PMIx_server_init (the regex generators need it). The nspace registration info: node and proc maps as PMIX_REGEX, sizes, this node's peers, and per-rank data
+// (RANK, LOCAL_RANK, NODE_RANK, HOSTNAME, NODEID) for this node's ranks.
+Result<PmixInfoArray> make_job_info(const PmixJob& job, const RankLayout& layout);
+
+} // namespace canopy

@@ -1,0 +1,882 @@
+// PMIx server host: PMIx's upcalls copy their arguments and post to the daemon's io_context; answers go back
+// through PMIx's callback functions (STYLE habit 6), which PMIx thread-shifts onto its own progress thread.
+#include "pmix/pmix_host.hpp"
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <fmt/format.h>
+#include <pmix.h>
+#include <pmix_server.h>
+#include <spdlog/logger.h>
+
+#include "util/log.hpp"
+
+namespace canopy {
+
+namespace asio = boost::asio;
+
+namespace {
+
+spdlog::logger& pmix_log()
+{
+    return area_logger("pmix");
+}
+
+std::string pmix_error(pmix_status_t rc)
+{
+    return fmt::format("{} ({})", PMIx_Error_string(rc), rc);
+}
+
+// What a rank has done as far as PMIx is concerned; written on PMIx's thread, read on the io thread.
+struct RankPmixState {
+    bool connected = false;
+    bool finalized = false;
+    bool aborted = false;
+    bool exited = false;
+    bool reported = false;   // tree.abort already called for it
+};
+
+int exit_status_code(int wait_status)
+{
+    if (WIFEXITED(wait_status))
+        return WEXITSTATUS(wait_status);
+    if (WIFSIGNALED(wait_status))
+        return 128 + WTERMSIG(wait_status);
+    return 1;
+}
+
+std::string describe_exit(int wait_status)
+{
+    if (WIFSIGNALED(wait_status))
+        return fmt::format("killed by signal {}", WTERMSIG(wait_status));
+    return fmt::format("exit code {}", exit_status_code(wait_status));
+}
+
+} // namespace
+
+struct PmixHost::State : std::enable_shared_from_this<PmixHost::State> {
+    State(asio::io_context& io_context, PmixJob pmix_job, RankLayout rank_layout, PmixTree pmix_tree)
+        : io(io_context), job(std::move(pmix_job)), layout(std::move(rank_layout)), tree(std::move(pmix_tree))
+    {
+    }
+
+    // A request PMIx is waiting on. `answer` calls PMIx's callback; it runs at most once.
+    struct Pending {
+        enum class Kind { fence, direct_modex, serve_modex, publish, lookup, unpublish } kind;
+        std::vector<long> participants;   // fences: empty = whole job; serve_modex: the rank
+        std::function<void(pmix_status_t, Bytes)> answer;
+        std::unique_ptr<asio::steady_timer> timer;
+    };
+
+    asio::io_context& io;
+    PmixJob job;
+    RankLayout layout;
+    PmixTree tree;
+    bool closed = false;   // io thread only: set by ~PmixHost; posted work then does nothing
+
+    std::map<std::uint64_t, Pending> pending;   // io thread only
+    std::uint64_t next_id = 1;
+
+    mutable std::mutex ranks_mutex;   // guards ranks; held only for a few assignments
+    std::map<long, RankPmixState> ranks;
+    std::set<long> exited_unconnected;   // io thread only
+
+    std::string rank_label(long rank) const
+    {
+        return fmt::format("rank {} on {}", rank, job.hosts[static_cast<std::size_t>(job.node_index)]);
+    }
+
+    std::uint64_t add_pending(Pending::Kind kind, std::vector<long> participants,
+                              std::function<void(pmix_status_t, Bytes)> answer, int timeout_s)
+    {
+        std::uint64_t id = next_id++;
+        Pending& p = pending[id];
+        p.kind = kind;
+        p.participants = std::move(participants);
+        p.answer = std::move(answer);
+        if (timeout_s > 0) {
+            p.timer = std::make_unique<asio::steady_timer>(io, std::chrono::seconds(timeout_s));
+            p.timer->async_wait([weak = weak_from_this(), id, timeout_s](const boost::system::error_code& ec) {
+                auto self = weak.lock();
+                if (ec || !self || self->closed)
+                    return;
+                pmix_log().warn("pmix: request {} timed out after {} s (PMIX_TIMEOUT)", id, timeout_s);
+                self->complete(id, PMIX_ERR_TIMEOUT, {});
+            });
+        }
+        return id;
+    }
+
+    // Answers a pending request once; later answers (a late tree reply after a timeout) are dropped.
+    void complete(std::uint64_t id, pmix_status_t status, Bytes bytes)
+    {
+        auto it = pending.find(id);
+        if (it == pending.end())
+            return;
+        Pending p = std::move(it->second);
+        pending.erase(it);
+        if (p.timer)
+            p.timer->cancel();
+        p.answer(status, std::move(bytes));
+    }
+
+    // The tree's answer for request `id`, whenever and however often it comes.
+    std::function<void(Status, Bytes)> tree_reply(std::uint64_t id, const char* what)
+    {
+        return [weak = weak_from_this(), id, what](Status status, Bytes bytes) {
+            auto self = weak.lock();
+            if (!self || self->closed)
+                return;
+            if (!status.ok())
+                pmix_log().warn("pmix: {} failed: {}", what, status.error().message);
+            self->complete(id, status.ok() ? PMIX_SUCCESS : PMIX_ERROR, std::move(bytes));
+        };
+    }
+
+    void fail_pending_for_rank(long rank, pmix_status_t status)
+    {
+        std::vector<std::uint64_t> ids;
+        for (auto& [id, p] : pending) {
+            bool involved = false;
+            if (p.kind == Pending::Kind::fence)
+                involved = p.participants.empty() ||
+                           std::find(p.participants.begin(), p.participants.end(), rank) != p.participants.end();
+            else if (p.kind == Pending::Kind::serve_modex || p.kind == Pending::Kind::direct_modex)
+                involved = !p.participants.empty() && p.participants.front() == rank;
+            if (involved)
+                ids.push_back(id);
+        }
+        for (auto id : ids)
+            complete(id, status, {});
+    }
+
+    // The rank can no longer take part in collectives: fail what waits on it, tell its peers and the daemon.
+    void report_lost(long rank, int code, const std::string& message)
+    {
+        pmix_log().warn("pmix: {}", message);
+        fail_pending_for_rank(rank, PMIX_ERR_PROC_TERM_WO_SYNC);
+        notify_local_peers(rank, code);
+        if (tree.abort)
+            tree.abort(rank, code, message);
+    }
+
+    void notify_local_peers(long rank, int code)
+    {
+        struct Notice {
+            pmix_proc_t affected;
+            pmix_info_t* info = nullptr;
+            std::size_t ninfo = 2;
+        };
+        auto* notice = new Notice;
+        PMIX_LOAD_PROCID(&notice->affected, job.nspace.c_str(), static_cast<pmix_rank_t>(rank));
+        PMIX_INFO_CREATE(notice->info, notice->ninfo);
+        PMIx_Info_load(&notice->info[0], PMIX_EVENT_AFFECTED_PROC, &notice->affected, PMIX_PROC);
+        PMIx_Info_load(&notice->info[1], PMIX_EXIT_CODE, &code, PMIX_INT);
+        pmix_status_t rc = PMIx_Notify_event(
+            PMIX_ERR_PROC_TERM_WO_SYNC, &notice->affected, PMIX_RANGE_LOCAL, notice->info, notice->ninfo,
+            [](pmix_status_t, void* cbdata) {
+                auto* n = static_cast<Notice*>(cbdata);
+                PMIX_INFO_FREE(n->info, n->ninfo);
+                delete n;
+            },
+            notice);
+        if (rc != PMIX_SUCCESS) {
+            if (rc != PMIX_OPERATION_SUCCEEDED)
+                pmix_log().warn("pmix: cannot notify the ranks on {} that rank {} is gone: {}",
+                                job.hosts[static_cast<std::size_t>(job.node_index)], rank, pmix_error(rc));
+            PMIX_INFO_FREE(notice->info, notice->ninfo);
+            delete notice;
+        }
+    }
+};
+
+namespace {
+
+// PMIx keeps one server per process and its upcalls carry no host pointer, so the live host is global.
+std::mutex g_host_mutex;
+std::shared_ptr<PmixHost::State> g_host;
+
+std::shared_ptr<PmixHost::State> current_host()
+{
+    std::lock_guard lock(g_host_mutex);
+    return g_host;
+}
+
+// Runs `work` on the io thread unless the host is being torn down (then PMIx_server_finalize cleans up).
+template <typename Work>
+void post_to_host(const std::shared_ptr<PmixHost::State>& host, Work work)
+{
+    asio::post(host->io, [host, work = std::move(work)]() mutable {
+        if (!host->closed)
+            work(*host);
+    });
+}
+
+bool our_nspace(const PmixHost::State& host, const char* nspace)
+{
+    return PMIX_CHECK_NSPACE(nspace, host.job.nspace.c_str());
+}
+
+int timeout_from(const pmix_info_t info[], std::size_t ninfo)
+{
+    for (std::size_t i = 0; i < ninfo; ++i) {
+        if (PMIX_CHECK_KEY(&info[i], PMIX_TIMEOUT)) {
+            int seconds = 0;
+            pmix_status_t rc;
+            PMIX_VALUE_GET_NUMBER(rc, &info[i].value, seconds, int);
+            if (rc == PMIX_SUCCESS && seconds > 0)
+                return seconds;
+        }
+    }
+    return 0;
+}
+
+// Bytes handed to PMIx's modex callback stay alive until PMIx calls the release function.
+void answer_modex(pmix_modex_cbfunc_t cbfunc, void* cbdata, pmix_status_t status, Bytes bytes)
+{
+    if (!cbfunc)
+        return;
+    if (status != PMIX_SUCCESS || bytes.empty()) {
+        cbfunc(status, nullptr, 0, cbdata, nullptr, nullptr);
+        return;
+    }
+    auto* held = new Bytes(std::move(bytes));
+    cbfunc(status, reinterpret_cast<const char*>(held->data()), held->size(), cbdata,
+           [](void* p) { delete static_cast<Bytes*>(p); }, held);
+}
+
+// ---- PMIx upcalls: run on PMIx's progress thread; copy, post, return ----
+
+pmix_status_t on_client_connected(const pmix_proc_t* proc, void*, pmix_op_cbfunc_t cbfunc, void* cbdata)
+{
+    auto host = current_host();
+    if (!host)
+        return PMIX_ERR_NOT_SUPPORTED;
+    long rank = static_cast<long>(proc->rank);
+    {
+        std::lock_guard lock(host->ranks_mutex);
+        host->ranks[rank].connected = true;
+    }
+    // 4.2.2 passes no callback here; if a later version does, answer it from our loop.
+    post_to_host(host, [rank, cbfunc, cbdata](PmixHost::State& h) {
+        pmix_log().debug("pmix: {} connected", h.rank_label(rank));
+        // A registered rank that already exited without connecting would hang every whole-job fence.
+        if (!h.exited_unconnected.empty()) {
+            long gone = *h.exited_unconnected.begin();
+            h.exited_unconnected.clear();
+            h.report_lost(gone, 1,
+                          fmt::format("{} exited without connecting to PMIx while other ranks use it",
+                                      h.rank_label(gone)));
+        }
+        if (cbfunc)
+            cbfunc(PMIX_SUCCESS, cbdata);
+    });
+    return PMIX_SUCCESS;
+}
+
+pmix_status_t on_client_finalized(const pmix_proc_t* proc, void*, pmix_op_cbfunc_t cbfunc, void* cbdata)
+{
+    auto host = current_host();
+    if (!host)
+        return PMIX_ERR_NOT_SUPPORTED;
+    long rank = static_cast<long>(proc->rank);
+    {
+        std::lock_guard lock(host->ranks_mutex);
+        host->ranks[rank].finalized = true;
+    }
+    // Returning SUCCESS obliges us to call cbfunc, or the client hangs in PMIx_Finalize.
+    post_to_host(host, [rank, cbfunc, cbdata](PmixHost::State& h) {
+        pmix_log().debug("pmix: {} finalized", h.rank_label(rank));
+        if (cbfunc)
+            cbfunc(PMIX_SUCCESS, cbdata);
+    });
+    return PMIX_SUCCESS;
+}
+
+pmix_status_t on_abort(const pmix_proc_t* proc, void*, int status, const char msg[], pmix_proc_t[], std::size_t,
+                       pmix_op_cbfunc_t cbfunc, void* cbdata)
+{
+    auto host = current_host();
+    if (!host)
+        return PMIX_ERR_NOT_SUPPORTED;
+    long rank = static_cast<long>(proc->rank);
+    std::string message = msg ? msg : "";
+    {
+        std::lock_guard lock(host->ranks_mutex);
+        host->ranks[rank].aborted = true;
+        host->ranks[rank].reported = true;
+    }
+    post_to_host(host, [rank, status, message = std::move(message), cbfunc, cbdata](PmixHost::State& h) {
+        pmix_log().info("pmix: {} called PMIx_Abort with status {}: {}", h.rank_label(rank), status, message);
+        if (h.tree.abort)
+            h.tree.abort(rank, status, message);
+        // Releases the client from PMIx_Abort; the daemon is already tearing the job down.
+        if (cbfunc)
+            cbfunc(PMIX_SUCCESS, cbdata);
+    });
+    return PMIX_SUCCESS;
+}
+
+pmix_status_t on_fence_nb(const pmix_proc_t procs[], std::size_t nprocs, const pmix_info_t info[],
+                          std::size_t ninfo, char* data, std::size_t ndata, pmix_modex_cbfunc_t cbfunc,
+                          void* cbdata)
+{
+    auto host = current_host();
+    if (!host || !host->tree.fence)
+        return PMIX_ERR_NOT_SUPPORTED;
+    std::vector<long> participants;
+    bool whole_job = false;
+    for (std::size_t i = 0; i < nprocs; ++i) {
+        if (!our_nspace(*host, procs[i].nspace))
+            return PMIX_ERR_NOT_SUPPORTED;   // canopy runs one job per PMIx server
+        if (procs[i].rank == PMIX_RANK_WILDCARD)
+            whole_job = true;
+        else
+            participants.push_back(static_cast<long>(procs[i].rank));
+    }
+    if (whole_job || participants.size() == host->layout.job_size())
+        participants.clear();
+    bool collect = false;
+    pmix_status_t local_status = PMIX_SUCCESS;
+    for (std::size_t i = 0; i < ninfo; ++i) {
+        if (PMIX_CHECK_KEY(&info[i], PMIX_COLLECT_DATA))
+            collect = PMIX_INFO_TRUE(&info[i]);
+        else if (PMIX_CHECK_KEY(&info[i], PMIX_LOCAL_COLLECTIVE_STATUS) && info[i].value.type == PMIX_STATUS)
+            local_status = info[i].value.data.status;
+    }
+    int timeout_s = timeout_from(info, ninfo);
+    Bytes local(reinterpret_cast<const std::uint8_t*>(data), reinterpret_cast<const std::uint8_t*>(data) + ndata);
+
+    post_to_host(host, [participants = std::move(participants), collect, local_status, timeout_s,
+                        local = std::move(local), cbfunc, cbdata](PmixHost::State& h) mutable {
+        auto answer = [cbfunc, cbdata](pmix_status_t status, Bytes bytes) {
+            answer_modex(cbfunc, cbdata, status, std::move(bytes));
+        };
+        std::uint64_t id =
+            h.add_pending(PmixHost::State::Pending::Kind::fence, participants, std::move(answer), timeout_s);
+        pmix_log().debug("pmix: fence {} over {} ranks, collect={}, {} bytes from {}", id,
+                         participants.empty() ? h.layout.job_size() : participants.size(), collect, local.size(),
+                         h.job.hosts[static_cast<std::size_t>(h.job.node_index)]);
+        auto reply = h.tree_reply(id, "fence");
+        if (local_status != PMIX_SUCCESS) {
+            // A local participant died: our ranks get the error now, and the other nodes still get our
+            // contribution so they are not left waiting on this node.
+            pmix_log().warn("pmix: fence {} failed locally: {}", id, pmix_error(local_status));
+            h.complete(id, local_status, {});
+            reply = [](Status, Bytes) {};
+        }
+        h.tree.fence(std::move(participants), collect, std::move(local), std::move(reply));
+    });
+    return PMIX_SUCCESS;
+}
+
+pmix_status_t on_direct_modex(const pmix_proc_t* proc, const pmix_info_t info[], std::size_t ninfo,
+                              pmix_modex_cbfunc_t cbfunc, void* cbdata)
+{
+    auto host = current_host();
+    if (!host || !host->tree.direct_modex)
+        return PMIX_ERR_NOT_SUPPORTED;
+    if (!our_nspace(*host, proc->nspace) || proc->rank == PMIX_RANK_WILDCARD)
+        return PMIX_ERR_NOT_FOUND;
+    long rank = static_cast<long>(proc->rank);
+    int timeout_s = timeout_from(info, ninfo);
+    post_to_host(host, [rank, timeout_s, cbfunc, cbdata](PmixHost::State& h) {
+        if (h.layout.node_of(rank) < 0) {
+            answer_modex(cbfunc, cbdata, PMIX_ERR_NOT_FOUND, {});
+            return;
+        }
+        auto answer = [cbfunc, cbdata](pmix_status_t status, Bytes bytes) {
+            answer_modex(cbfunc, cbdata, status, std::move(bytes));
+        };
+        std::uint64_t id =
+            h.add_pending(PmixHost::State::Pending::Kind::direct_modex, {rank}, std::move(answer), timeout_s);
+        pmix_log().debug("pmix: direct modex {} for rank {} (on node {})", id, rank, h.layout.node_of(rank));
+        h.tree.direct_modex(rank, h.tree_reply(id, "direct modex"));
+    });
+    return PMIX_SUCCESS;
+}
+
+// Publish values travel as opaque bytes: the publisher's pmix_proc_t then the pmix_value_t, packed by PMIx.
+Result<Bytes> pack_published(const pmix_proc_t& publisher, pmix_value_t& value)
+{
+    pmix_data_buffer_t buffer;
+    PMIX_DATA_BUFFER_CONSTRUCT(&buffer);
+    pmix_proc_t proc = publisher;
+    pmix_status_t rc = PMIx_Data_pack(nullptr, &buffer, &proc, 1, PMIX_PROC);
+    if (rc == PMIX_SUCCESS)
+        rc = PMIx_Data_pack(nullptr, &buffer, &value, 1, PMIX_VALUE);
+    if (rc != PMIX_SUCCESS) {
+        PMIX_DATA_BUFFER_DESTRUCT(&buffer);
+        return make_error("cannot pack a published value ({})", pmix_error(rc));
+    }
+    pmix_byte_object_t bo;
+    rc = PMIx_Data_unload(&buffer, &bo);
+    PMIX_DATA_BUFFER_DESTRUCT(&buffer);
+    if (rc != PMIX_SUCCESS)
+        return make_error("cannot unload a published value ({})", pmix_error(rc));
+    Bytes out(reinterpret_cast<std::uint8_t*>(bo.bytes), reinterpret_cast<std::uint8_t*>(bo.bytes) + bo.size);
+    PMIX_BYTE_OBJECT_DESTRUCT(&bo);
+    return out;
+}
+
+pmix_status_t unpack_published(const Bytes& bytes, pmix_pdata_t& out)
+{
+    pmix_data_buffer_t buffer;
+    PMIX_DATA_BUFFER_CONSTRUCT(&buffer);
+    pmix_byte_object_t bo;
+    bo.bytes = static_cast<char*>(std::malloc(bytes.empty() ? 1 : bytes.size()));
+    bo.size = bytes.size();
+    if (!bo.bytes)
+        return PMIX_ERR_NOMEM;
+    std::memcpy(bo.bytes, bytes.data(), bytes.size());
+    pmix_status_t rc = PMIx_Data_load(&buffer, &bo);   // takes ownership of bo.bytes
+    int32_t count = 1;
+    if (rc == PMIX_SUCCESS)
+        rc = PMIx_Data_unpack(nullptr, &buffer, &out.proc, &count, PMIX_PROC);
+    pmix_value_t* value = nullptr;
+    count = 1;
+    if (rc == PMIX_SUCCESS)
+        rc = PMIx_Data_unpack(nullptr, &buffer, &value, &count, PMIX_VALUE);
+    if (rc == PMIX_SUCCESS && value) {
+        rc = PMIx_Value_xfer(&out.value, value);
+        PMIx_Value_destruct(value);
+        std::free(value);
+    }
+    PMIX_DATA_BUFFER_DESTRUCT(&buffer);
+    return rc;
+}
+
+pmix_status_t on_publish(const pmix_proc_t* proc, const pmix_info_t info[], std::size_t ninfo,
+                         pmix_op_cbfunc_t cbfunc, void* cbdata)
+{
+    auto host = current_host();
+    if (!host || !host->tree.publish)
+        return PMIX_ERR_NOT_SUPPORTED;
+    // Copy the user's key/values; keys in PMIx's own "pmix." namespace are directives (range, persistence, uid).
+    struct Copied {
+        pmix_proc_t publisher;
+        std::vector<std::pair<std::string, pmix_value_t>> values;
+        ~Copied()
+        {
+            for (auto& kv : values)
+                PMIx_Value_destruct(&kv.second);
+        }
+    };
+    auto copied = std::make_shared<Copied>();
+    copied->publisher = *proc;
+    for (std::size_t i = 0; i < ninfo; ++i) {
+        if (std::strncmp(info[i].key, "pmix.", 5) == 0)
+            continue;
+        pmix_value_t value;
+        PMIX_VALUE_CONSTRUCT(&value);
+        if (PMIx_Value_xfer(&value, &info[i].value) != PMIX_SUCCESS)
+            return PMIX_ERR_BAD_PARAM;
+        copied->values.emplace_back(info[i].key, value);
+    }
+    post_to_host(host, [copied, cbfunc, cbdata](PmixHost::State& h) {
+        std::vector<std::pair<std::string, Bytes>> data;
+        for (auto& [key, value] : copied->values) {
+            auto packed = pack_published(copied->publisher, value);
+            if (!packed) {
+                pmix_log().warn("pmix: publish of '{}' by rank {}: {}", key, copied->publisher.rank,
+                                packed.error().message);
+                if (cbfunc)
+                    cbfunc(PMIX_ERR_PACK_FAILURE, cbdata);
+                return;
+            }
+            data.emplace_back(key, std::move(*packed));
+        }
+        std::uint64_t id = h.add_pending(
+            PmixHost::State::Pending::Kind::publish, {},
+            [cbfunc, cbdata](pmix_status_t status, Bytes) {
+                if (cbfunc)
+                    cbfunc(status, cbdata);
+            },
+            0);
+        h.tree.publish(std::move(data), [weak = h.weak_from_this(), id](Status status) {
+            auto self = weak.lock();
+            if (!self || self->closed)
+                return;
+            if (!status.ok())
+                pmix_log().warn("pmix: publish failed: {}", status.error().message);
+            // A refused publish (duplicate key) reports PMIX_ERR_DUPLICATE_KEY-like failure as a plain error.
+            self->complete(id, status.ok() ? PMIX_SUCCESS : PMIX_ERROR, {});
+        });
+    });
+    return PMIX_SUCCESS;
+}
+
+pmix_status_t on_lookup(const pmix_proc_t*, char** keys, const pmix_info_t info[], std::size_t ninfo,
+                        pmix_lookup_cbfunc_t cbfunc, void* cbdata)
+{
+    auto host = current_host();
+    if (!host || !host->tree.lookup)
+        return PMIX_ERR_NOT_SUPPORTED;
+    std::vector<std::string> wanted;
+    for (std::size_t i = 0; keys && keys[i]; ++i)
+        wanted.emplace_back(keys[i]);
+    int timeout_s = timeout_from(info, ninfo);
+    post_to_host(host, [wanted = std::move(wanted), timeout_s, cbfunc, cbdata](PmixHost::State& h) mutable {
+        // The found values ride through the pending table as one packed vector so timeouts can answer too.
+        auto found_store = std::make_shared<std::vector<std::pair<std::string, Bytes>>>();
+        std::uint64_t id = h.add_pending(
+            PmixHost::State::Pending::Kind::lookup, {},
+            [cbfunc, cbdata, found_store](pmix_status_t status, Bytes) {
+                if (!cbfunc)
+                    return;
+                auto& found = *found_store;
+                if (status != PMIX_SUCCESS || found.empty()) {
+                    cbfunc(status != PMIX_SUCCESS ? status : PMIX_ERR_NOT_FOUND, nullptr, 0, cbdata);
+                    return;
+                }
+                pmix_pdata_t* pdata = nullptr;
+                PMIX_PDATA_CREATE(pdata, found.size());
+                std::size_t n = 0;
+                for (auto& [key, bytes] : found) {
+                    PMIX_LOAD_KEY(pdata[n].key, key.c_str());
+                    if (unpack_published(bytes, pdata[n]) == PMIX_SUCCESS)
+                        ++n;
+                    else
+                        pmix_log().warn("pmix: lookup of '{}': the stored value does not unpack", key);
+                }
+                cbfunc(n > 0 ? PMIX_SUCCESS : PMIX_ERR_NOT_FOUND, n > 0 ? pdata : nullptr, n, cbdata);
+                PMIX_PDATA_FREE(pdata, found.size());   // PMIx packed its reply inside cbfunc
+            },
+            timeout_s);
+        h.tree.lookup(std::move(wanted),
+                      [weak = h.weak_from_this(), id, found_store](
+                          Status status, std::vector<std::pair<std::string, Bytes>> found) {
+                          auto self = weak.lock();
+                          if (!self || self->closed)
+                              return;
+                          if (!status.ok())
+                              pmix_log().warn("pmix: lookup failed: {}", status.error().message);
+                          *found_store = std::move(found);
+                          self->complete(id, status.ok() ? PMIX_SUCCESS : PMIX_ERROR, {});
+                      });
+    });
+    return PMIX_SUCCESS;
+}
+
+pmix_status_t on_unpublish(const pmix_proc_t*, char** keys, const pmix_info_t[], std::size_t,
+                           pmix_op_cbfunc_t cbfunc, void* cbdata)
+{
+    auto host = current_host();
+    if (!host || !host->tree.unpublish)
+        return PMIX_ERR_NOT_SUPPORTED;
+    std::vector<std::string> doomed;
+    for (std::size_t i = 0; keys && keys[i]; ++i)
+        doomed.emplace_back(keys[i]);
+    post_to_host(host, [doomed = std::move(doomed), cbfunc, cbdata](PmixHost::State& h) mutable {
+        std::uint64_t id = h.add_pending(
+            PmixHost::State::Pending::Kind::unpublish, {},
+            [cbfunc, cbdata](pmix_status_t status, Bytes) {
+                if (cbfunc)
+                    cbfunc(status, cbdata);
+            },
+            0);
+        h.tree.unpublish(std::move(doomed), [weak = h.weak_from_this(), id](Status status) {
+            auto self = weak.lock();
+            if (self && !self->closed)
+                self->complete(id, status.ok() ? PMIX_SUCCESS : PMIX_ERROR, {});
+        });
+    });
+    return PMIX_SUCCESS;
+}
+
+// The daemon stays the only launcher: PMIx_Spawn, connect/disconnect and tools are not offered.
+pmix_server_module_t make_module()
+{
+    pmix_server_module_t module;
+    std::memset(&module, 0, sizeof(module));
+    module.client_connected = on_client_connected;
+    module.client_finalized = on_client_finalized;
+    module.abort = on_abort;
+    module.fence_nb = on_fence_nb;
+    module.direct_modex = on_direct_modex;
+    module.publish = on_publish;
+    module.lookup = on_lookup;
+    module.unpublish = on_unpublish;
+    return module;
+}
+
+pmix_server_module_t g_module = make_module();
+
+// Waits on the calling (io) thread for a PMIx operation that completes through an op callback.
+struct OpWait {
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool done = false;
+    pmix_status_t status = PMIX_SUCCESS;
+
+    static void callback(pmix_status_t status, void* cbdata)
+    {
+        auto* self = static_cast<OpWait*>(cbdata);
+        std::lock_guard lock(self->mutex);
+        self->status = status;
+        self->done = true;
+        self->cv.notify_all();
+    }
+    // Bounded: a PMIx that never answers must not hang the daemon.
+    bool wait(std::chrono::seconds limit)
+    {
+        std::unique_lock lock(mutex);
+        return cv.wait_for(lock, limit, [this] { return done; });
+    }
+};
+
+} // namespace
+
+std::vector<std::string> open_mpi_direct_launch_env()
+{
+    // Open MPI 4.1's "orte" schizo component declares every app it cannot place a singleton and pins
+    // OMPI_MCA_ess=singleton; excluding it lets the PMIx-based ess (pmi) win. See docs/pmix.md.
+    return {"OMPI_MCA_schizo=^orte"};
+}
+
+Result<std::unique_ptr<PmixHost>> PmixHost::start(asio::io_context& io, PmixJob job, PmixTree tree)
+{
+    auto layout = RankLayout::make(job);
+    if (!layout)
+        return layout.error();
+    if (!tree.fence || !tree.abort)
+        return make_error("PMIx host for job {}: the tree must provide at least fence and abort", job.nspace);
+    {
+        std::lock_guard lock(g_host_mutex);
+        if (g_host)
+            return make_error("PMIx host for job {}: a PMIx server already runs in this process ({})", job.nspace,
+                              g_host->job.nspace);
+    }
+    auto state = std::make_shared<State>(io, std::move(job), std::move(*layout), std::move(tree));
+    const PmixJob& j = state->job;
+    const std::string& node = j.hosts[static_cast<std::size_t>(j.node_index)];
+
+    // The robust choices from docs/pmix.md; the daemon's own environment may still override them.
+    ::setenv("PMIX_MCA_gds", "hash", 0);
+    ::setenv("PMIX_MCA_psec", "native", 0);
+
+    std::string server_nspace = fmt::format("{}.daemon", j.nspace).substr(0, PMIX_MAX_NSLEN);
+    pmix_rank_t server_rank = static_cast<pmix_rank_t>(j.node_index);
+    bool no = false;
+    pmix_info_t* init_info = nullptr;
+    const std::size_t ninit = 6;
+    PMIX_INFO_CREATE(init_info, ninit);
+    PMIx_Info_load(&init_info[0], PMIX_SERVER_TMPDIR, j.tmpdir.c_str(), PMIX_STRING);
+    PMIx_Info_load(&init_info[1], PMIX_HOSTNAME, node.c_str(), PMIX_STRING);
+    PMIx_Info_load(&init_info[2], PMIX_SERVER_NSPACE, server_nspace.c_str(), PMIX_STRING);
+    PMIx_Info_load(&init_info[3], PMIX_SERVER_RANK, &server_rank, PMIX_PROC_RANK);
+    // No system-wide rendezvous files and no tool connections: only this job's ranks talk to us.
+    PMIx_Info_load(&init_info[4], PMIX_SERVER_SYSTEM_SUPPORT, &no, PMIX_BOOL);
+    PMIx_Info_load(&init_info[5], PMIX_SERVER_TOOL_SUPPORT, &no, PMIX_BOOL);
+
+    // Publish the host before init: PMIx may call back as soon as it starts.
+    {
+        std::lock_guard lock(g_host_mutex);
+        g_host = state;
+    }
+    pmix_status_t rc = PMIx_server_init(&g_module, init_info, ninit);
+    PMIX_INFO_FREE(init_info, ninit);
+    if (rc != PMIX_SUCCESS) {
+        std::lock_guard lock(g_host_mutex);
+        g_host.reset();
+        return make_error("PMIx host on {}: PMIx_server_init failed with tmpdir {}: {}; check that the directory "
+                          "exists and is writable",
+                          node, j.tmpdir, pmix_error(rc));
+    }
+
+    // The regex generators need an initialized PMIx, so the job info is built only now.
+    auto job_info = make_job_info(j, state->layout);
+    if (!job_info) {
+        PMIx_server_finalize();
+        std::lock_guard lock(g_host_mutex);
+        g_host.reset();
+        return job_info.error();
+    }
+    OpWait registered;
+    rc = PMIx_server_register_nspace(j.nspace.c_str(), static_cast<int>(state->layout.local_size(j.node_index)),
+                                     static_cast<pmix_info_t*>(job_info->data()), job_info->size(),
+                                     OpWait::callback, &registered);
+    if (rc == PMIX_SUCCESS && !registered.wait(std::chrono::seconds(30)))
+        rc = PMIX_ERR_TIMEOUT;
+    else if (rc == PMIX_SUCCESS)
+        rc = registered.status;
+    else if (rc == PMIX_OPERATION_SUCCEEDED)
+        rc = PMIX_SUCCESS;
+    if (rc != PMIX_SUCCESS) {
+        PMIx_server_finalize();
+        std::lock_guard lock(g_host_mutex);
+        g_host.reset();
+        return make_error("PMIx host on {}: registering job {} failed: {}", node, j.nspace, pmix_error(rc));
+    }
+    pmix_log().info("pmix: server up on {} for {} ({} ranks here of {}, tmpdir {})", node, j.nspace,
+                    state->layout.local_size(j.node_index), state->layout.job_size(), j.tmpdir);
+    return std::unique_ptr<PmixHost>(new PmixHost(std::move(state)));
+}
+
+PmixHost::PmixHost(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
+Result<std::vector<std::string>> PmixHost::prepare_rank(long rank, uid_t uid, gid_t gid)
+{
+    State& s = *state_;
+    const std::string& node = s.job.hosts[static_cast<std::size_t>(s.job.node_index)];
+    if (!s.layout.is_local(rank, s.job.node_index))
+        return make_error("PMIx host on {}: rank {} does not run on this node", node, rank);
+    pmix_proc_t proc;
+    PMIX_LOAD_PROCID(&proc, s.job.nspace.c_str(), static_cast<pmix_rank_t>(rank));
+
+    OpWait registered;
+    pmix_status_t rc = PMIx_server_register_client(&proc, uid, gid, nullptr, OpWait::callback, &registered);
+    if (rc == PMIX_SUCCESS && !registered.wait(std::chrono::seconds(30)))
+        rc = PMIX_ERR_TIMEOUT;
+    else if (rc == PMIX_SUCCESS)
+        rc = registered.status;
+    else if (rc == PMIX_OPERATION_SUCCEEDED)
+        rc = PMIX_SUCCESS;
+    if (rc != PMIX_SUCCESS)
+        return make_error("PMIx host on {}: registering rank {} failed: {}", node, rank, pmix_error(rc));
+
+    char** env = static_cast<char**>(std::calloc(1, sizeof(char*)));
+    if (!env)
+        return make_error("PMIx host on {}: out of memory preparing rank {}", node, rank);
+    rc = PMIx_server_setup_fork(&proc, &env);
+    std::vector<std::string> out;
+    for (std::size_t i = 0; env && env[i]; ++i)
+        out.emplace_back(env[i]);
+    PMIX_ARGV_FREE(env);
+    if (rc != PMIX_SUCCESS)
+        return make_error("PMIx host on {}: PMIx_server_setup_fork for rank {} failed: {}", node, rank,
+                          pmix_error(rc));
+    out.emplace_back("PMIX_MCA_gds=hash");
+    for (auto& kv : open_mpi_direct_launch_env())
+        out.push_back(kv);
+    return out;
+}
+
+void PmixHost::serve_direct_modex(long rank, std::function<void(Status, Bytes)> done)
+{
+    auto& s = *state_;
+    const std::string& node = s.job.hosts[static_cast<std::size_t>(s.job.node_index)];
+    if (!s.layout.is_local(rank, s.job.node_index)) {
+        asio::post(s.io, [done = std::move(done), rank, node] {
+            done(make_error("PMIx direct modex: rank {} is not on {}", rank, node), {});
+        });
+        return;
+    }
+    std::uint64_t id = s.add_pending(
+        State::Pending::Kind::serve_modex, {rank},
+        [done, rank, node](pmix_status_t status, Bytes bytes) {
+            if (status == PMIX_SUCCESS)
+                done(Status{}, std::move(bytes));
+            else
+                done(make_error("PMIx direct modex for rank {} on {} failed: {}", rank, node, pmix_error(status)),
+                     {});
+        },
+        0);
+    // PMIx answers once the rank has committed its data; the context carries the host and our id back.
+    struct Context {
+        std::weak_ptr<State> host;
+        std::uint64_t id;
+    };
+    pmix_proc_t proc;
+    PMIX_LOAD_PROCID(&proc, s.job.nspace.c_str(), static_cast<pmix_rank_t>(rank));
+    auto* ctx = new Context{state_, id};
+    pmix_status_t rc = PMIx_server_dmodex_request(
+        &proc,
+        [](pmix_status_t status, char* data, std::size_t size, void* cbdata) {
+            std::unique_ptr<Context> c(static_cast<Context*>(cbdata));
+            auto host = c->host.lock();
+            if (!host)
+                return;
+            Bytes bytes(reinterpret_cast<std::uint8_t*>(data), reinterpret_cast<std::uint8_t*>(data) + size);
+            std::uint64_t pending_id = c->id;
+            post_to_host(host, [pending_id, status, bytes = std::move(bytes)](State& h) mutable {
+                h.complete(pending_id, status, std::move(bytes));
+            });
+        },
+        ctx);
+    if (rc != PMIX_SUCCESS) {
+        delete ctx;
+        asio::post(s.io, [weak = std::weak_ptr<State>(state_), id, rc] {
+            if (auto h = weak.lock(); h && !h->closed)
+                h->complete(id, rc, {});
+        });
+    }
+}
+
+void PmixHost::rank_exited(long rank, int wait_status)
+{
+    State& s = *state_;
+    RankPmixState st;
+    {
+        std::lock_guard lock(s.ranks_mutex);
+        auto& r = s.ranks[rank];
+        r.exited = true;
+        st = r;
+        if (r.connected && !r.finalized && !r.reported)
+            r.reported = true;
+    }
+    int code = exit_status_code(wait_status);
+    if (st.connected && !st.finalized && !st.reported) {
+        s.report_lost(rank, code == 0 ? 1 : code,
+                      fmt::format("{} exited without calling PMIx_Finalize ({})", s.rank_label(rank),
+                                  describe_exit(wait_status)));
+        return;
+    }
+    if (!st.connected && !st.reported) {
+        bool anyone_connected = false;
+        {
+            std::lock_guard lock(s.ranks_mutex);
+            for (auto& [r, state] : s.ranks)
+                anyone_connected = anyone_connected || state.connected;
+            if (anyone_connected)
+                s.ranks[rank].reported = true;
+        }
+        if (anyone_connected)
+            s.report_lost(rank, code == 0 ? 1 : code,
+                          fmt::format("{} exited without connecting to PMIx while other ranks use it ({})",
+                                      s.rank_label(rank), describe_exit(wait_status)));
+        else
+            s.exited_unconnected.insert(rank);   // maybe not a PMIx program at all; judged when a rank connects
+    }
+}
+
+std::size_t PmixHost::pending_requests() const
+{
+    return state_->pending.size();
+}
+
+PmixHost::~PmixHost()
+{
+    State& s = *state_;
+    {
+        std::lock_guard lock(g_host_mutex);
+        g_host.reset();   // new upcalls now answer "not supported"
+    }
+    // Release anyone still waiting before PMIx goes away; late tree replies find nothing pending.
+    std::vector<std::uint64_t> ids;
+    for (auto& [id, p] : s.pending)
+        ids.push_back(id);
+    for (auto id : ids)
+        s.complete(id, PMIX_ERR_UNREACH, {});
+    s.closed = true;
+
+    OpWait deregistered;
+    PMIx_server_deregister_nspace(s.job.nspace.c_str(), OpWait::callback, &deregistered);
+    if (!deregistered.wait(std::chrono::seconds(10)))
+        pmix_log().warn("pmix: deregistering {} did not complete within 10 s", s.job.nspace);
+    pmix_status_t rc = PMIx_server_finalize();
+    if (rc != PMIX_SUCCESS)
+        pmix_log().warn("pmix: PMIx_server_finalize: {}", pmix_error(rc));
+}
+
+} // namespace canopy

@@ -1,0 +1,81 @@
+// canopyd as a PMIx server host: registers the job and its local ranks, and answers PMIx's requests through the tree.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+
+#include "pmix/job_info.hpp"
+#include "util/result.hpp"
+
+namespace canopy {
+
+using Bytes = std::vector<std::uint8_t>;
+
+// What the daemon provides. Each function is called on the io_context thread and must call `done` exactly once,
+// later (it may be called from inside the function, but never on PMIx's thread).
+struct PmixTree {
+    // participants: empty = every rank of the job; else the ranks taking part. `local` is this node's blob from
+    // PMIx; `done` gets the concatenation of every participating node's blob (any order).
+    std::function<void(std::vector<long> participants, bool collect, Bytes local,
+                       std::function<void(Status, Bytes)> done)>
+        fence;
+    // The blob for one rank, fetched from the daemon that hosts it (it calls PmixHost::serve_direct_modex there).
+    std::function<void(long rank, std::function<void(Status, Bytes)> done)> direct_modex;
+    // Values are opaque bytes (publisher and pmix_value_t packed by PMIx); keys are unique job-wide.
+    std::function<void(std::vector<std::pair<std::string, Bytes>> data, std::function<void(Status)> done)> publish;
+    // `done` gets the keys that were found; none found is not an error.
+    std::function<void(std::vector<std::string> keys,
+                       std::function<void(Status, std::vector<std::pair<std::string, Bytes>>)> done)>
+        lookup;
+    // Optional: when empty, PMIx_Unpublish answers "not supported".
+    std::function<void(std::vector<std::string> keys, std::function<void(Status)> done)> unpublish;
+    // A rank asked to end the job (PMIx_Abort), or a rank that had connected to PMIx exited without
+    // PMIx_Finalize (status is then its exit code, or 128+signal). The daemon must tear the job down: PMIx 4.2.2
+    // would otherwise keep the surviving local ranks waiting in any fence the lost rank never joined.
+    std::function<void(long rank, int status, std::string message)> abort;
+};
+
+class PmixHost {
+public:
+    // PMIx_server_init + PMIx_server_register_nspace. Only one PmixHost may exist per process (PMIx's server
+    // state is global); a second start() fails.
+    static Result<std::unique_ptr<PmixHost>> start(boost::asio::io_context& io, PmixJob job, PmixTree tree);
+
+    // Register a local rank and return the environment additions ("NAME=value") for its exec: what
+    // PMIx_server_setup_fork produces plus the settings in docs/pmix.md (Open MPI joins the job, gds=hash).
+    Result<std::vector<std::string>> prepare_rank(long rank, uid_t uid, gid_t gid);
+
+    // On the daemon hosting `rank`: this node's PMIx blob for that rank, once the rank has committed it.
+    void serve_direct_modex(long rank, std::function<void(Status, Bytes)> done);
+
+    // The daemon reaped a local rank. A rank that connected and did not finalize is lost: pending fences that
+    // include it fail, the other local ranks get a PMIX_ERR_PROC_TERM_WO_SYNC event, and tree.abort is called.
+    void rank_exited(long rank, int wait_status);
+
+    // Fences, lookups and other requests waiting on the tree right now (for tests and status lines).
+    std::size_t pending_requests() const;
+
+    ~PmixHost();   // answers what is still pending with an error, deregisters the nspace, PMIx_server_finalize
+
+    PmixHost(const PmixHost&) = delete;
+    PmixHost& operator=(const PmixHost&) = delete;
+
+    struct State;   // shared with PMIx's callbacks (defined in pmix_host.cpp)
+
+private:
+    explicit PmixHost(std::shared_ptr<State> state);
+    std::shared_ptr<State> state_;
+};
+
+// The environment that makes Open MPI 4.1 use the PMIx server instead of running as a singleton (docs/pmix.md).
+std::vector<std::string> open_mpi_direct_launch_env();
+
+} // namespace canopy

@@ -1,0 +1,95 @@
+// Fences over the tree, as pure bookkeeping.
+#include "collective/fence.hpp"
+
+#include <algorithm>
+
+namespace canopy {
+
+FenceTracker::FenceTracker(Topology topology, std::vector<std::uint64_t> ranks_per_node, long position)
+    : topology_(topology), position_(position)
+{
+    first_rank_.reserve(ranks_per_node.size() + 1);
+    std::uint64_t total = 0;
+    for (auto count : ranks_per_node) {
+        first_rank_.push_back(total);
+        total += count;
+    }
+    first_rank_.push_back(total);
+}
+
+long FenceTracker::node_of_rank(long rank) const
+{
+    if (rank < 0 || static_cast<std::uint64_t>(rank) >= first_rank_.back())
+        return -1;
+    auto after = std::upper_bound(first_rank_.begin(), first_rank_.end() - 1, static_cast<std::uint64_t>(rank));
+    return static_cast<long>(after - first_rank_.begin()) - 1;
+}
+
+FenceRoute FenceTracker::route(const std::vector<long>& participants) const
+{
+    FenceRoute route;
+    long my_node = Topology::position_to_node(position_);
+    if (participants.empty()) {
+        // Every node in the tree hosts ranks (placement leaves out nodes without any), so all take part.
+        route.local = position_ > 0;
+        route.children = topology_.children(position_);
+        return route;
+    }
+    std::set<long> children;
+    long last_node = -2;
+    for (long rank : participants) {
+        long node = node_of_rank(rank);
+        if (node < 0 || node == last_node)
+            continue;
+        last_node = node;
+        if (node == my_node) {
+            route.local = true;
+            continue;
+        }
+        long hop = topology_.next_hop(position_, Topology::node_to_position(node));
+        if (hop > 0)
+            children.insert(hop);
+    }
+    route.children.assign(children.begin(), children.end());
+    return route;
+}
+
+std::uint64_t FenceTracker::next_local_sequence(const std::vector<long>& participants)
+{
+    return local_sequence_[participants]++;
+}
+
+std::optional<std::vector<std::uint8_t>> FenceTracker::contribute(const FenceId& id, long source,
+                                                                  const std::vector<std::uint8_t>& blob)
+{
+    auto it = pending_.find(id);
+    if (it == pending_.end()) {
+        auto route = this->route(id.participants);
+        Pending fresh;
+        if (route.local)
+            fresh.expected.insert(position_);
+        fresh.expected.insert(route.children.begin(), route.children.end());
+        it = pending_.emplace(id, std::move(fresh)).first;
+    }
+    Pending& fence = it->second;
+    if (!fence.expected.contains(source) || !fence.arrived.insert(source).second)
+        return std::nullopt;   // not a contributor, or a duplicate: ignore rather than corrupt the result
+    fence.blob.insert(fence.blob.end(), blob.begin(), blob.end());
+    if (fence.arrived.size() < fence.expected.size())
+        return std::nullopt;
+    auto result = std::move(fence.blob);
+    pending_.erase(it);
+    return result;
+}
+
+std::vector<FenceId> FenceTracker::pending() const
+{
+    std::vector<FenceId> ids;
+    for (const auto& [id, fence] : pending_)
+        ids.push_back(id);
+    return ids;
+}
+
+void FenceTracker::drop(const FenceId& id) { pending_.erase(id); }
+
+} // namespace canopy

@@ -1,0 +1,66 @@
+// Fences over the tree, as pure bookkeeping: who must contribute at this daemon, and when a fence is complete.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tree/topology.hpp"
+
+namespace canopy {
+
+// A fence is named by its participants (empty = every rank of the job) and by how many fences over the same
+// participants came before it: MPI issues fences back to back, and every rank calls them in the same order.
+struct FenceId {
+    std::vector<long> participants;   // sorted ranks, or empty for the whole job
+    std::uint64_t sequence = 0;
+    auto operator<=>(const FenceId&) const = default;
+};
+
+// Where a fence's contributions come from at one tree position.
+struct FenceRoute {
+    bool local = false;              // this position's node hosts participants
+    std::vector<long> children;      // child positions whose subtrees host participants
+};
+
+class FenceTracker {
+public:
+    // ranks_per_node: rank counts by node index, ranks placed in blocks starting at node 0.
+    FenceTracker(Topology topology, std::vector<std::uint64_t> ranks_per_node, long position);
+
+    FenceRoute route(const std::vector<long>& participants) const;
+
+    // The next sequence number for a local fence over these participants.
+    std::uint64_t next_local_sequence(const std::vector<long>& participants);
+
+    // Records a contribution (source = this position for the local one, else the child's position).
+    // Returns the concatenated blob once every expected source has contributed; the fence is then forgotten.
+    std::optional<std::vector<std::uint8_t>> contribute(const FenceId& id, long source,
+                                                        const std::vector<std::uint8_t>& blob);
+
+    // Fences still waiting, for failing them when a participant dies.
+    std::vector<FenceId> pending() const;
+    // Forgets a fence that failed.
+    void drop(const FenceId& id);
+
+    // The node index hosting a rank, or -1.
+    long node_of_rank(long rank) const;
+
+private:
+    struct Pending {
+        std::set<long> expected;
+        std::set<long> arrived;
+        std::vector<std::uint8_t> blob;
+    };
+
+    Topology topology_;
+    std::vector<std::uint64_t> first_rank_;   // prefix sums: first rank of each node, plus the total at the end
+    long position_;
+    std::map<std::vector<long>, std::uint64_t> local_sequence_;
+    std::map<FenceId, Pending> pending_;
+};
+
+} // namespace canopy

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Builds canopy and runs a small job on 8 simulated nodes, printing its output and where startup time went.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build_dir=${BUILD_DIR:-build}
+
+if [[ ! -f $build_dir/build.ninja ]]; then
+  meson setup "$build_dir"
+fi
+ninja -C "$build_dir" -j2
+
+cat <<INFO
+
+== canopy demo: 16 ranks on 8 simulated nodes (each node is a canopyd bound to its own 127.1.0.x address)
+\$ $build_dir/launcher/canopy --sim-nodes 8 --ppn 2 --fanout 2 -l --timing sh -c 'echo "rank \$RANK of \$WORLD_SIZE on \$CANOPY_NODE"'
+
+INFO
+"$build_dir/launcher/canopy" --sim-nodes 8 --ppn 2 --fanout 2 -l --timing \
+  sh -c 'echo "rank $RANK of $WORLD_SIZE on $CANOPY_NODE"'

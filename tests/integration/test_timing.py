@@ -1,0 +1,110 @@
+# --timing: the JSON report (schema canopy.timing/1) and the table on stderr describe the job that ran.
+import json
+import re
+import time
+from datetime import datetime, timezone
+
+from conftest import parse_labelled
+
+STEPS = ["start", "hosts_resolved", "tree_up", "job_delivered", "ranks_spawned", "ranks_exited", "teardown_done"]
+DAEMON_PHASES = ["daemon.started", "daemon.connected", "daemon.job_received", "daemon.ranks_spawned"]
+RANK_PHASES = ["rank.spawned", "rank.exited", "rank.runtime"]
+
+
+def run_with_json(run_canopy, sandbox, args):
+    path = sandbox.root / "timing.json"
+    before = time.time()
+    result = run_canopy([f"--timing={path}"] + args, timeout=30)
+    report = json.loads(path.read_text())
+    return result, report, before
+
+
+def test_json_report_describes_the_job(run_canopy, sandbox):
+    result, report, before = run_with_json(run_canopy, sandbox, [
+        "--sim-nodes", "5", "--ppn", "2", "--fanout", "2", "-l", "sh", "-c", 'echo "$CANOPY_JOBID"; sleep 1'])
+    assert result.returncode == 0, result.describe()
+    job_ids = {lines[0] for lines in parse_labelled(result.stdout).values()}
+    assert report["schema"] == "canopy.timing/1"
+    assert {report["job_id"]} == job_ids
+    assert report["nodes"] == 5 and report["ranks"] == 10
+    assert report["fanout"] == 2 and report["tree_depth"] == 2
+    assert report["agent"] == "local"
+    assert report["exit_code"] == 0
+    assert report["command"] == "sh -c 'echo \"$CANOPY_JOBID\"; sleep 1'"
+    started = datetime.strptime(report["started_at"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+    assert abs(started.timestamp() - before) < 2.0, "started_at should be when the launcher started (UTC)"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", report["started_at"])
+
+
+def test_json_timeline_has_every_step_in_order(run_canopy, sandbox):
+    result, report, _ = run_with_json(run_canopy, sandbox, ["--sim-nodes", "4", "sh", "-c", "sleep 1"])
+    assert result.returncode == 0, result.describe()
+    timeline = report["timeline"]
+    names = [stamp["name"] for stamp in timeline]
+    assert sorted(names) == sorted(STEPS), names
+    seconds = [stamp["seconds"] for stamp in timeline]
+    assert seconds == sorted(seconds), f"stamps out of order: {timeline}"
+    at = {stamp["name"]: stamp["seconds"] for stamp in timeline}
+    assert names[0] == "start" and at["start"] == 0
+    assert names[-1] == "teardown_done"
+    assert at["hosts_resolved"] <= at["tree_up"] <= at["ranks_spawned"] <= at["ranks_exited"]
+    assert at["job_delivered"] <= at["ranks_spawned"]
+    assert at["ranks_exited"] - at["ranks_spawned"] >= 0.9, "the ranks slept 1 s"
+
+
+def test_wall_seconds_matches_the_measured_wall_clock(run_canopy, sandbox):
+    result, report, _ = run_with_json(run_canopy, sandbox, ["--sim-nodes", "3", "sh", "-c", "sleep 1.5"])
+    assert result.returncode == 0, result.describe()
+    wall = report["wall_seconds"]
+    assert report["timeline"][-1]["seconds"] == wall
+    assert 1.5 <= wall <= result.seconds + 0.05, f"wall_seconds {wall} vs measured {result.seconds:.3f}"
+    assert result.seconds - wall < 1.0, f"wall_seconds {wall} misses most of the measured {result.seconds:.3f} s"
+
+
+def test_phase_counts_match_daemons_and_ranks(run_canopy, sandbox):
+    result, report, _ = run_with_json(run_canopy, sandbox,
+                                      ["--sim-nodes", "6", "--ppn", "3", "--fanout", "2", "true"])
+    assert result.returncode == 0, result.describe()
+    phases = {phase["name"]: phase for phase in report["phases"]}
+    assert len(phases) == len(report["phases"]), "each phase name appears once"
+    for name in DAEMON_PHASES:
+        assert phases[name]["count"] == 6, name
+        assert re.fullmatch(r"sim000[0-5]", phases[name]["max_who"]), phases[name]["max_who"]
+    for name in RANK_PHASES:
+        assert phases[name]["count"] == 18, name
+        assert re.fullmatch(r"rank (\d+) on sim000[0-5]", phases[name]["max_who"]), phases[name]["max_who"]
+    for name, phase in phases.items():
+        assert phase["min"] <= phase["max"], name
+        assert phase["min"] * 0.99 - 1e-6 <= phase["median"] <= phase["max"] * 1.01 + 1e-6, name
+        assert abs(phase["sum"] / phase["count"] - phase["mean"]) < 1e-6, name
+        assert phase["max"] <= report["wall_seconds"] + 0.01, f"{name} ends after the job"
+
+
+def test_json_records_a_failed_job_exit_code(run_canopy, sandbox):
+    result, report, _ = run_with_json(run_canopy, sandbox, ["--sim-nodes", "2", "sh", "-c", "exit 3"])
+    assert result.returncode == 3, result.describe()
+    assert report["exit_code"] == 3
+    names = [stamp["name"] for stamp in report["timeline"]]
+    assert names[0] == "start" and names[-1] == "teardown_done"
+
+
+def test_timing_prints_a_table_on_stderr_only(run_canopy):
+    result = run_canopy(["--sim-nodes", "4", "--ppn", "2", "--timing", "-l", "echo", "hi"])
+    assert result.returncode == 0, result.describe()
+    assert parse_labelled(result.stdout) == {r: ["hi"] for r in range(8)}, "the table must not mix into stdout"
+    header = re.search(r"^canopy job ([0-9a-f]+): 4 nodes x 8 ranks, fanout \d+, depth 1, agent local, "
+                       r"wall [\d.]+ m?s, exit 0$", result.stderr, re.M)
+    assert header, result.stderr
+    for step in STEPS:
+        assert re.search(rf"^  {step}\s", result.stderr, re.M), f"step {step} missing from the table"
+    for phase in DAEMON_PHASES + RANK_PHASES:
+        count = 4 if phase.startswith("daemon.") else 8
+        assert re.search(rf"^  {re.escape(phase)}\s+{count}\s", result.stderr, re.M), f"phase {phase}"
+    assert result.stderr.count("<- longest step") == 1
+
+
+def test_unwritable_timing_file_is_reported_and_keeps_the_exit_code(run_canopy, sandbox):
+    target = sandbox.root / "no-such-dir" / "t.json"
+    result = run_canopy([f"--timing={target}", "--sim-nodes", "2", "sh", "-c", "exit 5"])
+    assert result.returncode == 5, result.describe()
+    assert any(str(target) in line for line in result.canopy_lines()), result.describe()

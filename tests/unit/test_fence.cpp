@@ -1,0 +1,84 @@
+// Fence bookkeeping over the tree: the right sources are awaited, and results come out exactly once.
+#include <gtest/gtest.h>
+
+#include "collective/fence.hpp"
+
+namespace canopy {
+namespace {
+
+// 7 nodes with 2 ranks each, fanout 2: position 1 (node 0) has children 3 and 4, position 2 has 5 and 6,
+// position 3 has 7; 4, 5, 6 and 7 are leaves.
+FenceTracker tracker_at(long position) { return FenceTracker(Topology(7, 2), std::vector<std::uint64_t>(7, 2), position); }
+
+TEST(FenceTracker, WholeJobFenceWaitsForLocalAndEveryChild)
+{
+    auto tracker = tracker_at(1);
+    FenceId id{{}, 0};
+    EXPECT_FALSE(tracker.contribute(id, 1, {'a'}));
+    EXPECT_FALSE(tracker.contribute(id, 3, {'b'}));
+    auto done = tracker.contribute(id, 4, {'c'});
+    ASSERT_TRUE(done);
+    EXPECT_EQ(*done, (std::vector<std::uint8_t>{'a', 'b', 'c'}));
+    EXPECT_TRUE(tracker.pending().empty());
+}
+
+TEST(FenceTracker, RootHasNoLocalContribution)
+{
+    auto route = tracker_at(0).route({});
+    EXPECT_FALSE(route.local);
+    EXPECT_EQ(route.children, (std::vector<long>{1, 2}));
+}
+
+TEST(FenceTracker, SubsetFenceInvolvesOnlySubtreesHostingParticipants)
+{
+    // Ranks 6 and 7 live on node 3 = position 4, below position 1.
+    auto at_root = tracker_at(0).route({6, 7});
+    EXPECT_FALSE(at_root.local);
+    EXPECT_EQ(at_root.children, (std::vector<long>{1}));
+    auto at_one = tracker_at(1).route({6, 7});
+    EXPECT_FALSE(at_one.local);
+    EXPECT_EQ(at_one.children, (std::vector<long>{4}));
+    auto at_four = tracker_at(4).route({6, 7});
+    EXPECT_TRUE(at_four.local);
+    EXPECT_TRUE(at_four.children.empty());
+}
+
+TEST(FenceTracker, BackToBackFencesAreKeptApartBySequence)
+{
+    auto tracker = tracker_at(5);   // a leaf: only the local contribution
+    std::vector<long> all;
+    EXPECT_EQ(tracker.next_local_sequence(all), 0u);
+    EXPECT_EQ(tracker.next_local_sequence(all), 1u);
+    EXPECT_EQ(tracker.next_local_sequence({4, 5}), 0u);
+    auto second = tracker.contribute({all, 1}, 5, {'y'});   // completion order need not follow sequence order
+    auto first = tracker.contribute({all, 0}, 5, {'x'});
+    ASSERT_TRUE(first && second);
+    EXPECT_EQ(*first, std::vector<std::uint8_t>{'x'});
+    EXPECT_EQ(*second, std::vector<std::uint8_t>{'y'});
+}
+
+TEST(FenceTracker, DuplicateAndStrangerContributionsAreIgnored)
+{
+    auto tracker = tracker_at(1);
+    FenceId id{{}, 5};
+    EXPECT_FALSE(tracker.contribute(id, 3, {'b'}));
+    EXPECT_FALSE(tracker.contribute(id, 3, {'B'}));   // duplicate
+    EXPECT_FALSE(tracker.contribute(id, 5, {'?'}));   // not a child of position 1
+    EXPECT_FALSE(tracker.contribute(id, 1, {'a'}));
+    auto done = tracker.contribute(id, 4, {'c'});
+    ASSERT_TRUE(done);
+    EXPECT_EQ(done->size(), 3u);
+}
+
+TEST(FenceTracker, NodeOfRankFollowsBlockPlacement)
+{
+    FenceTracker tracker(Topology(3, 2), {2, 0, 3}, 0);
+    EXPECT_EQ(tracker.node_of_rank(0), 0);
+    EXPECT_EQ(tracker.node_of_rank(1), 0);
+    EXPECT_EQ(tracker.node_of_rank(2), 2);
+    EXPECT_EQ(tracker.node_of_rank(4), 2);
+    EXPECT_EQ(tracker.node_of_rank(5), -1);
+}
+
+} // namespace
+} // namespace canopy
