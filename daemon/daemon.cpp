@@ -210,6 +210,10 @@ void Daemon::on_plan(wire::LaunchPlan plan)
         report_error(node_, fmt::format("cannot create the node temp dir {}: {}", tmpdir_, error.message()));
         tmpdir_.clear();
     }
+    if (auto guard = NodeGuard::start(tmpdir_); guard)
+        guard_ = std::move(*guard);
+    else
+        tree_log().warn("{}; ranks may outlive a crashed daemon", guard.error().message);
 
     // Children first: they are on the critical path of the whole tree, our ranks only of this node.
     start_children();
@@ -282,7 +286,9 @@ void Daemon::start_ranks()
     events.output = [this](long rank, std::uint8_t stream, std::string data) {
         send_up(wire::to_frame(wire::Output{static_cast<std::uint64_t>(rank), stream, std::move(data)}));
     };
-    events.spawned = [this](long rank, std::int64_t time_ns) {
+    events.spawned = [this](long rank, pid_t pid, std::int64_t time_ns) {
+        if (guard_)
+            guard_->watch_process_group(pid);
         phases_.add("rank.spawned", since_launch(time_ns), rank_label(rank));
         rank_spawn_ns_[rank] = time_ns;
     };
@@ -469,12 +475,7 @@ void Daemon::maybe_exit()
     if (children_ && !children_->finished())
         return;
     exiting_ = true;
-    if (ranks_)
-        ranks_->kill_all();
-    if (!tmpdir_.empty()) {
-        std::error_code ignored;
-        std::filesystem::remove_all(tmpdir_, ignored);
-    }
+    clean_up_node();
     parent_->close_after_flush();
 }
 
@@ -485,15 +486,22 @@ void Daemon::abandon(const std::string& why, spdlog::level::level_enum level)
     tree_log().log(level, "{}; ending this node's ranks and leaving", why);
     exiting_ = true;
     exit_code_ = 1;
-    if (ranks_)
-        ranks_->kill_all();
     if (children_)
         children_->kill_all(SIGTERM);
+    clean_up_node();
+    io_.stop();
+}
+
+void Daemon::clean_up_node()
+{
+    if (ranks_)
+        ranks_->kill_all();
     if (!tmpdir_.empty()) {
         std::error_code ignored;
         std::filesystem::remove_all(tmpdir_, ignored);
     }
-    io_.stop();
+    if (guard_)
+        guard_->finish();
 }
 
 void Daemon::report_error(const std::string& node, const std::string& message)

@@ -13,6 +13,7 @@
 #include <spdlog/common.h>
 
 #include "proc/process.hpp"
+#include "node_guard.hpp"
 #include "rank_spawner.hpp"
 #include "timing/sketch.hpp"
 #include "tree/children.hpp"
@@ -59,6 +60,8 @@ private:
     void shutdown(bool abort);
     // Lost the parent or told to stop by a signal: kill everything and leave.
     void abandon(const std::string& why, spdlog::level::level_enum level = spdlog::level::warn);
+    // Kills what is left in the ranks' process groups and removes the node temp dir.
+    void clean_up_node();
     void report_error(const std::string& node, const std::string& message);
     void send_up(std::vector<std::uint8_t> frame);
 
@@ -74,6 +77,7 @@ private:
     std::optional<wire::LaunchPlan> plan_;
     std::unique_ptr<ChildSet> children_;
     std::unique_ptr<RankSpawner> ranks_;
+    std::optional<NodeGuard> guard_;
     std::string node_;
     std::string tmpdir_;
     std::int64_t clock_offset_ns_ = 0;   // our clock + this = root clock

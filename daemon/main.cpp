@@ -1,6 +1,7 @@
 // canopyd entry point: read the job secret from stdin, join the tree, run until the job is done.
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <charconv>
@@ -93,6 +94,8 @@ int main(int argc, char** argv)
     std::int64_t started_ns = canopy::timing::now_ns();
     ::signal(SIGPIPE, SIG_IGN);   // a vanished peer is an error code on write, not a crash
     ::signal(SIGINT, SIG_IGN);    // the launcher decides what an interrupt means for the job
+    // Orphans below us (a killed child daemon's guard, a rank's daemonised helpers) come back to us to be reaped.
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
 
     auto args = parse_args(argc, argv);
     if (!args) {

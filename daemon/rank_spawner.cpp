@@ -66,7 +66,7 @@ void RankSpawner::spawn(const std::string& program, const std::vector<std::strin
             continue;
         }
         r.pid = *pid;
-        events_.spawned(r.rank, timing::now_ns());
+        events_.spawned(r.rank, r.pid, timing::now_ns());
         r.out.pipe = std::make_unique<asio::posix::stream_descriptor>(io_, out->read_end.release());
         r.err.pipe = std::make_unique<asio::posix::stream_descriptor>(io_, err->read_end.release());
         if (in) {

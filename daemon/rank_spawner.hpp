@@ -33,7 +33,7 @@ public:
     struct Events {
         // Whole lines (a final partial line only at end of stream).
         std::function<void(long rank, std::uint8_t stream, std::string data)> output;
-        std::function<void(long rank, std::int64_t time_ns)> spawned;
+        std::function<void(long rank, pid_t pid, std::int64_t time_ns)> spawned;
         // The rank has exited and all its output has been forwarded.
         std::function<void(long rank, int wait_status, std::int64_t time_ns)> exited;
         // The rank could not be started; it counts as finished.

@@ -1,5 +1,6 @@
 // canopy entry point: parse the command line, plan the job, run it through the tree, report where time went.
 #include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -43,6 +44,8 @@ int main(int argc, char** argv)
 {
     std::int64_t started_ns = canopy::timing::now_ns();
     ::signal(SIGPIPE, SIG_IGN);   // a daemon that vanished is an error code on write, not a crash
+    // Orphans below us (a killed child daemon's guard, a rank's daemonised helpers) come back to us to be reaped.
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
 
     auto options = canopy::parse_options(std::vector<std::string>(argv + 1, argv + argc));
     if (!options)

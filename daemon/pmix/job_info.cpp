@@ -74,8 +74,13 @@ std::string RankLayout::ppn_list() const
     for (std::size_t i = 0; i < ranks_per_node_.size(); ++i) {
         if (i > 0)
             out += ';';
-        std::uint64_t first = first_rank_[i], last = first_rank_[i + 1] - 1;
-        out += first == last ? fmt::format("{}", first) : fmt::format("{}-{}", first, last);
+        // Every rank spelled out: PMIx 4.2.2 hands each node's field back verbatim as PMIX_LOCAL_PEERS and counts
+        // commas for PMIX_LOCAL_SIZE, so "0-3" would read as one peer. The regex still compresses the list.
+        for (std::uint64_t r = first_rank_[i]; r < first_rank_[i + 1]; ++r) {
+            if (r > first_rank_[i])
+                out += ',';
+            out += std::to_string(r);
+        }
     }
     return out;
 }

@@ -32,7 +32,7 @@ public:
     bool is_local(long rank, long node) const { return node_of(rank) == node; }
 
     std::string node_list() const;                  // "a,b,c": input to PMIx_generate_regex
-    std::string ppn_list() const;                   // "0-3;4-7;8": input to PMIx_generate_ppn
+    std::string ppn_list() const;                   // "0,1;2,3;4": input to PMIx_generate_ppn
     std::string local_peers(long node) const;       // "4,5,6,7": PMIX_LOCAL_PEERS
 
 private:

@@ -8,9 +8,11 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -83,6 +85,7 @@ struct PmixHost::State : std::enable_shared_from_this<PmixHost::State> {
     RankLayout layout;
     PmixTree tree;
     bool closed = false;   // io thread only: set by ~PmixHost; posted work then does nothing
+    bool abort_reported = false;   // io thread only: the daemon is tearing the job down; later losses follow from it
 
     std::map<std::uint64_t, Pending> pending;   // io thread only
     std::uint64_t next_id = 1;
@@ -163,11 +166,24 @@ struct PmixHost::State : std::enable_shared_from_this<PmixHost::State> {
     // The rank can no longer take part in collectives: fail what waits on it, tell its peers and the daemon.
     void report_lost(long rank, int code, const std::string& message)
     {
-        pmix_log().warn("pmix: {}", message);
         fail_pending_for_rank(rank, PMIX_ERR_PROC_TERM_WO_SYNC);
+        if (abort_reported) {
+            pmix_log().info("pmix: {} (job already being torn down)", message);
+            return;
+        }
+        pmix_log().warn("pmix: {}", message);
         notify_local_peers(rank, code);
+        report_abort(rank, code, message);
+    }
+
+    // The first abort reaches the daemon; ranks dying from the teardown it causes are not new news.
+    void report_abort(long rank, int status, const std::string& message)
+    {
+        if (abort_reported)
+            return;
+        abort_reported = true;
         if (tree.abort)
-            tree.abort(rank, code, message);
+            tree.abort(rank, status, message);
     }
 
     void notify_local_peers(long rank, int code)
@@ -212,6 +228,35 @@ std::shared_ptr<PmixHost::State> current_host()
     return g_host;
 }
 
+// Runs `fn` on PMIx's progress thread. PMIx 4.2.2 builds the reply inside its op and lookup callbacks without
+// thread-shifting, so answering from our thread races with PMIx tearing down a client that just died (seen as a
+// crash in PMIx_server_finalize). PMIx_server_setup_local_support with no info does nothing but thread-shift and
+// call back, which makes it a hop onto PMIx's thread.
+void run_on_pmix_thread(const std::string& nspace, std::function<void()> fn)
+{
+    auto* holder = new std::function<void()>(std::move(fn));
+    pmix_status_t rc = PMIx_server_setup_local_support(
+        nspace.c_str(), nullptr, 0,
+        [](pmix_status_t, void* cbdata) {
+            std::unique_ptr<std::function<void()>> f(static_cast<std::function<void()>*>(cbdata));
+            (*f)();
+        },
+        holder);
+    if (rc != PMIX_SUCCESS) {
+        // Not expected; answering from here is still better than leaving the client waiting.
+        pmix_log().warn("pmix: cannot hop onto PMIx's thread ({}); answering from the daemon's thread",
+                        pmix_error(rc));
+        std::unique_ptr<std::function<void()>> f(holder);
+        (*f)();
+    }
+}
+
+void answer_op(const PmixHost::State& host, pmix_op_cbfunc_t cbfunc, void* cbdata, pmix_status_t status)
+{
+    if (cbfunc)
+        run_on_pmix_thread(host.job.nspace, [cbfunc, cbdata, status] { cbfunc(status, cbdata); });
+}
+
 // Runs `work` on the io thread unless the host is being torn down (then PMIx_server_finalize cleans up).
 template <typename Work>
 void post_to_host(const std::shared_ptr<PmixHost::State>& host, Work work)
@@ -241,18 +286,22 @@ int timeout_from(const pmix_info_t info[], std::size_t ninfo)
     return 0;
 }
 
-// Bytes handed to PMIx's modex callback stay alive until PMIx calls the release function.
-void answer_modex(pmix_modex_cbfunc_t cbfunc, void* cbdata, pmix_status_t status, Bytes bytes)
+// Bytes handed to PMIx's modex callback stay alive until PMIx calls the release function. The answer hops onto
+// PMIx's thread like every other answer, so no PMIx callback ever runs on ours.
+void answer_modex(const std::string& nspace, pmix_modex_cbfunc_t cbfunc, void* cbdata, pmix_status_t status,
+                  Bytes bytes)
 {
     if (!cbfunc)
         return;
-    if (status != PMIX_SUCCESS || bytes.empty()) {
-        cbfunc(status, nullptr, 0, cbdata, nullptr, nullptr);
-        return;
-    }
-    auto* held = new Bytes(std::move(bytes));
-    cbfunc(status, reinterpret_cast<const char*>(held->data()), held->size(), cbdata,
-           [](void* p) { delete static_cast<Bytes*>(p); }, held);
+    auto* held = status == PMIX_SUCCESS && !bytes.empty() ? new Bytes(std::move(bytes)) : nullptr;
+    run_on_pmix_thread(nspace, [cbfunc, cbdata, status, held] {
+        if (!held) {
+            cbfunc(status, nullptr, 0, cbdata, nullptr, nullptr);
+            return;
+        }
+        cbfunc(status, reinterpret_cast<const char*>(held->data()), held->size(), cbdata,
+               [](void* p) { delete static_cast<Bytes*>(p); }, held);
+    });
 }
 
 // ---- PMIx upcalls: run on PMIx's progress thread; copy, post, return ----
@@ -278,8 +327,7 @@ pmix_status_t on_client_connected(const pmix_proc_t* proc, void*, pmix_op_cbfunc
                           fmt::format("{} exited without connecting to PMIx while other ranks use it",
                                       h.rank_label(gone)));
         }
-        if (cbfunc)
-            cbfunc(PMIX_SUCCESS, cbdata);
+        answer_op(h, cbfunc, cbdata, PMIX_SUCCESS);
     });
     return PMIX_SUCCESS;
 }
@@ -297,8 +345,7 @@ pmix_status_t on_client_finalized(const pmix_proc_t* proc, void*, pmix_op_cbfunc
     // Returning SUCCESS obliges us to call cbfunc, or the client hangs in PMIx_Finalize.
     post_to_host(host, [rank, cbfunc, cbdata](PmixHost::State& h) {
         pmix_log().debug("pmix: {} finalized", h.rank_label(rank));
-        if (cbfunc)
-            cbfunc(PMIX_SUCCESS, cbdata);
+        answer_op(h, cbfunc, cbdata, PMIX_SUCCESS);
     });
     return PMIX_SUCCESS;
 }
@@ -318,11 +365,9 @@ pmix_status_t on_abort(const pmix_proc_t* proc, void*, int status, const char ms
     }
     post_to_host(host, [rank, status, message = std::move(message), cbfunc, cbdata](PmixHost::State& h) {
         pmix_log().info("pmix: {} called PMIx_Abort with status {}: {}", h.rank_label(rank), status, message);
-        if (h.tree.abort)
-            h.tree.abort(rank, status, message);
-        // Releases the client from PMIx_Abort; the daemon is already tearing the job down.
-        if (cbfunc)
-            cbfunc(PMIX_SUCCESS, cbdata);
+        // Release the client first, so its reply is queued before the daemon starts killing ranks.
+        answer_op(h, cbfunc, cbdata, PMIX_SUCCESS);
+        h.report_abort(rank, status, message);
     });
     return PMIX_SUCCESS;
 }
@@ -359,8 +404,8 @@ pmix_status_t on_fence_nb(const pmix_proc_t procs[], std::size_t nprocs, const p
 
     post_to_host(host, [participants = std::move(participants), collect, local_status, timeout_s,
                         local = std::move(local), cbfunc, cbdata](PmixHost::State& h) mutable {
-        auto answer = [cbfunc, cbdata](pmix_status_t status, Bytes bytes) {
-            answer_modex(cbfunc, cbdata, status, std::move(bytes));
+        auto answer = [&h, cbfunc, cbdata](pmix_status_t status, Bytes bytes) {
+            answer_modex(h.job.nspace, cbfunc, cbdata, status, std::move(bytes));
         };
         std::uint64_t id =
             h.add_pending(PmixHost::State::Pending::Kind::fence, participants, std::move(answer), timeout_s);
@@ -392,11 +437,11 @@ pmix_status_t on_direct_modex(const pmix_proc_t* proc, const pmix_info_t info[],
     int timeout_s = timeout_from(info, ninfo);
     post_to_host(host, [rank, timeout_s, cbfunc, cbdata](PmixHost::State& h) {
         if (h.layout.node_of(rank) < 0) {
-            answer_modex(cbfunc, cbdata, PMIX_ERR_NOT_FOUND, {});
+            answer_modex(h.job.nspace, cbfunc, cbdata, PMIX_ERR_NOT_FOUND, {});
             return;
         }
-        auto answer = [cbfunc, cbdata](pmix_status_t status, Bytes bytes) {
-            answer_modex(cbfunc, cbdata, status, std::move(bytes));
+        auto answer = [&h, cbfunc, cbdata](pmix_status_t status, Bytes bytes) {
+            answer_modex(h.job.nspace, cbfunc, cbdata, status, std::move(bytes));
         };
         std::uint64_t id =
             h.add_pending(PmixHost::State::Pending::Kind::direct_modex, {rank}, std::move(answer), timeout_s);
@@ -443,15 +488,9 @@ pmix_status_t unpack_published(const Bytes& bytes, pmix_pdata_t& out)
     int32_t count = 1;
     if (rc == PMIX_SUCCESS)
         rc = PMIx_Data_unpack(nullptr, &buffer, &out.proc, &count, PMIX_PROC);
-    pmix_value_t* value = nullptr;
-    count = 1;
+    count = 1;   // PMIX_VALUE unpacks into an array of pmix_value_t, here the one in `out`
     if (rc == PMIX_SUCCESS)
-        rc = PMIx_Data_unpack(nullptr, &buffer, &value, &count, PMIX_VALUE);
-    if (rc == PMIX_SUCCESS && value) {
-        rc = PMIx_Value_xfer(&out.value, value);
-        PMIx_Value_destruct(value);
-        std::free(value);
-    }
+        rc = PMIx_Data_unpack(nullptr, &buffer, &out.value, &count, PMIX_VALUE);
     PMIX_DATA_BUFFER_DESTRUCT(&buffer);
     return rc;
 }
@@ -490,18 +529,14 @@ pmix_status_t on_publish(const pmix_proc_t* proc, const pmix_info_t info[], std:
             if (!packed) {
                 pmix_log().warn("pmix: publish of '{}' by rank {}: {}", key, copied->publisher.rank,
                                 packed.error().message);
-                if (cbfunc)
-                    cbfunc(PMIX_ERR_PACK_FAILURE, cbdata);
+                answer_op(h, cbfunc, cbdata, PMIX_ERR_PACK_FAILURE);
                 return;
             }
             data.emplace_back(key, std::move(*packed));
         }
         std::uint64_t id = h.add_pending(
             PmixHost::State::Pending::Kind::publish, {},
-            [cbfunc, cbdata](pmix_status_t status, Bytes) {
-                if (cbfunc)
-                    cbfunc(status, cbdata);
-            },
+            [&h, cbfunc, cbdata](pmix_status_t status, Bytes) { answer_op(h, cbfunc, cbdata, status); },
             0);
         h.tree.publish(std::move(data), [weak = h.weak_from_this(), id](Status status) {
             auto self = weak.lock();
@@ -531,26 +566,26 @@ pmix_status_t on_lookup(const pmix_proc_t*, char** keys, const pmix_info_t info[
         auto found_store = std::make_shared<std::vector<std::pair<std::string, Bytes>>>();
         std::uint64_t id = h.add_pending(
             PmixHost::State::Pending::Kind::lookup, {},
-            [cbfunc, cbdata, found_store](pmix_status_t status, Bytes) {
+            [&h, cbfunc, cbdata, found_store](pmix_status_t status, Bytes) {
                 if (!cbfunc)
                     return;
                 auto& found = *found_store;
-                if (status != PMIX_SUCCESS || found.empty()) {
-                    cbfunc(status != PMIX_SUCCESS ? status : PMIX_ERR_NOT_FOUND, nullptr, 0, cbdata);
-                    return;
-                }
                 pmix_pdata_t* pdata = nullptr;
-                PMIX_PDATA_CREATE(pdata, found.size());
-                std::size_t n = 0;
-                for (auto& [key, bytes] : found) {
-                    PMIX_LOAD_KEY(pdata[n].key, key.c_str());
-                    if (unpack_published(bytes, pdata[n]) == PMIX_SUCCESS)
+                std::size_t allocated = status == PMIX_SUCCESS ? found.size() : 0, n = 0;
+                PMIX_PDATA_CREATE(pdata, allocated);
+                for (std::size_t i = 0; i < allocated; ++i) {
+                    PMIX_LOAD_KEY(pdata[n].key, found[i].first.c_str());
+                    if (unpack_published(found[i].second, pdata[n]) == PMIX_SUCCESS)
                         ++n;
                     else
-                        pmix_log().warn("pmix: lookup of '{}': the stored value does not unpack", key);
+                        pmix_log().warn("pmix: lookup of '{}': the stored value does not unpack", found[i].first);
                 }
-                cbfunc(n > 0 ? PMIX_SUCCESS : PMIX_ERR_NOT_FOUND, n > 0 ? pdata : nullptr, n, cbdata);
-                PMIX_PDATA_FREE(pdata, found.size());   // PMIx packed its reply inside cbfunc
+                pmix_status_t rc = status != PMIX_SUCCESS ? status : n > 0 ? PMIX_SUCCESS : PMIX_ERR_NOT_FOUND;
+                run_on_pmix_thread(h.job.nspace, [cbfunc, cbdata, rc, pdata, n, allocated]() mutable {
+                    cbfunc(rc, n > 0 ? pdata : nullptr, n, cbdata);
+                    if (pdata)
+                        PMIX_PDATA_FREE(pdata, allocated);   // PMIx packed its reply inside cbfunc
+                });
             },
             timeout_s);
         h.tree.lookup(std::move(wanted),
@@ -580,10 +615,7 @@ pmix_status_t on_unpublish(const pmix_proc_t*, char** keys, const pmix_info_t[],
     post_to_host(host, [doomed = std::move(doomed), cbfunc, cbdata](PmixHost::State& h) mutable {
         std::uint64_t id = h.add_pending(
             PmixHost::State::Pending::Kind::unpublish, {},
-            [cbfunc, cbdata](pmix_status_t status, Bytes) {
-                if (cbfunc)
-                    cbfunc(status, cbdata);
-            },
+            [&h, cbfunc, cbdata](pmix_status_t status, Bytes) { answer_op(h, cbfunc, cbdata, status); },
             0);
         h.tree.unpublish(std::move(doomed), [weak = h.weak_from_this(), id](Status status) {
             auto self = weak.lock();
@@ -870,13 +902,23 @@ PmixHost::~PmixHost()
         s.complete(id, PMIX_ERR_UNREACH, {});
     s.closed = true;
 
-    OpWait deregistered;
-    PMIx_server_deregister_nspace(s.job.nspace.c_str(), OpWait::callback, &deregistered);
-    if (!deregistered.wait(std::chrono::seconds(10)))
-        pmix_log().warn("pmix: deregistering {} did not complete within 10 s", s.job.nspace);
-    pmix_status_t rc = PMIx_server_finalize();
-    if (rc != PMIX_SUCCESS)
-        pmix_log().warn("pmix: PMIx_server_finalize: {}", pmix_error(rc));
+    // Deregister and finalize on a helper thread with a bound: a PMIx that wedges (seen once in 4.2.2 when a
+    // client was killed while its reply was being built) must not keep the daemon from exiting.
+    auto finished = std::make_shared<std::promise<void>>();
+    auto result = finished->get_future();
+    std::string nspace = s.job.nspace;
+    std::thread([nspace, finished] {
+        OpWait deregistered;
+        PMIx_server_deregister_nspace(nspace.c_str(), OpWait::callback, &deregistered);
+        if (!deregistered.wait(std::chrono::seconds(10)))
+            pmix_log().warn("pmix: deregistering {} did not complete within 10 s", nspace);
+        pmix_status_t rc = PMIx_server_finalize();
+        if (rc != PMIX_SUCCESS)
+            pmix_log().warn("pmix: PMIx_server_finalize: {}", pmix_error(rc));
+        finished->set_value();
+    }).detach();
+    if (result.wait_for(std::chrono::seconds(20)) != std::future_status::ready)
+        pmix_log().error("pmix: PMIx_server_finalize for {} did not return within 20 s; leaving it behind", nspace);
 }
 
 } // namespace canopy

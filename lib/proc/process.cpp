@@ -2,6 +2,7 @@
 #include "proc/process.hpp"
 
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -122,6 +123,9 @@ Result<pid_t> spawn_process(const SpawnRequest& request)
         for (int target = 0; target < 3; ++target)
             if (::dup2(std_fds[target], target) < 0)
                 fail_in_child(report_fd, 3);
+        // Asio's sockets are not close-on-exec: without this a rank would inherit the tree's authenticated
+        // links (and keep a dead daemon's link open).
+        ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
         if (!request.wdir.empty() && ::chdir(request.wdir.c_str()) != 0)
             fail_in_child(report_fd, 0);
         ::execve(argv[0], argv.data(), env);

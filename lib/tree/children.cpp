@@ -4,6 +4,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/read.hpp>
 #include <fmt/format.h>
@@ -141,6 +143,13 @@ void ChildSet::start_child(Child& child)
     }
     SpawnRequest request;
     request.argv = child.launch.argv;
+    const char* path = std::getenv("PATH");
+    auto program = find_program(request.argv[0], path ? path : "");
+    if (!program) {
+        give_up(child, program.error().message);
+        return;
+    }
+    request.argv[0] = *program;
     request.stdin_fd = stdin_pipe->read_end.get();
     request.stdout_fd = stderr_pipe->write_end.get();
     request.stderr_fd = stderr_pipe->write_end.get();

@@ -15,7 +15,8 @@ costs a resolver round trip to a non-loopback server). So, as root, the script r
 private mount namespace (unshare -m) where /etc/hosts is bind-mounted over by a copy that maps
 simNNNN to 127.1.X.Y, the same addresses canopy --sim-nodes uses. Nothing outside the namespace sees it.
 
-Runs are interleaved (each launcher once per round) so background load hits all launchers alike.
+Runs are interleaved (each launcher once per round) so background load hits all launchers alike, and
+each round waits (up to --wait-idle s) for the machine to be idle; the load seen is kept in the JSON.
 Each run must exit 0 and, for `hostname`, print exactly N lines; otherwise the cell is marked failed.
 """
 
@@ -24,7 +25,6 @@ import datetime
 import json
 import os
 import platform
-import re
 import shutil
 import signal
 import statistics
@@ -252,8 +252,19 @@ def measure_rss(args, env):
     return peak
 
 
-def timing_table(args, env, n, program):
-    """canopy's own --timing table (stderr) and JSON for one launch."""
+def timing_table(args, env, n, program, runs=3):
+    """canopy's own --timing table (stderr) and JSON: of `runs` launches on an idle machine, the median one."""
+    tables = []
+    for _ in range(runs):
+        wait_for_idle(args)
+        tables.append(timing_once(args, env, n, program))
+    tables.sort(key=lambda t: (t["json"] or {}).get("wall_seconds", float("inf")))
+    chosen = tables[len(tables) // 2]
+    chosen["walls_of_all_runs"] = [(t["json"] or {}).get("wall_seconds") for t in tables]
+    return chosen
+
+
+def timing_once(args, env, n, program):
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "timing.json")
         proc = subprocess.run([args.canopy, "--sim-nodes", str(n), "--timing=" + path, program],

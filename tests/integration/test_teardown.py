@@ -69,6 +69,22 @@ def test_daemon_killed_mid_job_fails_the_job_naming_its_node(node, sandbox, read
     assert time.monotonic() - killed < 5, "losing a daemon should end the job within seconds"
 
 
+def test_daemon_killed_while_its_ranks_have_children_ends_the_job_and_leaves_nothing(sandbox, ready):
+    # Real ranks are often a shell or a wrapper with the program as its child; those children must neither keep
+    # the dead daemon's connection open (the job would never end) nor outlive the job.
+    job = sandbox.start(["--sim-nodes", "3", "sh", "-c", f"{ready.touch}; sleep 60; true"])
+    ready.wait(3, job)
+    pid = daemon_for_node("sim0002", sandbox.marker)
+    assert pid, "no canopyd for sim0002 found in /proc"
+    os.kill(pid, signal.SIGKILL)
+    killed = time.monotonic()
+    result = sandbox.finish(job, timeout=15)
+    assert result.returncode == 255, result.describe()
+    assert len(result.canopy_lines()) == 1 and "sim0002" in result.canopy_lines()[0], result.describe()
+    assert time.monotonic() - killed < 5, "losing a daemon should end the job within seconds"
+    # The sandbox fixture then checks that no rank process of sim0002, children included, is left.
+
+
 def test_killing_the_launcher_takes_every_daemon_and_rank_with_it(sandbox, ready):
     job = sandbox.start(["--sim-nodes", "7", "--fanout", "2", "--ppn", "2", "sh", "-c", f"{ready.touch}; sleep 60"])
     ready.wait(14, job)

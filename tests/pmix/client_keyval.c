@@ -171,7 +171,7 @@ static void check_values(uint32_t r)
     GETCHECK("k.uint64", PMIX_UINT64, uint64, (uint64_t)((1ULL << 40) + r), "%lu");
     GETCHECK("k.int16", PMIX_INT16, int16, (int16_t)(-300 - (int)r), "%d");
     GETCHECK("k.uint8", PMIX_UINT8, uint8, (uint8_t)(200 + r), "%u");
-    GETCHECK("k.size", PMIX_SIZE, size, (size_t)r * 1000000000ULL, "%zu");
+    GETCHECK("k.size", PMIX_SIZE, size, (size_t)r * (size_t)1000000000, "%zu");
     GETCHECK("k.double", PMIX_DOUBLE, dval, r + 0.25, "%f");
     GETCHECK("k.float", PMIX_FLOAT, fval, r + 0.5f, "%f");
     GETCHECK("k.bool", PMIX_BOOL, flag, (r % 2) == 1, "%d");

@@ -1,0 +1,34 @@
+// A forked helper that outlives canopyd only to clean up: if the daemon dies, even by SIGKILL, it kills every
+// rank's process group (grandchildren included) and removes the node's temp dir.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+#include "proc/process.hpp"
+#include "util/result.hpp"
+
+namespace canopy {
+
+class NodeGuard {
+public:
+    // Forks the guard. It waits for the daemon's end of a pipe to close, which happens however the daemon ends.
+    static Result<NodeGuard> start(const std::string& tmpdir);
+
+    NodeGuard(NodeGuard&&) = default;
+    NodeGuard& operator=(NodeGuard&&) = default;
+
+    // Tells the guard about a rank's process group.
+    void watch_process_group(pid_t group);
+    // On an orderly exit: lets the guard clean up now and reaps it, so it leaves no zombie behind.
+    void finish();
+
+private:
+    NodeGuard(UniqueFd pipe, pid_t pid) : pipe_(std::move(pipe)), pid_(pid) {}
+
+    UniqueFd pipe_;
+    pid_t pid_ = -1;
+};
+
+} // namespace canopy

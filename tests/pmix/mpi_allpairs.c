@@ -1,0 +1,33 @@
+/* Open MPI test: every pair of ranks exchanges a message both ways (all-pairs connectivity).
+ * usage: mpi_allpairs [EXPECTED_SIZE] */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+int main(int argc, char **argv)
+{
+    int rank, size, ok = 1;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (argc > 1 && size != atoi(argv[1])) {
+        fprintf(stderr, "mpi_allpairs: rank %d sees world size %d, expected %s\n", rank, size, argv[1]);
+        ok = 0;
+    }
+    for (int peer = 0; peer < size; ++peer) {
+        if (peer == rank)
+            continue;
+        int out = rank * 10000 + peer, in = -1;
+        MPI_Sendrecv(&out, 1, MPI_INT, peer, 7, &in, 1, MPI_INT, peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (in != peer * 10000 + rank) {
+            fprintf(stderr, "mpi_allpairs: rank %d got %d from %d\n", rank, in, peer);
+            ok = 0;
+        }
+    }
+    int all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("mpi_allpairs: %d ranks, %d pairs %s\n", size, size * (size - 1) / 2, all_ok ? "OK" : "FAILED");
+    MPI_Finalize();
+    return ok ? 0 : 1;
+}

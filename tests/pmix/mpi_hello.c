@@ -1,0 +1,23 @@
+/* Open MPI test: each rank reports its rank, the world size and its host; exits 1 if the size is not EXPECTED.
+ * usage: mpi_hello [EXPECTED_SIZE] */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+int main(int argc, char **argv)
+{
+    int rank, size, len;
+    char host[MPI_MAX_PROCESSOR_NAME];
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Get_processor_name(host, &len);
+    printf("mpi_hello: rank %d of %d on %s\n", rank, size, host);
+    fflush(stdout);
+    int expected = argc > 1 ? atoi(argv[1]) : size;
+    int ok = size == expected;
+    if (!ok)
+        fprintf(stderr, "mpi_hello: rank %d sees world size %d, expected %d\n", rank, size, expected);
+    MPI_Finalize();
+    return ok ? 0 : 1;
+}

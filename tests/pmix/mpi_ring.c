@@ -1,0 +1,43 @@
+/* Open MPI test: a token goes around the ring LAPS times, each rank adding its rank; rank 0 checks the sum.
+ * usage: mpi_ring [EXPECTED_SIZE] */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define LAPS 3
+
+int main(int argc, char **argv)
+{
+    int rank, size, ok = 1;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (argc > 1 && size != atoi(argv[1])) {
+        fprintf(stderr, "mpi_ring: rank %d sees world size %d, expected %s\n", rank, size, argv[1]);
+        ok = 0;
+    }
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+    long token = 0;
+    for (int lap = 0; lap < LAPS; ++lap) {
+        if (rank == 0) {
+            token += rank;
+            MPI_Send(&token, 1, MPI_LONG, next, lap, MPI_COMM_WORLD);
+            MPI_Recv(&token, 1, MPI_LONG, prev, lap, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else {
+            MPI_Recv(&token, 1, MPI_LONG, prev, lap, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            token += rank;
+            MPI_Send(&token, 1, MPI_LONG, next, lap, MPI_COMM_WORLD);
+        }
+    }
+    if (rank == 0) {
+        long expected = (long)LAPS * size * (size - 1) / 2;
+        if (token != expected) {
+            fprintf(stderr, "mpi_ring: token %ld, expected %ld\n", token, expected);
+            ok = 0;
+        } else {
+            printf("mpi_ring: %d ranks, %d laps, token %ld OK\n", size, LAPS, token);
+        }
+    }
+    MPI_Finalize();
+    return ok ? 0 : 1;
+}
