@@ -83,6 +83,9 @@ def daemon_pids(marker=None):
         args = cmdline(pid)
         if not args or os.path.basename(args[0]) != "canopyd":
             continue
+        # Each daemon forks a guard that shares its command line but renames itself.
+        if read_proc(pid, "comm").strip() == b"canopyd-guard":
+            continue
         if marker is not None and marker.encode() not in read_proc(pid, "environ"):
             continue
         state, _ = proc_state_and_ppid(pid)
