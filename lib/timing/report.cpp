@@ -34,6 +34,7 @@ constexpr Description phase_descriptions[] = {
     {"daemon.started", "canopyd began running on its node"},
     {"daemon.connected", "daemon connected to its parent"},
     {"daemon.job_received", "daemon received the job description"},
+    {"daemon.ranks_spawned", "daemon started the last of its ranks"},
     {"rank.spawned", "rank process started"},
     {"rank.exited", "rank process exited"},
     {"rank.runtime", "rank run time, spawn to exit (a duration, not since start)"},
