@@ -70,6 +70,7 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings)
 [[noreturn]] void fail_in_child(int report_fd, int stage)
 {
     ChildFailure failure{stage, errno};
+    ::signal(SIGPIPE, SIG_IGN);   // nobody may be listening: exit 127 rather than die of SIGPIPE
     [[maybe_unused]] auto written = ::write(report_fd, &failure, sizeof failure);
     ::_exit(127);
 }
@@ -133,6 +134,8 @@ Result<pid_t> spawn_process(const SpawnRequest& request)
     }
 
     report->write_end.reset();
+    if (!request.wait_for_exec)
+        return pid;
     ChildFailure failure{};
     ssize_t got;
     do {

@@ -54,9 +54,12 @@ struct SpawnRequest {
     bool own_process_group = true;   // so a whole rank (and what it forks) can be signalled at once
     std::vector<int> cpus;           // sched_setaffinity set; empty: unchanged
     int parent_death_signal = 0;     // PR_SET_PDEATHSIG, 0 for none
+    // Wait until the child has exec'd, to report why it could not. Without waiting, many children start in
+    // parallel, and a child that cannot exec exits with code 127.
+    bool wait_for_exec = true;
 };
 
-// fork/exec; returns once the child has exec'd, or the reason it could not (bad wdir, exec error).
+// fork/exec; returns the pid, or the reason the child could not start (bad wdir, exec error) when waiting.
 Result<pid_t> spawn_process(const SpawnRequest& request);
 
 // PATH search the way execvp does it, but against the ranks' PATH rather than ours.

@@ -154,6 +154,7 @@ void ChildSet::start_child(Child& child)
     request.stdout_fd = stderr_pipe->write_end.get();
     request.stderr_fd = stderr_pipe->write_end.get();
     request.parent_death_signal = SIGTERM;
+    request.wait_for_exec = false;   // the program was found above; start the window's children in parallel
     auto pid = spawn_process(request);
     if (!pid) {
         give_up(child, pid.error().message);
