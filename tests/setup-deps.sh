@@ -6,12 +6,12 @@ packages=(
   # build
   meson ninja-build pkgconf g++
   # libraries
-  libboost-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev libssl-dev libsodium-dev
+  libboost-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev libsodium-dev
   libopenmpi-dev libpmix-dev
   # unit tests
   libgtest-dev libgmock-dev
   # integration tests: a real sshd on loopback, MPI stacks, process and socket inspection, pytest
-  openssh-server openssh-client mpich openmpi-bin procps iproute2 python3 python3-pytest
+  openssh-server openssh-client mpich openmpi-bin python3-mpi4py procps iproute2 python3 python3-pytest
   # benchmarks
   hyperfine
 )

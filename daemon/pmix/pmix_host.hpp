@@ -46,7 +46,8 @@ struct PmixTree {
 class PmixHost {
 public:
     // PMIx_server_init + PMIx_server_register_nspace. Only one PmixHost may exist per process (PMIx's server
-    // state is global); a second start() fails.
+    // state is global); a second start() fails. Sets SIGPIPE to ignored if it was at its default: libpmix writes
+    // to client sockets that may have just closed.
     static Result<std::unique_ptr<PmixHost>> start(boost::asio::io_context& io, PmixJob job, PmixTree tree);
 
     // Register a local rank and return the environment additions ("NAME=value") for its exec: what
@@ -63,7 +64,10 @@ public:
     // Fences, lookups and other requests waiting on the tree right now (for tests and status lines).
     std::size_t pending_requests() const;
 
-    ~PmixHost();   // answers what is still pending with an error, deregisters the nspace, PMIx_server_finalize
+    // Answers what is still pending with an error, deregisters the nspace and calls PMIx_server_finalize (bounded
+    // to 20 s). After an abnormal end (an abort, or ranks that never finalized) it skips the PMIx teardown, which
+    // crashes in PMIx 4.2.2 once clients were killed inside a fence: the process must exit soon after.
+    ~PmixHost();
 
     PmixHost(const PmixHost&) = delete;
     PmixHost& operator=(const PmixHost&) = delete;
@@ -77,5 +81,9 @@ private:
 
 // The environment that makes Open MPI 4.1 use the PMIx server instead of running as a singleton (docs/pmix.md).
 std::vector<std::string> open_mpi_direct_launch_env();
+
+// True once a host skipped PMIx_server_finalize after an abnormal end. PMIx's progress thread then still runs:
+// leave with std::_Exit after flushing, rather than running static destructors under it.
+bool pmix_server_abandoned();
 
 } // namespace canopy

@@ -114,8 +114,11 @@ def run_once(argv, env, timeout):
         # wait blocking in waitpid and let a timer kill a hung launch instead.
         timer = threading.Timer(timeout, os.killpg, (proc.pid, signal.SIGKILL))
         timer.start()
-        rc = proc.wait()
+        _, status, usage = os.wait4(proc.pid, 0)
         seconds = time.perf_counter() - start
+        rc = proc.returncode = os.waitstatus_to_exitcode(status)
+        # CPU of the launcher and every descendant it (or they) waited for: the daemons and ranks.
+        cpu = usage.ru_utime + usage.ru_stime
         if not timer.is_alive():
             rc = "timeout after %.0f s" % timeout
         timer.cancel()
@@ -126,7 +129,7 @@ def run_once(argv, env, timeout):
         # Open MPI warns once per daemon that setpgid failed in sandboxes; that is noise, not failure.
         err_lines = [l for l in err.read().decode(errors="replace").splitlines()
                      if "setpgid" not in l]
-    return {"seconds": seconds, "rc": rc, "lines": len(lines),
+    return {"seconds": seconds, "cpu_seconds": cpu, "rc": rc, "lines": len(lines),
             "stderr_tail": err_lines[-5:], "stragglers": stragglers}
 
 
@@ -174,7 +177,7 @@ def bench_cell(n, program, launchers, args, env):
     cells = {}
     for launcher in launchers:
         argv = command_for(launcher, n, program, args)
-        cells[launcher] = {"argv_head": argv[:3] + ["..."], "times": [], "errors": [],
+        cells[launcher] = {"argv_head": argv[:3] + ["..."], "times": [], "cpu_times": [], "errors": [],
                            "stragglers": 0, "runs_planned": args.runs}
         for _ in range(args.warmup):
             r = run_once(argv, env, args.timeout)
@@ -198,12 +201,15 @@ def bench_cell(n, program, launchers, args, env):
                 cell["errors"].append(problem)
             else:
                 cell["times"].append(r["seconds"])
+                cell["cpu_times"].append(r["cpu_seconds"])
             print("  %-8s %4d nodes  %-12s run %d: %s" % (
                 program, n, launcher, round_ + 1,
-                ("%.3f s" % r["seconds"]) if not problem else "FAILED " + problem),
+                ("%.3f s (CPU %.3f s)" % (r["seconds"], r["cpu_seconds"])) if not problem
+                else "FAILED " + problem),
                 file=sys.stderr, flush=True)
     for cell in cells.values():
         cell["summary"] = summarize(cell["times"])
+        cell["cpu_summary"] = summarize(cell["cpu_times"])
     return cells, background
 
 
@@ -315,6 +321,18 @@ def ratio(a, b):
     if not a or not b:
         return "-"
     return "%.2f" % (a["median"] / b["median"])
+
+
+def print_cpu_table(results, launchers, out=sys.stdout):
+    header = ["program", "nodes"] + ["%s CPU [s]" % c for c in launchers]
+    rows = [[e["program"], str(e["nodes"])] + [fmt_seconds(e["launchers"][c]["cpu_summary"]) for c in launchers]
+            for e in results]
+    widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
+    print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |", file=out)
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|", file=out)
+    for r in rows:
+        print("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |", file=out)
+    print("Median user+system CPU of the launcher and the processes it waited for (daemons, ranks).", file=out)
 
 
 def print_table(results, launchers, runs, out=sys.stdout):
@@ -445,6 +463,8 @@ def main(argv):
         json.dump(report, f, indent=2)
     print()
     print_table(report["results"], launchers, args.runs)
+    print()
+    print_cpu_table(report["results"], launchers)
     for entry in report["results"]:
         for launcher, cell in entry["launchers"].items():
             if cell["errors"]:

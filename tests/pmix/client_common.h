@@ -24,7 +24,7 @@ static int checks = 0, failures = 0;
 #define CHECK_RC(rc, what) CHECK((rc) == PMIX_SUCCESS, "%s: %s", (what), PMIx_Error_string(rc))
 
 /* Gets `key` of `rank` in our namespace; NULL (and a failure) if it is missing or of another type. */
-static pmix_value_t *get_typed(pmix_rank_t rank, const char *key, pmix_data_type_t type,
+static inline pmix_value_t *get_typed(pmix_rank_t rank, const char *key, pmix_data_type_t type,
                                const pmix_info_t *info, size_t ninfo)
 {
     pmix_proc_t proc;
@@ -43,7 +43,7 @@ static pmix_value_t *get_typed(pmix_rank_t rank, const char *key, pmix_data_type
     return val;
 }
 
-static void fence_procs(const pmix_rank_t *ranks, size_t n, int collect)
+static inline void fence_procs(const pmix_rank_t *ranks, size_t n, int collect)
 {
     pmix_proc_t *procs;
     pmix_info_t info;
@@ -58,7 +58,7 @@ static void fence_procs(const pmix_rank_t *ranks, size_t n, int collect)
     PMIX_PROC_FREE(procs, n);
 }
 
-static void fence_all(int collect)
+static inline void fence_all(int collect)
 {
     pmix_proc_t all;
     pmix_info_t info;
@@ -70,7 +70,7 @@ static void fence_all(int collect)
     PMIX_INFO_DESTRUCT(&info);
 }
 
-static int finish(const char *name)
+static inline int finish(const char *name)
 {
     pmix_status_t rc = PMIx_Finalize(NULL, 0);
     if (rc != PMIX_SUCCESS) {

@@ -74,12 +74,13 @@ static void check_job_info(uint32_t size)
                   v->data.string, node_names[node]);
             PMIX_VALUE_RELEASE(v);
         }
+        /* PMIx 4.2.2 answers NODEID, LOCAL_RANK and NODE_RANK for this node's ranks only (docs/pmix.md). */
+        if (node != mynode)
+            continue;
         if ((v = get_typed(r, PMIX_NODEID, PMIX_UINT32, NULL, 0))) {
             CHECK(v->data.uint32 == (uint32_t)node, "NODEID of rank %u %u, expected %d", r, v->data.uint32, node);
             PMIX_VALUE_RELEASE(v);
         }
-        if (node != mynode)
-            continue;
         if ((v = get_typed(r, PMIX_LOCAL_RANK, PMIX_UINT16, NULL, 0))) {
             CHECK(v->data.uint16 == r - first_rank[node], "LOCAL_RANK of rank %u %u, expected %u", r,
                   v->data.uint16, r - first_rank[node]);
@@ -199,25 +200,44 @@ static void check_values(uint32_t r)
 
 static void check_direct_modex(uint32_t size)
 {
-    /* Put a key after the data exchange and read it from others with no fence: PMIx asks the server (and,
-     * for a remote rank, the host's direct_modex) for it. */
+    /* Put a key after the data exchange, then fence WITHOUT collecting data: the key reaches the others only if
+     * their Get goes to the server and, for a rank on another node, through the host's direct_modex. */
     pmix_value_t v, *got;
-    pmix_info_t timeout;
+    pmix_info_t info[2];
     int seconds = 20;
+    bool refresh = true;
     PMIX_VALUE_CONSTRUCT(&v);
     v.type = PMIX_UINT32;
     v.data.uint32 = 5000 + me.rank;
     CHECK_RC(PMIx_Put(PMIX_GLOBAL, "k.late", &v), "PMIx_Put k.late");
     CHECK_RC(PMIx_Commit(), "PMIx_Commit (late)");
-    PMIX_INFO_LOAD(&timeout, PMIX_TIMEOUT, &seconds, PMIX_INT);
+    fence_all(0);
+    PMIX_INFO_LOAD(&info[0], PMIX_TIMEOUT, &seconds, PMIX_INT);
+    /* A remote rank's earlier data is cached from the collecting fence: ask for a fresh copy. (PMIx 4.2.2 refuses
+     * the refresh for a rank on this node, whose data the server has anyway.) */
+    PMIX_INFO_LOAD(&info[1], PMIX_GET_REFRESH_CACHE, &refresh, PMIX_BOOL);
     for (uint32_t k = 1; k < size; ++k) {
         uint32_t r = (me.rank + k) % size;
-        if ((got = get_typed(r, "k.late", PMIX_UINT32, &timeout, 1))) {
+        size_t ninfo = node_of(r) == node_of(me.rank) ? 1 : 2;
+        if ((got = get_typed(r, "k.late", PMIX_UINT32, info, ninfo))) {
             CHECK(got->data.uint32 == 5000 + r, "rank %u k.late %u", r, got->data.uint32);
             PMIX_VALUE_RELEASE(got);
         }
     }
-    PMIX_INFO_DESTRUCT(&timeout);
+    PMIX_INFO_DESTRUCT(&info[0]);
+    PMIX_INFO_DESTRUCT(&info[1]);
+
+    /* A key nobody put: NOT-FOUND within the timeout, never a hang. */
+    seconds = 5;
+    PMIX_INFO_LOAD(&info[0], PMIX_TIMEOUT, &seconds, PMIX_INT);
+    pmix_proc_t other;
+    PMIX_LOAD_PROCID(&other, me.nspace, (me.rank + 1) % size);
+    got = NULL;
+    pmix_status_t rc = PMIx_Get(&other, "k.never", info, 1, &got);
+    CHECK(rc != PMIX_SUCCESS, "PMIx_Get of a key nobody put succeeded");
+    if (got)
+        PMIX_VALUE_RELEASE(got);
+    PMIX_INFO_DESTRUCT(&info[0]);
 }
 
 static void check_subset_fences(uint32_t size)
