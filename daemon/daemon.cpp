@@ -102,7 +102,8 @@ asio::awaitable<void> Daemon::join_parent()
         co_return;
     }
     auto handshake = co_await connect_to_parent(socket, key_, static_cast<std::uint64_t>(args_.position),
-                                                connect_to_parent_timeout_seconds);
+                                                connect_to_parent_timeout_seconds,
+                                                args_.same_clock ? 0 : clock_rounds_between_hosts);
     if (!handshake) {
         tree_log().error("cannot join the tree at {}:{}: {}", args_.parent_host, args_.parent_port,
                          handshake.error().message);
@@ -215,10 +216,11 @@ void Daemon::on_plan(wire::LaunchPlan plan)
     else
         tree_log().warn("{}; ranks may outlive a crashed daemon", guard.error().message);
 
-    // Children first: they are on the critical path of the whole tree, our ranks only of this node.
+    // Children first: they are on the critical path of the whole tree, our ranks only of this node. A leaf
+    // reports itself up before spawning, so tree_up measures the tree, not rank start-up.
     start_children();
-    start_ranks();
     maybe_report_up();
+    start_ranks();
 }
 
 void Daemon::start_children()
@@ -244,7 +246,8 @@ void Daemon::start_children()
         report_error(host, fmt::format("cannot start canopyd on {} via {}: {}", host, plan_->agent, message));
     };
     events.log_line = [this](long position, const std::string& line) {
-        send_up(wire::to_frame(wire::DaemonLog{children_->host_of(position), line}));
+        if (!shutting_down_)   // children cut off by a teardown complain; the root already knows why
+            send_up(wire::to_frame(wire::DaemonLog{children_->host_of(position), line}));
     };
     events.all_finished = [this] { maybe_exit(); };
     children_ = std::make_unique<ChildSet>(io_, reaper_, key_, std::move(events));
@@ -269,7 +272,7 @@ void Daemon::start_children()
         }
         launches.push_back(std::move(*launch));
     }
-    children_->launch(std::move(launches), plan.window, plan.connect_timeout);
+    children_->launch(std::move(launches), plan.window, plan.connect_timeout, plan.simulated);
 }
 
 void Daemon::start_ranks()
@@ -448,6 +451,7 @@ void Daemon::maybe_report_done()
         return;
     reported_done_ = true;
     send_up(wire::to_frame(wire::SubtreeDone{ranks_->total() + subtree_ranks_done_, phases_}));
+    maybe_exit();
 }
 
 void Daemon::shutdown(bool abort)
@@ -468,7 +472,9 @@ void Daemon::shutdown(bool abort)
 
 void Daemon::maybe_exit()
 {
-    if (exiting_ || !shutting_down_)
+    // Once its subtree is done a daemon has nothing left to do: leaving then, rather than on the root's
+    // shutdown, makes an orderly teardown one sweep up the tree instead of a sweep down and one up.
+    if (exiting_ || !(shutting_down_ || reported_done_))
         return;
     if (ranks_ && !ranks_->all_finished())
         return;

@@ -29,6 +29,7 @@ struct DaemonArgs {
     long position = 0;
     std::string bind_address;   // set for simulated nodes
     std::string node_name;      // for log lines until the plan arrives
+    bool same_clock = false;    // the parent runs on this host: no clock offset to measure
     int verbosity = 0;
     std::int64_t started_ns = 0;
 };

@@ -20,7 +20,7 @@
 namespace {
 
 constexpr const char* usage =
-    "usage: canopyd --parent HOST:PORT --position P [--node NAME] [--bind ADDRESS] [-v]\n"
+    "usage: canopyd --parent HOST:PORT --position P [--node NAME] [--bind ADDRESS] [--same-clock] [-v]\n"
     "canopyd is started by canopy (or by another canopyd) on each node of a job; it is not run by hand.\n"
     "It reads the job secret from its standard input.\n";
 
@@ -63,6 +63,8 @@ canopy::Result<canopy::DaemonArgs> parse_args(int argc, char** argv)
             args.node_name = value();
         else if (option == "--bind")
             args.bind_address = value();
+        else if (option == "--same-clock")
+            args.same_clock = true;
         else if (option == "-v")
             ++args.verbosity;
         else if (option == "--version") {

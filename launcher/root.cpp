@@ -78,7 +78,7 @@ int Root::run()
         const auto& host = children_->host_of(position);
         fail(exit_infrastructure, fmt::format("cannot start canopyd on {} via {}: {}", host, plan_.plan.agent, message));
     };
-    events.log_line = [](long, const std::string& line) { fmt::print(stderr, "{}\n", line); };
+    events.log_line = [this](long, const std::string& line) { print_daemon_line(line); };
     events.all_finished = [this] {
         if (ending_)
             finish();
@@ -112,7 +112,7 @@ int Root::run()
         });
     }
 
-    children_->launch(std::move(launches), plan.window, plan.connect_timeout);
+    children_->launch(std::move(launches), plan.window, plan.connect_timeout, plan.simulated);
     io_.run();
     return exit_code_;
 }
@@ -204,7 +204,7 @@ void Root::on_child_frame(long position, wire::Frame frame)
         auto log = wire::decode_frame<wire::DaemonLog>(frame);
         if (!log)
             break;
-        fmt::print(stderr, "{}\n", log->line);
+        print_daemon_line(log->line);
         return;
     }
     default:
@@ -298,6 +298,17 @@ void Root::finish()
     stamp("teardown_done");
     teardown_deadline_.cancel();
     io_.stop();
+}
+
+void Root::print_daemon_line(const std::string& line)
+{
+    // Once the job is being torn down, daemons cut off mid-start complain about it; the user already has the
+    // line that says why the job ended.
+    if (ending_) {
+        tree_log().debug("{}", line);
+        return;
+    }
+    fmt::print(stderr, "{}\n", line);
 }
 
 void Root::print_output(const wire::Output& output)

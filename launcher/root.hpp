@@ -38,6 +38,7 @@ private:
     void on_signal(int signo);
     void start_stdin_forwarding();
     void print_output(const wire::Output& output);
+    void print_daemon_line(const std::string& line);
     // Ends the job: orderly (all ranks done) or abort (failure, signal, timeout).
     void end_job(bool abort, int exit_code);
     void finish();

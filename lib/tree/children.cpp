@@ -38,6 +38,7 @@ Result<ChildLaunch> plan_child_launch(const wire::LaunchPlan& plan, long positio
     if (plan.simulated) {
         command.push_back("--bind");
         command.push_back(simulated_node_address(index));
+        command.push_back("--same-clock");
     }
     for (std::uint32_t i = 0; i < plan.verbosity; ++i)
         command.push_back("-v");
@@ -96,10 +97,11 @@ const std::string& ChildSet::host_of(long position) const
     return it == children_.end() ? unknown : it->second->launch.host;
 }
 
-void ChildSet::launch(std::vector<ChildLaunch> children, std::size_t window, double connect_timeout)
+void ChildSet::launch(std::vector<ChildLaunch> children, std::size_t window, double connect_timeout, bool shared_clock)
 {
     window_ = std::max<std::size_t>(window, 1);
     connect_timeout_ = connect_timeout;
+    clock_rounds_ = shared_clock ? 0 : clock_rounds_between_hosts;
     for (auto& launch : children) {
         long position = launch.position;
         auto child = std::make_unique<Child>();
@@ -286,7 +288,7 @@ asio::awaitable<void> ChildSet::authenticate(std::shared_ptr<tcp::socket> peer)
     auto alive = alive_;
     boost::system::error_code ignored;
     auto remote = peer->remote_endpoint(ignored);   // before the handshake, which may close the socket
-    auto position = co_await accept_child(*peer, key_, handshake_timeout_seconds);
+    auto position = co_await accept_child(*peer, key_, handshake_timeout_seconds, clock_rounds_);
     if (!*alive)
         co_return;
     if (!position) {

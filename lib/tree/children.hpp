@@ -55,8 +55,9 @@ public:
     Status listen(const std::string& address);
     std::string endpoint() const;   // "address:port" for the children's command line
 
-    // Starts children with at most `window` in flight (started but not yet connected).
-    void launch(std::vector<ChildLaunch> children, std::size_t window, double connect_timeout);
+    // Starts children with at most `window` in flight (started but not yet connected). shared_clock: the
+    // children run on this host (simulated nodes), so their clocks need no offset measurement.
+    void launch(std::vector<ChildLaunch> children, std::size_t window, double connect_timeout, bool shared_clock);
 
     void send(long position, std::vector<std::uint8_t> frame);
     void broadcast(const std::vector<std::uint8_t>& frame);
@@ -111,6 +112,7 @@ private:
     std::size_t in_flight_ = 0;
     std::size_t connected_ = 0;
     double connect_timeout_ = 30;
+    int clock_rounds_ = clock_rounds_between_hosts;
     bool finished_reported_ = false;
     bool listening_ = false;
     bool start_scheduled_ = false;

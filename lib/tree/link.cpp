@@ -194,7 +194,8 @@ Error timed_out_or(const Deadline& deadline, const Error& error)
 
 } // namespace
 
-awaitable<Result<std::uint64_t>> accept_child(tcp::socket& socket, const auth::Key& key, double timeout_seconds)
+awaitable<Result<std::uint64_t>> accept_child(tcp::socket& socket, const auth::Key& key, double timeout_seconds,
+                                              int clock_rounds)
 {
     Deadline deadline(socket, timeout_seconds);
     wire::Challenge challenge{auth::generate_nonce()};
@@ -222,7 +223,8 @@ awaitable<Result<std::uint64_t>> accept_child(tcp::socket& socket, const auth::K
 }
 
 awaitable<Result<ParentHandshake>> connect_to_parent(tcp::socket& socket, const auth::Key& key,
-                                                     std::uint64_t position, double timeout_seconds)
+                                                     std::uint64_t position, double timeout_seconds,
+                                                     int clock_rounds)
 {
     Deadline deadline(socket, timeout_seconds);
     auto challenge = co_await read_message<wire::Challenge>(socket);

@@ -62,8 +62,9 @@ private:
 // Parent side of the handshake: challenge, check the child's proof, prove ourselves, answer clock pings.
 // Returns the position the child proved it is.
 // Gives up after timeout_seconds, so a silent stranger cannot hold a connection open.
+// clock_rounds: ping/pong rounds for the clock offset; 0 when parent and child share a clock (same host).
 asio::awaitable<Result<std::uint64_t>> accept_child(tcp::socket& socket, const auth::Key& key,
-                                                    double timeout_seconds);
+                                                    double timeout_seconds, int clock_rounds);
 
 struct ParentHandshake {
     timing::ClockOffset offset;   // parent clock = our clock + offset
@@ -71,9 +72,10 @@ struct ParentHandshake {
 
 // Child side: answer the challenge for `position`, check the parent's proof, and measure the clock offset.
 asio::awaitable<Result<ParentHandshake>> connect_to_parent(tcp::socket& socket, const auth::Key& key,
-                                                           std::uint64_t position, double timeout_seconds);
+                                                           std::uint64_t position, double timeout_seconds,
+                                                           int clock_rounds);
 
-// How many clock ping/pong rounds follow the handshake.
-inline constexpr int clock_rounds = 3;
+// Clock ping/pong rounds after the handshake between different hosts; the smallest round trip wins.
+inline constexpr int clock_rounds_between_hosts = 3;
 
 } // namespace canopy
