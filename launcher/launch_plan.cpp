@@ -161,6 +161,9 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
         return env.error();
 
     bool simulated = options.sim_nodes > 0;
+    if (simulated && options.agent)
+        return make_error("--sim-nodes starts its daemons directly, so a launch agent does not apply; to try an "
+                          "agent, name hosts with --hosts and keep --agent");
     bool on_this_machine = resolved->source == "this machine";
     std::string agent = simulated || on_this_machine ? "local" : options.agent.value_or(config.agent);
     if (auto kind = parse_agent(agent); !kind)

@@ -348,10 +348,10 @@ const std::vector<OptionSpec>& option_table()
          "children each daemon starts at once (config default 32)",
          [](ParseState& s, ArgCursor& c) { return store_count(s.options.window, c); }},
         {{"--agent", "--launcher", "-launcher", "--rsh-agent"}, Takes::value, "SPEC", "Tree and launch agent",
-         "how daemons are started: ssh, rsh, local, or \"exec:CMD %h\"",
+         "how daemons start: ssh, rsh, local, or exec:CMD (%h is the host; without %h it goes first)",
          [](ParseState& s, ArgCursor& c) { return store_string(s.options.agent, c); }},
         {{"-launcher-exec", "--launcher-exec"}, Takes::value, "CMD", "Tree and launch agent",
-         "start daemons with CMD (same as --agent exec:CMD)",
+         "start daemons as CMD HOST canopyd ..., as Hydra does (same as --agent exec:CMD)",
          [](ParseState& s, ArgCursor& c) {
              auto command = take_value(c);
              if (!command) {

@@ -73,20 +73,65 @@ Result<std::vector<std::string>> agent_command(const AgentSettings& settings, co
     case AgentKind::rsh:
         return std::vector<std::string>{settings.rsh_command, host, join_quoted(daemon_command)};
     case AgentKind::exec: {
-        std::string command = settings.spec.substr(5);
-        std::string expanded;
-        for (std::size_t i = 0; i < command.size(); ++i) {
-            if (command[i] == '%' && i + 1 < command.size() && command[i + 1] == 'h') {
-                expanded += shell_quote(host);
-                ++i;
-            } else {
-                expanded += command[i];
+        // Run directly, like pdsh's exec module: %h becomes the host; without %h the host goes first, as for
+        // ssh (and Hydra's -launcher-exec). The daemon command follows as separate words.
+        auto words = split_words(std::string_view(settings.spec).substr(5));
+        if (!words)
+            return words.error();
+        bool has_host = false;
+        for (auto& word : *words) {
+            for (std::size_t at; (at = word.find("%h")) != std::string::npos;) {
+                word.replace(at, 2, host);
+                has_host = true;
             }
         }
-        return std::vector<std::string>{"/bin/sh", "-c", expanded + " " + join_quoted(daemon_command)};
+        if (!has_host)
+            words->push_back(host);
+        words->insert(words->end(), daemon_command.begin(), daemon_command.end());
+        return std::move(*words);
     }
     }
     return make_error("unknown launch agent '{}'", settings.spec);
+}
+
+Result<std::vector<std::string>> split_words(std::string_view command)
+{
+    std::vector<std::string> words;
+    std::string word;
+    bool in_word = false;
+    char quote = 0;
+    for (std::size_t i = 0; i < command.size(); ++i) {
+        char c = command[i];
+        if (quote) {
+            if (c == quote)
+                quote = 0;
+            else if (c == '\\' && quote == '"' && i + 1 < command.size())
+                word += command[++i];
+            else
+                word += c;
+        } else if (c == '\'' || c == '"') {
+            quote = c;
+            in_word = true;
+        } else if (c == '\\' && i + 1 < command.size()) {
+            word += command[++i];
+            in_word = true;
+        } else if (c == ' ' || c == '\t') {
+            if (in_word)
+                words.push_back(std::move(word));
+            word.clear();
+            in_word = false;
+        } else {
+            word += c;
+            in_word = true;
+        }
+    }
+    if (quote)
+        return make_error("launch agent command has an unterminated {} quote: {}", quote, command);
+    if (in_word)
+        words.push_back(std::move(word));
+    if (words.empty())
+        return make_error("launch agent 'exec:' needs a command, e.g. exec:'ssh -p 2222 %h'");
+    return words;
 }
 
 std::string simulated_node_address(long node_index)

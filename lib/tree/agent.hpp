@@ -12,7 +12,7 @@ namespace canopy {
 enum class AgentKind { ssh, rsh, exec, local };
 
 struct AgentSettings {
-    std::string spec = "ssh";                 // ssh | rsh | local | exec:CMD (CMD may use %h for the host)
+    std::string spec = "ssh";                 // ssh | rsh | local | exec:CMD (%h is the host, else it goes first)
     std::string ssh_command = "ssh";
     std::vector<std::string> ssh_args;
     std::string rsh_command = "rsh";
@@ -26,6 +26,10 @@ Result<std::vector<std::string>> agent_command(const AgentSettings& settings, co
 
 // Quotes a word for a POSIX shell (remote commands go through the remote user's shell).
 std::string shell_quote(std::string_view word);
+
+// Splits a command into words the way a shell would for plain words, 'single' and "double" quotes and
+// backslashes (no expansions).
+Result<std::vector<std::string>> split_words(std::string_view command);
 
 // Simulated node i binds 127.1.X.Y: a distinct loopback address per node, without touching 127.0.0.1.
 std::string simulated_node_address(long node_index);
