@@ -312,6 +312,13 @@ void Daemon::start_ranks()
         maybe_report_done();
         maybe_exit();
     };
+    events.all_started = [this] {
+        if (ranks_->total() > 0)
+            phases_.add("daemon.ranks_spawned", since_launch(timing::now_ns()), node_);
+        ranks_started_ = true;
+        maybe_report_spawned();
+        maybe_report_done();
+    };
     events.failed_to_start = [this](long rank, const std::string& message) {
         spawn_log().debug("rank {}: {}", rank, message);
         if (!reported_failure_) {
@@ -319,6 +326,8 @@ void Daemon::start_ranks()
             send_up(wire::to_frame(wire::RankFailed{static_cast<std::uint64_t>(rank), node_, 127, 0, message,
                                                     timing::now_ns() + clock_offset_ns_}));
         }
+        maybe_report_done();
+        maybe_exit();
     };
     ranks_ = std::make_unique<RankSpawner>(io_, reaper_, std::move(events));
 
@@ -352,8 +361,8 @@ void Daemon::start_ranks()
             ranks_->reject(std::move(launches), fmt::format("{} on {}", program.error().message, node_));
         } else {
             ranks_->spawn(*program, job.argv, job.wdir, std::move(launches));
-            phases_.add("daemon.ranks_spawned", since_launch(timing::now_ns()), node_);
         }
+        return;   // all_started carries on
     }
     ranks_started_ = true;
     maybe_report_spawned();

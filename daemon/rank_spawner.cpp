@@ -2,7 +2,9 @@
 #include "rank_spawner.hpp"
 
 #include <signal.h>
+#include <unistd.h>
 
+#include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 
 #include "timing/clock.hpp"
@@ -28,6 +30,7 @@ RankSpawner::~RankSpawner() { *alive_ = false; }
 void RankSpawner::spawn(const std::string& program, const std::vector<std::string>& argv, const std::string& wdir,
                         std::vector<RankLaunch> ranks)
 {
+    forking_ = true;
     for (auto& launch : ranks) {
         auto rank = std::make_unique<Rank>();
         rank->rank = launch.rank;
@@ -48,6 +51,7 @@ void RankSpawner::spawn(const std::string& program, const std::vector<std::strin
             events_.failed_to_start(r.rank, (out ? err.error() : out.error()).message);
             continue;
         }
+        UniqueFd report;
         SpawnRequest request;
         request.argv = argv;
         request.argv[0] = program;
@@ -58,15 +62,22 @@ void RankSpawner::spawn(const std::string& program, const std::vector<std::strin
         request.stdin_fd = in ? in->read_end.get() : -1;
         request.cpus = std::move(launch.cpus);
         request.parent_death_signal = SIGKILL;
+        // Fork them all without waiting for each exec; the report pipes tell how each start went.
+        request.wait_for_exec = false;
+        request.exec_report = &report;
         auto pid = spawn_process(request);
         if (!pid) {
             r.finished = true;
             ++finished_;
+            start_known(r, pid.error().message);
             events_.failed_to_start(r.rank, pid.error().message);
             continue;
         }
         r.pid = *pid;
-        events_.spawned(r.rank, r.pid, timing::now_ns());
+        request.env.reset();   // only argv and wdir are needed to describe a failed exec
+        r.request = std::move(request);
+        r.exec_report = std::make_unique<asio::posix::stream_descriptor>(io_, report.release());
+        await_exec(r);
         r.out.pipe = std::make_unique<asio::posix::stream_descriptor>(io_, out->read_end.release());
         r.err.pipe = std::make_unique<asio::posix::stream_descriptor>(io_, err->read_end.release());
         if (in) {
@@ -80,6 +91,14 @@ void RankSpawner::spawn(const std::string& program, const std::vector<std::strin
             if (!*alive)
                 return;
             Rank& rank = *ranks_.at(id);
+            if (!rank.start_known) {
+                // The exit can overtake the exec report: read what the child left in the pipe now.
+                ssize_t got = ::read(rank.exec_report->native_handle(), rank.report_record.data(),
+                                     rank.report_record.size());
+                start_known(rank, got == static_cast<ssize_t>(rank.report_record.size())
+                                      ? describe_exec_failure(rank.report_record, rank.request)
+                                      : std::string());
+            }
             rank.reaped = true;
             rank.wait_status = status;
             rank.exit_ns = timing::now_ns();
@@ -96,18 +115,62 @@ void RankSpawner::spawn(const std::string& program, const std::vector<std::strin
             maybe_finish(rank);
         });
     }
+    forking_ = false;
+    check_all_started();
+}
+
+void RankSpawner::await_exec(Rank& rank)
+{
+    long id = rank.rank;
+    asio::async_read(*rank.exec_report, asio::buffer(rank.report_record),
+        [this, alive = alive_, id](const boost::system::error_code& error, std::size_t size) {
+            if (!*alive)
+                return;
+            Rank& rank = *ranks_.at(id);
+            if (rank.start_known)
+                return;
+            bool failed = !error && size == rank.report_record.size();
+            start_known(rank, failed ? describe_exec_failure(rank.report_record, rank.request) : std::string());
+        });
+}
+
+void RankSpawner::start_known(Rank& rank, std::string error)
+{
+    if (rank.start_known)
+        return;
+    rank.start_known = true;
+    rank.start_error = std::move(error);
+    rank.exec_report.reset();
+    if (rank.start_error.empty())
+        events_.spawned(rank.rank, rank.pid, timing::now_ns());
+    ++started_known_;
+    check_all_started();
+}
+
+void RankSpawner::check_all_started()
+{
+    if (forking_ || all_started_reported_ || started_known_ < ranks_.size())
+        return;
+    all_started_reported_ = true;
+    if (events_.all_started)
+        events_.all_started();
 }
 
 void RankSpawner::reject(std::vector<RankLaunch> ranks, const std::string& message)
 {
+    forking_ = true;
     for (auto& launch : ranks) {
         auto rank = std::make_unique<Rank>();
         rank->rank = launch.rank;
         rank->finished = true;
+        Rank& r = *rank;
         ranks_.emplace(launch.rank, std::move(rank));
         ++finished_;
         events_.failed_to_start(launch.rank, message);
+        start_known(r, message);
     }
+    forking_ = false;
+    check_all_started();
 }
 
 void RankSpawner::read(Rank& rank, Stream& stream, std::uint8_t id)
@@ -148,7 +211,10 @@ void RankSpawner::maybe_finish(Rank& rank)
     ++finished_;
     if (rank.drain_timer)
         rank.drain_timer->cancel();
-    events_.exited(rank.rank, rank.wait_status, rank.exit_ns);
+    if (!rank.start_error.empty())
+        events_.failed_to_start(rank.rank, rank.start_error);
+    else
+        events_.exited(rank.rank, rank.wait_status, rank.exit_ns);
 }
 
 void RankSpawner::write_stdin(const std::string& data)

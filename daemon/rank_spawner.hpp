@@ -33,7 +33,10 @@ public:
     struct Events {
         // Whole lines (a final partial line only at end of stream).
         std::function<void(long rank, std::uint8_t stream, std::string data)> output;
+        // The rank has exec'd its program.
         std::function<void(long rank, pid_t pid, std::int64_t time_ns)> spawned;
+        // Every rank of this node has exec'd or failed to start.
+        std::function<void()> all_started;
         // The rank has exited and all its output has been forwarded.
         std::function<void(long rank, int wait_status, std::int64_t time_ns)> exited;
         // The rank could not be started; it counts as finished.
@@ -73,11 +76,19 @@ private:
         bool finished = false;
         int wait_status = 0;
         std::int64_t exit_ns = 0;
+        bool start_known = false;        // exec'd, or known to have failed
+        std::string start_error;         // why the program could not start
+        std::unique_ptr<asio::posix::stream_descriptor> exec_report;
+        std::array<std::uint8_t, exec_report_size> report_record;
+        SpawnRequest request;            // kept to describe a failed exec
         Stream out, err;
         std::unique_ptr<asio::steady_timer> drain_timer;
     };
 
     void read(Rank& rank, Stream& stream, std::uint8_t id);
+    void await_exec(Rank& rank);
+    void start_known(Rank& rank, std::string error);
+    void check_all_started();
     void maybe_finish(Rank& rank);
     void write_next_stdin();
 
@@ -86,6 +97,9 @@ private:
     Events events_;
     std::map<long, std::unique_ptr<Rank>> ranks_;
     std::size_t finished_ = 0;
+    std::size_t started_known_ = 0;
+    bool forking_ = false;               // all_started waits until every rank has been forked
+    bool all_started_reported_ = false;
     std::unique_ptr<asio::posix::stream_descriptor> stdin_pipe_;
     std::deque<std::string> stdin_queue_;
     bool stdin_writing_ = false;

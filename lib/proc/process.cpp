@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <sstream>
@@ -56,6 +58,7 @@ struct ChildFailure {
     int stage;   // 0 chdir, 1 exec, 2 affinity, 3 stdio
     int error;
 };
+static_assert(sizeof(ChildFailure) == exec_report_size);
 
 std::vector<char*> c_strings(const std::vector<std::string>& strings)
 {
@@ -133,25 +136,39 @@ Result<pid_t> spawn_process(const SpawnRequest& request)
         fail_in_child(report_fd, 1);
     }
 
+    // Both sides set the group (the classic race fix): a signal to the group right after we return must not
+    // miss a child that has not run yet.
+    if (request.own_process_group)
+        ::setpgid(pid, pid);
     report->write_end.reset();
-    if (!request.wait_for_exec)
+    if (!request.wait_for_exec) {
+        if (request.exec_report)
+            *request.exec_report = std::move(report->read_end);
         return pid;
-    ChildFailure failure{};
+    }
+    std::array<std::uint8_t, exec_report_size> record;
     ssize_t got;
     do {
-        got = ::read(report->read_end.get(), &failure, sizeof failure);
+        got = ::read(report->read_end.get(), record.data(), record.size());
     } while (got < 0 && errno == EINTR);
-    if (got == static_cast<ssize_t>(sizeof failure)) {
+    if (got == static_cast<ssize_t>(record.size())) {
         int status;
         ::waitpid(pid, &status, 0);
-        switch (failure.stage) {
-        case 0: return make_error("cannot change to directory {}: {}", request.wdir, std::strerror(failure.error));
-        case 1: return make_error("cannot execute {}: {}", request.argv[0], std::strerror(failure.error));
-        case 2: return make_error("cannot bind to the requested CPUs: {}", std::strerror(failure.error));
-        default: return make_error("cannot set up standard streams: {}", std::strerror(failure.error));
-        }
+        return Error{describe_exec_failure(record, request)};
     }
     return pid;
+}
+
+std::string describe_exec_failure(std::span<const std::uint8_t> record, const SpawnRequest& request)
+{
+    ChildFailure failure{};
+    std::memcpy(&failure, record.data(), std::min(record.size(), sizeof failure));
+    switch (failure.stage) {
+    case 0: return fmt::format("cannot change to directory {}: {}", request.wdir, std::strerror(failure.error));
+    case 1: return fmt::format("cannot execute {}: {}", request.argv[0], std::strerror(failure.error));
+    case 2: return fmt::format("cannot bind to the requested CPUs: {}", std::strerror(failure.error));
+    default: return fmt::format("cannot set up standard streams: {}", std::strerror(failure.error));
+    }
 }
 
 Result<std::string> find_program(const std::string& name, const std::string& path_variable)

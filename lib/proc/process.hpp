@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -57,7 +58,13 @@ struct SpawnRequest {
     // Wait until the child has exec'd, to report why it could not. Without waiting, many children start in
     // parallel, and a child that cannot exec exits with code 127.
     bool wait_for_exec = true;
+    // Without waiting: receives the read end of the exec report pipe. It reaches end-of-file once the child has
+    // exec'd, or first carries an exec_report_size record saying why it could not (describe_exec_failure).
+    UniqueFd* exec_report = nullptr;
 };
+
+inline constexpr std::size_t exec_report_size = 2 * sizeof(int);
+std::string describe_exec_failure(std::span<const std::uint8_t> record, const SpawnRequest& request);
 
 // fork/exec; returns the pid, or the reason the child could not start (bad wdir, exec error) when waiting.
 Result<pid_t> spawn_process(const SpawnRequest& request);
