@@ -11,38 +11,18 @@
 #include <unordered_map>
 
 #include "hosts/hostlist.hpp"
+#include "util/text.hpp"
 
 namespace canopy {
 namespace {
 
-bool is_space(char c)
-{
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-}
-
-std::string_view trim(std::string_view s)
-{
-    while (!s.empty() && is_space(s.front()))
-        s.remove_prefix(1);
-    while (!s.empty() && is_space(s.back()))
-        s.remove_suffix(1);
-    return s;
-}
-
 // A decimal in 1..INT_MAX, or nothing.
 std::optional<int> parse_positive(std::string_view text)
 {
-    if (text.empty() || text.size() > 10)
+    auto value = parse_decimal(text, 10);
+    if (!value || *value < 1 || *value > std::numeric_limits<int>::max())
         return std::nullopt;
-    long value = 0;
-    for (char c : text) {
-        if (c < '0' || c > '9')
-            return std::nullopt;
-        value = value * 10 + (c - '0');
-    }
-    if (value < 1 || value > std::numeric_limits<int>::max())
-        return std::nullopt;
-    return static_cast<int>(value);
+    return static_cast<int>(*value);
 }
 
 // Splits at whitespace, except inside brackets ("n[1, 3]") and around '=' so that "slots = 4" reads as

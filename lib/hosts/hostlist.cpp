@@ -4,40 +4,15 @@
 #include <cstddef>
 #include <optional>
 
+#include "util/text.hpp"
+
 namespace canopy {
 namespace {
 
 // Enough digits for any value to fit in a long.
 constexpr std::size_t max_number_digits = 18;
 
-bool is_space(char c)
-{
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-}
-
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-
-std::string_view trim(std::string_view s)
-{
-    while (!s.empty() && is_space(s.front()))
-        s.remove_prefix(1);
-    while (!s.empty() && is_space(s.back()))
-        s.remove_suffix(1);
-    return s;
-}
-
-std::optional<long> parse_number(std::string_view digits)
-{
-    if (digits.empty() || digits.size() > max_number_digits)
-        return std::nullopt;
-    long value = 0;
-    for (char c : digits) {
-        if (!is_digit(c))
-            return std::nullopt;
-        value = value * 10 + (c - '0');
-    }
-    return value;
-}
+std::optional<long> parse_number(std::string_view digits) { return parse_decimal(digits, max_number_digits); }
 
 std::string pad(long value, std::size_t width) { return fmt::format("{:0{}d}", value, width); }
 

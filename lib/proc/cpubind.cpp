@@ -7,22 +7,17 @@
 #include <cerrno>
 #include <optional>
 
+#include "util/text.hpp"
+
 namespace canopy {
 namespace {
 
 std::optional<int> parse_cpu(std::string_view text)
 {
-    if (text.empty() || text.size() > 9)
+    auto value = parse_decimal(text, 9);
+    if (!value || *value > max_cpu_id)
         return std::nullopt;
-    long value = 0;
-    for (char c : text) {
-        if (c < '0' || c > '9')
-            return std::nullopt;
-        value = value * 10 + (c - '0');
-    }
-    if (value > max_cpu_id)
-        return std::nullopt;
-    return static_cast<int>(value);
+    return static_cast<int>(*value);
 }
 
 // Parses one list entry such as "0-3,8" into a sorted set.

@@ -1,0 +1,32 @@
+// Small text helpers shared by the parsers.
+#include "util/text.hpp"
+
+namespace canopy {
+
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+std::string_view trim(std::string_view text)
+{
+    while (!text.empty() && is_space(text.front()))
+        text.remove_prefix(1);
+    while (!text.empty() && is_space(text.back()))
+        text.remove_suffix(1);
+    return text;
+}
+
+std::optional<long> parse_decimal(std::string_view digits, std::size_t max_digits)
+{
+    if (digits.empty() || digits.size() > max_digits)
+        return std::nullopt;
+    long value = 0;
+    for (char c : digits) {
+        if (!is_digit(c))
+            return std::nullopt;
+        value = value * 10 + (c - '0');
+    }
+    return value;
+}
+
+} // namespace canopy

@@ -1,0 +1,17 @@
+// Small text helpers shared by the parsers (hostlists, hostfiles, CPU lists).
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string_view>
+
+namespace canopy {
+
+bool is_space(char c);
+bool is_digit(char c);
+std::string_view trim(std::string_view text);
+
+// A plain decimal number (digits only, at most max_digits of them), or nothing.
+std::optional<long> parse_decimal(std::string_view digits, std::size_t max_digits);
+
+} // namespace canopy
