@@ -228,7 +228,7 @@ void Daemon::start_children()
     const auto& plan = *plan_;
     Topology topology(static_cast<long>(plan.hosts.size()), static_cast<long>(plan.fanout));
     auto positions = topology.children(args_.position);
-    child_count_ = positions.size();
+    progress_.set_children(positions.size());
     if (positions.empty())
         return;
 
@@ -374,30 +374,24 @@ void Daemon::on_child_frame(long position, wire::Frame frame)
     switch (static_cast<wire::MessageType>(frame.type)) {
     case wire::MessageType::subtree_up: {
         auto up = wire::decode_frame<wire::SubtreeUp>(frame);
-        if (!up || child_state_[position] >= 1)
+        if (!up || !progress_.record(position, SubtreeStep::up))
             break;
-        child_state_[position] = 1;
-        ++children_up_;
         subtree_daemons_ += up->daemons;
         maybe_report_up();
         return;
     }
     case wire::MessageType::subtree_spawned: {
         auto spawned = wire::decode_frame<wire::SubtreeSpawned>(frame);
-        if (!spawned || child_state_[position] != 1)
+        if (!spawned || !progress_.record(position, SubtreeStep::spawned))
             break;
-        child_state_[position] = 2;
-        ++children_spawned_;
         subtree_spawned_ += spawned->ranks;
         maybe_report_spawned();
         return;
     }
     case wire::MessageType::subtree_done: {
         auto done = wire::decode_frame<wire::SubtreeDone>(frame);
-        if (!done || child_state_[position] != 2)
+        if (!done || !progress_.record(position, SubtreeStep::done))
             break;
-        child_state_[position] = 3;
-        ++children_done_;
         subtree_ranks_done_ += done->ranks;
         phases_.merge(done->phases);
         maybe_report_done();
@@ -423,7 +417,7 @@ void Daemon::on_child_frame(long position, wire::Frame frame)
 
 void Daemon::on_child_closed(long position, const std::string& reason)
 {
-    if (child_state_[position] == 3 || shutting_down_)
+    if (progress_.is_done(position) || shutting_down_)
         return;
     const auto& host = children_->host_of(position);
     report_error(host, fmt::format("lost canopyd on {}: {}", host,
@@ -437,7 +431,7 @@ void Daemon::on_child_closed(long position, const std::string& reason)
 
 void Daemon::maybe_report_up()
 {
-    if (reported_up_ || !plan_ || children_up_ < child_count_)
+    if (reported_up_ || !plan_ || !progress_.all(SubtreeStep::up))
         return;
     reported_up_ = true;
     send_up(wire::to_frame(wire::SubtreeUp{subtree_daemons_}));
@@ -447,7 +441,7 @@ void Daemon::maybe_report_up()
 void Daemon::maybe_report_spawned()
 {
     // The parent expects up, spawned and done in that order, whatever order they happen in here.
-    if (reported_spawned_ || !reported_up_ || !ranks_started_ || children_spawned_ < child_count_)
+    if (reported_spawned_ || !reported_up_ || !ranks_started_ || !progress_.all(SubtreeStep::spawned))
         return;
     reported_spawned_ = true;
     send_up(wire::to_frame(wire::SubtreeSpawned{ranks_->total() + subtree_spawned_}));
@@ -456,7 +450,7 @@ void Daemon::maybe_report_spawned()
 
 void Daemon::maybe_report_done()
 {
-    if (reported_done_ || !reported_spawned_ || !ranks_->all_finished() || children_done_ < child_count_)
+    if (reported_done_ || !reported_spawned_ || !ranks_->all_finished() || !progress_.all(SubtreeStep::done))
         return;
     reported_done_ = true;
     send_up(wire::to_frame(wire::SubtreeDone{ranks_->total() + subtree_ranks_done_, phases_}));

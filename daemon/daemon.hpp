@@ -18,6 +18,7 @@
 #include "timing/sketch.hpp"
 #include "tree/children.hpp"
 #include "tree/link.hpp"
+#include "tree/subtree_progress.hpp"
 #include "wire/auth.hpp"
 #include "wire/messages.hpp"
 
@@ -85,10 +86,8 @@ private:
     std::int64_t connected_ns_ = 0;
     timing::PhaseSet phases_;
 
-    std::size_t child_count_ = 0;
-    std::size_t children_up_ = 0, children_spawned_ = 0, children_done_ = 0;
+    SubtreeProgress progress_;
     std::uint64_t subtree_daemons_ = 1, subtree_spawned_ = 0, subtree_ranks_done_ = 0;
-    std::map<long, int> child_state_;   // 1 up, 2 spawned, 3 done
     std::map<long, std::int64_t> rank_spawn_ns_;
     bool ranks_started_ = false;
     bool reported_up_ = false, reported_spawned_ = false, reported_done_ = false;

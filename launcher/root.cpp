@@ -63,7 +63,7 @@ int Root::run()
     auto& plan = plan_.plan;
     Topology topology(static_cast<long>(plan.hosts.size()), static_cast<long>(plan.fanout));
     auto positions = topology.children(0);
-    child_count_ = positions.size();
+    progress_.set_children(positions.size());
 
     ChildSet::Events events;
     events.connected = [this](long position) {
@@ -122,11 +122,10 @@ void Root::on_child_frame(long position, wire::Frame frame)
     switch (static_cast<wire::MessageType>(frame.type)) {
     case wire::MessageType::subtree_up: {
         auto up = wire::decode_frame<wire::SubtreeUp>(frame);
-        if (!up || child_state_[position] >= 1)
+        if (!up || !progress_.record(position, SubtreeStep::up))
             break;
-        child_state_[position] = 1;
         daemons_up_ += up->daemons;
-        if (++children_up_ == child_count_) {
+        if (progress_.all(SubtreeStep::up)) {
             stamp("tree_up");
             tree_log().info("{} daemons up", daemons_up_);
             start_stdin_forwarding();
@@ -135,20 +134,18 @@ void Root::on_child_frame(long position, wire::Frame frame)
     }
     case wire::MessageType::subtree_spawned: {
         auto spawned = wire::decode_frame<wire::SubtreeSpawned>(frame);
-        if (!spawned || child_state_[position] != 1)
+        if (!spawned || !progress_.record(position, SubtreeStep::spawned))
             break;
-        child_state_[position] = 2;
-        if (++children_spawned_ == child_count_)
+        if (progress_.all(SubtreeStep::spawned))
             stamp("ranks_spawned");
         return;
     }
     case wire::MessageType::subtree_done: {
         auto done = wire::decode_frame<wire::SubtreeDone>(frame);
-        if (!done || child_state_[position] != 2)
+        if (!done || !progress_.record(position, SubtreeStep::done))
             break;
-        child_state_[position] = 3;
         phases_.merge(done->phases);
-        if (++children_done_ == child_count_) {
+        if (progress_.all(SubtreeStep::done)) {
             stamp("ranks_exited");
             end_job(false, exit_code_);
         }
@@ -216,7 +213,7 @@ void Root::on_child_frame(long position, wire::Frame frame)
 
 void Root::on_child_closed(long position, const std::string& reason)
 {
-    if (ending_ || child_state_[position] == 3)
+    if (ending_ || progress_.is_done(position))
         return;
     const auto& host = children_->host_of(position);
     fail(exit_infrastructure, fmt::format("lost canopyd on {}: {}", host,

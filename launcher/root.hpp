@@ -16,6 +16,7 @@
 #include "timing/report.hpp"
 #include "timing/sketch.hpp"
 #include "tree/children.hpp"
+#include "tree/subtree_progress.hpp"
 #include "wire/auth.hpp"
 
 namespace canopy {
@@ -58,9 +59,7 @@ private:
     std::vector<timing::Stamp> timeline_;
     timing::PhaseSet phases_;
 
-    std::size_t child_count_ = 0;
-    std::map<long, int> child_state_;   // 1 up, 2 spawned, 3 done
-    std::size_t children_up_ = 0, children_spawned_ = 0, children_done_ = 0;
+    SubtreeProgress progress_;
     std::uint64_t daemons_up_ = 0;
     bool ending_ = false;
     bool finished_ = false;

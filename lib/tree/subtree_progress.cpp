@@ -1,0 +1,22 @@
+// A parent's view of its children's reports.
+#include "tree/subtree_progress.hpp"
+
+namespace canopy {
+
+bool SubtreeProgress::record(long position, SubtreeStep step)
+{
+    SubtreeStep& current = steps_[position];
+    if (static_cast<int>(step) != static_cast<int>(current) + 1)
+        return false;
+    current = step;
+    ++reached_[static_cast<int>(step)];
+    return true;
+}
+
+bool SubtreeProgress::is_done(long position) const
+{
+    auto it = steps_.find(position);
+    return it != steps_.end() && it->second == SubtreeStep::done;
+}
+
+} // namespace canopy
