@@ -212,11 +212,7 @@ void ChildSet::read_stderr(Child& child)
             Child& child = *children_.at(position);
             take_stderr(child, std::string_view(child.stderr_buffer.data(), size));
             if (error) {
-                if (!child.stderr_partial.empty()) {
-                    child.recent_stderr.push_back(child.stderr_partial);
-                    events_.log_line(position, child.stderr_partial);
-                    child.stderr_partial.clear();
-                }
+                take_stderr(child, "\n");   // an unfinished last line still counts
                 child.stderr_stream.reset();
                 return;
             }
@@ -228,6 +224,8 @@ void ChildSet::drain_stderr(Child& child)
 {
     if (!child.stderr_stream)
         return;
+    boost::system::error_code ignored;
+    child.stderr_stream->non_blocking(true, ignored);   // a grandchild may still hold the pipe open
     char buffer[4096];
     for (;;) {
         ssize_t got = ::read(child.stderr_stream->native_handle(), buffer, sizeof buffer);
@@ -235,10 +233,7 @@ void ChildSet::drain_stderr(Child& child)
             break;
         take_stderr(child, std::string_view(buffer, static_cast<std::size_t>(got)));
     }
-    if (!child.stderr_partial.empty()) {
-        child.recent_stderr.push_back(child.stderr_partial);
-        child.stderr_partial.clear();
-    }
+    take_stderr(child, "\n");
 }
 
 void ChildSet::take_stderr(Child& child, std::string_view data)
@@ -246,16 +241,19 @@ void ChildSet::take_stderr(Child& child, std::string_view data)
     long position = child.launch.position;
     child.stderr_partial.append(data);
     std::size_t start = 0;
-            for (std::size_t newline; (newline = child.stderr_partial.find('\n', start)) != std::string::npos;
-                 start = newline + 1) {
-                std::string line = child.stderr_partial.substr(start, newline - start);
-                if (line.empty())
-                    continue;
-                child.recent_stderr.push_back(line);
-                if (child.recent_stderr.size() > kept_stderr_lines)
-                    child.recent_stderr.pop_front();
-                events_.log_line(position, line);
-            }
+    for (std::size_t newline; (newline = child.stderr_partial.find('\n', start)) != std::string::npos;
+         start = newline + 1) {
+        std::string line = child.stderr_partial.substr(start, newline - start);
+        if (line.empty())
+            continue;
+        child.recent_stderr.push_back(line);
+        if (child.recent_stderr.size() > kept_stderr_lines)
+            child.recent_stderr.pop_front();
+        // Before the child connects, what the agent says (ssh warnings, why it failed) belongs in the failure
+        // message, if there is one; afterwards the lines are the daemon's own log.
+        if (child.connected)
+            events_.log_line(position, line);
+    }
     child.stderr_partial.erase(0, start);
 }
 

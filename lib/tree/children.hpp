@@ -42,7 +42,7 @@ public:
         std::function<void(long position, const std::string& reason)> closed;
         // The child never connected: the agent failed, or the connect timeout passed.
         std::function<void(long position, const std::string& message)> start_failed;
-        // A line the agent or the child daemon wrote to stderr.
+        // A line the child daemon (or its agent) wrote to stderr after it connected.
         std::function<void(long position, const std::string& line)> log_line;
         // Every child's link has closed and every agent process has been reaped.
         std::function<void()> all_finished;
