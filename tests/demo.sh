@@ -2,12 +2,7 @@
 # Builds canopy and runs a small job on 8 simulated nodes, printing its output and where startup time went.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build_dir=${BUILD_DIR:-build}
-
-if [[ ! -f $build_dir/build.ninja ]]; then
-  meson setup "$build_dir"
-fi
-ninja -C "$build_dir" -j2
+build_dir=$(tests/build.sh)
 
 cat <<INFO
 

@@ -3,12 +3,7 @@
 # Extra arguments go to meson test, e.g. tests/run.sh --suite unit. BUILD_DIR picks the build directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build_dir=${BUILD_DIR:-build}
-
-if [[ ! -f $build_dir/build.ninja ]]; then
-  meson setup "$build_dir"
-fi
-ninja -C "$build_dir" -j2
+build_dir=$(tests/build.sh)
 
 status=0
 meson test -C "$build_dir" --print-errorlogs "$@" || status=$?
