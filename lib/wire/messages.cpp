@@ -24,6 +24,10 @@ const char* message_name(std::uint8_t type)
     case MessageType::rank_failed: return "rank-failed";
     case MessageType::daemon_error: return "daemon-error";
     case MessageType::daemon_log: return "daemon-log";
+    case MessageType::fence_up: return "fence-up";
+    case MessageType::fence_down: return "fence-down";
+    case MessageType::routed_request: return "routed-request";
+    case MessageType::routed_reply: return "routed-reply";
     }
     return "unknown";
 }
@@ -74,6 +78,46 @@ void decode_phases(Reader& reader, timing::PhaseSet& phases)
         }
         if (reader.ok())
             phases.merge_phase(name, timing::Sketch::from_data(std::move(data)));
+    }
+}
+
+// Sorted ranks as runs (first, length): a whole node's or a contiguous block's ranks cost a few bytes.
+void encode_ranks(Writer& writer, const std::vector<long>& ranks)
+{
+    std::vector<std::pair<long, long>> runs;
+    for (long rank : ranks) {
+        if (!runs.empty() && runs.back().first + runs.back().second == rank)
+            ++runs.back().second;
+        else
+            runs.emplace_back(rank, 1);
+    }
+    writer.varint(runs.size());
+    for (const auto& [first, length] : runs) {
+        writer.varint(static_cast<std::uint64_t>(first));
+        writer.varint(static_cast<std::uint64_t>(length));
+    }
+}
+
+// Caps what a hostile run length can make us allocate.
+constexpr std::uint64_t max_ranks_in_a_set = 1u << 24;
+
+void decode_ranks(Reader& reader, std::vector<long>& ranks)
+{
+    std::size_t runs = reader.count();
+    std::uint64_t total = 0;
+    long next_allowed = 0;
+    for (std::size_t i = 0; i < runs && reader.ok(); ++i) {
+        auto first = reader.varint();
+        auto length = reader.varint();
+        total += length;
+        if (length == 0 || total > max_ranks_in_a_set || first < static_cast<std::uint64_t>(next_allowed) ||
+            first > max_ranks_in_a_set) {
+            reader.fail();   // unsorted, overlapping or oversized: not something we sent
+            return;
+        }
+        for (std::uint64_t r = 0; r < length; ++r)
+            ranks.push_back(static_cast<long>(first + r));
+        next_allowed = static_cast<long>(first + length);
     }
 }
 
@@ -321,6 +365,75 @@ Status decode(Reader& reader, DaemonLog& message)
 {
     message.node = reader.string();
     message.line = reader.string();
+    return {};
+}
+
+void encode(Writer& writer, const FenceUp& message)
+{
+    encode_ranks(writer, message.participants);
+    writer.varint(message.sequence);
+    writer.i64(message.status);
+    writer.bytes(message.blob);
+}
+Status decode(Reader& reader, FenceUp& message)
+{
+    decode_ranks(reader, message.participants);
+    message.sequence = reader.varint();
+    message.status = static_cast<std::int32_t>(reader.i64());
+    message.blob = reader.bytes();
+    return {};
+}
+
+void encode(Writer& writer, const FenceDown& message)
+{
+    encode_ranks(writer, message.participants);
+    writer.varint(message.sequence);
+    writer.i64(message.status);
+    writer.bytes(message.blob);
+}
+Status decode(Reader& reader, FenceDown& message)
+{
+    decode_ranks(reader, message.participants);
+    message.sequence = reader.varint();
+    message.status = static_cast<std::int32_t>(reader.i64());
+    message.blob = reader.bytes();
+    return {};
+}
+
+void encode(Writer& writer, const RoutedRequest& message)
+{
+    writer.varint(message.id);
+    writer.varint(message.from);
+    writer.varint(message.target);
+    writer.u8(static_cast<std::uint8_t>(message.op));
+    writer.bytes(message.payload);
+}
+Status decode(Reader& reader, RoutedRequest& message)
+{
+    message.id = reader.varint();
+    message.from = reader.varint();
+    message.target = reader.varint();
+    auto op = reader.u8();
+    if (op < 1 || op > 4)
+        return make_error("routed request names unknown operation {}", op);
+    message.op = static_cast<RoutedOp>(op);
+    message.payload = reader.bytes();
+    return {};
+}
+
+void encode(Writer& writer, const RoutedReply& message)
+{
+    writer.varint(message.id);
+    writer.varint(message.to);
+    writer.i64(message.status);
+    writer.bytes(message.payload);
+}
+Status decode(Reader& reader, RoutedReply& message)
+{
+    message.id = reader.varint();
+    message.to = reader.varint();
+    message.status = static_cast<std::int32_t>(reader.i64());
+    message.payload = reader.bytes();
     return {};
 }
 

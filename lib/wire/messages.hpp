@@ -32,6 +32,11 @@ enum class MessageType : std::uint8_t {
     rank_failed = 24,
     daemon_error = 25,
     daemon_log = 26,
+    // Collectives over the tree (PMIx fences, direct modex, publish/lookup).
+    fence_up = 30,
+    fence_down = 31,
+    routed_request = 32,
+    routed_reply = 33,
 };
 
 const char* message_name(std::uint8_t type);
@@ -163,6 +168,46 @@ struct DaemonLog {
     std::string line;
 };
 
+// A fence's contribution from one subtree, sent when every participant below has arrived.
+struct FenceUp {
+    static constexpr MessageType type = MessageType::fence_up;
+    std::vector<long> participants;   // sorted ranks; empty = the whole job
+    std::uint64_t sequence = 0;
+    std::int32_t status = 0;          // non-zero: a participant below failed, the fence fails everywhere
+    std::vector<std::uint8_t> blob;
+};
+
+// A fence's result, broadcast from the root to the subtrees that took part.
+struct FenceDown {
+    static constexpr MessageType type = MessageType::fence_down;
+    std::vector<long> participants;
+    std::uint64_t sequence = 0;
+    std::int32_t status = 0;
+    std::vector<std::uint8_t> blob;
+};
+
+// What a routed request asks for.
+enum class RoutedOp : std::uint8_t { direct_modex = 1, publish = 2, lookup = 3, unpublish = 4 };
+
+// A request for one position (the root for the job-wide store, a rank's node for direct modex), carried hop by
+// hop along tree links; the reply goes back to `from` the same way.
+struct RoutedRequest {
+    static constexpr MessageType type = MessageType::routed_request;
+    std::uint64_t id = 0;          // unique per requester
+    std::uint64_t from = 0;        // requester's position
+    std::uint64_t target = 0;      // position that answers
+    RoutedOp op = RoutedOp::direct_modex;
+    std::vector<std::uint8_t> payload;
+};
+
+struct RoutedReply {
+    static constexpr MessageType type = MessageType::routed_reply;
+    std::uint64_t id = 0;
+    std::uint64_t to = 0;          // the requester's position
+    std::int32_t status = 0;
+    std::vector<std::uint8_t> payload;
+};
+
 // One encode/decode pair per message; decode leaves trailing-byte checks to decode_frame.
 void encode(Writer& writer, const Challenge& message);
 Status decode(Reader& reader, Challenge& message);
@@ -196,6 +241,14 @@ void encode(Writer& writer, const DaemonError& message);
 Status decode(Reader& reader, DaemonError& message);
 void encode(Writer& writer, const DaemonLog& message);
 Status decode(Reader& reader, DaemonLog& message);
+void encode(Writer& writer, const FenceUp& message);
+Status decode(Reader& reader, FenceUp& message);
+void encode(Writer& writer, const FenceDown& message);
+Status decode(Reader& reader, FenceDown& message);
+void encode(Writer& writer, const RoutedRequest& message);
+Status decode(Reader& reader, RoutedRequest& message);
+void encode(Writer& writer, const RoutedReply& message);
+Status decode(Reader& reader, RoutedReply& message);
 
 template <typename M>
 std::vector<std::uint8_t> to_frame(const M& message)

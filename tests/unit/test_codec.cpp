@@ -164,8 +164,69 @@ TEST(Messages, RandomGarbageNeverDecodesIntoACrash)
         (void)decode_frame<SubtreeDone>(frame);
         (void)decode_frame<Output>(frame);
         (void)decode_frame<RankFailed>(frame);
+        (void)decode_frame<FenceUp>(frame);
+        (void)decode_frame<RoutedRequest>(frame);
     }
     SUCCEED();
+}
+
+template <typename M>
+Result<M> round_trip(const M& message)
+{
+    auto bytes = to_frame(message);
+    Frame frame{static_cast<std::uint8_t>(M::type), std::vector<std::uint8_t>(bytes.begin() + header_size, bytes.end())};
+    return decode_frame<M>(frame);
+}
+
+TEST(Messages, FenceParticipantsTravelAsCompactRuns)
+{
+    FenceUp up;
+    for (long rank = 100; rank < 1100; ++rank)
+        up.participants.push_back(rank);
+    up.participants.push_back(5000);
+    up.sequence = 3;
+    up.blob = {1, 2, 3};
+    auto decoded = round_trip(up);
+    ASSERT_TRUE(decoded.ok()) << decoded.error().message;
+    EXPECT_EQ(decoded->participants, up.participants);
+    EXPECT_EQ(decoded->sequence, 3u);
+    EXPECT_EQ(decoded->blob, up.blob);
+    // 1001 ranks in two runs: a handful of bytes, not one per rank.
+    EXPECT_LT(to_frame(up).size(), 30u);
+}
+
+TEST(Messages, HostileRankRunsAreRejectedBeforeAllocating)
+{
+    Writer writer;
+    writer.varint(1);              // one run
+    writer.varint(0);              // first rank
+    writer.varint(1ull << 40);     // absurd length
+    writer.varint(0);
+    writer.i64(0);
+    writer.bytes(std::vector<std::uint8_t>{});
+    Frame frame{static_cast<std::uint8_t>(MessageType::fence_up), writer.take()};
+    EXPECT_FALSE(decode_frame<FenceUp>(frame).ok());
+}
+
+TEST(Messages, RoutedRequestsAndRepliesRoundTrip)
+{
+    RoutedRequest request{7, 12, 0, RoutedOp::lookup, {'k', 'e', 'y'}};
+    auto decoded = round_trip(request);
+    ASSERT_TRUE(decoded.ok()) << decoded.error().message;
+    EXPECT_EQ(decoded->id, 7u);
+    EXPECT_EQ(decoded->from, 12u);
+    EXPECT_EQ(decoded->op, RoutedOp::lookup);
+    RoutedReply reply{7, 12, -46, {'v'}};
+    auto back = round_trip(reply);
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(back->status, -46);
+    EXPECT_EQ(back->to, 12u);
+
+    auto bytes = to_frame(request);
+    bytes[header_size + 3] = 9;    // the op byte: no such operation
+    Frame frame{static_cast<std::uint8_t>(MessageType::routed_request),
+                std::vector<std::uint8_t>(bytes.begin() + header_size, bytes.end())};
+    EXPECT_FALSE(decode_frame<RoutedRequest>(frame).ok());
 }
 
 } // namespace
