@@ -336,6 +336,12 @@ void Root::start_stdin_forwarding()
     long target = Topology::node_to_position(0);
     Topology topology(static_cast<long>(plan_.plan.hosts.size()), static_cast<long>(plan_.plan.fanout));
     long hop = topology.next_hop(0, target);
+    // A job started in the background of an interactive shell must not read the terminal: the kernel would stop
+    // the whole launcher with SIGTTIN. Rank 0 then sees end-of-file, as under `< /dev/null`.
+    if (::isatty(STDIN_FILENO) && ::tcgetpgrp(STDIN_FILENO) != ::getpgrp()) {
+        children_->send(hop, wire::to_frame(wire::StdinData{static_cast<std::uint64_t>(target), {}, true}));
+        return;
+    }
     // A blocking reader thread: stdin may be a file, a pipe or a terminal, and epoll accepts only some of those.
     std::thread([this, target, hop] {
         char buffer[64 * 1024];
