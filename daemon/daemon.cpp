@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <numeric>
 
@@ -335,6 +336,7 @@ void Daemon::start_ranks()
         std::vector<RankLaunch> launches;
         auto bind = parse_cpu_bind(job.cpu_bind, static_cast<long>(job.depth));
         auto allowed = allowed_cpus();
+        int unusable_cpu = -1;
         for (long local = 0; local < local_size; ++local) {
             RankIdentity who;
             who.rank = first_rank + local;
@@ -353,11 +355,18 @@ void Daemon::start_ranks()
             launch.env = rank_environment(job.env, who);
             if (bind)
                 launch.cpus = cpus_for_local_rank(*bind, local, allowed);
+            for (int cpu : launch.cpus)
+                if (!std::binary_search(allowed.begin(), allowed.end(), cpu) && unusable_cpu < 0)
+                    unusable_cpu = cpu;
             launch.takes_stdin = who.rank == 0;
             launches.push_back(std::move(launch));
         }
         auto program = find_program(job.argv.at(0), environment_value(job.env, "PATH"));
-        if (!program) {
+        if (unusable_cpu >= 0) {
+            ranks_->reject(std::move(launches),
+                           fmt::format("--cpu-bind asks for CPU {}, which {} does not offer (allowed: {})", unusable_cpu,
+                                       node_, compress_cpu_list(allowed)));
+        } else if (!program) {
             ranks_->reject(std::move(launches), fmt::format("{} on {}", program.error().message, node_));
         } else {
             ranks_->spawn(*program, job.argv, job.wdir, std::move(launches));

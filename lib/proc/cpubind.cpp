@@ -151,4 +151,21 @@ std::vector<int> allowed_cpus()
     return cpus;
 }
 
+std::string compress_cpu_list(const std::vector<int>& sorted_cpus)
+{
+    std::string out;
+    for (std::size_t i = 0; i < sorted_cpus.size();) {
+        std::size_t j = i;
+        while (j + 1 < sorted_cpus.size() && sorted_cpus[j + 1] == sorted_cpus[j] + 1)
+            ++j;
+        if (!out.empty())
+            out += ',';
+        out += std::to_string(sorted_cpus[i]);
+        if (j > i)
+            out += '-' + std::to_string(sorted_cpus[j]);
+        i = j + 1;
+    }
+    return out;
+}
+
 } // namespace canopy

@@ -1,6 +1,7 @@
 // CPU binding of ranks: --cpu-bind none|core|depth|list:CPUS[:CPUS...] with --depth D.
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -30,5 +31,7 @@ std::vector<int> cpus_for_local_rank(const CpuBind& bind, long local_rank, const
 
 // sched_getaffinity(0) as a sorted list; empty if the call fails.
 std::vector<int> allowed_cpus();
+// "0-3,8" for {0,1,2,3,8}: how Linux prints CPU lists (Cpus_allowed_list).
+std::string compress_cpu_list(const std::vector<int>& sorted_cpus);
 
 } // namespace canopy

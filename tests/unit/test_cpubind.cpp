@@ -149,3 +149,17 @@ TEST(AllowedCpus, FollowsANarrowedAffinity)
 
 } // namespace
 } // namespace canopy
+
+namespace canopy {
+namespace {
+
+TEST(CompressCpuList, PrintsRunsLikeLinux)
+{
+    EXPECT_EQ(compress_cpu_list({0, 1, 2, 3, 8}), "0-3,8");
+    EXPECT_EQ(compress_cpu_list({5}), "5");
+    EXPECT_EQ(compress_cpu_list({}), "");
+    EXPECT_EQ(compress_cpu_list({0, 2, 4, 5}), "0,2,4-5");
+}
+
+} // namespace
+} // namespace canopy
