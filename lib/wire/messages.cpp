@@ -368,14 +368,20 @@ Status decode(Reader& reader, DaemonLog& message)
     return {};
 }
 
-void encode(Writer& writer, const FenceUp& message)
+namespace {
+
+// fence-up and fence-down carry the same fields; only their direction differs.
+template <typename Fence>
+void encode_fence(Writer& writer, const Fence& message)
 {
     encode_ranks(writer, message.participants);
     writer.varint(message.sequence);
     writer.i64(message.status);
     writer.bytes(message.blob);
 }
-Status decode(Reader& reader, FenceUp& message)
+
+template <typename Fence>
+Status decode_fence(Reader& reader, Fence& message)
 {
     decode_ranks(reader, message.participants);
     message.sequence = reader.varint();
@@ -384,21 +390,12 @@ Status decode(Reader& reader, FenceUp& message)
     return {};
 }
 
-void encode(Writer& writer, const FenceDown& message)
-{
-    encode_ranks(writer, message.participants);
-    writer.varint(message.sequence);
-    writer.i64(message.status);
-    writer.bytes(message.blob);
-}
-Status decode(Reader& reader, FenceDown& message)
-{
-    decode_ranks(reader, message.participants);
-    message.sequence = reader.varint();
-    message.status = static_cast<std::int32_t>(reader.i64());
-    message.blob = reader.bytes();
-    return {};
-}
+} // namespace
+
+void encode(Writer& writer, const FenceUp& message) { encode_fence(writer, message); }
+Status decode(Reader& reader, FenceUp& message) { return decode_fence(reader, message); }
+void encode(Writer& writer, const FenceDown& message) { encode_fence(writer, message); }
+Status decode(Reader& reader, FenceDown& message) { return decode_fence(reader, message); }
 
 void encode(Writer& writer, const RoutedRequest& message)
 {
