@@ -1,19 +1,11 @@
 /* Open MPI test: every pair of ranks exchanges a message both ways (all-pairs connectivity).
  * usage: mpi_allpairs [EXPECTED_SIZE] */
-#include <mpi.h>
-#include <stdio.h>
-#include <stdlib.h>
+#include "mpi_common.h"
 
 int main(int argc, char **argv)
 {
-    int rank, size, ok = 1;
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (argc > 1 && size != atoi(argv[1])) {
-        fprintf(stderr, "mpi_allpairs: rank %d sees world size %d, expected %s\n", rank, size, argv[1]);
-        ok = 0;
-    }
+    int rank, size;
+    int ok = mpi_test_start(&argc, &argv, "mpi_allpairs", &rank, &size);
     for (int peer = 0; peer < size; ++peer) {
         if (peer == rank)
             continue;

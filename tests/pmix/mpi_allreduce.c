@@ -1,21 +1,13 @@
 /* Open MPI test: allreduce of rank+1 (sum, max) and of a 1000-double vector; every rank checks the result.
  * usage: mpi_allreduce [EXPECTED_SIZE] */
-#include <mpi.h>
-#include <stdio.h>
-#include <stdlib.h>
+#include "mpi_common.h"
 
 #define LEN 1000
 
 int main(int argc, char **argv)
 {
-    int rank, size, ok = 1;
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (argc > 1 && size != atoi(argv[1])) {
-        fprintf(stderr, "mpi_allreduce: rank %d sees world size %d, expected %s\n", rank, size, argv[1]);
-        ok = 0;
-    }
+    int rank, size;
+    int ok = mpi_test_start(&argc, &argv, "mpi_allreduce", &rank, &size);
     long mine = rank + 1, sum = 0, max = 0;
     MPI_Allreduce(&mine, &sum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     MPI_Allreduce(&mine, &max, 1, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);

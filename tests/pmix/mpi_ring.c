@@ -1,21 +1,13 @@
 /* Open MPI test: a token goes around the ring LAPS times, each rank adding its rank; rank 0 checks the sum.
  * usage: mpi_ring [EXPECTED_SIZE] */
-#include <mpi.h>
-#include <stdio.h>
-#include <stdlib.h>
+#include "mpi_common.h"
 
 #define LAPS 3
 
 int main(int argc, char **argv)
 {
-    int rank, size, ok = 1;
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (argc > 1 && size != atoi(argv[1])) {
-        fprintf(stderr, "mpi_ring: rank %d sees world size %d, expected %s\n", rank, size, argv[1]);
-        ok = 0;
-    }
+    int rank, size;
+    int ok = mpi_test_start(&argc, &argv, "mpi_ring", &rank, &size);
     int next = (rank + 1) % size, prev = (rank + size - 1) % size;
     long token = 0;
     for (int lap = 0; lap < LAPS; ++lap) {

@@ -1,0 +1,22 @@
+/* Shared start of the Open MPI test programs: MPI_Init, rank and size, and the optional EXPECTED_SIZE check. */
+#ifndef CANOPY_TESTS_MPI_COMMON_H
+#define CANOPY_TESTS_MPI_COMMON_H
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Returns 1 when the world size is as expected (or nothing was expected), 0 after saying why not. */
+static int mpi_test_start(int *argc, char ***argv, const char *name, int *rank, int *size)
+{
+    MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    MPI_Comm_size(MPI_COMM_WORLD, size);
+    if (*argc > 1 && *size != atoi((*argv)[1])) {
+        fprintf(stderr, "%s: rank %d sees world size %d, expected %s\n", name, *rank, *size, (*argv)[1]);
+        return 0;
+    }
+    return 1;
+}
+
+#endif
