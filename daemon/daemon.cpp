@@ -37,6 +37,24 @@ std::string own_executable()
     return error ? std::string("canopyd") : path.string();
 }
 
+// Adds NAME=value to an environment unless NAME is set already: the user's settings win over canopy's defaults.
+void add_env_default(std::vector<std::string>& env, std::string setting)
+{
+    auto name = setting.substr(0, setting.find('=') + 1);
+    for (const auto& existing : env)
+        if (existing.starts_with(name))
+            return;
+    env.push_back(std::move(setting));
+}
+
+// Simulated nodes share one host: Open MPI must keep each node's shared memory apart and send between
+// "nodes" over loopback, the only network a simulation may use (docs/pmix.md).
+std::vector<std::string> simulated_node_mpi_env(const std::string& node_tmpdir)
+{
+    return {"OMPI_MCA_btl_vader_backing_directory=" + node_tmpdir, "OMPI_MCA_btl_tcp_if_include=lo",
+            "OMPI_MCA_oob_tcp_if_include=lo"};
+}
+
 // Re-encodes a received frame unchanged, for relaying.
 std::vector<std::uint8_t> relay(const wire::Frame& frame) { return wire::encode_frame(frame.type, frame.payload); }
 
@@ -121,6 +139,8 @@ asio::awaitable<void> Daemon::join_parent()
 
 void Daemon::on_parent_frame(wire::Frame frame)
 {
+    if (collectives_ && collectives_->handle(parent_position_, frame))
+        return;
     switch (static_cast<wire::MessageType>(frame.type)) {
     case wire::MessageType::launch_plan: {
         auto plan = wire::decode_frame<wire::LaunchPlan>(frame);
@@ -221,7 +241,98 @@ void Daemon::on_plan(wire::LaunchPlan plan)
     // reports itself up before spawning, so tree_up measures the tree, not rank start-up.
     start_children();
     maybe_report_up();
+    start_collectives();
     start_ranks();
+}
+
+void Daemon::start_collectives()
+{
+    const auto& plan = *plan_;
+    Topology topology(static_cast<long>(plan.hosts.size()), static_cast<long>(plan.fanout));
+    parent_position_ = topology.parent(args_.position);
+    TreeCollectives::Links links;
+    links.to_parent = [this](std::vector<std::uint8_t> frame) { send_up(std::move(frame)); };
+    links.to_child = [this](long position, std::vector<std::uint8_t> frame) {
+        if (children_)
+            children_->send(position, std::move(frame));
+    };
+    auto serve = [this](wire::RoutedOp op, Bytes payload, TreeCollectives::Done reply) {
+        wire::Reader reader(payload);
+        auto rank = static_cast<long>(reader.varint());
+        if (op != wire::RoutedOp::direct_modex || !reader.ok() || !reader.at_end() || !pmix_) {
+            reply(make_error("{} cannot serve this {}-byte request", node_, payload.size()), {});
+            return;
+        }
+        pmix_->serve_direct_modex(rank, std::move(reply));
+    };
+    collectives_ = std::make_unique<TreeCollectives>(topology, plan.job.ranks_per_node, args_.position,
+                                                     std::move(links), std::move(serve));
+    if (!plan.job.pmix)
+        return;
+
+    PmixJob job;
+    job.nspace = "canopy." + plan.job_id;
+    job.hosts = plan.hosts;
+    job.ranks_per_node = plan.job.ranks_per_node;
+    job.node_index = Topology::position_to_node(args_.position);
+    job.tmpdir = tmpdir_;
+    auto host = PmixHost::start(io_, std::move(job), pmix_tree());
+    if (!host) {
+        report_error(node_, fmt::format("cannot start the PMIx server on {}: {}", node_, host.error().message));
+        return;
+    }
+    pmix_ = std::move(*host);
+    phases_.add("daemon.pmix_ready", since_launch(timing::now_ns()), node_);
+}
+
+PmixTree Daemon::pmix_tree()
+{
+    PmixTree tree;
+    tree.fence = [this](std::vector<long> participants, bool, Bytes local, std::function<void(Status, Bytes)> done) {
+        collectives_->fence(std::move(participants), std::move(local), std::move(done));
+    };
+    tree.direct_modex = [this](long rank, std::function<void(Status, Bytes)> done) {
+        long target = collectives_->position_of_rank(rank);
+        if (target < 0) {
+            done(make_error("the job has no rank {}", rank), {});
+            return;
+        }
+        wire::Writer writer;
+        writer.varint(static_cast<std::uint64_t>(rank));
+        collectives_->request(target, wire::RoutedOp::direct_modex, writer.take(), std::move(done));
+    };
+    tree.publish = [this](std::vector<std::pair<std::string, Bytes>> data, std::function<void(Status)> done) {
+        collectives_->request(0, wire::RoutedOp::publish, encode_key_values(data),
+                              [done = std::move(done)](Status status, Bytes) { done(status); });
+    };
+    tree.lookup = [this](std::vector<std::string> keys,
+                         std::function<void(Status, std::vector<std::pair<std::string, Bytes>>)> done) {
+        collectives_->request(0, wire::RoutedOp::lookup, encode_keys(keys),
+                              [done = std::move(done)](Status status, Bytes reply) {
+                                  if (!status.ok()) {
+                                      done(status, {});
+                                      return;
+                                  }
+                                  auto found = decode_key_values(reply);
+                                  if (!found)
+                                      done(found.error(), {});
+                                  else
+                                      done(Status{}, std::move(*found));
+                              });
+    };
+    tree.unpublish = [this](std::vector<std::string> keys, std::function<void(Status)> done) {
+        collectives_->request(0, wire::RoutedOp::unpublish, encode_keys(keys),
+                              [done = std::move(done)](Status status, Bytes) { done(status); });
+    };
+    tree.abort = [this](long rank, int status, std::string message) {
+        if (reported_failure_ || shutting_down_)
+            return;
+        reported_failure_ = true;
+        wire::RankFailed failed{static_cast<std::uint64_t>(rank), node_, status, 0, std::move(message),
+                                timing::now_ns() + clock_offset_ns_, wire::RankFailure::aborted};
+        send_up(wire::to_frame(failed));
+    };
+    return tree;
 }
 
 void Daemon::start_children()
@@ -297,6 +408,8 @@ void Daemon::start_ranks()
         rank_spawn_ns_[rank] = time_ns;
     };
     events.exited = [this](long rank, int status, std::int64_t time_ns) {
+        if (pmix_)
+            pmix_->rank_exited(rank, status);
         phases_.add("rank.exited", since_launch(time_ns), rank_label(rank));
         phases_.add("rank.runtime", static_cast<double>(time_ns - rank_spawn_ns_[rank]) / 1e9, rank_label(rank));
         if (status != 0 && !shutting_down_) {
@@ -325,7 +438,8 @@ void Daemon::start_ranks()
         if (!reported_failure_) {
             reported_failure_ = true;
             send_up(wire::to_frame(wire::RankFailed{static_cast<std::uint64_t>(rank), node_, 127, 0, message,
-                                                    timing::now_ns() + clock_offset_ns_}));
+                                                    timing::now_ns() + clock_offset_ns_,
+                                                    wire::RankFailure::never_started}));
         }
         maybe_report_done();
         maybe_exit();
@@ -353,6 +467,19 @@ void Daemon::start_ranks()
             RankLaunch launch;
             launch.rank = who.rank;
             launch.env = rank_environment(job.env, who);
+            if (pmix_) {
+                auto pmix_env = pmix_->prepare_rank(who.rank, ::getuid(), ::getgid());
+                if (!pmix_env) {
+                    report_error(node_, fmt::format("cannot register rank {} with PMIx on {}: {}", who.rank, node_,
+                                                    pmix_env.error().message));
+                } else {
+                    for (auto& setting : *pmix_env)
+                        add_env_default(launch.env, std::move(setting));
+                }
+                if (plan_->simulated)
+                    for (auto& setting : simulated_node_mpi_env(tmpdir_))
+                        add_env_default(launch.env, std::move(setting));
+            }
             if (bind)
                 launch.cpus = cpus_for_local_rank(*bind, local, allowed);
             for (int cpu : launch.cpus)
@@ -380,6 +507,8 @@ void Daemon::start_ranks()
 
 void Daemon::on_child_frame(long position, wire::Frame frame)
 {
+    if (collectives_ && collectives_->handle(position, frame))
+        return;
     switch (static_cast<wire::MessageType>(frame.type)) {
     case wire::MessageType::subtree_up: {
         auto up = wire::decode_frame<wire::SubtreeUp>(frame);
@@ -512,8 +641,11 @@ void Daemon::abandon(const std::string& why, spdlog::level::level_enum level)
 
 void Daemon::clean_up_node()
 {
+    if (collectives_)
+        collectives_->fail_all(fmt::format("the job is ending on {}", node_));
     if (ranks_)
         ranks_->kill_all();
+    pmix_.reset();   // before the temp dir goes: PMIx keeps its rendezvous files there
     if (!tmpdir_.empty()) {
         std::error_code ignored;
         std::filesystem::remove_all(tmpdir_, ignored);

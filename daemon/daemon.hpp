@@ -12,6 +12,8 @@
 
 #include <spdlog/common.h>
 
+#include "collective/tree_collectives.hpp"
+#include "pmix/pmix_host.hpp"
 #include "proc/process.hpp"
 #include "node_guard.hpp"
 #include "rank_spawner.hpp"
@@ -50,6 +52,9 @@ private:
     void on_parent_closed(const std::string& reason);
     void on_plan(wire::LaunchPlan plan);
     void start_children();
+    // Fences and requests over the tree, and the PMIx server this node's ranks connect to.
+    void start_collectives();
+    PmixTree pmix_tree();
     void start_ranks();
 
     void on_child_frame(long position, wire::Frame frame);
@@ -76,9 +81,12 @@ private:
     ProcessReaper reaper_;
     asio::signal_set signals_;
     std::shared_ptr<Link> parent_;
+    long parent_position_ = 0;
     std::optional<wire::LaunchPlan> plan_;
     std::unique_ptr<ChildSet> children_;
     std::unique_ptr<RankSpawner> ranks_;
+    std::unique_ptr<TreeCollectives> collectives_;
+    std::unique_ptr<PmixHost> pmix_;
     std::optional<NodeGuard> guard_;
     std::string node_;
     std::string tmpdir_;

@@ -6,11 +6,13 @@
 
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "build_config.hpp"
 #include "daemon.hpp"
@@ -114,8 +116,18 @@ int main(int argc, char** argv)
     }
 
     boost::asio::io_context io(1);
-    canopy::Daemon daemon(io, std::move(*args), *key);
-    daemon.start();
-    io.run();
-    return daemon.exit_code();
+    int exit_code;
+    {
+        canopy::Daemon daemon(io, std::move(*args), *key);
+        daemon.start();
+        io.run();
+        exit_code = daemon.exit_code();
+    }
+    if (canopy::pmix_server_abandoned()) {
+        // PMIx's progress thread still runs after an abnormal end; static destructors under it can crash.
+        spdlog::shutdown();
+        std::fflush(nullptr);
+        std::_Exit(exit_code);
+    }
+    return exit_code;
 }

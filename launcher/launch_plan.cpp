@@ -205,6 +205,7 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
     wire::JobSpec& job = plan.job;
     job.argv = options.command;
     job.env = std::move(*env);
+    job.pmix = options.pmix;
     if (options.wdir) {
         job.wdir = *options.wdir;
     } else {

@@ -339,6 +339,17 @@ const std::vector<OptionSpec>& option_table()
         {{"--timeout", "-timeout"}, Takes::value, "SECONDS", "Job",
          "stop the job after SECONDS (fractions allowed)",
          set_timeout},
+        {{"--pmix"}, Takes::value, "on|off", "Job",
+         "serve PMIx to the ranks, for MPI and PMIx programs (default on; off skips the server's start-up)",
+         [](ParseState& s, ArgCursor& c) {
+             auto value = take_value(c);
+             if (!value)
+                 return Status{value.error()};
+             if (*value != "on" && *value != "off")
+                 return Status{make_error("{} takes on or off, got '{}'", c.spelling, *value)};
+             s.options.pmix = *value == "on";
+             return Status{};
+         }},
 
         // Tree and launch agent
         {{"--fanout"}, Takes::value, "K", "Tree and launch agent",

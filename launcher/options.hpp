@@ -30,6 +30,7 @@ struct Options {
     long depth = 1;
     std::optional<std::string> wdir;
     std::optional<double> timeout_seconds;
+    bool pmix = true;
     std::optional<long> fanout, window;
     std::optional<std::string> agent;
     bool timing = false;

@@ -84,6 +84,19 @@ int Root::run()
             finish();
     };
     children_ = std::make_unique<ChildSet>(io_, reaper_, key_, std::move(events));
+    TreeCollectives::Links links;
+    links.to_child = [this](long position, std::vector<std::uint8_t> frame) {
+        children_->send(position, std::move(frame));
+    };
+    auto serve = [this](wire::RoutedOp op, Bytes payload, TreeCollectives::Done reply) {
+        auto answer = store_.serve(op, payload);
+        if (answer)
+            reply(Status{}, std::move(*answer));
+        else
+            reply(answer.error(), {});
+    };
+    collectives_ = std::make_unique<TreeCollectives>(topology, plan.job.ranks_per_node, 0, std::move(links),
+                                                     std::move(serve));
     if (auto listening = children_->listen(plan_.listen_address); !listening) {
         fmt::print(stderr, "canopy: {}\n", listening.error().message);
         return exit_infrastructure;
@@ -119,6 +132,8 @@ int Root::run()
 
 void Root::on_child_frame(long position, wire::Frame frame)
 {
+    if (collectives_->handle(position, frame))
+        return;
     switch (static_cast<wire::MessageType>(frame.type)) {
     case wire::MessageType::subtree_up: {
         auto up = wire::decode_frame<wire::SubtreeUp>(frame);
@@ -167,7 +182,10 @@ void Root::on_child_frame(long position, wire::Frame frame)
         failure_reported_ = true;
         std::string line;
         int code;
-        if (!failed->message.empty()) {
+        if (failed->kind == wire::RankFailure::aborted) {
+            line = failed->message;
+            code = failed->exit_code;
+        } else if (!failed->message.empty()) {
             line = fmt::format("rank {} on {} could not start: {}", failed->rank, failed->node, failed->message);
             code = failed->exit_code;
         } else if (failed->signal) {

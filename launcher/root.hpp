@@ -11,6 +11,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "collective/tree_collectives.hpp"
 #include "launch_plan.hpp"
 #include "proc/process.hpp"
 #include "timing/report.hpp"
@@ -51,6 +52,8 @@ private:
     auth::Key key_;
     ProcessReaper reaper_;
     std::unique_ptr<ChildSet> children_;
+    std::unique_ptr<TreeCollectives> collectives_;   // the root turns fences around and keeps the publish store
+    PublishStore store_;
     asio::signal_set signals_;
     asio::steady_timer timeout_timer_;
     asio::steady_timer grace_timer_;

@@ -96,6 +96,8 @@ struct PmixHost::State : std::enable_shared_from_this<PmixHost::State> {
 
     std::map<std::uint64_t, Pending> pending;   // io thread only
     std::uint64_t next_id = 1;
+    // Fence contributions held back after a local participant died, until its loss is reported (io thread only).
+    std::vector<std::function<void()>> after_loss;
 
     mutable std::mutex ranks_mutex;   // guards ranks; held only for a few assignments
     std::map<long, RankPmixState> ranks;
@@ -178,7 +180,7 @@ struct PmixHost::State : std::enable_shared_from_this<PmixHost::State> {
             pmix_log().info("pmix: {} (job already being torn down)", message);
             return;
         }
-        pmix_log().warn("pmix: {}", message);
+        pmix_log().info("pmix: {}", message);   // the launcher prints it for the user
         notify_local_peers(rank, code);
         report_abort(rank, code, message);
     }
@@ -191,6 +193,17 @@ struct PmixHost::State : std::enable_shared_from_this<PmixHost::State> {
         abort_reported = true;
         if (tree.abort)
             tree.abort(rank, status, message);
+        release_held_contributions();
+    }
+
+    // The loss report has gone up the same link first, so the launcher names the rank that died rather than a
+    // rank on another node that failed because the fence did.
+    void release_held_contributions()
+    {
+        auto held = std::move(after_loss);
+        after_loss.clear();
+        for (auto& send : held)
+            send();
     }
 
     void notify_local_peers(long rank, int code)
@@ -378,7 +391,10 @@ pmix_status_t on_abort(const pmix_proc_t* proc, void*, int status, const char ms
             if (cbfunc)
                 cbfunc(PMIX_SUCCESS, cbdata);
             post_to_host(host, [rank, status, message](PmixHost::State& state) {
-                state.report_abort(rank, status, message);
+                std::string line = fmt::format("{} called PMIx_Abort with status {}", state.rank_label(rank), status);
+                if (!message.empty())
+                    line += ": " + message;
+                state.report_abort(rank, status, line);
             });
         });
     });
@@ -427,11 +443,33 @@ pmix_status_t on_fence_nb(const pmix_proc_t procs[], std::size_t nprocs, const p
                          h.job.hosts[static_cast<std::size_t>(h.job.node_index)]);
         auto reply = h.tree_reply(id, "fence");
         if (local_status != PMIX_SUCCESS) {
-            // A local participant died: our ranks get the error now, and the other nodes still get our
-            // contribution so they are not left waiting on this node.
-            pmix_log().warn("pmix: fence {} failed locally: {}", id, pmix_error(local_status));
-            h.complete(id, local_status, {});
-            reply = [](Status, Bytes) {};
+            // A local participant died. Our ranks get the error and the other nodes our contribution (so none
+            // waits on this node), but only once the dead rank's loss is on its way to the launcher, or after a
+            // second should its exit never be seen: otherwise a rank failing because of the fence could be
+            // reported before the rank that died, and the user would be pointed at the wrong rank.
+            pmix_log().info("pmix: fence {} failed locally: {}", id, pmix_error(local_status));
+            auto deferred = std::make_shared<std::function<void()>>(
+                [&h, id, local_status, participants = std::move(participants), collect,
+                 local = std::move(local)]() mutable {
+                    h.complete(id, local_status, {});
+                    h.tree.fence(std::move(participants), collect, std::move(local), [](Status, Bytes) {});
+                });
+            auto once = [deferred] {
+                if (auto run = std::exchange(*deferred, nullptr))
+                    run();
+            };
+            if (h.abort_reported) {
+                once();
+                return;
+            }
+            h.after_loss.push_back(once);
+            auto timer = std::make_shared<asio::steady_timer>(h.io, std::chrono::seconds(1));
+            timer->async_wait([weak = h.weak_from_this(), timer, once](const boost::system::error_code& ec) {
+                auto self = weak.lock();
+                if (!ec && self && !self->closed)
+                    once();
+            });
+            return;
         }
         h.tree.fence(std::move(participants), collect, std::move(local), std::move(reply));
     });

@@ -38,7 +38,8 @@ struct PmixTree {
     // Optional: when empty, PMIx_Unpublish answers "not supported".
     std::function<void(std::vector<std::string> keys, std::function<void(Status)> done)> unpublish;
     // A rank asked to end the job (PMIx_Abort), or a rank that had connected to PMIx exited without
-    // PMIx_Finalize (status is then its exit code, or 128+signal). The daemon must tear the job down: PMIx 4.2.2
+    // PMIx_Finalize (status is then its exit code, or 128+signal). `message` is one line for the user that names
+    // the rank and its node. The daemon must tear the job down: PMIx 4.2.2
     // would otherwise keep the surviving local ranks waiting in any fence the lost rank never joined.
     std::function<void(long rank, int status, std::string message)> abort;
 };

@@ -60,7 +60,7 @@ std::uint64_t FenceTracker::next_local_sequence(const std::vector<long>& partici
 }
 
 std::optional<std::vector<std::uint8_t>> FenceTracker::contribute(const FenceId& id, long source,
-                                                                  const std::vector<std::uint8_t>& blob)
+                                                                  const std::vector<std::uint8_t>& chunk, bool last)
 {
     auto it = pending_.find(id);
     if (it == pending_.end()) {
@@ -72,12 +72,22 @@ std::optional<std::vector<std::uint8_t>> FenceTracker::contribute(const FenceId&
         it = pending_.emplace(id, std::move(fresh)).first;
     }
     Pending& fence = it->second;
-    if (!fence.expected.contains(source) || !fence.arrived.insert(source).second)
+    if (!fence.expected.contains(source) || fence.finished.contains(source))
         return std::nullopt;   // not a contributor, or a duplicate: ignore rather than corrupt the result
-    fence.blob.insert(fence.blob.end(), blob.begin(), blob.end());
-    if (fence.arrived.size() < fence.expected.size())
+    auto& part = fence.parts[source];
+    part.insert(part.end(), chunk.begin(), chunk.end());
+    if (!last)
         return std::nullopt;
-    auto result = std::move(fence.blob);
+    fence.finished.insert(source);
+    if (fence.finished.size() < fence.expected.size())
+        return std::nullopt;
+    std::size_t total = 0;
+    for (const auto& [from, bytes] : fence.parts)
+        total += bytes.size();
+    std::vector<std::uint8_t> result;
+    result.reserve(total);
+    for (const auto& [from, bytes] : fence.parts)
+        result.insert(result.end(), bytes.begin(), bytes.end());
     pending_.erase(it);
     return result;
 }

@@ -36,10 +36,11 @@ public:
     // The next sequence number for a local fence over these participants.
     std::uint64_t next_local_sequence(const std::vector<long>& participants);
 
-    // Records a contribution (source = this position for the local one, else the child's position).
-    // Returns the concatenated blob once every expected source has contributed; the fence is then forgotten.
+    // Records a contribution (source = this position for the local one, else the child's position), which may
+    // arrive in chunks: `last` marks a source's final chunk. Returns every source's blob concatenated (each one
+    // whole, sources never interleaved) once every expected source has finished; the fence is then forgotten.
     std::optional<std::vector<std::uint8_t>> contribute(const FenceId& id, long source,
-                                                        const std::vector<std::uint8_t>& blob);
+                                                        const std::vector<std::uint8_t>& chunk, bool last = true);
 
     // Fences still waiting, for failing them when a participant dies.
     std::vector<FenceId> pending() const;
@@ -52,8 +53,8 @@ public:
 private:
     struct Pending {
         std::set<long> expected;
-        std::set<long> arrived;
-        std::vector<std::uint8_t> blob;
+        std::set<long> finished;
+        std::map<long, std::vector<std::uint8_t>> parts;   // by source, so chunks of two sources never mix
     };
 
     Topology topology_;

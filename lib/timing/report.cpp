@@ -34,6 +34,7 @@ constexpr Description phase_descriptions[] = {
     {"daemon.started", "canopyd began running on its node"},
     {"daemon.connected", "daemon connected to its parent"},
     {"daemon.job_received", "daemon received the job description"},
+    {"daemon.pmix_ready", "daemon's PMIx server ready for its ranks"},
     {"daemon.ranks_spawned", "daemon started the last of its ranks"},
     {"rank.spawned", "rank process started"},
     {"rank.exited", "rank process exited"},

@@ -204,6 +204,7 @@ void encode(Writer& writer, const LaunchPlan& message)
         writer.varint(count);
     writer.string(job.master_addr);
     writer.u32(job.master_port);
+    writer.boolean(job.pmix);
 }
 
 Status decode(Reader& reader, LaunchPlan& message)
@@ -239,6 +240,7 @@ Status decode(Reader& reader, LaunchPlan& message)
         job.ranks_per_node.push_back(reader.varint());
     job.master_addr = reader.string();
     job.master_port = reader.u32();
+    job.pmix = reader.boolean();
     if (!reader.ok())
         return make_error("malformed launch-plan message");
 
@@ -332,6 +334,7 @@ void encode(Writer& writer, const RankFailed& message)
     writer.i64(message.signal);
     writer.string(message.message);
     writer.i64(message.time_ns);
+    writer.u8(static_cast<std::uint8_t>(message.kind));
 }
 Status decode(Reader& reader, RankFailed& message)
 {
@@ -341,6 +344,10 @@ Status decode(Reader& reader, RankFailed& message)
     message.signal = static_cast<std::int32_t>(reader.i64());
     message.message = reader.string();
     message.time_ns = reader.i64();
+    auto kind = reader.u8();
+    if (kind > static_cast<std::uint8_t>(RankFailure::aborted))
+        return make_error("rank-failed message names unknown failure kind {}", kind);
+    message.kind = static_cast<RankFailure>(kind);
     return {};
 }
 
@@ -377,6 +384,7 @@ void encode_fence(Writer& writer, const Fence& message)
     encode_ranks(writer, message.participants);
     writer.varint(message.sequence);
     writer.i64(message.status);
+    writer.boolean(message.more);
     writer.bytes(message.blob);
 }
 
@@ -386,6 +394,7 @@ Status decode_fence(Reader& reader, Fence& message)
     decode_ranks(reader, message.participants);
     message.sequence = reader.varint();
     message.status = static_cast<std::int32_t>(reader.i64());
+    message.more = reader.boolean();
     message.blob = reader.bytes();
     return {};
 }

@@ -80,6 +80,7 @@ struct JobSpec {
     std::vector<std::uint64_t> ranks_per_node;   // by node index
     std::string master_addr;
     std::uint32_t master_port = 0;
+    bool pmix = true;                      // run a PMIx server for the ranks on every node
 };
 
 // Everything a daemon needs to build its part of the tree and run its ranks.
@@ -146,14 +147,22 @@ struct Output {
     std::string data;          // whole lines, except a final partial line at exit
 };
 
+enum class RankFailure : std::uint8_t {
+    exited = 0,          // non-zero exit code or a signal
+    never_started = 1,   // message says why
+    aborted = 2,         // the rank asked to end the job (PMIx_Abort, MPI_Abort), or left PMIx without finalizing;
+                         // message is the whole line for the user, exit_code the job's status
+};
+
 struct RankFailed {
     static constexpr MessageType type = MessageType::rank_failed;
     std::uint64_t rank = 0;
     std::string node;
     std::int32_t exit_code = 0;
     std::int32_t signal = 0;
-    std::string message;       // set when the rank never started
+    std::string message;       // set when the rank never started or aborted
     std::int64_t time_ns = 0;  // root clock
+    RankFailure kind = RankFailure::exited;
 };
 
 struct DaemonError {
@@ -174,6 +183,7 @@ struct FenceUp {
     std::vector<long> participants;   // sorted ranks; empty = the whole job
     std::uint64_t sequence = 0;
     std::int32_t status = 0;          // non-zero: a participant below failed, the fence fails everywhere
+    bool more = false;                // blobs travel in chunks; the last chunk of a subtree's blob has more = false
     std::vector<std::uint8_t> blob;
 };
 
@@ -183,6 +193,7 @@ struct FenceDown {
     std::vector<long> participants;
     std::uint64_t sequence = 0;
     std::int32_t status = 0;
+    bool more = false;                // forwarded chunk by chunk, so a big blob pipelines down the tree
     std::vector<std::uint8_t> blob;
 };
 

@@ -1,0 +1,304 @@
+// Fences and routed requests over the daemon tree, for one tree position.
+#include "collective/tree_collectives.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "collective/routing.hpp"
+
+namespace canopy {
+namespace {
+
+// Status codes on the wire: 0 is success, anything else failure with the payload as its message.
+constexpr std::int32_t wire_failed = 1;
+
+Bytes text_bytes(const std::string& text) { return Bytes(text.begin(), text.end()); }
+std::string bytes_text(const Bytes& bytes) { return std::string(bytes.begin(), bytes.end()); }
+
+// Splits a blob into chunk-sized frames; an empty blob is still one (final) frame.
+template <typename Message>
+void send_chunks(const Message& header, const Bytes& blob, const std::function<void(std::vector<std::uint8_t>)>& send)
+{
+    std::size_t offset = 0;
+    do {
+        std::size_t size = std::min(TreeCollectives::chunk_bytes, blob.size() - offset);
+        Message chunk;
+        chunk.participants = header.participants;
+        chunk.sequence = header.sequence;
+        chunk.status = header.status;
+        chunk.blob.assign(blob.begin() + static_cast<std::ptrdiff_t>(offset),
+                          blob.begin() + static_cast<std::ptrdiff_t>(offset + size));
+        offset += size;
+        chunk.more = offset < blob.size();
+        send(wire::to_frame(chunk));
+    } while (offset < blob.size());
+}
+
+} // namespace
+
+TreeCollectives::TreeCollectives(Topology topology, std::vector<std::uint64_t> ranks_per_node, long position,
+                                 Links links, Server server)
+    : topology_(topology), tracker_(topology, std::move(ranks_per_node), position), position_(position),
+      links_(std::move(links)), server_(std::move(server))
+{
+}
+
+void TreeCollectives::fence(std::vector<long> participants, Bytes local, Done done)
+{
+    FenceId id{std::move(participants), 0};
+    id.sequence = tracker_.next_local_sequence(id.participants);
+    fence_waiters_[id] = std::move(done);
+    if (auto blob = tracker_.contribute(id, position_, local))
+        subtree_complete(id, fence_status_[id], std::move(*blob));
+}
+
+void TreeCollectives::subtree_complete(const FenceId& id, std::int32_t status, Bytes blob)
+{
+    fence_status_.erase(id);
+    if (position_ == 0) {
+        // The root turns the fence around: its result goes down every subtree that took part.
+        wire::FenceDown down;
+        down.participants = id.participants;
+        down.sequence = id.sequence;
+        down.status = status;
+        for (long child : tracker_.route(id.participants).children)
+            send_chunks(down, blob, [&](std::vector<std::uint8_t> frame) { links_.to_child(child, std::move(frame)); });
+        return;
+    }
+    wire::FenceUp up;
+    up.participants = id.participants;
+    up.sequence = id.sequence;
+    up.status = status;
+    send_chunks(up, blob, [&](std::vector<std::uint8_t> frame) {
+        if (links_.to_parent)
+            links_.to_parent(std::move(frame));
+    });
+}
+
+void TreeCollectives::on_fence_down(const wire::FenceDown& chunk)
+{
+    FenceId id{chunk.participants, chunk.sequence};
+    auto route = tracker_.route(id.participants);
+    for (long child : route.children)
+        links_.to_child(child, wire::to_frame(chunk));
+    auto waiter = fence_waiters_.find(id);
+    if (waiter == fence_waiters_.end())
+        return;   // only passing through
+    auto& result = fence_results_[id];
+    result.insert(result.end(), chunk.blob.begin(), chunk.blob.end());
+    if (chunk.more)
+        return;
+    Done done = std::move(waiter->second);
+    fence_waiters_.erase(waiter);
+    Bytes blob = std::move(result);
+    fence_results_.erase(id);
+    if (chunk.status != 0)
+        done(make_error("a participant of the fence failed"), {});
+    else
+        done(Status{}, std::move(blob));
+}
+
+void TreeCollectives::request(long target, wire::RoutedOp op, Bytes payload, Done done)
+{
+    if (target == position_) {
+        server_(op, std::move(payload), std::move(done));
+        return;
+    }
+    std::uint64_t id = next_request_id_++;
+    wire::RoutedRequest request{id, static_cast<std::uint64_t>(position_), static_cast<std::uint64_t>(target), op,
+                                std::move(payload)};
+    if (!send_toward(target, wire::to_frame(request))) {
+        done(make_error("no tree position {} to send a request to", target), {});
+        return;
+    }
+    request_waiters_[id] = std::move(done);
+}
+
+void TreeCollectives::on_request(wire::RoutedRequest request)
+{
+    if (static_cast<long>(request.target) != position_) {
+        send_toward(static_cast<long>(request.target), wire::to_frame(request));
+        return;
+    }
+    long from = static_cast<long>(request.from);
+    std::uint64_t id = request.id;
+    server_(request.op, std::move(request.payload), [this, from, id](Status status, Bytes reply) {
+        wire::RoutedReply message{id, static_cast<std::uint64_t>(from), status.ok() ? 0 : wire_failed,
+                                  status.ok() ? std::move(reply) : text_bytes(status.error().message)};
+        send_toward(from, wire::to_frame(message));
+    });
+}
+
+void TreeCollectives::on_reply(wire::RoutedReply reply)
+{
+    if (static_cast<long>(reply.to) != position_) {
+        send_toward(static_cast<long>(reply.to), wire::to_frame(reply));
+        return;
+    }
+    auto waiter = request_waiters_.find(reply.id);
+    if (waiter == request_waiters_.end())
+        return;   // answered already (failed at teardown)
+    Done done = std::move(waiter->second);
+    request_waiters_.erase(waiter);
+    if (reply.status != 0)
+        done(Error{bytes_text(reply.payload)}, {});
+    else
+        done(Status{}, std::move(reply.payload));
+}
+
+bool TreeCollectives::send_toward(long target, std::vector<std::uint8_t> frame)
+{
+    if (target < 0 || target > topology_.nodes())
+        return false;
+    long hop = next_position(topology_, position_, target);
+    if (hop < 0 || hop == position_)
+        return false;
+    if (hop == topology_.parent(position_)) {
+        if (!links_.to_parent)
+            return false;
+        links_.to_parent(std::move(frame));
+    } else {
+        links_.to_child(hop, std::move(frame));
+    }
+    return true;
+}
+
+bool TreeCollectives::handle(long from, const wire::Frame& frame)
+{
+    switch (static_cast<wire::MessageType>(frame.type)) {
+    case wire::MessageType::fence_up: {
+        auto chunk = wire::decode_frame<wire::FenceUp>(frame);
+        if (!chunk || from == topology_.parent(position_))
+            return false;
+        FenceId id{std::move(chunk->participants), chunk->sequence};
+        auto& status = fence_status_[id];
+        if (chunk->status != 0)
+            status = chunk->status;
+        if (auto blob = tracker_.contribute(id, from, chunk->blob, !chunk->more))
+            subtree_complete(id, fence_status_[id], std::move(*blob));
+        return true;
+    }
+    case wire::MessageType::fence_down: {
+        auto chunk = wire::decode_frame<wire::FenceDown>(frame);
+        if (!chunk || from != topology_.parent(position_))
+            return false;
+        on_fence_down(*chunk);
+        return true;
+    }
+    case wire::MessageType::routed_request: {
+        auto request = wire::decode_frame<wire::RoutedRequest>(frame);
+        if (!request)
+            return false;
+        on_request(std::move(*request));
+        return true;
+    }
+    case wire::MessageType::routed_reply: {
+        auto reply = wire::decode_frame<wire::RoutedReply>(frame);
+        if (!reply)
+            return false;
+        on_reply(std::move(*reply));
+        return true;
+    }
+    default:
+        return false;
+    }
+}
+
+void TreeCollectives::fail_all(const std::string& why)
+{
+    auto fences = std::move(fence_waiters_);
+    auto requests = std::move(request_waiters_);
+    fence_waiters_.clear();
+    request_waiters_.clear();
+    fence_results_.clear();
+    for (auto& [id, done] : fences)
+        done(Error{why}, {});
+    for (auto& [id, done] : requests)
+        done(Error{why}, {});
+}
+
+Bytes encode_key_values(const KeyValues& entries)
+{
+    wire::Writer writer;
+    writer.varint(entries.size());
+    for (const auto& [key, value] : entries) {
+        writer.string(key);
+        writer.bytes(value);
+    }
+    return writer.take();
+}
+
+Result<KeyValues> decode_key_values(const Bytes& payload)
+{
+    wire::Reader reader(payload);
+    KeyValues entries;
+    std::size_t count = reader.count();
+    for (std::size_t i = 0; i < count && reader.ok(); ++i) {
+        std::string key = reader.string();
+        Bytes value = reader.bytes();
+        entries.emplace_back(std::move(key), std::move(value));
+    }
+    if (!reader.ok() || !reader.at_end())
+        return make_error("malformed key-value list ({} bytes)", payload.size());
+    return entries;
+}
+
+Bytes encode_keys(const std::vector<std::string>& keys)
+{
+    wire::Writer writer;
+    writer.strings(keys);
+    return writer.take();
+}
+
+Result<std::vector<std::string>> decode_keys(const Bytes& payload)
+{
+    wire::Reader reader(payload);
+    auto keys = reader.strings();
+    if (!reader.ok() || !reader.at_end())
+        return make_error("malformed key list ({} bytes)", payload.size());
+    return keys;
+}
+
+Result<Bytes> PublishStore::serve(wire::RoutedOp op, const Bytes& payload)
+{
+    switch (op) {
+    case wire::RoutedOp::publish: {
+        auto entries = decode_key_values(payload);
+        if (!entries)
+            return entries.error();
+        // All or nothing: a publish that names a taken key changes nothing.
+        for (const auto& [key, value] : *entries)
+            if (values_.contains(key))
+                return make_error("key '{}' is already published in this job", key);
+        for (auto& [key, value] : *entries)
+            values_[key] = std::move(value);
+        return Bytes{};
+    }
+    case wire::RoutedOp::lookup: {
+        auto keys = decode_keys(payload);
+        if (!keys)
+            return keys.error();
+        KeyValues found;
+        for (const auto& key : *keys)
+            if (auto it = values_.find(key); it != values_.end())
+                found.emplace_back(key, it->second);
+        return encode_key_values(found);
+    }
+    case wire::RoutedOp::unpublish: {
+        auto keys = decode_keys(payload);
+        if (!keys)
+            return keys.error();
+        // PMIx_Unpublish without keys would mean "all the caller published"; the store does not know callers,
+        // and removing every rank's data would be worse, so it removes nothing.
+        for (const auto& key : *keys)
+            values_.erase(key);
+        return Bytes{};
+    }
+    case wire::RoutedOp::direct_modex:
+        break;
+    }
+    return make_error("the publish store cannot serve operation {}", static_cast<int>(op));
+}
+
+} // namespace canopy

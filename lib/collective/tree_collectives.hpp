@@ -1,0 +1,99 @@
+// Fences and routed requests over the daemon tree, for one tree position (the launcher or a daemon).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "collective/fence.hpp"
+#include "tree/topology.hpp"
+#include "util/result.hpp"
+#include "wire/codec.hpp"
+#include "wire/messages.hpp"
+
+namespace canopy {
+
+using Bytes = std::vector<std::uint8_t>;
+
+// Every position runs one of these; it only ever talks to its parent and its children. A fence goes up as one
+// message stream per child and comes down as one per child, so a daemon handles O(fanout) messages per fence
+// whatever the job size. Blobs travel in chunks: the down-sweep forwards each chunk as soon as it arrives.
+class TreeCollectives {
+public:
+    using Done = std::function<void(Status, Bytes)>;
+    // Answers a request addressed to this position; must call `reply` exactly once (now or later).
+    using Server = std::function<void(wire::RoutedOp op, Bytes payload, Done reply)>;
+
+    struct Links {
+        std::function<void(std::vector<std::uint8_t> frame)> to_parent;   // empty at the root
+        std::function<void(long position, std::vector<std::uint8_t> frame)> to_child;
+    };
+
+    static constexpr std::size_t chunk_bytes = 256 * 1024;
+
+    TreeCollectives(Topology topology, std::vector<std::uint64_t> ranks_per_node, long position, Links links,
+                    Server server);
+
+    // This node's part of a fence (participants: sorted ranks, or empty for the whole job). `done` gets every
+    // participating node's blob concatenated, or an error if a participant failed.
+    void fence(std::vector<long> participants, Bytes local, Done done);
+
+    // Sends a request to the position `target` (or serves it here) and calls `done` with its reply.
+    void request(long target, wire::RoutedOp op, Bytes payload, Done done);
+
+    // Takes fence and routed frames from the parent (from = parent position) or a child; false if the frame is
+    // not a collective, or is malformed (the caller logs it).
+    bool handle(long from, const wire::Frame& frame);
+
+    // Answers everything waiting here with an error: the job is ending.
+    void fail_all(const std::string& why);
+
+    // The tree position of the node hosting a rank, or -1 if the job has no such rank.
+    long position_of_rank(long rank) const
+    {
+        long node = tracker_.node_of_rank(rank);
+        return node < 0 ? -1 : Topology::node_to_position(node);
+    }
+
+    std::size_t waiting() const { return fence_waiters_.size() + request_waiters_.size(); }
+
+private:
+    void subtree_complete(const FenceId& id, std::int32_t status, Bytes blob);
+    void on_fence_down(const wire::FenceDown& chunk);
+    void on_request(wire::RoutedRequest request);
+    void on_reply(wire::RoutedReply reply);
+    // Sends toward a position one hop at a time; false when there is no way (a position outside the tree).
+    bool send_toward(long target, std::vector<std::uint8_t> frame);
+
+    Topology topology_;
+    FenceTracker tracker_;
+    long position_;
+    Links links_;
+    Server server_;
+    std::map<FenceId, std::int32_t> fence_status_;   // worst status seen so far for fences in progress
+    std::map<FenceId, Done> fence_waiters_;          // fences this node takes part in locally
+    std::map<FenceId, Bytes> fence_results_;         // down-sweep chunks gathered for a local waiter
+    std::uint64_t next_request_id_ = 1;
+    std::map<std::uint64_t, Done> request_waiters_;
+};
+
+// The job-wide publish/lookup store kept at the root (PMIx_Publish, MPI_Publish_name and friends).
+class PublishStore {
+public:
+    // Serves one routed store operation; payloads are encoded with the functions below.
+    Result<Bytes> serve(wire::RoutedOp op, const Bytes& payload);
+    std::size_t size() const { return values_.size(); }
+
+private:
+    std::map<std::string, Bytes> values_;
+};
+
+using KeyValues = std::vector<std::pair<std::string, Bytes>>;
+Bytes encode_key_values(const KeyValues& entries);
+Result<KeyValues> decode_key_values(const Bytes& payload);
+Bytes encode_keys(const std::vector<std::string>& keys);
+Result<std::vector<std::string>> decode_keys(const Bytes& payload);
+
+} // namespace canopy

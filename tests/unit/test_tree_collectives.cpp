@@ -1,0 +1,248 @@
+// Fences and routed requests across a whole simulated tree: every node gets every blob, requests find their node.
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <memory>
+
+#include "collective/tree_collectives.hpp"
+
+namespace canopy {
+namespace {
+
+// A tree of TreeCollectives wired through an in-memory queue: frames are delivered in order, one at a time.
+class Tree {
+public:
+    Tree(long nodes, long fanout, std::vector<std::uint64_t> ranks_per_node) : topology_(nodes, fanout)
+    {
+        for (long position = 0; position <= nodes; ++position) {
+            TreeCollectives::Links links;
+            if (position > 0)
+                links.to_parent = [this, position](std::vector<std::uint8_t> frame) {
+                    queue_.push_back({topology_.parent(position), position, std::move(frame)});
+                };
+            links.to_child = [this, position](long child, std::vector<std::uint8_t> frame) {
+                queue_.push_back({child, position, std::move(frame)});
+            };
+            auto server = [this, position](wire::RoutedOp op, Bytes payload, TreeCollectives::Done reply) {
+                if (position == 0) {
+                    auto answer = store_.serve(op, payload);
+                    reply(answer ? Status{} : Status{answer.error()}, answer ? *answer : Bytes{});
+                    return;
+                }
+                // Direct modex stand-in: the node answers with its own name and the rank asked for.
+                Bytes answer = {static_cast<std::uint8_t>('n'), static_cast<std::uint8_t>(position)};
+                answer.insert(answer.end(), payload.begin(), payload.end());
+                reply(Status{}, answer);
+            };
+            nodes_.push_back(std::make_unique<TreeCollectives>(topology_, ranks_per_node, position, std::move(links),
+                                                               std::move(server)));
+        }
+    }
+
+    TreeCollectives& at(long position) { return *nodes_[static_cast<std::size_t>(position)]; }
+
+    // Delivers queued frames until none are left; counts frames handled per position.
+    void run()
+    {
+        while (!queue_.empty()) {
+            auto message = std::move(queue_.front());
+            queue_.pop_front();
+            auto decoded = decode(message.frame);
+            ASSERT_TRUE(at(message.to).handle(message.from, decoded));
+            ++handled_[message.to];
+        }
+    }
+
+    std::map<long, int> handled_;
+
+private:
+    struct Message {
+        long to;
+        long from;
+        std::vector<std::uint8_t> frame;
+    };
+
+    static wire::Frame decode(const std::vector<std::uint8_t>& bytes)
+    {
+        wire::FrameDecoder decoder(wire::max_frame);
+        decoder.feed(bytes);
+        auto frame = decoder.next();
+        EXPECT_TRUE(frame && *frame);
+        return frame && *frame ? **frame : wire::Frame{};
+    }
+
+    Topology topology_;
+    std::vector<std::unique_ptr<TreeCollectives>> nodes_;
+    std::deque<Message> queue_;
+    PublishStore store_;
+};
+
+Bytes node_blob(long position, std::size_t size = 3)
+{
+    return Bytes(size, static_cast<std::uint8_t>(position));
+}
+
+// Counts how many bytes of each node's blob a result holds.
+std::map<std::uint8_t, std::size_t> tally(const Bytes& blob)
+{
+    std::map<std::uint8_t, std::size_t> counts;
+    for (auto byte : blob)
+        ++counts[byte];
+    return counts;
+}
+
+TEST(TreeCollectives, WholeJobFenceGivesEveryNodeEveryBlob)
+{
+    Tree tree(13, 3, std::vector<std::uint64_t>(13, 2));
+    std::map<long, Bytes> results;
+    for (long position = 1; position <= 13; ++position)
+        tree.at(position).fence({}, node_blob(position), [&, position](Status status, Bytes blob) {
+            ASSERT_TRUE(status.ok());
+            results[position] = std::move(blob);
+        });
+    tree.run();
+    ASSERT_EQ(results.size(), 13u);
+    for (const auto& [position, blob] : results) {
+        auto counts = tally(blob);
+        ASSERT_EQ(counts.size(), 13u) << "at position " << position;
+        for (const auto& [node, bytes] : counts)
+            EXPECT_EQ(bytes, 3u);
+    }
+    // One message in from each child and one down from the parent, per fence: O(fanout), not O(nodes).
+    for (const auto& [position, count] : tree.handled_)
+        EXPECT_LE(count, 4) << "position " << position;
+    for (long position = 0; position <= 13; ++position)
+        EXPECT_EQ(tree.at(position).waiting(), 0u);
+}
+
+TEST(TreeCollectives, SubsetFenceInvolvesOnlyItsNodes)
+{
+    // Ranks 2 and 9: nodes 1 and 4 (positions 2 and 5) of 7 nodes with 2 ranks each.
+    Tree tree(7, 2, std::vector<std::uint64_t>(7, 2));
+    std::map<long, Bytes> results;
+    for (long position : {2L, 5L})
+        tree.at(position).fence({2, 9}, node_blob(position), [&, position](Status status, Bytes blob) {
+            ASSERT_TRUE(status.ok());
+            results[position] = std::move(blob);
+        });
+    tree.run();
+    ASSERT_EQ(results.size(), 2u);
+    EXPECT_EQ(tally(results[2]), (std::map<std::uint8_t, std::size_t>{{2, 3}, {5, 3}}));
+    EXPECT_EQ(results[2], results[5]);
+    // Position 3 (node 2) hosts neither rank and lies on neither path: it never hears of the fence.
+    EXPECT_EQ(tree.handled_.count(3), 0u);
+}
+
+TEST(TreeCollectives, BackToBackFencesCompleteSeparately)
+{
+    Tree tree(4, 2, std::vector<std::uint64_t>(4, 1));
+    std::vector<std::vector<Bytes>> results(5);
+    for (int round = 0; round < 3; ++round)
+        for (long position = 1; position <= 4; ++position)
+            tree.at(position).fence({}, Bytes{static_cast<std::uint8_t>(round * 10 + position)},
+                                    [&, position](Status status, Bytes blob) {
+                                        ASSERT_TRUE(status.ok());
+                                        results[static_cast<std::size_t>(position)].push_back(std::move(blob));
+                                    });
+    tree.run();
+    for (long position = 1; position <= 4; ++position) {
+        auto& rounds = results[static_cast<std::size_t>(position)];
+        ASSERT_EQ(rounds.size(), 3u);
+        for (int round = 0; round < 3; ++round) {
+            auto blob = rounds[static_cast<std::size_t>(round)];
+            std::sort(blob.begin(), blob.end());
+            Bytes expected;
+            for (long node = 1; node <= 4; ++node)
+                expected.push_back(static_cast<std::uint8_t>(round * 10 + node));
+            EXPECT_EQ(blob, expected) << "position " << position << " round " << round;
+        }
+    }
+}
+
+TEST(TreeCollectives, LargeBlobsArriveWholeThroughChunks)
+{
+    std::size_t big = TreeCollectives::chunk_bytes * 2 + 17;
+    Tree tree(5, 2, std::vector<std::uint64_t>(5, 1));
+    std::map<long, Bytes> results;
+    for (long position = 1; position <= 5; ++position)
+        tree.at(position).fence({}, node_blob(position, big), [&, position](Status status, Bytes blob) {
+            ASSERT_TRUE(status.ok());
+            results[position] = std::move(blob);
+        });
+    tree.run();
+    ASSERT_EQ(results.size(), 5u);
+    for (const auto& [position, blob] : results) {
+        ASSERT_EQ(blob.size(), 5 * big);
+        // Each node's blob is contiguous: chunks from different subtrees never interleave.
+        std::size_t runs = 1;
+        for (std::size_t i = 1; i < blob.size(); ++i)
+            runs += blob[i] != blob[i - 1];
+        EXPECT_EQ(runs, 5u) << "position " << position;
+    }
+}
+
+TEST(TreeCollectives, RequestsReachTheirTargetAndRepliesComeBack)
+{
+    Tree tree(13, 3, std::vector<std::uint64_t>(13, 1));
+    Bytes answer;
+    // From a leaf under one child of the root (position 13) to a leaf under another (position 5).
+    tree.at(13).request(5, wire::RoutedOp::direct_modex, Bytes{42}, [&](Status status, Bytes reply) {
+        ASSERT_TRUE(status.ok());
+        answer = std::move(reply);
+    });
+    tree.run();
+    EXPECT_EQ(answer, (Bytes{'n', 5, 42}));
+    EXPECT_EQ(tree.at(13).waiting(), 0u);
+}
+
+TEST(TreeCollectives, PublishAndLookupGoThroughTheRootStore)
+{
+    Tree tree(7, 2, std::vector<std::uint64_t>(7, 1));
+    bool published = false;
+    tree.at(7).request(0, wire::RoutedOp::publish, encode_key_values({{"port", Bytes{1, 2}}}),
+                       [&](Status status, Bytes) { published = status.ok(); });
+    tree.run();
+    ASSERT_TRUE(published);
+
+    std::string duplicate_error;
+    tree.at(3).request(0, wire::RoutedOp::publish, encode_key_values({{"port", Bytes{9}}}),
+                       [&](Status status, Bytes) { duplicate_error = status.ok() ? "" : status.error().message; });
+    KeyValues found;
+    tree.at(5).request(0, wire::RoutedOp::lookup, encode_keys({"port", "missing"}), [&](Status status, Bytes reply) {
+        ASSERT_TRUE(status.ok());
+        auto decoded = decode_key_values(reply);
+        ASSERT_TRUE(decoded);
+        found = *decoded;
+    });
+    tree.run();
+    EXPECT_NE(duplicate_error.find("'port' is already published"), std::string::npos) << duplicate_error;
+    ASSERT_EQ(found.size(), 1u);
+    EXPECT_EQ(found[0].first, "port");
+    EXPECT_EQ(found[0].second, (Bytes{1, 2}));   // the first publisher's value survived the refused one
+}
+
+TEST(TreeCollectives, FailAllAnswersEveryWaiter)
+{
+    Tree tree(3, 2, std::vector<std::uint64_t>(3, 1));
+    int failures = 0;
+    tree.at(1).fence({}, Bytes{1}, [&](Status status, Bytes) { failures += !status.ok(); });
+    tree.at(1).request(0, wire::RoutedOp::lookup, encode_keys({"x"}), [&](Status status, Bytes) {
+        failures += !status.ok();
+    });
+    tree.at(1).fail_all("the job is ending");
+    EXPECT_EQ(failures, 2);
+    EXPECT_EQ(tree.at(1).waiting(), 0u);
+    tree.run();   // late replies find nothing to answer
+    EXPECT_EQ(failures, 2);
+}
+
+TEST(TreeCollectives, MalformedStorePayloadIsAnError)
+{
+    PublishStore store;
+    auto result = store.serve(wire::RoutedOp::publish, Bytes{0xff, 0xff, 0xff});
+    ASSERT_FALSE(result);
+    EXPECT_NE(result.error().message.find("malformed"), std::string::npos);
+}
+
+} // namespace
+} // namespace canopy
