@@ -591,6 +591,9 @@ void Daemon::maybe_report_done()
     if (reported_done_ || !reported_spawned_ || !ranks_->all_finished() || !progress_.all(SubtreeStep::done))
         return;
     reported_done_ = true;
+    if (collectives_ && collectives_->frames_received() > 0)
+        phases_.add("daemon.tree_messages",
+                    static_cast<double>(collectives_->frames_received() + collectives_->frames_sent()), node_);
     send_up(wire::to_frame(wire::SubtreeDone{ranks_->total() + subtree_ranks_done_, phases_}));
     maybe_exit();
 }

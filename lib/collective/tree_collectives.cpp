@@ -40,8 +40,17 @@ void send_chunks(const Message& header, const Bytes& blob, const std::function<v
 TreeCollectives::TreeCollectives(Topology topology, std::vector<std::uint64_t> ranks_per_node, long position,
                                  Links links, Server server)
     : topology_(topology), tracker_(topology, std::move(ranks_per_node), position), position_(position),
-      links_(std::move(links)), server_(std::move(server))
+      server_(std::move(server))
 {
+    if (links.to_parent)
+        links_.to_parent = [this, send = std::move(links.to_parent)](std::vector<std::uint8_t> frame) {
+            ++frames_sent_;
+            send(std::move(frame));
+        };
+    links_.to_child = [this, send = std::move(links.to_child)](long child, std::vector<std::uint8_t> frame) {
+        ++frames_sent_;
+        send(child, std::move(frame));
+    };
 }
 
 void TreeCollectives::fence(std::vector<long> participants, Bytes local, Done done)
@@ -166,7 +175,11 @@ bool TreeCollectives::send_toward(long target, std::vector<std::uint8_t> frame)
 
 bool TreeCollectives::handle(long from, const wire::Frame& frame)
 {
-    switch (static_cast<wire::MessageType>(frame.type)) {
+    auto type = static_cast<wire::MessageType>(frame.type);
+    if (type == wire::MessageType::fence_up || type == wire::MessageType::fence_down ||
+        type == wire::MessageType::routed_request || type == wire::MessageType::routed_reply)
+        ++frames_received_;
+    switch (type) {
     case wire::MessageType::fence_up: {
         auto chunk = wire::decode_frame<wire::FenceUp>(frame);
         if (!chunk || from == topology_.parent(position_))

@@ -58,6 +58,9 @@ public:
     }
 
     std::size_t waiting() const { return fence_waiters_.size() + request_waiters_.size(); }
+    // Collective frames this position received and sent: what a fence costs a daemon, for the timing report.
+    std::uint64_t frames_received() const { return frames_received_; }
+    std::uint64_t frames_sent() const { return frames_sent_; }
 
 private:
     void subtree_complete(const FenceId& id, std::int32_t status, Bytes blob);
@@ -76,6 +79,7 @@ private:
     std::map<FenceId, Done> fence_waiters_;          // fences this node takes part in locally
     std::map<FenceId, Bytes> fence_results_;         // down-sweep chunks gathered for a local waiter
     std::uint64_t next_request_id_ = 1;
+    std::uint64_t frames_received_ = 0, frames_sent_ = 0;
     std::map<std::uint64_t, Done> request_waiters_;
 };
 

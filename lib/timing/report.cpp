@@ -36,6 +36,7 @@ constexpr Description phase_descriptions[] = {
     {"daemon.job_received", "daemon received the job description"},
     {"daemon.pmix_ready", "daemon's PMIx server ready for its ranks"},
     {"daemon.ranks_spawned", "daemon started the last of its ranks"},
+    {"daemon.tree_messages", "fence and request messages a daemon received and sent (a count, not a time)"},
     {"rank.spawned", "rank process started"},
     {"rank.exited", "rank process exited"},
     {"rank.runtime", "rank run time, spawn to exit (a duration, not since start)"},
@@ -129,11 +130,14 @@ void format_phases(std::string& out, const PhaseSet& phases)
 
     append_line(out, "phases, over all daemons/ranks (seconds since launcher start unless noted):");
     append_line(out, header + "slowest");
-    for (const auto& [name, sketch] : phases.phases())
+    for (const auto& [name, sketch] : phases.phases()) {
+        // Counts ("..._messages") are shown as numbers, everything else as times.
+        const bool count = name.ends_with("_messages");
+        auto value = [count](double v) { return count ? fmt::format("{:.0f}", v) : format_seconds(v); };
         append_line(out, fmt::format("  {:<{}}  {:>8}  {:>10}  {:>10}  {:>10}  {}", fit(name, width), width,
-                                     sketch.count(), format_seconds(sketch.min()),
-                                     format_seconds(sketch.median()), format_seconds(sketch.max()),
-                                     fit(sketch.max_who(), who_width)));
+                                     sketch.count(), value(sketch.min()), value(sketch.median()),
+                                     value(sketch.max()), fit(sketch.max_who(), who_width)));
+    }
 
     bool legend = false;
     for (const auto& [name, sketch] : phases.phases()) {
@@ -325,7 +329,7 @@ std::string format_seconds(double seconds)
 std::string format_report(const JobTiming& timing)
 {
     std::string out;
-    append_line(out, fmt::format("canopy job {}: {} nodes x {} ranks, fanout {}, depth {}, agent {}, wall {}, "
+    append_line(out, fmt::format("canopy job {}: {} nodes, {} ranks, fanout {}, depth {}, agent {}, wall {}, "
                                  "exit {}",
                                  timing.job_id, timing.nodes, timing.ranks, timing.fanout, timing.tree_depth,
                                  timing.agent.empty() ? "-" : timing.agent, format_seconds(timing.wall_seconds),

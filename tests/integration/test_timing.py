@@ -92,7 +92,7 @@ def test_timing_prints_a_table_on_stderr_only(run_canopy):
     result = run_canopy(["--sim-nodes", "4", "--ppn", "2", "--timing", "-l", "echo", "hi"])
     assert result.returncode == 0, result.describe()
     assert parse_labelled(result.stdout) == {r: ["hi"] for r in range(8)}, "the table must not mix into stdout"
-    header = re.search(r"^canopy job ([0-9a-f]+): 4 nodes x 8 ranks, fanout \d+, depth 1, agent local, "
+    header = re.search(r"^canopy job ([0-9a-f]+): 4 nodes, 8 ranks, fanout \d+, depth 1, agent local, "
                        r"wall [\d.]+ m?s, exit 0$", result.stderr, re.M)
     assert header, result.stderr
     for step in STEPS:

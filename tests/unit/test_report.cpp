@@ -44,7 +44,7 @@ TEST(Report, HeaderNamesTheJobShapeAndOutcome)
     const std::string report = format_report(sample_timing());
     const std::string header = report.substr(0, report.find('\n'));
     EXPECT_NE(header.find("j42"), std::string::npos) << header;
-    EXPECT_NE(header.find("64 nodes x 256 ranks"), std::string::npos) << header;
+    EXPECT_NE(header.find("64 nodes, 256 ranks"), std::string::npos) << header;
     EXPECT_NE(header.find("fanout 8"), std::string::npos) << header;
     EXPECT_NE(header.find("depth 2"), std::string::npos) << header;
     EXPECT_NE(header.find("agent ssh"), std::string::npos) << header;

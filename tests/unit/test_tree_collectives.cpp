@@ -111,8 +111,13 @@ TEST(TreeCollectives, WholeJobFenceGivesEveryNodeEveryBlob)
     // One message in from each child and one down from the parent, per fence: O(fanout), not O(nodes).
     for (const auto& [position, count] : tree.handled_)
         EXPECT_LE(count, 4) << "position " << position;
-    for (long position = 0; position <= 13; ++position)
+    for (long position = 0; position <= 13; ++position) {
         EXPECT_EQ(tree.at(position).waiting(), 0u);
+        EXPECT_EQ(tree.at(position).frames_received(), static_cast<std::uint64_t>(tree.handled_[position]));
+    }
+    // Position 2 (node 1) has children 7, 8 and 9: three up and one down in, one up and three down out.
+    EXPECT_EQ(tree.at(2).frames_received(), 4u);
+    EXPECT_EQ(tree.at(2).frames_sent(), 4u);
 }
 
 TEST(TreeCollectives, SubsetFenceInvolvesOnlyItsNodes)
