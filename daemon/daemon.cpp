@@ -55,6 +55,22 @@ std::vector<std::string> simulated_node_mpi_env(const std::string& node_tmpdir)
             "OMPI_MCA_oob_tcp_if_include=lo"};
 }
 
+// Ranks of a staged job load the interposer, which answers lookups under the prefixes from the node cache.
+void add_stage_env(std::vector<std::string>& env, const std::string& interposer, const std::string& cache_dir)
+{
+    for (const char* name : {"LD_PRELOAD", "LD_AUDIT"}) {
+        std::string prefix = std::string(name) + "=";
+        auto it = std::find_if(env.begin(), env.end(), [&](const std::string& kv) { return kv.starts_with(prefix); });
+        if (it == env.end())
+            env.push_back(prefix + interposer);
+        else if (it->size() == prefix.size())
+            *it = prefix + interposer;
+        else
+            *it = prefix + interposer + ":" + it->substr(prefix.size());
+    }
+    env.push_back("CANOPY_STAGE_CACHE=" + cache_dir);
+}
+
 // Re-encodes a received frame unchanged, for relaying.
 std::vector<std::uint8_t> relay(const wire::Frame& frame) { return wire::encode_frame(frame.type, frame.payload); }
 
@@ -156,6 +172,10 @@ void Daemon::on_parent_frame(wire::Frame frame)
         on_plan(std::move(*plan));
         return;
     }
+    case wire::MessageType::stage_index:
+    case wire::MessageType::stage_content:
+        on_stage_frame(frame);
+        return;
     case wire::MessageType::stdin_data: {
         auto data = wire::decode_frame<wire::StdinData>(frame);
         if (!data || !plan_)
@@ -232,7 +252,12 @@ void Daemon::on_plan(wire::LaunchPlan plan)
         report_error(node_, fmt::format("cannot create the node temp dir {}: {}", tmpdir_, error.message()));
         tmpdir_.clear();
     }
-    if (auto guard = NodeGuard::start(tmpdir_); guard)
+    std::string stage_dir;
+    if (plan_->job.stage) {
+        stage_dir = stage::default_cache_dir(plan_->job_id, node_, plan_->job.stage_cache_base);
+        stage_.emplace(stage_dir);
+    }
+    if (auto guard = NodeGuard::start({tmpdir_, stage_dir}); guard)
         guard_ = std::move(*guard);
     else
         tree_log().warn("{}; ranks may outlive a crashed daemon", guard.error().message);
@@ -242,7 +267,31 @@ void Daemon::on_plan(wire::LaunchPlan plan)
     start_children();
     maybe_report_up();
     start_collectives();
-    start_ranks();
+    make_rank_spawner();
+    if (!stage_)
+        start_ranks();   // else once the node cache is installed
+}
+
+void Daemon::on_stage_frame(const wire::Frame& frame)
+{
+    if (!stage_ || stage_failed_) {
+        if (!stage_)
+            tree_log().warn("ignored {}: this job does not stage files", wire::message_name(frame.type));
+        return;
+    }
+    // Forward first: the subtree below is waiting on this chunk more than our own cache is.
+    if (children_)
+        children_->broadcast(relay(frame));
+    bool was_complete = stage_->complete();
+    if (auto taken = stage_->take(frame); !taken) {
+        stage_failed_ = true;
+        report_error(node_, fmt::format("cannot stage files on {}: {}", node_, taken.error().message));
+        return;
+    }
+    if (!was_complete && stage_->complete()) {
+        phases_.add("daemon.stage_ready", since_launch(timing::now_ns()), node_);
+        start_ranks();
+    }
 }
 
 void Daemon::start_collectives()
@@ -387,16 +436,8 @@ void Daemon::start_children()
     children_->launch(std::move(launches), plan.window, plan.connect_timeout, plan.simulated);
 }
 
-void Daemon::start_ranks()
+void Daemon::make_rank_spawner()
 {
-    const auto& job = plan_->job;
-    long index = Topology::position_to_node(args_.position);
-    long first_rank = static_cast<long>(std::accumulate(job.ranks_per_node.begin(),
-                                                        job.ranks_per_node.begin() + index, std::uint64_t{0}));
-    long local_size = static_cast<long>(job.ranks_per_node[static_cast<std::size_t>(index)]);
-    long world_size = static_cast<long>(
-        std::accumulate(job.ranks_per_node.begin(), job.ranks_per_node.end(), std::uint64_t{0}));
-
     RankSpawner::Events events;
     events.output = [this](long rank, std::uint8_t stream, std::string data) {
         send_up(wire::to_frame(wire::Output{static_cast<std::uint64_t>(rank), stream, std::move(data)}));
@@ -445,6 +486,17 @@ void Daemon::start_ranks()
         maybe_exit();
     };
     ranks_ = std::make_unique<RankSpawner>(io_, reaper_, std::move(events));
+}
+
+void Daemon::start_ranks()
+{
+    const auto& job = plan_->job;
+    long index = Topology::position_to_node(args_.position);
+    long first_rank = static_cast<long>(std::accumulate(job.ranks_per_node.begin(),
+                                                        job.ranks_per_node.begin() + index, std::uint64_t{0}));
+    long local_size = static_cast<long>(job.ranks_per_node[static_cast<std::size_t>(index)]);
+    long world_size = static_cast<long>(
+        std::accumulate(job.ranks_per_node.begin(), job.ranks_per_node.end(), std::uint64_t{0}));
 
     if (local_size > 0) {
         std::vector<RankLaunch> launches;
@@ -480,6 +532,8 @@ void Daemon::start_ranks()
                     for (auto& setting : simulated_node_mpi_env(tmpdir_))
                         add_env_default(launch.env, std::move(setting));
             }
+            if (stage_)
+                add_stage_env(launch.env, job.stage_interposer, stage_->cache_dir());
             if (bind)
                 launch.cpus = cpus_for_local_rank(*bind, local, allowed);
             for (int cpu : launch.cpus)
@@ -649,6 +703,10 @@ void Daemon::clean_up_node()
     if (ranks_)
         ranks_->kill_all();
     pmix_.reset();   // before the temp dir goes: PMIx keeps its rendezvous files there
+    if (stage_) {
+        std::error_code ignored;
+        std::filesystem::remove_all(stage_->cache_dir(), ignored);
+    }
     if (!tmpdir_.empty()) {
         std::error_code ignored;
         std::filesystem::remove_all(tmpdir_, ignored);

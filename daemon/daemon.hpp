@@ -17,6 +17,7 @@
 #include "proc/process.hpp"
 #include "node_guard.hpp"
 #include "rank_spawner.hpp"
+#include "stage_receiver.hpp"
 #include "timing/sketch.hpp"
 #include "tree/children.hpp"
 #include "tree/link.hpp"
@@ -55,7 +56,10 @@ private:
     // Fences and requests over the tree, and the PMIx server this node's ranks connect to.
     void start_collectives();
     PmixTree pmix_tree();
+    void make_rank_spawner();
     void start_ranks();
+    // Stage index and contents from the parent: forwarded to the children, written to the node cache.
+    void on_stage_frame(const wire::Frame& frame);
 
     void on_child_frame(long position, wire::Frame frame);
     void on_child_closed(long position, const std::string& reason);
@@ -87,6 +91,8 @@ private:
     std::unique_ptr<RankSpawner> ranks_;
     std::unique_ptr<TreeCollectives> collectives_;
     std::unique_ptr<PmixHost> pmix_;
+    std::optional<StageReceiver> stage_;
+    bool stage_failed_ = false;
     std::optional<NodeGuard> guard_;
     std::string node_;
     std::string tmpdir_;

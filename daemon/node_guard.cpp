@@ -16,7 +16,7 @@
 namespace canopy {
 namespace {
 
-[[noreturn]] void guard_main(int pipe_fd, const std::string& tmpdir)
+[[noreturn]] void guard_main(int pipe_fd, const std::vector<std::string>& dirs)
 {
     // Its own process group and deaf to the signals a teardown sends, so it is still there to clean up.
     ::setpgid(0, 0);
@@ -46,13 +46,15 @@ namespace {
     for (pid_t group : groups)
         ::kill(-group, SIGKILL);
     std::error_code ignored;
-    std::filesystem::remove_all(tmpdir, ignored);
+    for (const auto& dir : dirs)
+        if (!dir.empty())
+            std::filesystem::remove_all(dir, ignored);
     ::_exit(0);
 }
 
 } // namespace
 
-Result<NodeGuard> NodeGuard::start(const std::string& tmpdir)
+Result<NodeGuard> NodeGuard::start(std::vector<std::string> dirs)
 {
     int fds[2];
     if (::pipe(fds) != 0)
@@ -65,7 +67,7 @@ Result<NodeGuard> NodeGuard::start(const std::string& tmpdir)
     }
     if (pid == 0) {
         ::close(fds[1]);
-        guard_main(fds[0], tmpdir);
+        guard_main(fds[0], dirs);
     }
     ::close(fds[0]);
     ::fcntl(fds[1], F_SETFD, FD_CLOEXEC);

@@ -1,10 +1,11 @@
 // A forked helper that outlives canopyd only to clean up: if the daemon dies, even by SIGKILL, it kills every
-// rank's process group (grandchildren included) and removes the node's temp dir.
+// rank's process group (grandchildren included) and removes the node's temp dirs (the job's, the stage cache).
 #pragma once
 
 #include <sys/types.h>
 
 #include <string>
+#include <vector>
 
 #include "proc/process.hpp"
 #include "util/result.hpp"
@@ -14,7 +15,7 @@ namespace canopy {
 class NodeGuard {
 public:
     // Forks the guard. It waits for the daemon's end of a pipe to close, which happens however the daemon ends.
-    static Result<NodeGuard> start(const std::string& tmpdir);
+    static Result<NodeGuard> start(std::vector<std::string> dirs);
 
     NodeGuard(NodeGuard&&) = default;
     NodeGuard& operator=(NodeGuard&&) = default;

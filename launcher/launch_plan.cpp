@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "build_config.hpp"
 #include "hosts/hostfile.hpp"
 #include "hosts/hostlist.hpp"
 #include "proc/cpubind.hpp"
@@ -235,7 +236,41 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
             return make_error("MASTER_PORT must be a port number, got '{}'", explicit_port);
         }
     }
+
+    StageSettings stage;
+    stage.prefixes = options.stage_prefixes.empty() ? config.stage_prefixes : options.stage_prefixes;
+    stage.manifest = options.stage_manifest.value_or(config.stage_manifest);
+    if (!stage.prefixes.empty() || !stage.manifest.empty()) {
+        job.stage = true;
+        job.stage_cache_base = config.stage_cache_dir;
+        if (!config.stage_interposer.empty()) {
+            job.stage_interposer = config.stage_interposer;
+        } else {
+            auto interposer = find_interposer(daemon_path);
+            if (!interposer)
+                return interposer.error();
+            job.stage_interposer = *interposer;
+        }
+        root.stage = std::move(stage);
+    }
     return root;
+}
+
+Result<std::string> find_interposer(const std::string& launcher_path)
+{
+    namespace fs = std::filesystem;
+    std::error_code error;
+    fs::path self = fs::canonical(launcher_path, error);
+    if (error)
+        self = launcher_path;
+    const fs::path name = "libcanopy_interpose.so";
+    // The build tree first, so a build never picks up an older installed copy.
+    for (const auto& candidate : {self.parent_path().parent_path() / "lib" / "interpose" / name,
+                                  fs::path(CANOPY_LIBDIR) / "canopy" / name})
+        if (::access(candidate.c_str(), R_OK) == 0)
+            return candidate.string();
+    return make_error("cannot find {} (looked in {}/canopy and the build tree); set [stage] interposer in the config",
+                      name.string(), CANOPY_LIBDIR);
 }
 
 Result<std::string> find_local_daemon(const std::string& launcher_path)

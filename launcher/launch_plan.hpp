@@ -13,6 +13,12 @@
 
 namespace canopy {
 
+// What the root stages for the job (docs/staging.md); the index itself is prepared while the tree starts.
+struct StageSettings {
+    std::vector<std::string> prefixes;   // may be empty when a manifest names them
+    std::string manifest;                // empty: stage the prefixes' metadata only
+};
+
 struct RootPlan {
     wire::LaunchPlan plan;           // the template every child's plan is made from
     Placement placement;
@@ -23,6 +29,7 @@ struct RootPlan {
     bool timing = false;
     std::optional<std::string> timing_file;
     std::string command_line;
+    std::optional<StageSettings> stage;
 };
 
 // `environment` is the launcher's own (NAME=VALUE), `daemon_path` the local canopyd.
@@ -31,5 +38,8 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
 
 // Where the local canopyd is: next to canopy when installed, or in the build tree's daemon/ folder.
 Result<std::string> find_local_daemon(const std::string& launcher_path);
+
+// Where libcanopy_interpose.so is: installed under libdir/canopy, or in the build tree's lib/interpose/.
+Result<std::string> find_interposer(const std::string& launcher_path);
 
 } // namespace canopy

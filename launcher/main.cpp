@@ -15,6 +15,7 @@
 #include "launch_plan.hpp"
 #include "options.hpp"
 #include "root.hpp"
+#include "stage_record.hpp"
 #include "timing/clock.hpp"
 #include "util/log.hpp"
 
@@ -46,6 +47,9 @@ int main(int argc, char** argv)
     ::signal(SIGPIPE, SIG_IGN);   // a daemon that vanished is an error code on write, not a crash
     // Orphans below us (a killed child daemon's guard, a rank's daemonised helpers) come back to us to be reaped.
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+
+    if (argc > 1 && std::string_view(argv[1]) == "stage")
+        return canopy::run_stage_command(std::vector<std::string>(argv + 2, argv + argc), "/proc/self/exe");
 
     auto options = canopy::parse_options(std::vector<std::string>(argv + 1, argv + argc));
     if (!options)

@@ -372,6 +372,28 @@ const std::vector<OptionSpec>& option_table()
              return Status{};
          }},
 
+        // Staging
+        {{"--stage"}, Takes::value, "DIR[,DIR...]", "File staging",
+         "answer the ranks' lookups under these prefixes from a node-local cache (docs/staging.md)",
+         [](ParseState& s, ArgCursor& c) {
+             auto list = take_value(c);
+             if (!list)
+                 return Status{list.error()};
+             std::string_view rest = *list;
+             while (!rest.empty()) {
+                 auto comma = rest.find(',');
+                 auto prefix = rest.substr(0, comma);
+                 if (prefix.empty() || prefix.front() != '/')
+                     return Status{make_error("{} needs absolute directories, got '{}'", c.spelling, prefix)};
+                 s.options.stage_prefixes.emplace_back(prefix);
+                 rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+             }
+             return Status{};
+         }},
+        {{"--stage-manifest"}, Takes::value, "FILE", "File staging",
+         "also stage the files a `canopy stage record` run read (checked and refreshed first)",
+         [](ParseState& s, ArgCursor& c) { return store_string(s.options.stage_manifest, c); }},
+
         // Timing
         {{"--timing"}, Takes::optional_inline, "[=FILE.json]", "Timing",
          "report startup timing; with =FILE also write it as JSON",
@@ -509,12 +531,13 @@ std::string help_text()
 {
     static constexpr std::string_view group_order[] = {
         "Ranks and hosts",       "Environment", "Output", "Binding", "Job",
-        "Tree and launch agent", "Timing",      "Config", "General",
+        "Tree and launch agent", "File staging", "Timing", "Config", "General",
     };
     constexpr std::size_t description_column = 32;
 
     std::string text =
         "usage: canopy [options] PROGRAM [ARGS...]\n"
+        "       canopy stage record --stage DIR[,DIR...] [-o MANIFEST] -- PROGRAM [ARGS...]\n"
         "\n"
         "Start PROGRAM as a parallel job across nodes through a tree of canopyd daemons.\n"
         "Options end at PROGRAM or at '--'; everything after is passed to PROGRAM unchanged.\n"
@@ -558,7 +581,10 @@ std::string help_text()
         "  canopy --sim-nodes 4 -ppn 2 -l ./hello       try a 4-node tree on one machine, labelled output\n"
         "  canopy --profile polaris --timing=start.json -n 128 ./app\n"
         "                                               use the Polaris settings and save startup timing\n"
-        "  canopy -n 2 -- ./app -n 5                    '--' ends canopy's options; ./app gets -n 5\n";
+        "  canopy -n 2 -- ./app -n 5                    '--' ends canopy's options; ./app gets -n 5\n"
+        "  canopy stage record --stage /soft/venv -o torch.manifest -- python3 -c 'import torch'\n"
+        "  canopy --stage /soft/venv --stage-manifest torch.manifest -n 4096 --ppn 4 python3 train.py\n"
+        "                                               record once, then every node imports from its own cache\n";
     return text;
 }
 

@@ -31,6 +31,8 @@ struct Options {
     std::optional<std::string> wdir;
     std::optional<double> timeout_seconds;
     bool pmix = true;
+    std::vector<std::string> stage_prefixes;   // --stage, comma-separated and repeatable
+    std::optional<std::string> stage_manifest;
     std::optional<long> fanout, window;
     std::optional<std::string> agent;
     bool timing = false;

@@ -44,7 +44,7 @@ std::chrono::milliseconds millis(double seconds) { return std::chrono::milliseco
 Root::Root(asio::io_context& io, RootPlan plan, std::int64_t started_ns, std::int64_t hosts_resolved_ns)
     : io_(io), plan_(std::move(plan)), key_(auth::generate_key()), reaper_(io),
       signals_(io, SIGINT, SIGTERM, SIGHUP), timeout_timer_(io), grace_timer_(io), teardown_deadline_(io),
-      started_ns_(started_ns)
+      stage_progress_timer_(io), started_ns_(started_ns)
 {
     signals_.add(SIGUSR1);
     signals_.add(SIGUSR2);
@@ -125,9 +125,84 @@ int Root::run()
         });
     }
 
+    start_stage_preparation();
     children_->launch(std::move(launches), plan.window, plan.connect_timeout, plan.simulated);
     io_.run();
+    if (stage_thread_.joinable())
+        stage_thread_.join();
     return exit_code_;
+}
+
+void Root::start_stage_preparation()
+{
+    if (!plan_.stage)
+        return;
+    stage_thread_ = std::thread([this, settings = *plan_.stage] {
+        auto prepared = prepare_stage(settings);
+        asio::post(io_, [this, prepared = std::move(prepared)]() mutable { on_stage_prepared(std::move(prepared)); });
+    });
+}
+
+void Root::on_stage_prepared(Result<PreparedStage> prepared)
+{
+    if (ending_)
+        return;
+    if (!prepared) {
+        fail(exit_usage, prepared.error().message);
+        return;
+    }
+    stamp("stage_indexed");
+    if (!prepared->warning.empty())
+        fmt::print(stderr, "canopy: {}\n", prepared->warning);
+    stage_.emplace(std::move(*prepared));
+    tree_log().info("stage index: {} entries, {} files, {} bytes of content", stage_->index.size(),
+                    stage_->index.content_files().size(), stage_->index.content_bytes());
+    maybe_start_staging();
+}
+
+void Root::maybe_start_staging()
+{
+    if (!stage_ || !tree_up_ || stage_sender_ || ending_)
+        return;
+    stage_started_ns_ = timing::now_ns();
+    stage_sender_ = std::make_unique<StageSender>(io_, *children_, stage_->index);
+    show_stage_progress(false);
+    stage_sender_->start([this](Status status) {
+        show_stage_progress(true);
+        if (!status.ok()) {
+            fail(exit_infrastructure, status.error().message);
+            return;
+        }
+        stamp("stage_sent");
+    });
+}
+
+void Root::show_stage_progress(bool final)
+{
+    // A bar on a terminal; elsewhere (job logs) a line every few seconds, and none for quick staging.
+    static const bool tty = ::isatty(STDERR_FILENO) == 1;
+    const auto& progress = stage_sender_->progress();
+    double elapsed = static_cast<double>(timing::now_ns() - stage_started_ns_) / 1e9;
+    auto mib = [](std::uint64_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
+    if (tty && (stage_progress_shown_ || !final)) {
+        double fraction = progress.bytes_total ? static_cast<double>(progress.bytes_sent) / progress.bytes_total : 1;
+        int filled = static_cast<int>(fraction * 30);
+        fmt::print(stderr, "\rcanopy: staging [{:<30}] {:.0f}/{:.0f} MiB, {}/{} files{}",
+                   std::string(static_cast<std::size_t>(filled), '#'), mib(progress.bytes_sent),
+                   mib(progress.bytes_total), progress.files_sent, progress.files_total, final ? "\r\033[K" : "");
+        stage_progress_shown_ = !final;
+    } else if (!tty && !final && elapsed >= 5.0) {
+        fmt::print(stderr, "canopy: staging: {:.0f}/{:.0f} MiB, {}/{} files sent after {:.0f} s\n",
+                   mib(progress.bytes_sent), mib(progress.bytes_total), progress.files_sent, progress.files_total,
+                   elapsed);
+    }
+    if (final)
+        return;
+    stage_progress_timer_.expires_after(std::chrono::milliseconds(tty ? 200 : 5000));
+    stage_progress_timer_.async_wait([this](const boost::system::error_code& error) {
+        if (!error && stage_sender_ && !ending_)
+            show_stage_progress(false);
+    });
 }
 
 void Root::on_child_frame(long position, wire::Frame frame)
@@ -143,7 +218,9 @@ void Root::on_child_frame(long position, wire::Frame frame)
         if (progress_.all(SubtreeStep::up)) {
             stamp("tree_up");
             tree_log().info("{} daemons up", daemons_up_);
+            tree_up_ = true;
             start_stdin_forwarding();
+            maybe_start_staging();
         }
         return;
     }
@@ -247,6 +324,9 @@ void Root::fail(int exit_code, const std::string& line)
 {
     if (ending_)
         return;
+    if (stage_progress_shown_)
+        fmt::print(stderr, "\r\033[K");   // the error goes on a clean line, not after the progress bar
+    stage_progress_shown_ = false;
     fmt::print(stderr, "canopy: {}\n", line);
     end_job(true, exit_code);
 }
@@ -286,6 +366,12 @@ void Root::end_job(bool abort, int exit_code)
         return;
     ending_ = true;
     exit_code_ = exit_code;
+    if (stage_sender_) {
+        stage_sender_->stop();
+        stage_progress_timer_.cancel();
+        if (stage_progress_shown_)
+            fmt::print(stderr, "\r\033[K");
+    }
     timeout_timer_.cancel();
     grace_timer_.cancel();
     children_->stop_listening();

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -13,6 +14,7 @@
 
 #include "collective/tree_collectives.hpp"
 #include "launch_plan.hpp"
+#include "stage_source.hpp"
 #include "proc/process.hpp"
 #include "timing/report.hpp"
 #include "timing/sketch.hpp"
@@ -25,6 +27,7 @@ namespace canopy {
 // Exit codes for endings that are not a rank's own exit code.
 inline constexpr int exit_timeout = 124;
 inline constexpr int exit_infrastructure = 255;
+inline constexpr int exit_usage = 2;
 
 class Root {
 public:
@@ -46,6 +49,11 @@ private:
     void finish();
     void stamp(const std::string& name);
     void fail(int exit_code, const std::string& line);
+    // File staging: the index is prepared on a thread while the tree starts, streamed once every daemon is up.
+    void start_stage_preparation();
+    void on_stage_prepared(Result<PreparedStage> prepared);
+    void maybe_start_staging();
+    void show_stage_progress(bool final);
 
     asio::io_context& io_;
     RootPlan plan_;
@@ -54,6 +62,13 @@ private:
     std::unique_ptr<ChildSet> children_;
     std::unique_ptr<TreeCollectives> collectives_;   // the root turns fences around and keeps the publish store
     PublishStore store_;
+    std::thread stage_thread_;
+    std::optional<PreparedStage> stage_;
+    std::unique_ptr<StageSender> stage_sender_;
+    asio::steady_timer stage_progress_timer_;
+    std::int64_t stage_started_ns_ = 0;
+    bool stage_progress_shown_ = false;
+    bool tree_up_ = false;
     asio::signal_set signals_;
     asio::steady_timer timeout_timer_;
     asio::steady_timer grace_timer_;

@@ -34,7 +34,7 @@ struct KeySpec {
     Applier apply;
 };
 
-constexpr std::string_view tables[] = {"launch", "tree", "job"};
+constexpr std::string_view tables[] = {"launch", "tree", "job", "stage"};
 
 std::optional<Problem> problem(const toml::node& node, std::string message)
 {
@@ -125,6 +125,34 @@ std::optional<Problem> apply_ssh_args(const toml::node& node, Config& config)
     return std::nullopt;
 }
 
+std::optional<Problem> read_absolute_path(const toml::node& node, std::string_view key, std::string& field,
+                                          bool empty_allowed)
+{
+    std::string path;
+    if (auto bad = read_string(node, key, path))
+        return bad;
+    if ((!empty_allowed || !path.empty()) && (path.empty() || path.front() != '/'))
+        return problem(node, fmt::format("{} must be an absolute path{}, got \"{}\"", key,
+                                         empty_allowed ? " or \"\"" : "", path));
+    field = std::move(path);
+    return std::nullopt;
+}
+
+std::optional<Problem> apply_stage_prefixes(const toml::node& node, Config& config)
+{
+    const toml::array* array = node.as_array();
+    if (array == nullptr)
+        return problem(node, "prefixes must be an array of absolute paths, e.g. [\"/soft/venv\"]");
+    std::vector<std::string> prefixes;
+    for (const toml::node& element : *array) {
+        if (!element.is_string() || element.as_string()->get().empty() || element.as_string()->get().front() != '/')
+            return problem(element, "prefixes must contain only absolute paths");
+        prefixes.push_back(element.as_string()->get());
+    }
+    config.stage_prefixes = std::move(prefixes);
+    return std::nullopt;
+}
+
 std::optional<Problem> apply_connect_timeout(const toml::node& node, Config& config)
 {
     auto seconds = as_seconds(node);
@@ -174,6 +202,10 @@ const KeySpec key_table[] = {
     {"tree", "bind_address", [](const Node& n, Config& c) { return read_string(n, "bind_address", c.bind_address); }},
     {"job", "kill_grace", apply_kill_grace},
     {"job", "tmpdir", apply_tmpdir},
+    {"stage", "prefixes", apply_stage_prefixes},
+    {"stage", "manifest", [](const Node& n, Config& c) { return read_absolute_path(n, "manifest", c.stage_manifest, true); }},
+    {"stage", "cache_dir", [](const Node& n, Config& c) { return read_absolute_path(n, "cache_dir", c.stage_cache_dir, false); }},
+    {"stage", "interposer", [](const Node& n, Config& c) { return read_absolute_path(n, "interposer", c.stage_interposer, true); }},
 };
 // clang-format on
 

@@ -22,6 +22,10 @@ struct Config {
     std::string bind_address;             // address daemons listen on; empty = the one facing the parent
     double kill_grace = 3.0;              // SIGTERM -> SIGKILL grace, seconds
     std::string tmpdir;                   // base of per-job temp dirs; empty = $TMPDIR or /tmp
+    std::vector<std::string> stage_prefixes;   // [stage] prefixes: absolute paths the ranks read from
+    std::string stage_manifest;           // [stage] manifest: from `canopy stage record`; empty = none
+    std::string stage_cache_dir = "/dev/shm";   // [stage] cache_dir: node-local base of the stage cache
+    std::string stage_interposer;         // [stage] interposer: libcanopy_interpose.so; empty = next to canopy
     std::vector<std::string> loaded_from; // files that were read, in order, for --verbose
 };
 

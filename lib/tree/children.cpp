@@ -374,6 +374,15 @@ void ChildSet::broadcast(const std::vector<std::uint8_t>& frame)
             child->link->send(frame);
 }
 
+std::size_t ChildSet::max_queued_bytes() const
+{
+    std::size_t most = 0;
+    for (const auto& [position, child] : children_)
+        if (child->link)
+            most = std::max(most, child->link->queued_bytes());
+    return most;
+}
+
 void ChildSet::kill_all(int signo)
 {
     for (long position : pending_)

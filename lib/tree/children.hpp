@@ -61,6 +61,8 @@ public:
 
     void send(long position, std::vector<std::uint8_t> frame);
     void broadcast(const std::vector<std::uint8_t>& frame);
+    // The most bytes any connected child still has to be sent: bulk broadcasts wait while it is high.
+    std::size_t max_queued_bytes() const;
     // Ends every child process we started (the agent, or the daemon itself for local launches).
     void kill_all(int signo);
     // Ends the children that have not connected (they cannot hear a shutdown message) and starts no more.

@@ -62,6 +62,7 @@ void Link::send(std::vector<std::uint8_t> frame)
 {
     if (closed_)
         return;
+    queued_bytes_ += frame.size();
     write_queue_.push_back(std::move(frame));
     if (!writing_)
         write_next();
@@ -84,6 +85,7 @@ void Link::write_next()
                 self->finish(error.message());
                 return;
             }
+            self->queued_bytes_ -= self->write_queue_.front().size();
             self->write_queue_.pop_front();
             self->write_next();
         });

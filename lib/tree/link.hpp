@@ -37,6 +37,8 @@ public:
     void close_after_flush();
     void close();
     const std::string& peer_name() const { return peer_name_; }
+    // Bytes waiting to be written: a bulk sender paces itself on this.
+    std::size_t queued_bytes() const { return queued_bytes_; }
     bool is_open() const { return !closed_; }
     tcp::endpoint local_endpoint() const;
 
@@ -54,6 +56,7 @@ private:
     static constexpr std::size_t read_buffer_size = 16 * 1024;
     std::unique_ptr<std::uint8_t[]> read_buffer_;
     std::deque<std::vector<std::uint8_t>> write_queue_;
+    std::size_t queued_bytes_ = 0;
     bool writing_ = false;
     bool close_when_flushed_ = false;
     bool closed_ = false;

@@ -17,6 +17,8 @@ const char* message_name(std::uint8_t type)
     case MessageType::stdin_data: return "stdin";
     case MessageType::signal: return "signal";
     case MessageType::shutdown: return "shutdown";
+    case MessageType::stage_index: return "stage-index";
+    case MessageType::stage_content: return "stage-content";
     case MessageType::subtree_up: return "subtree-up";
     case MessageType::subtree_spawned: return "subtree-spawned";
     case MessageType::subtree_done: return "subtree-done";
@@ -205,6 +207,9 @@ void encode(Writer& writer, const LaunchPlan& message)
     writer.string(job.master_addr);
     writer.u32(job.master_port);
     writer.boolean(job.pmix);
+    writer.boolean(job.stage);
+    writer.string(job.stage_cache_base);
+    writer.string(job.stage_interposer);
 }
 
 Status decode(Reader& reader, LaunchPlan& message)
@@ -241,6 +246,9 @@ Status decode(Reader& reader, LaunchPlan& message)
     job.master_addr = reader.string();
     job.master_port = reader.u32();
     job.pmix = reader.boolean();
+    job.stage = reader.boolean();
+    job.stage_cache_base = reader.string();
+    job.stage_interposer = reader.string();
     if (!reader.ok())
         return make_error("malformed launch-plan message");
 
@@ -372,6 +380,32 @@ Status decode(Reader& reader, DaemonLog& message)
 {
     message.node = reader.string();
     message.line = reader.string();
+    return {};
+}
+
+void encode(Writer& writer, const StageIndex& message)
+{
+    writer.boolean(message.more);
+    writer.bytes(message.chunk);
+}
+Status decode(Reader& reader, StageIndex& message)
+{
+    message.more = reader.boolean();
+    message.chunk = reader.bytes();
+    return {};
+}
+
+void encode(Writer& writer, const StageContent& message)
+{
+    writer.varint(message.file);
+    writer.boolean(message.last);
+    writer.bytes(message.chunk);
+}
+Status decode(Reader& reader, StageContent& message)
+{
+    message.file = static_cast<std::uint32_t>(reader.varint());
+    message.last = reader.boolean();
+    message.chunk = reader.bytes();
     return {};
 }
 

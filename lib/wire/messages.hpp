@@ -24,6 +24,8 @@ enum class MessageType : std::uint8_t {
     stdin_data = 11,
     signal = 12,
     shutdown = 13,
+    stage_index = 14,
+    stage_content = 15,
     // Up the tree.
     subtree_up = 20,
     subtree_spawned = 21,
@@ -81,6 +83,11 @@ struct JobSpec {
     std::string master_addr;
     std::uint32_t master_port = 0;
     bool pmix = true;                      // run a PMIx server for the ranks on every node
+    // File staging (docs/staging.md): when on, the index and contents follow the plan down the tree, and each
+    // node starts its ranks once its cache is installed.
+    bool stage = false;
+    std::string stage_cache_base;          // node-local directory the cache goes under, e.g. /dev/shm
+    std::string stage_interposer;          // libcanopy_interpose.so on the nodes
 };
 
 // Everything a daemon needs to build its part of the tree and run its ranks.
@@ -177,6 +184,22 @@ struct DaemonLog {
     std::string line;
 };
 
+// The stage index for the node caches, in chunks; forwarded by every daemon as each chunk arrives.
+struct StageIndex {
+    static constexpr MessageType type = MessageType::stage_index;
+    bool more = false;
+    std::vector<std::uint8_t> chunk;
+};
+
+// A piece of a staged file: files come in the index's content order, each in order from its first byte, so a
+// daemon writes and forwards chunks as they arrive (a pipelined broadcast, not a store-and-forward per file).
+struct StageContent {
+    static constexpr MessageType type = MessageType::stage_content;
+    std::uint32_t file = 0;           // position in Index::content_files()
+    bool last = false;                // the file's final chunk
+    std::vector<std::uint8_t> chunk;
+};
+
 // A fence's contribution from one subtree, sent when every participant below has arrived.
 struct FenceUp {
     static constexpr MessageType type = MessageType::fence_up;
@@ -252,6 +275,10 @@ void encode(Writer& writer, const DaemonError& message);
 Status decode(Reader& reader, DaemonError& message);
 void encode(Writer& writer, const DaemonLog& message);
 Status decode(Reader& reader, DaemonLog& message);
+void encode(Writer& writer, const StageIndex& message);
+Status decode(Reader& reader, StageIndex& message);
+void encode(Writer& writer, const StageContent& message);
+Status decode(Reader& reader, StageContent& message);
 void encode(Writer& writer, const FenceUp& message);
 Status decode(Reader& reader, FenceUp& message);
 void encode(Writer& writer, const FenceDown& message);

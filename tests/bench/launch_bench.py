@@ -24,34 +24,17 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import shutil
-import signal
-import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-AGENT = os.path.join(HERE, "local_agent.sh")
+import benchlib
+from benchlib import (AGENT, NS_ENV, REPO, host_list, machine_info, markdown_table, mount_hosts_if_in_namespace,
+                      reap_session, run_once, session_pids, summarize)
+
 ALL_LAUNCHERS = ["canopy", "canopy-agent", "hydra", "mpirun"]
-NS_ENV = "CANOPY_BENCH_HOSTS_FILE"
-
-
-def sim_name(i):
-    return "sim%04d" % i
-
-
-def sim_address(i):
-    # Same scheme as canopy --sim-nodes: node i binds 127.1.(i/254).(i%254+1).
-    return "127.1.%d.%d" % (i // 254, i % 254 + 1)
-
-
-def host_list(n):
-    return ",".join(sim_name(i) for i in range(n))
 
 
 def command_for(launcher, n, program, args):
@@ -72,67 +55,6 @@ def command_for(launcher, n, program, args):
     raise ValueError(launcher)
 
 
-def session_pids(sid):
-    """Processes still alive in session `sid` (daemons a launcher left behind)."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % entry) as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        if int(fields[3]) == sid and fields[0] != "Z":
-            pids.append(int(entry))
-    return pids
-
-
-def reap_session(sid, grace):
-    """Wait up to `grace` s for the launcher's leftovers to exit, then SIGKILL them; returns how many were left."""
-    deadline = time.monotonic() + grace
-    left = session_pids(sid)
-    while left and time.monotonic() < deadline:
-        time.sleep(0.05)
-        left = session_pids(sid)
-    for pid in left:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-    return len(left)
-
-
-def run_once(argv, env, timeout):
-    """One timed launch; returns dict(seconds, rc, lines, stderr_tail, stragglers)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                env=env, start_new_session=True)
-        # Popen.wait(timeout=...) polls with sleeps of up to 50 ms, which would blur the measurement:
-        # wait blocking in waitpid and let a timer kill a hung launch instead.
-        timer = threading.Timer(timeout, os.killpg, (proc.pid, signal.SIGKILL))
-        timer.start()
-        _, status, usage = os.wait4(proc.pid, 0)
-        seconds = time.perf_counter() - start
-        rc = proc.returncode = os.waitstatus_to_exitcode(status)
-        # CPU of the launcher and every descendant it (or they) waited for: the daemons and ranks.
-        cpu = usage.ru_utime + usage.ru_stime
-        if not timer.is_alive():
-            rc = "timeout after %.0f s" % timeout
-        timer.cancel()
-        stragglers = reap_session(proc.pid, grace=5.0)
-        out.seek(0)
-        err.seek(0)
-        lines = out.read().decode(errors="replace").splitlines()
-        # Open MPI warns once per daemon that setpgid failed in sandboxes; that is noise, not failure.
-        err_lines = [l for l in err.read().decode(errors="replace").splitlines()
-                     if "setpgid" not in l]
-    return {"seconds": seconds, "cpu_seconds": cpu, "rc": rc, "lines": len(lines),
-            "stderr_tail": err_lines[-5:], "stragglers": stragglers}
-
-
 def check(result, n, program):
     if result["rc"] != 0:
         return "exit %s: %s" % (result["rc"], " | ".join(result["stderr_tail"]))
@@ -141,35 +63,9 @@ def check(result, n, program):
     return None
 
 
-def summarize(times):
-    if not times:
-        return None
-    return {"median": statistics.median(times), "min": min(times), "max": max(times),
-            "mean": statistics.fmean(times),
-            "stdev": statistics.stdev(times) if len(times) > 1 else 0.0, "runs": len(times)}
-
-
-def cpu_busy(sample=0.5):
-    """Busy CPUs (0..nproc) over `sample` s, from /proc/stat: load from other work on the machine."""
-    def read():
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:]]
-        idle = v[3] + v[4]
-        return sum(v) - idle, sum(v)
-    busy0, total0 = read()
-    time.sleep(sample)
-    busy1, total1 = read()
-    return (os.cpu_count() or 1) * (busy1 - busy0) / max(1, total1 - total0)
-
-
 def wait_for_idle(args):
     """Wait (up to --wait-idle s) until other work uses under --idle-cpus CPUs; returns the last sample."""
-    deadline = time.monotonic() + args.wait_idle
-    busy = cpu_busy()
-    while busy > args.idle_cpus and time.monotonic() < deadline:
-        time.sleep(1.0)
-        busy = cpu_busy()
-    return busy
+    return benchlib.wait_for_idle(args.wait_idle, args.idle_cpus)
 
 
 def bench_cell(n, program, launchers, args, env):
@@ -284,35 +180,6 @@ def timing_once(args, env, n, program):
             "table": proc.stderr.decode(errors="replace"), "json": data}
 
 
-def dpkg_version(package):
-    try:
-        out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", package],
-                             capture_output=True, text=True, timeout=10)
-        return out.stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def git_state():
-    try:
-        head = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return (head or "none") + ("+dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def machine_info():
-    return {"nproc": os.cpu_count(), "kernel": platform.release(),
-            "cpu": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-                         if l.startswith("model name")), None),
-            "mpich": dpkg_version("mpich"), "openmpi-bin": dpkg_version("openmpi-bin"),
-            "loadavg_start": open("/proc/loadavg").read().split()[:3],
-            "canopy_git": git_state()}
-
-
 def fmt_seconds(summary):
     return "%.3f" % summary["median"] if summary else "failed"
 
@@ -327,11 +194,7 @@ def print_cpu_table(results, launchers, out=sys.stdout):
     header = ["program", "nodes"] + ["%s CPU [s]" % c for c in launchers]
     rows = [[e["program"], str(e["nodes"])] + [fmt_seconds(e["launchers"][c]["cpu_summary"]) for c in launchers]
             for e in results]
-    widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
-    print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |", file=out)
-    print("|" + "|".join("-" * (w + 2) for w in widths) + "|", file=out)
-    for r in rows:
-        print("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |", file=out)
+    markdown_table(header, rows, out)
     print("Median user+system CPU of the launcher and the processes it waited for (daemons, ranks).", file=out)
 
 
@@ -354,11 +217,7 @@ def print_table(results, launchers, runs, out=sys.stdout):
         if "canopy/mpirun" in header:
             row.append(ratio(cells["canopy"]["summary"], cells["mpirun"]["summary"]))
         rows.append(row)
-    widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
-    print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |", file=out)
-    print("|" + "|".join("-" * (w + 2) for w in widths) + "|", file=out)
-    for r in rows:
-        print("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |", file=out)
+    markdown_table(header, rows, out)
     print("Median wall time of the runs; (k) = only k runs. Ratios < 1 mean canopy is faster.", file=out)
     busiest = max((max(e["background_cpus_before_rounds"] or [0]) for e in results), default=0)
     print("Busiest background load seen before a round: %.2f CPUs of %d." % (busiest, os.cpu_count() or 1), file=out)
@@ -366,23 +225,7 @@ def print_table(results, launchers, runs, out=sys.stdout):
 
 def enter_namespace(args, argv):
     """Re-run this script in a private mount namespace whose /etc/hosts knows the fake hosts."""
-    if os.geteuid() != 0:
-        sys.exit("launch_bench.py: must run as root to bind-mount /etc/hosts in a private namespace "
-                 "(fake host names must resolve without DNS); use --no-namespace to skip that "
-                 "(Open MPI then does a DNS lookup per host and gets slow)")
-    tmp = tempfile.mkdtemp(prefix="canopy-bench-hosts-")
-    path = os.path.join(tmp, "hosts")
-    with open("/etc/hosts") as f:
-        base = f.read()
-    with open(path, "w") as f:
-        f.write(base.rstrip("\n") + "\n# canopy launch benchmark: fake nodes\n")
-        for i in range(max(args.nodes)):
-            f.write("%s %s\n" % (sim_address(i), sim_name(i)))
-    env = dict(os.environ, **{NS_ENV: path})
-    rc = subprocess.call(["unshare", "-m", "--propagation", "private", sys.executable,
-                          os.path.abspath(__file__)] + argv, env=env)
-    shutil.rmtree(tmp, ignore_errors=True)
-    sys.exit(rc)
+    benchlib.enter_namespace(__file__, argv, max(args.nodes))
 
 
 def main(argv):
@@ -428,11 +271,9 @@ def main(argv):
             p.error("%s not found for launcher %s; install mpich / openmpi-bin or drop it with --launchers"
                     % (tool, needed))
 
-    hosts_file = os.environ.get(NS_ENV)
-    if not args.no_namespace and not hosts_file:
+    if not args.no_namespace and not os.environ.get(NS_ENV):
         enter_namespace(args, argv)  # does not return
-    if hosts_file:
-        subprocess.run(["mount", "--bind", hosts_file, "/etc/hosts"], check=True)
+    hosts_file = mount_hosts_if_in_namespace()
 
     node_tmp = tempfile.mkdtemp(prefix="canopy-bench-nodes-")
     env = dict(os.environ)

@@ -1,0 +1,165 @@
+// The root's side of file staging: prepares the index, then streams it and the staged contents down the tree.
+#include "stage_source.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "wire/messages.hpp"
+
+namespace canopy {
+namespace {
+
+bool covered_by(const std::string& prefix, const std::vector<std::string>& prefixes)
+{
+    return std::any_of(prefixes.begin(), prefixes.end(), [&](const std::string& known) {
+        return prefix == known || (prefix.starts_with(known) && prefix[known.size()] == '/');
+    });
+}
+
+} // namespace
+
+Result<PreparedStage> prepare_stage(const StageSettings& settings)
+{
+    if (settings.manifest.empty()) {
+        auto requests = stage::walk_prefixes(settings.prefixes);
+        if (!requests)
+            return requests.error();
+        for (auto& request : *requests)
+            request.read_content = false;   // metadata only: without a recording we cannot know what is read
+        auto index = stage::build_index(*requests, stage::BuildOptions{settings.prefixes, true});
+        if (!index)
+            return index.error();
+        return PreparedStage{std::move(*index), {}};
+    }
+
+    auto index = stage::Index::load(settings.manifest);
+    if (!index)
+        return index.error();
+    auto recorded = index->prefixes();
+    for (const auto& prefix : settings.prefixes)
+        if (!covered_by(prefix, recorded))
+            return make_error("stage manifest {} does not cover {}; record it again with --stage {}",
+                              settings.manifest, prefix, prefix);
+    auto changes = stage::validate(*index);
+    if (changes.empty())
+        return PreparedStage{std::move(*index), {}};
+    auto refreshed = stage::refresh(*index);
+    if (!refreshed)
+        return make_error("stage manifest {} is stale and could not be refreshed: {}", settings.manifest,
+                          refreshed.error().message);
+    const auto& first = changes.front();
+    std::string warning = fmt::format(
+        "stage manifest {} is stale: {} path{} changed since it was recorded (first: {} {}{}); staging a refreshed "
+        "index (record it again to skip this)",
+        settings.manifest, changes.size(), changes.size() == 1 ? "" : "s", first.path, stage::to_string(first.kind),
+        first.detail.empty() ? "" : ", " + first.detail);
+    return PreparedStage{std::move(*refreshed), std::move(warning)};
+}
+
+StageSender::StageSender(boost::asio::io_context& io, ChildSet& children, const stage::Index& index)
+    : timer_(io), children_(children), index_(index), files_(index.content_files())
+{
+    progress_.files_total = files_.size();
+    progress_.bytes_total = index.blob().size();
+    for (const auto& file : files_)
+        progress_.bytes_total += static_cast<std::uint64_t>(file.size);
+}
+
+void StageSender::start(std::function<void(Status)> done)
+{
+    done_ = std::move(done);
+    pump();
+}
+
+void StageSender::stop()
+{
+    stopped_ = true;
+    timer_.cancel();
+}
+
+void StageSender::pump()
+{
+    while (!stopped_ && done_) {
+        if (children_.max_queued_bytes() > max_queued_bytes) {
+            // The slowest child is behind: look again shortly rather than queue without bound.
+            timer_.expires_after(std::chrono::milliseconds(1));
+            timer_.async_wait([this](const boost::system::error_code& error) {
+                if (!error)
+                    pump();
+            });
+            return;
+        }
+        if (index_sent_ && progress_.files_sent == files_.size()) {
+            finish({});
+            return;
+        }
+        if (auto sent = send_next_chunk(); !sent) {
+            finish(sent);
+            return;
+        }
+    }
+}
+
+Status StageSender::send_next_chunk()
+{
+    if (!index_sent_) {
+        const auto& blob = index_.blob();
+        std::size_t size = std::min(chunk_bytes, blob.size() - index_offset_);
+        wire::StageIndex message;
+        message.chunk.assign(blob.begin() + static_cast<std::ptrdiff_t>(index_offset_),
+                             blob.begin() + static_cast<std::ptrdiff_t>(index_offset_ + size));
+        index_offset_ += size;
+        message.more = index_offset_ < blob.size();
+        index_sent_ = !message.more;
+        progress_.bytes_sent += size;
+        children_.broadcast(wire::to_frame(message));
+        return {};
+    }
+
+    const auto& file = files_[progress_.files_sent];
+    if (!file_) {
+        file_.reset(::open(file.mirror.c_str(), O_RDONLY | O_CLOEXEC));
+        if (!file_)
+            return make_error("cannot read staged file {} at the root: {}", file.mirror, std::strerror(errno));
+        file_offset_ = 0;
+    }
+    auto remaining = static_cast<std::uint64_t>(file.size) - file_offset_;
+    wire::StageContent message;
+    message.file = static_cast<std::uint32_t>(progress_.files_sent);
+    message.chunk.resize(static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, remaining)));
+    std::size_t filled = 0;
+    while (filled < message.chunk.size()) {
+        ssize_t got = ::pread(file_.get(), message.chunk.data() + filled, message.chunk.size() - filled,
+                              static_cast<off_t>(file_offset_ + filled));
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return make_error("staged file {} changed while it was being sent ({} of {} bytes read); run the "
+                              "job again", file.mirror, file_offset_ + filled, file.size);
+        filled += static_cast<std::size_t>(got);
+    }
+    file_offset_ += filled;
+    progress_.bytes_sent += filled;
+    message.last = file_offset_ == static_cast<std::uint64_t>(file.size);
+    if (message.last) {
+        file_.reset();
+        ++progress_.files_sent;
+    }
+    children_.broadcast(wire::to_frame(message));
+    return {};
+}
+
+void StageSender::finish(Status status)
+{
+    file_.reset();
+    if (auto done = std::exchange(done_, nullptr))
+        done(std::move(status));
+}
+
+} // namespace canopy

@@ -1,0 +1,68 @@
+// The root's side of file staging: prepares the index, then streams it and the staged contents down the tree.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "launch_plan.hpp"
+#include "proc/process.hpp"
+#include "stage/index.hpp"
+#include "tree/children.hpp"
+#include "util/result.hpp"
+
+namespace canopy {
+
+struct PreparedStage {
+    stage::Index index;
+    std::string warning;   // set when a manifest was stale: what changed, for one line to the user
+};
+
+// Runs on a worker thread while the tree starts. A manifest is loaded and validated against the filesystem
+// (size, mtime, inode, listings) and refreshed if anything changed; without a manifest the prefixes are walked
+// and only their metadata is staged (file contents are then read from the shared filesystem as usual).
+Result<PreparedStage> prepare_stage(const StageSettings& settings);
+
+// Streams the index, then every staged file in content order, to all children, chunk by chunk. It waits while
+// any child still has more than a few chunks queued, so memory stays bounded however large the files are and
+// every daemon forwards each chunk as soon as it has it (a pipelined broadcast down the tree).
+class StageSender {
+public:
+    static constexpr std::size_t chunk_bytes = 1 << 20;
+    static constexpr std::size_t max_queued_bytes = 4 * chunk_bytes;
+
+    struct Progress {
+        std::uint64_t bytes_sent = 0, bytes_total = 0;
+        std::size_t files_sent = 0, files_total = 0;
+    };
+
+    StageSender(boost::asio::io_context& io, ChildSet& children, const stage::Index& index);
+
+    // `done` runs once: when everything is queued, or with an error naming a file the root could not read.
+    void start(std::function<void(Status)> done);
+    void stop();
+    const Progress& progress() const { return progress_; }
+
+private:
+    void pump();
+    Status send_next_chunk();
+    void finish(Status status);
+
+    boost::asio::steady_timer timer_;
+    ChildSet& children_;
+    const stage::Index& index_;
+    std::vector<stage::ContentFile> files_;
+    std::size_t index_offset_ = 0;   // bytes of the index blob sent so far
+    bool index_sent_ = false;
+    UniqueFd file_;                  // the file being sent, open
+    std::uint64_t file_offset_ = 0;
+    Progress progress_;
+    std::function<void(Status)> done_;
+    bool stopped_ = false;
+};
+
+} // namespace canopy

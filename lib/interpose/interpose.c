@@ -1,0 +1,1304 @@
+/* canopy's interposer: LD_PRELOAD libc wrappers and an LD_AUDIT loader hook that answer lookups under the
+ * staged prefixes from the node cache, or record them (see docs/staging.md). */
+#define _GNU_SOURCE
+/* We define stat and stat64, open and open64, ... as separate symbols: no redirection of one to the other. */
+#undef _FILE_OFFSET_BITS
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "stage/index_format.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define PMAX CANOPY_STAGE_PATH_MAX
+#define MAX_PREFIXES 32
+#define MAX_DIRTY 64
+
+/* Environment:
+ *   CANOPY_STAGE_CACHE=DIR      serve from the node cache DIR (DIR/index, DIR/root, DIR/dirs)
+ *   CANOPY_STAGE_RECORD=FILE    record mode: pass everything through, append lookups under the prefixes
+ *   CANOPY_STAGE_PREFIXES=A:B   the prefixes to record (serving takes them from the index)
+ *   CANOPY_STAGE_STATS=FILE     append one line of counters at exit
+ *   CANOPY_STAGE_DISABLE=1      pass everything through */
+
+enum { MODE_OFF = 0, MODE_SERVE = 1, MODE_RECORD = 2 };
+enum { STATE_NEW = 0, STATE_INIT = 1, STATE_READY = 2 };
+
+static struct {
+    int state;
+    int mode;
+    int audit; /* this copy was loaded by LD_AUDIT (its own namespace, its own libc) */
+    struct canopy_stage_view view;
+    char cache[PMAX];
+    size_t cache_len;
+    char root_alias[PMAX]; /* <cache>/root */
+    size_t root_alias_len;
+    char dirs_alias[PMAX]; /* <cache>/dirs */
+    size_t dirs_alias_len;
+    dev_t cache_dev;
+    char record[PMAX];
+    char stats[PMAX];
+    char prefix_text[PMAX];
+    const char* prefixes[MAX_PREFIXES];
+    size_t prefix_lens[MAX_PREFIXES];
+    int prefix_count;
+    uint64_t dirty[MAX_DIRTY];
+    int dirty_count;
+    int dirty_overflow;
+} g;
+
+/* Counters for tests and the stats dump. */
+static struct {
+    unsigned long served_meta, served_errno, served_open, served_dir, passed, outside, writes;
+    unsigned long loader_redirect, loader_fail, loader_pass;
+} stats;
+#define COUNT(field) __atomic_fetch_add(&stats.field, 1, __ATOMIC_RELAXED)
+
+/* ---------- real functions ---------- */
+
+#define REAL(name) real_##name
+#define DECLARE_REAL(ret, name, ...) static ret (*real_##name)(__VA_ARGS__)
+DECLARE_REAL(int, open, const char*, int, ...);
+DECLARE_REAL(int, open64, const char*, int, ...);
+DECLARE_REAL(int, openat, int, const char*, int, ...);
+DECLARE_REAL(int, openat64, int, const char*, int, ...);
+DECLARE_REAL(int, __open_2, const char*, int);
+DECLARE_REAL(int, __open64_2, const char*, int);
+DECLARE_REAL(int, __openat_2, int, const char*, int);
+DECLARE_REAL(int, __openat64_2, int, const char*, int);
+DECLARE_REAL(FILE*, fopen, const char*, const char*);
+DECLARE_REAL(FILE*, fopen64, const char*, const char*);
+DECLARE_REAL(int, stat, const char*, struct stat*);
+DECLARE_REAL(int, stat64, const char*, struct stat64*);
+DECLARE_REAL(int, lstat, const char*, struct stat*);
+DECLARE_REAL(int, lstat64, const char*, struct stat64*);
+DECLARE_REAL(int, fstatat, int, const char*, struct stat*, int);
+DECLARE_REAL(int, fstatat64, int, const char*, struct stat64*, int);
+DECLARE_REAL(int, fstat, int, struct stat*);
+DECLARE_REAL(int, fstat64, int, struct stat64*);
+DECLARE_REAL(int, statx, int, const char*, int, unsigned, struct statx*);
+DECLARE_REAL(int, __xstat, int, const char*, struct stat*);
+DECLARE_REAL(int, __xstat64, int, const char*, struct stat64*);
+DECLARE_REAL(int, __lxstat, int, const char*, struct stat*);
+DECLARE_REAL(int, __lxstat64, int, const char*, struct stat64*);
+DECLARE_REAL(int, __fxstat, int, int, struct stat*);
+DECLARE_REAL(int, __fxstat64, int, int, struct stat64*);
+DECLARE_REAL(int, __fxstatat, int, int, const char*, struct stat*, int);
+DECLARE_REAL(int, __fxstatat64, int, int, const char*, struct stat64*, int);
+DECLARE_REAL(int, access, const char*, int);
+DECLARE_REAL(int, faccessat, int, const char*, int, int);
+DECLARE_REAL(ssize_t, readlink, const char*, char*, size_t);
+DECLARE_REAL(ssize_t, readlinkat, int, const char*, char*, size_t);
+DECLARE_REAL(DIR*, opendir, const char*);
+DECLARE_REAL(char*, realpath, const char*, char*);
+DECLARE_REAL(int, mkdir, const char*, mode_t);
+DECLARE_REAL(int, mkdirat, int, const char*, mode_t);
+DECLARE_REAL(int, unlink, const char*);
+DECLARE_REAL(int, unlinkat, int, const char*, int);
+DECLARE_REAL(int, rmdir, const char*);
+DECLARE_REAL(int, rename, const char*, const char*);
+DECLARE_REAL(int, renameat, int, const char*, int, const char*);
+DECLARE_REAL(int, renameat2, int, const char*, int, const char*, unsigned);
+
+static void* next_symbol(const char* name)
+{
+    return dlsym(RTLD_NEXT, name);
+}
+
+/* Resolved once in the constructor; a wrapper called earlier (another library's constructor) resolves its own. */
+#define ENSURE(name)                                                                                               \
+    do {                                                                                                           \
+        if (__builtin_expect(!real_##name, 0))                                                                     \
+            __atomic_store_n((void**)&real_##name, next_symbol(#name), __ATOMIC_RELEASE);                          \
+    } while (0)
+
+static void resolve_all(void)
+{
+    ENSURE(open); ENSURE(open64); ENSURE(openat); ENSURE(openat64);
+    ENSURE(__open_2); ENSURE(__open64_2); ENSURE(__openat_2); ENSURE(__openat64_2);
+    ENSURE(fopen); ENSURE(fopen64);
+    ENSURE(stat); ENSURE(stat64); ENSURE(lstat); ENSURE(lstat64); ENSURE(fstatat); ENSURE(fstatat64);
+    ENSURE(fstat); ENSURE(fstat64); ENSURE(statx);
+    ENSURE(__xstat); ENSURE(__xstat64); ENSURE(__lxstat); ENSURE(__lxstat64);
+    ENSURE(__fxstat); ENSURE(__fxstat64); ENSURE(__fxstatat); ENSURE(__fxstatat64);
+    ENSURE(access); ENSURE(faccessat); ENSURE(readlink); ENSURE(readlinkat); ENSURE(opendir); ENSURE(realpath);
+    ENSURE(mkdir); ENSURE(mkdirat); ENSURE(unlink); ENSURE(unlinkat); ENSURE(rmdir);
+    ENSURE(rename); ENSURE(renameat); ENSURE(renameat2);
+}
+
+/* ---------- small helpers (no malloc, no stdio) ---------- */
+
+static size_t copy_str(char* dst, size_t cap, const char* src)
+{
+    size_t n = strlen(src);
+    if (n >= cap)
+        return (size_t)-1;
+    memcpy(dst, src, n + 1);
+    return n;
+}
+
+static int raw_open(const char* path, int flags, int mode)
+{
+    return (int)syscall(SYS_openat, AT_FDCWD, path, flags, mode);
+}
+
+static void raw_close(int fd)
+{
+    syscall(SYS_close, fd);
+}
+
+static void write_all(int fd, const char* buf, size_t n)
+{
+    while (n > 0) {
+        long w = syscall(SYS_write, fd, buf, n);
+        if (w <= 0)
+            return;
+        buf += w;
+        n -= (size_t)w;
+    }
+}
+
+static char* put_u(char* p, unsigned long v)
+{
+    char tmp[24];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *p++ = tmp[--n];
+    return p;
+}
+
+static char* put_s(char* p, const char* s)
+{
+    while (*s)
+        *p++ = *s++;
+    return p;
+}
+
+/* ---------- initialization ---------- */
+
+static void parse_prefixes(const char* text)
+{
+    if (copy_str(g.prefix_text, sizeof g.prefix_text, text) == (size_t)-1)
+        return;
+    char* p = g.prefix_text;
+    while (*p && g.prefix_count < MAX_PREFIXES) {
+        char* start = p;
+        while (*p && *p != ':')
+            ++p;
+        if (*p)
+            *p++ = '\0';
+        size_t len = strlen(start);
+        while (len > 1 && start[len - 1] == '/')
+            start[--len] = '\0';
+        if (len > 0 && start[0] == '/') {
+            g.prefixes[g.prefix_count] = start;
+            g.prefix_lens[g.prefix_count++] = len;
+        }
+    }
+}
+
+static int map_index(void)
+{
+    char path[PMAX];
+    if (g.cache_len + sizeof "/index" > sizeof path)
+        return -1;
+    memcpy(path, g.cache, g.cache_len);
+    memcpy(path + g.cache_len, "/index", sizeof "/index");
+    int fd = raw_open(path, O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    if (syscall(SYS_fstat, fd, &st) != 0 || st.st_size <= 0) {
+        raw_close(fd);
+        return -1;
+    }
+    void* base = (void*)syscall(SYS_mmap, NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    raw_close(fd);
+    if (base == MAP_FAILED || (uintptr_t)base > (uintptr_t)-4096)
+        return -1;
+    if (canopy_stage_view_open(&g.view, base, (uint64_t)st.st_size) != 0) {
+        syscall(SYS_munmap, base, (size_t)st.st_size);
+        return -1;
+    }
+    const struct canopy_stage_view* v = &g.view;
+    for (uint32_t i = 0; i < v->header->prefix_count && g.prefix_count < MAX_PREFIXES; ++i) {
+        const char* p = canopy_stage_string(v, v->prefixes[i].off, v->prefixes[i].len);
+        if (p && p[0] == '/') {
+            g.prefixes[g.prefix_count] = p;
+            g.prefix_lens[g.prefix_count++] = v->prefixes[i].len;
+        }
+    }
+    struct stat cs;
+    if (syscall(SYS_stat, g.cache, &cs) == 0)
+        g.cache_dev = cs.st_dev;
+    return 0;
+}
+
+static void init_once(void)
+{
+    int expected = STATE_NEW;
+    if (!__atomic_compare_exchange_n(&g.state, &expected, STATE_INIT, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return; /* another thread initializes: until it is done, calls pass through (correct, only unstaged) */
+    const char* disable = getenv("CANOPY_STAGE_DISABLE");
+    const char* cache = getenv("CANOPY_STAGE_CACHE");
+    const char* record = getenv("CANOPY_STAGE_RECORD");
+    const char* stats_file = getenv("CANOPY_STAGE_STATS");
+    if (stats_file)
+        copy_str(g.stats, sizeof g.stats, stats_file);
+    if (disable && *disable && strcmp(disable, "0") != 0) {
+        g.mode = MODE_OFF;
+    } else if (record && *record) {
+        const char* prefixes = getenv("CANOPY_STAGE_PREFIXES");
+        if (copy_str(g.record, sizeof g.record, record) != (size_t)-1 && prefixes) {
+            parse_prefixes(prefixes);
+            g.mode = g.prefix_count ? MODE_RECORD : MODE_OFF;
+        }
+    } else if (cache && cache[0] == '/') {
+        size_t n = copy_str(g.cache, sizeof g.cache, cache);
+        while (n != (size_t)-1 && n > 1 && g.cache[n - 1] == '/')
+            g.cache[--n] = '\0';
+        if (n != (size_t)-1 && n + 6 < PMAX) {
+            g.cache_len = n;
+            memcpy(g.root_alias, g.cache, n);
+            memcpy(g.root_alias + n, "/root", 6);
+            g.root_alias_len = n + 5;
+            memcpy(g.dirs_alias, g.cache, n);
+            memcpy(g.dirs_alias + n, "/dirs", 6);
+            g.dirs_alias_len = n + 5;
+            if (map_index() == 0)
+                g.mode = MODE_SERVE;
+        }
+    }
+    __atomic_store_n(&g.state, STATE_READY, __ATOMIC_RELEASE);
+}
+
+static inline int mode(void)
+{
+    int s = __atomic_load_n(&g.state, __ATOMIC_ACQUIRE);
+    if (__builtin_expect(s != STATE_READY, 0)) {
+        init_once();
+        if (__atomic_load_n(&g.state, __ATOMIC_ACQUIRE) != STATE_READY)
+            return MODE_OFF;
+    }
+    return g.mode;
+}
+
+/* ---------- paths ---------- */
+
+/* Makes path absolute (against dirfd or the cwd) and normalized into out. Returns length, or -1. */
+static long absolutize(int dirfd, const char* path, char* out, int* trailing)
+{
+    if (!path || !*path)
+        return -1;
+    if (path[0] == '/')
+        return canopy_stage_normalize(path, out, trailing);
+    long base;
+    if (dirfd == AT_FDCWD) {
+        base = syscall(SYS_getcwd, out, PMAX);
+        if (base <= 0)
+            return -1;
+        base = (long)strlen(out);
+    } else {
+        char link[32];
+        char* p = put_s(link, "/proc/self/fd/");
+        p = put_u(p, (unsigned long)(unsigned)dirfd);
+        *p = '\0';
+        base = syscall(SYS_readlinkat, AT_FDCWD, link, out, PMAX - 1);
+        if (base <= 0 || out[0] != '/')
+            return -1;
+        out[base] = '\0';
+    }
+    size_t rel = strlen(path);
+    if ((size_t)base + 1 + rel + 1 > PMAX)
+        return -1;
+    out[base] = '/';
+    memcpy(out + base + 1, path, rel + 1);
+    return canopy_stage_normalize(out, out, trailing);
+}
+
+static int under(const char* path, size_t len, const char* prefix, size_t plen)
+{
+    if (plen == 1 && prefix[0] == '/')
+        return 1;
+    return len >= plen && memcmp(path, prefix, plen) == 0 && (len == plen || path[plen] == '/');
+}
+
+/* A path in the node cache's mirrors stands for the original path: <cache>/root/X and <cache>/dirs/X are /X.
+ * This is what $ORIGIN and /proc/self/maps names expand to once a file was opened from the cache. */
+static long unalias(char* path, long len, int* aliased)
+{
+    *aliased = 0;
+    if (g.mode != MODE_SERVE)
+        return len;
+    size_t cut = 0;
+    if (under(path, (size_t)len, g.root_alias, g.root_alias_len))
+        cut = g.root_alias_len;
+    else if (under(path, (size_t)len, g.dirs_alias, g.dirs_alias_len))
+        cut = g.dirs_alias_len;
+    if (!cut)
+        return len;
+    *aliased = 1;
+    if ((size_t)len == cut) {
+        path[0] = '/';
+        path[1] = '\0';
+        return 1;
+    }
+    memmove(path, path + cut, (size_t)len - cut + 1);
+    return len - (long)cut;
+}
+
+static int under_prefixes(const char* path, size_t len)
+{
+    for (int i = 0; i < g.prefix_count; ++i)
+        if (under(path, len, g.prefixes[i], g.prefix_lens[i]))
+            return 1;
+    return 0;
+}
+
+static uint64_t parent_hash(const char* path, size_t len)
+{
+    while (len > 1 && path[len - 1] != '/')
+        --len;
+    if (len > 1)
+        --len;
+    return canopy_stage_hash(path, len);
+}
+
+/* This process changed something under a prefix: from now on it looks up that path and its directory's
+ * other names on the real filesystem, so it sees its own writes. */
+static void mark_dirty(int dirfd, const char* path)
+{
+    if (g.mode != MODE_SERVE)
+        return;
+    char buf[PMAX];
+    int trailing;
+    long len = absolutize(dirfd, path, buf, &trailing);
+    if (len < 0)
+        return;
+    int aliased;
+    len = unalias(buf, len, &aliased);
+    if (!under_prefixes(buf, (size_t)len))
+        return;
+    COUNT(writes);
+    uint64_t hashes[2] = {canopy_stage_hash(buf, (size_t)len), parent_hash(buf, (size_t)len)};
+    for (int k = 0; k < 2; ++k) {
+        int slot = __atomic_fetch_add(&g.dirty_count, 1, __ATOMIC_ACQ_REL);
+        if (slot >= MAX_DIRTY) {
+            __atomic_store_n(&g.dirty_overflow, 1, __ATOMIC_RELEASE);
+            return;
+        }
+        __atomic_store_n(&g.dirty[slot], hashes[k], __ATOMIC_RELEASE);
+    }
+}
+
+static int is_dirty(const char* path, size_t len)
+{
+    int n = __atomic_load_n(&g.dirty_count, __ATOMIC_ACQUIRE);
+    if (n == 0)
+        return 0;
+    if (__atomic_load_n(&g.dirty_overflow, __ATOMIC_ACQUIRE))
+        return 1;
+    uint64_t self = canopy_stage_hash(path, len), parent = parent_hash(path, len);
+    for (int i = 0; i < n && i < MAX_DIRTY; ++i) {
+        uint64_t d = __atomic_load_n(&g.dirty[i], __ATOMIC_ACQUIRE);
+        if (d == self || d == parent)
+            return 1;
+    }
+    return 0;
+}
+
+/* A lookup, decided. */
+struct decision {
+    int handled;  /* 0: pass the call through unchanged (or with `path` if aliased) */
+    int aliased;  /* the caller's path named the cache mirror; `path` holds the original */
+    struct canopy_stage_answer answer;
+    char path[PMAX]; /* absolute, normalized, unaliased */
+    long len;
+};
+
+static __attribute__((noinline)) void decide(int dirfd, const char* path, int follow, struct decision* d)
+{
+    d->handled = 0;
+    d->aliased = 0;
+    int trailing = 0;
+    d->len = absolutize(dirfd, path, d->path, &trailing);
+    if (d->len < 0)
+        return;
+    d->len = unalias(d->path, d->len, &d->aliased);
+    if (!under_prefixes(d->path, (size_t)d->len)) {
+        COUNT(outside);
+        return;
+    }
+    if (is_dirty(d->path, (size_t)d->len)) {
+        COUNT(passed);
+        return;
+    }
+    canopy_stage_lookup(&g.view, d->path, (size_t)d->len, follow, trailing, &d->answer);
+    if (d->answer.outcome == CANOPY_STAGE_UNKNOWN) {
+        COUNT(passed);
+        return;
+    }
+    d->handled = 1;
+}
+
+/* <cache>/root<mirror> or <cache>/dirs<mirror> into out; 0 or -1. */
+static int cache_path(const struct canopy_stage_entry* e, const char* alias, size_t alias_len, char* out)
+{
+    const char* mirror = canopy_stage_string(&g.view, e->mirror_off, e->mirror_len);
+    if (!mirror || alias_len + e->mirror_len + 1 > PMAX)
+        return -1;
+    memcpy(out, alias, alias_len);
+    memcpy(out + alias_len, mirror, (size_t)e->mirror_len + 1);
+    return 0;
+}
+
+/* ---------- recording ---------- */
+
+static void record(char op, int dirfd, const char* path, int result)
+{
+    char abs[PMAX];
+    int trailing;
+    int saved = errno;
+    long len = absolutize(dirfd, path, abs, &trailing);
+    if (len < 0 || !under_prefixes(abs, (size_t)len)) {
+        errno = saved;
+        return;
+    }
+    char line[2 * PMAX + 32];
+    char* p = line;
+    *p++ = op;
+    *p++ = '\t';
+    p = put_u(p, (unsigned long)(result < 0 ? 0 : result));
+    *p++ = '\t';
+    for (long i = 0; i < len; ++i) {
+        char c = abs[i];
+        if (c == '\\' || c == '\n' || c == '\t') {
+            *p++ = '\\';
+            c = c == '\n' ? 'n' : c == '\t' ? 't' : '\\';
+        }
+        *p++ = c;
+    }
+    *p++ = '\n';
+    /* One open/write/close per line: O_APPEND keeps concurrent writers' lines whole, and no descriptor is
+     * held that a program closing "all other fds" could reuse under us. */
+    int fd = raw_open(g.record, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        write_all(fd, line, (size_t)(p - line));
+        raw_close(fd);
+    }
+    errno = saved;
+}
+
+/* ---------- stat ---------- */
+
+static void fill_stat(const struct canopy_stage_stat* s, struct stat* st)
+{
+    memset(st, 0, sizeof *st);
+    st->st_dev = (dev_t)s->dev;
+    st->st_ino = (ino_t)s->ino;
+    st->st_nlink = (nlink_t)s->nlink;
+    st->st_mode = s->mode;
+    st->st_uid = s->uid;
+    st->st_gid = s->gid;
+    st->st_rdev = (dev_t)s->rdev;
+    st->st_size = s->size;
+    st->st_blksize = s->blksize;
+    st->st_blocks = s->blocks;
+    st->st_atim.tv_sec = s->atime_sec;
+    st->st_atim.tv_nsec = s->atime_nsec;
+    st->st_mtim.tv_sec = s->mtime_sec;
+    st->st_mtim.tv_nsec = s->mtime_nsec;
+    st->st_ctim.tv_sec = s->ctime_sec;
+    st->st_ctim.tv_nsec = s->ctime_nsec;
+}
+
+static void fill_statx(const struct canopy_stage_stat* s, struct statx* sx)
+{
+    memset(sx, 0, sizeof *sx);
+    sx->stx_mask = STATX_BASIC_STATS;
+    sx->stx_blksize = (uint32_t)s->blksize;
+    sx->stx_nlink = (uint32_t)s->nlink;
+    sx->stx_uid = s->uid;
+    sx->stx_gid = s->gid;
+    sx->stx_mode = (uint16_t)s->mode;
+    sx->stx_ino = s->ino;
+    sx->stx_size = (uint64_t)s->size;
+    sx->stx_blocks = (uint64_t)s->blocks;
+    sx->stx_atime.tv_sec = s->atime_sec;
+    sx->stx_atime.tv_nsec = (uint32_t)s->atime_nsec;
+    sx->stx_mtime.tv_sec = s->mtime_sec;
+    sx->stx_mtime.tv_nsec = (uint32_t)s->mtime_nsec;
+    sx->stx_ctime.tv_sec = s->ctime_sec;
+    sx->stx_ctime.tv_nsec = (uint32_t)s->ctime_nsec;
+    sx->stx_rdev_major = major(s->rdev);
+    sx->stx_rdev_minor = minor(s->rdev);
+    sx->stx_dev_major = major(s->dev);
+    sx->stx_dev_minor = minor(s->dev);
+}
+
+/* 1: answered (rc in *rc); 0: pass through (with d->path if d->aliased). */
+static int stat_lookup(int dirfd, const char* path, int follow, struct stat* st, struct statx* sx,
+                       struct decision* d, int* rc)
+{
+    decide(dirfd, path, follow, d);
+    if (!d->handled)
+        return 0;
+    if (d->answer.outcome == CANOPY_STAGE_ERROR) {
+        COUNT(served_errno);
+        errno = d->answer.errno_value;
+        *rc = -1;
+        return 1;
+    }
+    const struct canopy_stage_stat* s = canopy_stage_answer_stat(&g.view, &d->answer);
+    if (!s) {
+        COUNT(passed);
+        return 0;
+    }
+    COUNT(served_meta);
+    if (st)
+        fill_stat(s, st);
+    if (sx)
+        fill_statx(s, sx);
+    *rc = 0;
+    return 1;
+}
+
+/* fstat of a descriptor opened from the cache reports the original file, so fstat agrees with stat. */
+static void patch_fd_stat(int fd, struct stat* st, struct statx* sx)
+{
+    if (g.mode != MODE_SERVE)
+        return;
+    dev_t dev = st ? st->st_dev : makedev(sx->stx_dev_major, sx->stx_dev_minor);
+    if (dev != g.cache_dev)
+        return;
+    char link[32];
+    char path[PMAX];
+    char* p = put_s(link, "/proc/self/fd/");
+    p = put_u(p, (unsigned long)(unsigned)fd);
+    *p = '\0';
+    long n = syscall(SYS_readlinkat, AT_FDCWD, link, path, PMAX - 1);
+    if (n <= 0)
+        return;
+    path[n] = '\0';
+    int aliased;
+    n = unalias(path, n, &aliased);
+    if (!aliased)
+        return;
+    const struct canopy_stage_entry* e = canopy_stage_find(&g.view, path, (size_t)n);
+    const struct canopy_stage_stat* s = e && e->stat_errno == 0 ? canopy_stage_stat_at(&g.view, e->stat_stat) : NULL;
+    if (!s)
+        return;
+    if (st)
+        fill_stat(s, st);
+    if (sx)
+        fill_statx(s, sx);
+}
+
+#define STAT_WRAPPER(name, type, follow)                                                                           \
+    EXPORT int name(const char* path, type* st)                                                                    \
+    {                                                                                                              \
+        ENSURE(name);                                                                                              \
+        int m = mode();                                                                                            \
+        if (m == MODE_SERVE) {                                                                                     \
+            struct decision d;                                                                                     \
+            int rc;                                                                                                \
+            if (stat_lookup(AT_FDCWD, path, follow, (struct stat*)st, NULL, &d, &rc))                              \
+                return rc;                                                                                         \
+            return real_##name(d.aliased ? d.path : path, st);                                                     \
+        }                                                                                                          \
+        int rc = real_##name(path, st);                                                                            \
+        if (m == MODE_RECORD)                                                                                      \
+            record(follow ? 'S' : 'L', AT_FDCWD, path, rc < 0 ? errno : 0);                                        \
+        return rc;                                                                                                 \
+    }
+
+STAT_WRAPPER(stat, struct stat, 1)
+STAT_WRAPPER(stat64, struct stat64, 1)
+STAT_WRAPPER(lstat, struct stat, 0)
+STAT_WRAPPER(lstat64, struct stat64, 0)
+
+#define XSTAT_WRAPPER(name, type, follow)                                                                          \
+    EXPORT int name(int ver, const char* path, type* st)                                                           \
+    {                                                                                                              \
+        ENSURE(name);                                                                                              \
+        int m = mode();                                                                                            \
+        if (m == MODE_SERVE) {                                                                                     \
+            struct decision d;                                                                                     \
+            int rc;                                                                                                \
+            if (stat_lookup(AT_FDCWD, path, follow, (struct stat*)st, NULL, &d, &rc))                              \
+                return rc;                                                                                         \
+            return real_##name(ver, d.aliased ? d.path : path, st);                                                \
+        }                                                                                                          \
+        int rc = real_##name(ver, path, st);                                                                       \
+        if (m == MODE_RECORD)                                                                                      \
+            record(follow ? 'S' : 'L', AT_FDCWD, path, rc < 0 ? errno : 0);                                        \
+        return rc;                                                                                                 \
+    }
+
+XSTAT_WRAPPER(__xstat, struct stat, 1)
+XSTAT_WRAPPER(__xstat64, struct stat64, 1)
+XSTAT_WRAPPER(__lxstat, struct stat, 0)
+XSTAT_WRAPPER(__lxstat64, struct stat64, 0)
+
+#define FSTATAT_WRAPPER(name, type)                                                                                \
+    EXPORT int name(int dirfd, const char* path, type* st, int flags)                                              \
+    {                                                                                                              \
+        ENSURE(name);                                                                                              \
+        int m = mode();                                                                                            \
+        int follow = !(flags & AT_SYMLINK_NOFOLLOW);                                                               \
+        if (path && !*path && (flags & AT_EMPTY_PATH)) {                                                           \
+            int rc = real_##name(dirfd, path, st, flags);                                                          \
+            if (rc == 0)                                                                                           \
+                patch_fd_stat(dirfd, (struct stat*)st, NULL);                                                      \
+            return rc;                                                                                             \
+        }                                                                                                          \
+        if (m == MODE_SERVE) {                                                                                     \
+            struct decision d;                                                                                     \
+            int rc;                                                                                                \
+            if (stat_lookup(dirfd, path, follow, (struct stat*)st, NULL, &d, &rc))                                 \
+                return rc;                                                                                         \
+            if (d.aliased)                                                                                         \
+                return real_##name(AT_FDCWD, d.path, st, flags);                                                   \
+            return real_##name(dirfd, path, st, flags);                                                            \
+        }                                                                                                          \
+        int rc = real_##name(dirfd, path, st, flags);                                                              \
+        if (m == MODE_RECORD)                                                                                      \
+            record(follow ? 'S' : 'L', dirfd, path, rc < 0 ? errno : 0);                                           \
+        return rc;                                                                                                 \
+    }
+
+FSTATAT_WRAPPER(fstatat, struct stat)
+FSTATAT_WRAPPER(fstatat64, struct stat64)
+
+EXPORT int __fxstatat(int ver, int dirfd, const char* path, struct stat* st, int flags)
+{
+    ENSURE(__fxstatat);
+    int m = mode();
+    if (m == MODE_SERVE && path && *path) {
+        struct decision d;
+        int rc;
+        if (stat_lookup(dirfd, path, !(flags & AT_SYMLINK_NOFOLLOW), st, NULL, &d, &rc))
+            return rc;
+        if (d.aliased)
+            return real___fxstatat(ver, AT_FDCWD, d.path, st, flags);
+    }
+    int rc = real___fxstatat(ver, dirfd, path, st, flags);
+    if (m == MODE_RECORD && path && *path)
+        record(flags & AT_SYMLINK_NOFOLLOW ? 'L' : 'S', dirfd, path, rc < 0 ? errno : 0);
+    return rc;
+}
+
+EXPORT int __fxstatat64(int ver, int dirfd, const char* path, struct stat64* st, int flags)
+{
+    return __fxstatat(ver, dirfd, path, (struct stat*)st, flags);
+}
+
+EXPORT int statx(int dirfd, const char* path, int flags, unsigned mask, struct statx* sx)
+{
+    ENSURE(statx);
+    int m = mode();
+    if (path && !*path && (flags & AT_EMPTY_PATH)) {
+        int rc = real_statx(dirfd, path, flags, mask, sx);
+        if (rc == 0)
+            patch_fd_stat(dirfd, NULL, sx);
+        return rc;
+    }
+    if (m == MODE_SERVE) {
+        struct decision d;
+        int rc;
+        if (stat_lookup(dirfd, path, !(flags & AT_SYMLINK_NOFOLLOW), NULL, sx, &d, &rc))
+            return rc;
+        if (d.aliased)
+            return real_statx(AT_FDCWD, d.path, flags, mask, sx);
+        return real_statx(dirfd, path, flags, mask, sx);
+    }
+    int rc = real_statx(dirfd, path, flags, mask, sx);
+    if (m == MODE_RECORD)
+        record(flags & AT_SYMLINK_NOFOLLOW ? 'L' : 'S', dirfd, path, rc < 0 ? errno : 0);
+    return rc;
+}
+
+EXPORT int fstat(int fd, struct stat* st)
+{
+    ENSURE(fstat);
+    int rc = real_fstat(fd, st);
+    if (rc == 0 && mode() == MODE_SERVE)
+        patch_fd_stat(fd, st, NULL);
+    return rc;
+}
+
+EXPORT int fstat64(int fd, struct stat64* st)
+{
+    ENSURE(fstat64);
+    int rc = real_fstat64(fd, st);
+    if (rc == 0 && mode() == MODE_SERVE)
+        patch_fd_stat(fd, (struct stat*)st, NULL);
+    return rc;
+}
+
+EXPORT int __fxstat(int ver, int fd, struct stat* st)
+{
+    ENSURE(__fxstat);
+    int rc = real___fxstat(ver, fd, st);
+    if (rc == 0 && mode() == MODE_SERVE)
+        patch_fd_stat(fd, st, NULL);
+    return rc;
+}
+
+EXPORT int __fxstat64(int ver, int fd, struct stat64* st)
+{
+    ENSURE(__fxstat64);
+    int rc = real___fxstat64(ver, fd, st);
+    if (rc == 0 && mode() == MODE_SERVE)
+        patch_fd_stat(fd, (struct stat*)st, NULL);
+    return rc;
+}
+
+/* ---------- access ---------- */
+
+static int permitted(const struct canopy_stage_stat* s, int amode)
+{
+    if (amode == F_OK)
+        return 1;
+    uid_t uid = getuid();
+    if (uid == 0)
+        return !(amode & X_OK) || S_ISDIR(s->mode) || (s->mode & 0111);
+    unsigned bits;
+    if (uid == s->uid) {
+        bits = (s->mode >> 6) & 7;
+    } else {
+        int member = getgid() == s->gid;
+        gid_t groups[64];
+        int n = member ? 0 : getgroups(64, groups);
+        for (int i = 0; i < n && !member; ++i)
+            member = groups[i] == s->gid;
+        bits = member ? (s->mode >> 3) & 7 : s->mode & 7;
+    }
+    return ((amode & R_OK) ? (bits & 4) != 0 : 1) && ((amode & X_OK) ? (bits & 1) != 0 : 1);
+}
+
+/* 1: answered; 0: pass through. W_OK always asks the real filesystem (it may be mounted read-only). */
+static int access_lookup(int dirfd, const char* path, int amode, int flags, struct decision* d, int* rc)
+{
+    if (amode & W_OK)
+        return d->aliased = 0, d->handled = 0, 0;
+    decide(dirfd, path, !(flags & AT_SYMLINK_NOFOLLOW), d);
+    if (!d->handled)
+        return 0;
+    if (d->answer.outcome == CANOPY_STAGE_ERROR) {
+        COUNT(served_errno);
+        errno = d->answer.errno_value;
+        *rc = -1;
+        return 1;
+    }
+    const struct canopy_stage_stat* s = canopy_stage_answer_stat(&g.view, &d->answer);
+    if (!s || (flags & AT_EACCESS)) {
+        COUNT(passed);
+        return 0;
+    }
+    COUNT(served_meta);
+    if (permitted(s, amode)) {
+        *rc = 0;
+    } else {
+        errno = EACCES;
+        *rc = -1;
+    }
+    return 1;
+}
+
+EXPORT int access(const char* path, int amode)
+{
+    ENSURE(access);
+    int m = mode();
+    if (m == MODE_SERVE) {
+        struct decision d;
+        int rc;
+        if (access_lookup(AT_FDCWD, path, amode, 0, &d, &rc))
+            return rc;
+        return real_access(d.aliased ? d.path : path, amode);
+    }
+    int rc = real_access(path, amode);
+    if (m == MODE_RECORD)
+        record('A', AT_FDCWD, path, rc < 0 ? errno : 0);
+    return rc;
+}
+
+EXPORT int faccessat(int dirfd, const char* path, int amode, int flags)
+{
+    ENSURE(faccessat);
+    int m = mode();
+    if (m == MODE_SERVE) {
+        struct decision d;
+        int rc;
+        if (access_lookup(dirfd, path, amode, flags, &d, &rc))
+            return rc;
+        if (d.aliased)
+            return real_faccessat(AT_FDCWD, d.path, amode, flags);
+        return real_faccessat(dirfd, path, amode, flags);
+    }
+    int rc = real_faccessat(dirfd, path, amode, flags);
+    if (m == MODE_RECORD)
+        record('A', dirfd, path, rc < 0 ? errno : 0);
+    return rc;
+}
+
+/* ---------- readlink ---------- */
+
+static int readlink_lookup(int dirfd, const char* path, char* buf, size_t size, struct decision* d, ssize_t* rc)
+{
+    decide(dirfd, path, 0, d);
+    if (!d->handled)
+        return 0;
+    if (d->answer.outcome == CANOPY_STAGE_ERROR) {
+        COUNT(served_errno);
+        errno = d->answer.errno_value;
+        *rc = -1;
+        return 1;
+    }
+    const struct canopy_stage_stat* s = canopy_stage_answer_stat(&g.view, &d->answer);
+    if (!s) {
+        COUNT(passed);
+        return 0;
+    }
+    COUNT(served_meta);
+    if (!S_ISLNK(s->mode)) {
+        errno = EINVAL;
+        *rc = -1;
+        return 1;
+    }
+    const struct canopy_stage_entry* e = d->answer.entry;
+    const char* target = canopy_stage_string(&g.view, e->link_off, e->link_len);
+    if (!target) {
+        errno = EIO;
+        *rc = -1;
+        return 1;
+    }
+    size_t n = e->link_len < size ? e->link_len : size;
+    memcpy(buf, target, n);
+    *rc = (ssize_t)n;
+    return 1;
+}
+
+EXPORT ssize_t readlink(const char* path, char* buf, size_t size)
+{
+    ENSURE(readlink);
+    int m = mode();
+    if (m == MODE_SERVE) {
+        struct decision d;
+        ssize_t rc;
+        if (readlink_lookup(AT_FDCWD, path, buf, size, &d, &rc))
+            return rc;
+        return real_readlink(d.aliased ? d.path : path, buf, size);
+    }
+    ssize_t rc = real_readlink(path, buf, size);
+    if (m == MODE_RECORD)
+        record('R', AT_FDCWD, path, rc < 0 ? errno : 0);
+    return rc;
+}
+
+EXPORT ssize_t readlinkat(int dirfd, const char* path, char* buf, size_t size)
+{
+    ENSURE(readlinkat);
+    int m = mode();
+    if (m == MODE_SERVE) {
+        struct decision d;
+        ssize_t rc;
+        if (readlink_lookup(dirfd, path, buf, size, &d, &rc))
+            return rc;
+        if (d.aliased)
+            return real_readlinkat(AT_FDCWD, d.path, buf, size);
+        return real_readlinkat(dirfd, path, buf, size);
+    }
+    ssize_t rc = real_readlinkat(dirfd, path, buf, size);
+    if (m == MODE_RECORD)
+        record('R', dirfd, path, rc < 0 ? errno : 0);
+    return rc;
+}
+
+/* ---------- open ---------- */
+
+enum { WANT_FILE = 1, WANT_DIR = 2 };
+
+/* Decides an open for reading. Returns: -1 answered with an error (errno set), 0 pass through (d->path if
+ * aliased), 1 open `target` instead (a cache copy or a directory skeleton). */
+static int open_lookup(int dirfd, const char* path, int follow, int want, struct decision* d, char* target)
+{
+    decide(dirfd, path, follow, d);
+    if (!d->handled)
+        return 0;
+    if (d->answer.outcome == CANOPY_STAGE_ERROR) {
+        COUNT(served_errno);
+        errno = d->answer.errno_value;
+        return -1;
+    }
+    const struct canopy_stage_stat* s = canopy_stage_answer_stat(&g.view, &d->answer);
+    const struct canopy_stage_entry* e = d->answer.entry;
+    if (!s) {
+        COUNT(passed);
+        return 0;
+    }
+    if (S_ISLNK(s->mode)) { /* O_NOFOLLOW on a symlink */
+        COUNT(served_errno);
+        errno = ELOOP;
+        return -1;
+    }
+    if (S_ISDIR(s->mode)) {
+        if ((e->flags & CANOPY_STAGE_LISTED) && cache_path(e, g.dirs_alias, g.dirs_alias_len, target) == 0) {
+            COUNT(served_dir);
+            return 1;
+        }
+        COUNT(passed);
+        return 0;
+    }
+    if (want == WANT_DIR) {
+        COUNT(served_errno);
+        errno = ENOTDIR;
+        return -1;
+    }
+    if (S_ISREG(s->mode) && (e->flags & CANOPY_STAGE_CONTENT) &&
+        cache_path(e, g.root_alias, g.root_alias_len, target) == 0) {
+        COUNT(served_open);
+        return 1;
+    }
+    COUNT(passed);
+    return 0;
+}
+
+static int is_write_open(int flags)
+{
+    return (flags & (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC)) != 0 || (flags & O_PATH) == O_PATH;
+}
+
+/* Every open variant lands here; `pass` performs the real call with the caller's or the unaliased path. */
+#define OPEN_BODY(pass_orig, pass_alias, dirfd, path, flags)                                                       \
+    int m = mode();                                                                                                \
+    if (m == MODE_SERVE) {                                                                                         \
+        if (is_write_open(flags)) {                                                                                \
+            if (!((flags) & O_PATH))                                                                               \
+                mark_dirty(dirfd, path);                                                                           \
+            return pass_orig;                                                                                      \
+        }                                                                                                          \
+        struct decision d;                                                                                         \
+        char target[PMAX];                                                                                         \
+        int r = open_lookup(dirfd, path, !((flags) & O_NOFOLLOW), ((flags) & O_DIRECTORY) ? WANT_DIR : WANT_FILE,  \
+                            &d, target);                                                                           \
+        if (r < 0)                                                                                                 \
+            return -1;                                                                                             \
+        if (r > 0) {                                                                                               \
+            int fd = (int)syscall(SYS_openat, AT_FDCWD, target, (flags) & ~O_NOFOLLOW, 0);                         \
+            if (fd >= 0)                                                                                           \
+                return fd;                                                                                         \
+            /* not there (yet): the real file is still right */                                                    \
+        }                                                                                                          \
+        if (d.aliased) {                                                                                           \
+            const char* path_alias = d.path;                                                                       \
+            (void)path_alias;                                                                                      \
+            return pass_alias;                                                                                     \
+        }                                                                                                          \
+        return pass_orig;                                                                                          \
+    }                                                                                                              \
+    int rc = pass_orig;                                                                                            \
+    if (m == MODE_RECORD)                                                                                          \
+        record(is_write_open(flags) ? 'W' : ((flags) & O_DIRECTORY) ? 'D' : 'O', dirfd, path, rc < 0 ? errno : 0); \
+    return rc;
+
+static mode_t open_mode(int flags, va_list ap)
+{
+    return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? (mode_t)va_arg(ap, int) : 0;
+}
+
+EXPORT int open(const char* path, int flags, ...)
+{
+    va_list ap;
+    va_start(ap, flags);
+    mode_t md = open_mode(flags, ap);
+    va_end(ap);
+    ENSURE(open);
+    OPEN_BODY(real_open(path, flags, md), real_open(path_alias, flags, md), AT_FDCWD, path, flags)
+}
+
+EXPORT int open64(const char* path, int flags, ...)
+{
+    va_list ap;
+    va_start(ap, flags);
+    mode_t md = open_mode(flags, ap);
+    va_end(ap);
+    ENSURE(open64);
+    OPEN_BODY(real_open64(path, flags, md), real_open64(path_alias, flags, md), AT_FDCWD, path, flags)
+}
+
+EXPORT int openat(int dirfd, const char* path, int flags, ...)
+{
+    va_list ap;
+    va_start(ap, flags);
+    mode_t md = open_mode(flags, ap);
+    va_end(ap);
+    ENSURE(openat);
+    OPEN_BODY(real_openat(dirfd, path, flags, md), real_openat(AT_FDCWD, path_alias, flags, md), dirfd, path, flags)
+}
+
+EXPORT int openat64(int dirfd, const char* path, int flags, ...)
+{
+    va_list ap;
+    va_start(ap, flags);
+    mode_t md = open_mode(flags, ap);
+    va_end(ap);
+    ENSURE(openat64);
+    OPEN_BODY(real_openat64(dirfd, path, flags, md), real_openat64(AT_FDCWD, path_alias, flags, md), dirfd, path,
+              flags)
+}
+
+/* _FORTIFY_SOURCE variants (Python calls __open64_2): same decision, the real one keeps its checks. */
+EXPORT int __open_2(const char* path, int flags)
+{
+    ENSURE(__open_2);
+    OPEN_BODY(real___open_2(path, flags), real___open_2(path_alias, flags), AT_FDCWD, path, flags)
+}
+
+EXPORT int __open64_2(const char* path, int flags)
+{
+    ENSURE(__open64_2);
+    OPEN_BODY(real___open64_2(path, flags), real___open64_2(path_alias, flags), AT_FDCWD, path, flags)
+}
+
+EXPORT int __openat_2(int dirfd, const char* path, int flags)
+{
+    ENSURE(__openat_2);
+    OPEN_BODY(real___openat_2(dirfd, path, flags), real___openat_2(AT_FDCWD, path_alias, flags), dirfd, path, flags)
+}
+
+EXPORT int __openat64_2(int dirfd, const char* path, int flags)
+{
+    ENSURE(__openat64_2);
+    OPEN_BODY(real___openat64_2(dirfd, path, flags), real___openat64_2(AT_FDCWD, path_alias, flags), dirfd, path,
+              flags)
+}
+
+static int fopen_writes(const char* fmode)
+{
+    return fmode && (strchr(fmode, 'w') || strchr(fmode, 'a') || strchr(fmode, '+'));
+}
+
+#define FOPEN_BODY(real)                                                                                           \
+    int m = mode();                                                                                                \
+    if (m == MODE_SERVE) {                                                                                         \
+        if (fopen_writes(fmode)) {                                                                                 \
+            mark_dirty(AT_FDCWD, path);                                                                            \
+            return real(path, fmode);                                                                              \
+        }                                                                                                          \
+        struct decision d;                                                                                         \
+        char target[PMAX];                                                                                         \
+        int r = open_lookup(AT_FDCWD, path, 1, WANT_FILE, &d, target);                                             \
+        if (r < 0)                                                                                                 \
+            return NULL;                                                                                           \
+        if (r > 0) {                                                                                               \
+            FILE* f = real(target, fmode);                                                                         \
+            if (f)                                                                                                 \
+                return f;                                                                                          \
+        }                                                                                                          \
+        return real(d.aliased ? d.path : path, fmode);                                                             \
+    }                                                                                                              \
+    FILE* f = real(path, fmode);                                                                                   \
+    if (m == MODE_RECORD)                                                                                          \
+        record(fopen_writes(fmode) ? 'W' : 'O', AT_FDCWD, path, f ? 0 : errno);                                    \
+    return f;
+
+EXPORT FILE* fopen(const char* path, const char* fmode)
+{
+    ENSURE(fopen);
+    FOPEN_BODY(real_fopen)
+}
+
+EXPORT FILE* fopen64(const char* path, const char* fmode)
+{
+    ENSURE(fopen64);
+    FOPEN_BODY(real_fopen64)
+}
+
+EXPORT DIR* opendir(const char* path)
+{
+    ENSURE(opendir);
+    int m = mode();
+    if (m == MODE_SERVE) {
+        struct decision d;
+        char target[PMAX];
+        int r = open_lookup(AT_FDCWD, path, 1, WANT_DIR, &d, target);
+        if (r < 0)
+            return NULL;
+        if (r > 0) {
+            DIR* dir = real_opendir(target);
+            if (dir)
+                return dir;
+        }
+        return real_opendir(d.aliased ? d.path : path);
+    }
+    DIR* dir = real_opendir(path);
+    if (m == MODE_RECORD)
+        record('D', AT_FDCWD, path, dir ? 0 : errno);
+    return dir;
+}
+
+/* realpath from the index: the walk ends on the canonical entry, whose key is the answer. glibc's realpath
+ * calls its internal lstat and readlink, which no wrapper sees, so it is wrapped as a whole. */
+EXPORT char* realpath(const char* path, char* resolved)
+{
+    ENSURE(realpath);
+    int m = mode();
+    if (m == MODE_RECORD && path) {
+        char* out = real_realpath(path, resolved);
+        record('S', AT_FDCWD, path, out ? 0 : errno);
+        return out;
+    }
+    if (m == MODE_SERVE && path) {
+        struct decision d;
+        decide(AT_FDCWD, path, 1, &d);
+        if (d.handled) {
+            struct canopy_stage_answer a;
+            canopy_stage_resolve(&g.view, d.path, 1, 0, &a);
+            if (a.outcome == CANOPY_STAGE_ERROR) {
+                COUNT(served_errno);
+                errno = a.errno_value;
+                return NULL;
+            }
+            const char* key = a.outcome == CANOPY_STAGE_FOUND
+                                  ? canopy_stage_string(&g.view, a.entry->path_off, a.entry->path_len)
+                                  : NULL;
+            if (key && a.entry->path_len < PATH_MAX) {
+                char* out = resolved ? resolved : malloc(PATH_MAX);
+                if (!out) {
+                    errno = ENOMEM;
+                    return NULL;
+                }
+                COUNT(served_meta);
+                memcpy(out, key, (size_t)a.entry->path_len + 1);
+                return out;
+            }
+            COUNT(passed);
+        }
+        if (d.aliased)
+            return real_realpath(d.path, resolved);
+    }
+    return real_realpath(path, resolved);
+}
+
+/* ---------- changes under a prefix: done on the real filesystem, remembered by this process ---------- */
+
+#define CHANGE_WRAPPER(ret, name, params, args, mark)                                                              \
+    EXPORT ret name params                                                                                         \
+    {                                                                                                              \
+        ENSURE(name);                                                                                              \
+        int m = mode();                                                                                            \
+        if (m == MODE_SERVE) {                                                                                     \
+            mark;                                                                                                  \
+        }                                                                                                          \
+        ret rc = real_##name args;                                                                                 \
+        return rc;                                                                                                 \
+    }
+
+CHANGE_WRAPPER(int, mkdir, (const char* path, mode_t md), (path, md), mark_dirty(AT_FDCWD, path))
+CHANGE_WRAPPER(int, mkdirat, (int dirfd, const char* path, mode_t md), (dirfd, path, md), mark_dirty(dirfd, path))
+CHANGE_WRAPPER(int, unlink, (const char* path), (path), mark_dirty(AT_FDCWD, path))
+CHANGE_WRAPPER(int, unlinkat, (int dirfd, const char* path, int flags), (dirfd, path, flags), mark_dirty(dirfd, path))
+CHANGE_WRAPPER(int, rmdir, (const char* path), (path), mark_dirty(AT_FDCWD, path))
+CHANGE_WRAPPER(int, rename, (const char* a, const char* b), (a, b), (mark_dirty(AT_FDCWD, a), mark_dirty(AT_FDCWD, b)))
+CHANGE_WRAPPER(int, renameat, (int da, const char* a, int db, const char* b), (da, a, db, b),
+               (mark_dirty(da, a), mark_dirty(db, b)))
+CHANGE_WRAPPER(int, renameat2, (int da, const char* a, int db, const char* b, unsigned flags), (da, a, db, b, flags),
+               (mark_dirty(da, a), mark_dirty(db, b)))
+
+/* ---------- the loader: LD_AUDIT ---------- */
+
+EXPORT unsigned int la_version(unsigned int version)
+{
+    g.audit = 1;
+    /* Answer with the version we were built for, never more than the loader offers (0 would unload us). */
+    return version < LAV_CURRENT ? version : LAV_CURRENT;
+}
+
+EXPORT char* la_objsearch(const char* name, uintptr_t* cookie, unsigned int flag)
+{
+    (void)cookie;
+    (void)flag;
+    /* The loader holds its lock around searches, so one buffer is enough; it copies the name it keeps. */
+    static char result[PMAX];
+    if (!name || name[0] != '/')
+        return (char*)name;
+    int m = mode();
+    if (m == MODE_RECORD) {
+        record('X', AT_FDCWD, name, 0);
+        return (char*)name;
+    }
+    if (m != MODE_SERVE)
+        return (char*)name;
+    struct decision d;
+    int r = open_lookup(AT_FDCWD, name, 1, WANT_FILE, &d, result);
+    if (r < 0) {
+        COUNT(loader_fail);
+        return NULL; /* known missing: the loader tries its next directory without touching the filesystem */
+    }
+    if (r > 0 && syscall(SYS_faccessat, AT_FDCWD, result, F_OK) == 0) {
+        COUNT(loader_redirect);
+        return result;
+    }
+    COUNT(loader_pass);
+    if (d.aliased && copy_str(result, sizeof result, d.path) != (size_t)-1)
+        return result;
+    return (char*)name;
+}
+
+/* ---------- life cycle ---------- */
+
+__attribute__((constructor)) static void interpose_init(void)
+{
+    resolve_all();
+    mode();
+}
+
+__attribute__((destructor)) static void interpose_fini(void)
+{
+    if (!g.stats[0])
+        return;
+    char line[512];
+    char* p = line;
+    p = put_s(p, g.audit ? "audit" : "preload");
+    p = put_s(p, " pid=");
+    p = put_u(p, (unsigned long)getpid());
+    p = put_s(p, " mode=");
+    p = put_s(p, g.mode == MODE_SERVE ? "serve" : g.mode == MODE_RECORD ? "record" : "off");
+#define FIELD(name)                                                                                                \
+    p = put_s(p, " " #name "=");                                                                                   \
+    p = put_u(p, __atomic_load_n(&stats.name, __ATOMIC_RELAXED));
+    FIELD(served_meta)
+    FIELD(served_errno)
+    FIELD(served_open)
+    FIELD(served_dir)
+    FIELD(passed)
+    FIELD(outside)
+    FIELD(writes)
+    FIELD(loader_redirect)
+    FIELD(loader_fail)
+    FIELD(loader_pass)
+#undef FIELD
+    *p++ = '\n';
+    int fd = raw_open(g.stats, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        write_all(fd, line, (size_t)(p - line));
+        raw_close(fd);
+    }
+}

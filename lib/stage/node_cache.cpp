@@ -1,0 +1,242 @@
+// Writes the node-local stage cache: content via temp file + rename, skeletons, and the index last.
+#include "stage/node_cache.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+namespace canopy::stage {
+namespace {
+
+// mkdir -p below `base` (which exists): creates each missing component of `path` with mode 0755.
+Status make_dirs(const std::string& path)
+{
+    std::string partial;
+    std::size_t i = 0;
+    while (i < path.size()) {
+        std::size_t next = path.find('/', i + 1);
+        if (next == std::string::npos)
+            next = path.size();
+        partial = path.substr(0, next);
+        i = next;
+        if (partial.empty())
+            continue;
+        if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST)
+            return make_error("stage cache: cannot create directory {} ({}); check space and permissions on the "
+                              "cache directory", partial, std::strerror(errno));
+    }
+    return {};
+}
+
+Status remove_tree(const std::string& path)
+{
+    struct stat s {};
+    if (::lstat(path.c_str(), &s) != 0)
+        return errno == ENOENT ? Status{} : Status{make_error("stage cache: cannot remove {} ({})", path,
+                                                              std::strerror(errno))};
+    if (S_ISDIR(s.st_mode)) {
+        ::chmod(path.c_str(), 0700); // a copied read-only directory would block unlinking its children
+        if (DIR* d = ::opendir(path.c_str())) {
+            std::vector<std::string> names;
+            while (struct dirent* e = ::readdir(d))
+                if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+                    names.emplace_back(e->d_name);
+            ::closedir(d);
+            for (const auto& n : names)
+                if (auto st = remove_tree(path + "/" + n); !st)
+                    return st;
+        }
+        if (::rmdir(path.c_str()) != 0)
+            return make_error("stage cache: cannot remove {} ({})", path, std::strerror(errno));
+        return {};
+    }
+    if (::unlink(path.c_str()) != 0)
+        return make_error("stage cache: cannot remove {} ({})", path, std::strerror(errno));
+    return {};
+}
+
+} // namespace
+
+std::string default_cache_dir(std::string_view job_id, std::string_view node, std::string_view base)
+{
+    return std::string(base) + "/canopy-" + std::string(job_id) + "-" + std::string(node);
+}
+
+Result<NodeCache> NodeCache::create(std::string dir)
+{
+    while (dir.size() > 1 && dir.back() == '/')
+        dir.pop_back();
+    if (dir.empty() || dir[0] != '/')
+        return make_error("stage cache directory '{}' is not absolute; give an absolute path", dir);
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+        return make_error("stage cache: cannot create {} ({}); check that its parent exists and is writable", dir,
+                          std::strerror(errno));
+    for (const char* sub : {"/root", "/dirs", "/tmp"})
+        if (::mkdir((dir + sub).c_str(), 0755) != 0 && errno != EEXIST)
+            return make_error("stage cache: cannot create {}{} ({})", dir, sub, std::strerror(errno));
+    return NodeCache(std::move(dir));
+}
+
+NodeCache::ContentWriter::ContentWriter(int fd, std::string tmp, std::string final_path, ContentFile file)
+    : fd_(fd), tmp_(std::move(tmp)), final_(std::move(final_path)), file_(std::move(file))
+{
+}
+
+NodeCache::ContentWriter::ContentWriter(ContentWriter&& other) noexcept
+    : fd_(other.fd_), tmp_(std::move(other.tmp_)), final_(std::move(other.final_)), file_(std::move(other.file_)),
+      written_(other.written_)
+{
+    other.fd_ = -1;
+    other.tmp_.clear();
+}
+
+NodeCache::ContentWriter::~ContentWriter()
+{
+    if (fd_ >= 0)
+        ::close(fd_);
+    if (!tmp_.empty())
+        ::unlink(tmp_.c_str());
+}
+
+Status NodeCache::ContentWriter::append(std::span<const unsigned char> chunk)
+{
+    if (fd_ < 0)
+        return make_error("stage cache: {} was already committed or failed", final_);
+    std::size_t done = 0;
+    while (done < chunk.size()) {
+        ssize_t n = ::write(fd_, chunk.data() + done, chunk.size() - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return make_error("stage cache: writing {} failed ({}); the node-local cache is full? give a larger "
+                              "cache directory", tmp_, std::strerror(errno));
+        done += static_cast<std::size_t>(n);
+    }
+    written_ += chunk.size();
+    return {};
+}
+
+Status NodeCache::ContentWriter::commit()
+{
+    if (fd_ < 0)
+        return make_error("stage cache: {} was already committed or failed", final_);
+    if (written_ != static_cast<std::uint64_t>(file_.size))
+        return make_error("stage cache: {} got {} bytes, expected {}; the file changed at the root while staging",
+                          file_.mirror, written_, file_.size);
+    // Same mode (no write bits: nobody may change the cache) and the original mtime, so fstat agrees with
+    // stat and Python's .pyc checks see the source's time.
+    const struct timespec times[2] = {{file_.mtime_sec, file_.mtime_nsec}, {file_.mtime_sec, file_.mtime_nsec}};
+    if (::fchmod(fd_, file_.mode & 07555) != 0 || ::futimens(fd_, times) != 0)
+        return make_error("stage cache: cannot set mode/mtime of {} ({})", tmp_, std::strerror(errno));
+    if (::close(fd_) != 0) {
+        fd_ = -1;
+        return make_error("stage cache: closing {} failed ({})", tmp_, std::strerror(errno));
+    }
+    fd_ = -1;
+    auto slash = final_.rfind('/');
+    if (auto st = make_dirs(final_.substr(0, slash)); !st)
+        return st;
+    if (::rename(tmp_.c_str(), final_.c_str()) != 0)
+        return make_error("stage cache: cannot move {} into place ({})", final_, std::strerror(errno));
+    tmp_.clear();
+    return {};
+}
+
+Result<NodeCache::ContentWriter> NodeCache::begin_content(const ContentFile& file)
+{
+    if (file.mirror.empty() || file.mirror[0] != '/')
+        return make_error("stage cache: content path '{}' is not absolute", file.mirror);
+    std::string tmp = dir_ + "/tmp/" + std::to_string(::getpid()) + "." + std::to_string(sequence_++);
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return make_error("stage cache: cannot create {} ({})", tmp, std::strerror(errno));
+    return ContentWriter(fd, std::move(tmp), content_path(file.mirror), file);
+}
+
+Status NodeCache::copy_content(const ContentFile& file, const std::string& source)
+{
+    const std::string& from = source.empty() ? file.mirror : source;
+    int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return make_error("stage: cannot read {} ({}); it changed since the index was built, refresh the manifest",
+                          from, std::strerror(errno));
+    auto writer = begin_content(file);
+    if (!writer) {
+        ::close(in);
+        return writer.error();
+    }
+    std::vector<unsigned char> buffer(1 << 20);
+    for (;;) {
+        ssize_t n = ::read(in, buffer.data(), buffer.size());
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            int err = errno;
+            ::close(in);
+            return make_error("stage: reading {} failed ({})", from, std::strerror(err));
+        }
+        if (n == 0)
+            break;
+        if (auto st = writer->append({buffer.data(), static_cast<std::size_t>(n)}); !st) {
+            ::close(in);
+            return st;
+        }
+    }
+    ::close(in);
+    return writer->commit();
+}
+
+Status NodeCache::copy_all_content(const Index& index)
+{
+    for (const auto& file : index.content_files())
+        if (!has_content(file))
+            if (auto st = copy_content(file); !st)
+                return st;
+    return {};
+}
+
+bool NodeCache::has_content(const ContentFile& file) const
+{
+    struct stat s {};
+    return ::stat(content_path(file.mirror).c_str(), &s) == 0 && s.st_size == file.size &&
+           s.st_mtim.tv_sec == file.mtime_sec && s.st_mtim.tv_nsec == file.mtime_nsec;
+}
+
+Status NodeCache::install_index(const Index& index)
+{
+    for (const auto& dir : index.listed_directories()) {
+        std::string base = skeleton_path(dir.mirror);
+        if (auto st = make_dirs(base); !st)
+            return st;
+        for (const auto& n : dir.names) {
+            std::string path = base + (dir.mirror == "/" ? "" : "/") + n.name;
+            int rc = 0;
+            if (n.type == DT_DIR) {
+                rc = ::mkdir(path.c_str(), 0755);
+            } else if (n.type == DT_LNK) {
+                rc = ::symlink(n.link_target.empty() ? "." : n.link_target.c_str(), path.c_str());
+            } else {
+                int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+                if (fd >= 0)
+                    ::close(fd);
+                rc = fd >= 0 ? 0 : -1;
+            }
+            if (rc != 0 && errno != EEXIST)
+                return make_error("stage cache: cannot create {} ({}); check space in the cache directory", path,
+                                  std::strerror(errno));
+        }
+    }
+    return index.save(index_path());
+}
+
+Status NodeCache::remove()
+{
+    return remove_tree(dir_);
+}
+
+} // namespace canopy::stage

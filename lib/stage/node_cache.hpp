@@ -1,0 +1,74 @@
+// The node-local stage cache: the index the ranks map, copies of file contents, and directory skeletons.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "stage/index.hpp"
+#include "util/result.hpp"
+
+namespace canopy::stage {
+
+// Where a job's cache lives by default: <base>/canopy-<job>-<node> (base is /dev/shm: node-local memory).
+std::string default_cache_dir(std::string_view job_id, std::string_view node, std::string_view base = "/dev/shm");
+
+// Layout (what the interposer expects, see docs/staging.md):
+//   <dir>/index             the index blob, installed last by rename
+//   <dir>/root<path>        the content of a staged file, at its canonical path (so $ORIGIN stays in the mirror)
+//   <dir>/dirs<path>        a skeleton of a listed directory: the same names and types, empty files
+//   <dir>/tmp/              files being written; renamed into place only when complete
+class NodeCache {
+public:
+    // Creates the directory (mode 0700; parents must exist) or reuses it.
+    static Result<NodeCache> create(std::string dir);
+
+    const std::string& dir() const { return dir_; }
+    std::string index_path() const { return dir_ + "/index"; }
+    std::string content_path(std::string_view mirror) const { return dir_ + "/root" + std::string(mirror); }
+    std::string skeleton_path(std::string_view mirror) const { return dir_ + "/dirs" + std::string(mirror); }
+
+    // Receives one file's content in order, chunk by chunk, in a temp file; commit() checks the size,
+    // sets the original mode (without write bits) and mtime, and renames it into place: a reader sees the
+    // whole file or none. Destroying an uncommitted writer removes the temp file.
+    class ContentWriter {
+    public:
+        ContentWriter(ContentWriter&& other) noexcept;
+        ContentWriter& operator=(ContentWriter&&) = delete;
+        ~ContentWriter();
+        Status append(std::span<const unsigned char> chunk);
+        Status commit();
+        std::uint64_t written() const { return written_; }
+
+    private:
+        friend class NodeCache;
+        ContentWriter(int fd, std::string tmp, std::string final_path, ContentFile file);
+        int fd_ = -1;
+        std::string tmp_;
+        std::string final_;
+        ContentFile file_;
+        std::uint64_t written_ = 0;
+    };
+
+    Result<ContentWriter> begin_content(const ContentFile& file);
+    // Copies a file's content from `source` (default: file.mirror on this machine's filesystem).
+    Status copy_content(const ContentFile& file, const std::string& source = {});
+    // Copies every file the index stages (the root's path, or a node that can read the prefixes itself).
+    Status copy_all_content(const Index& index);
+    bool has_content(const ContentFile& file) const;
+
+    // Creates the directory skeletons, then writes the index atomically: the ranks use the cache from then on.
+    Status install_index(const Index& index);
+
+    // Removes the whole cache directory (at the end of the job).
+    Status remove();
+
+private:
+    explicit NodeCache(std::string dir) : dir_(std::move(dir)) {}
+    std::string dir_;
+    std::uint64_t sequence_ = 0;
+};
+
+} // namespace canopy::stage

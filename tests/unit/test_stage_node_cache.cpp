@@ -1,0 +1,159 @@
+// Unit tests for the node cache: chunked content written atomically with the original mtime, skeletons, index.
+#include "stage/node_cache.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace canopy::stage {
+namespace {
+
+namespace fs = std::filesystem;
+
+class StageNodeCache : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        char tmpl[] = "/tmp/canopy-test-cache-XXXXXX";
+        ASSERT_NE(::mkdtemp(tmpl), nullptr);
+        base_ = tmpl;
+        src_ = base_ + "/src";
+        fs::create_directories(src_ + "/lib");
+        write(src_ + "/lib/a.py", "print('a')\n");
+        fs::create_symlink("a.py", src_ + "/lib/b.py");
+        fs::create_directory(src_ + "/lib/sub");
+    }
+    void TearDown() override { fs::remove_all(base_); }
+
+    static void write(const std::string& path, const std::string& data)
+    {
+        std::ofstream(path, std::ios::binary | std::ios::trunc) << data;
+    }
+    static std::string read(const std::string& path)
+    {
+        std::ifstream in(path, std::ios::binary);
+        std::stringstream s;
+        s << in.rdbuf();
+        return s.str();
+    }
+
+    std::string base_;
+    std::string src_;
+};
+
+TEST_F(StageNodeCache, DefaultDirectoryIsPerJobAndNode)
+{
+    EXPECT_EQ(default_cache_dir("j42", "sim0003"), "/dev/shm/canopy-j42-sim0003");
+    EXPECT_EQ(default_cache_dir("j42", "n1", "/tmp"), "/tmp/canopy-j42-n1");
+}
+
+TEST_F(StageNodeCache, ChunksAppearOnlyWhenCommittedWithTheOriginalMtimeAndMode)
+{
+    auto cache = NodeCache::create(base_ + "/cache");
+    ASSERT_TRUE(cache.ok()) << cache.error().message;
+    ContentFile file{"/soft/lib/libbig.so", 10, 1700000000, 123456789, 0100755};
+    auto writer = cache->begin_content(file);
+    ASSERT_TRUE(writer.ok());
+    const std::string data = "0123456789";
+    ASSERT_TRUE(writer->append({reinterpret_cast<const unsigned char*>(data.data()), 4}).ok());
+    EXPECT_FALSE(fs::exists(cache->content_path(file.mirror))); // a reader never sees half a file
+    ASSERT_TRUE(writer->append({reinterpret_cast<const unsigned char*>(data.data()) + 4, 6}).ok());
+    ASSERT_TRUE(writer->commit().ok());
+
+    const std::string path = base_ + "/cache/root/soft/lib/libbig.so";
+    EXPECT_EQ(read(path), data);
+    struct stat s {};
+    ASSERT_EQ(::stat(path.c_str(), &s), 0);
+    EXPECT_EQ(s.st_mtim.tv_sec, 1700000000);
+    EXPECT_EQ(s.st_mtim.tv_nsec, 123456789);
+    EXPECT_EQ(s.st_mode & 07777, 0555u); // no write bits in the cache
+    EXPECT_TRUE(cache->has_content(file));
+    EXPECT_TRUE(fs::is_empty(base_ + "/cache/tmp"));
+}
+
+TEST_F(StageNodeCache, AShortFileIsRefusedAndLeavesNothingBehind)
+{
+    auto cache = NodeCache::create(base_ + "/cache");
+    ASSERT_TRUE(cache.ok());
+    ContentFile file{"/soft/x.py", 100, 1, 0, 0100644};
+    {
+        auto writer = cache->begin_content(file);
+        ASSERT_TRUE(writer.ok());
+        const unsigned char byte = 'x';
+        ASSERT_TRUE(writer->append({&byte, 1}).ok());
+        auto st = writer->commit();
+        ASSERT_FALSE(st.ok());
+        EXPECT_NE(st.error().message.find("/soft/x.py"), std::string::npos);
+    }
+    {
+        auto abandoned = cache->begin_content(file); // dropped without commit, as when a tree link breaks
+        ASSERT_TRUE(abandoned.ok());
+    }
+    EXPECT_FALSE(fs::exists(cache->content_path(file.mirror)));
+    EXPECT_TRUE(fs::is_empty(base_ + "/cache/tmp"));
+}
+
+TEST_F(StageNodeCache, CopiesFilesLargerThanTenMegabytes)
+{
+    const std::string big = src_ + "/lib/big.bin";
+    {
+        std::ofstream out(big, std::ios::binary);
+        std::string block(1 << 20, '\0');
+        for (int i = 0; i < 12; ++i) {
+            block[0] = static_cast<char>(i);
+            out << block;
+        }
+    }
+    struct stat s {};
+    ASSERT_EQ(::stat(big.c_str(), &s), 0);
+    auto cache = NodeCache::create(base_ + "/cache");
+    ASSERT_TRUE(cache.ok());
+    ContentFile file{big, s.st_size, s.st_mtim.tv_sec, s.st_mtim.tv_nsec, s.st_mode};
+    ASSERT_TRUE(cache->copy_content(file).ok());
+    EXPECT_EQ(read(cache->content_path(big)), read(big));
+    EXPECT_TRUE(cache->has_content(file));
+}
+
+TEST_F(StageNodeCache, InstallWritesSkeletonsAndTheIndexThatLoadsBack)
+{
+    auto index = build_index({{src_ + "/lib/a.py", true}, {src_ + "/lib/b.py", true}}, BuildOptions{{src_}});
+    ASSERT_TRUE(index.ok()) << index.error().message;
+    auto cache = NodeCache::create(base_ + "/cache");
+    ASSERT_TRUE(cache.ok());
+    ASSERT_TRUE(cache->copy_all_content(*index).ok());
+    ASSERT_TRUE(cache->install_index(*index).ok());
+
+    const std::string canonical_lib = fs::canonical(src_ + "/lib").string();
+    EXPECT_EQ(read(cache->content_path(canonical_lib + "/a.py")), "print('a')\n");
+    EXPECT_EQ(fs::directory_iterator(base_ + "/cache/root" + canonical_lib) == fs::directory_iterator(), false);
+    // The skeleton has the same names and types as the real directory, and no content.
+    const std::string skel = cache->skeleton_path(canonical_lib);
+    EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(skel + "/a.py")));
+    EXPECT_EQ(fs::file_size(skel + "/a.py"), 0u);
+    EXPECT_TRUE(fs::is_symlink(fs::symlink_status(skel + "/b.py")));
+    EXPECT_EQ(fs::read_symlink(skel + "/b.py"), "a.py");
+    EXPECT_TRUE(fs::is_directory(skel + "/sub"));
+
+    auto loaded = Index::load(cache->index_path());
+    ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+    EXPECT_EQ(loaded->blob(), index->blob());
+
+    ASSERT_TRUE(cache->remove().ok());
+    EXPECT_FALSE(fs::exists(base_ + "/cache"));
+}
+
+TEST_F(StageNodeCache, RelativeDirectoryIsRefused)
+{
+    auto cache = NodeCache::create("relative/cache");
+    ASSERT_FALSE(cache.ok());
+    EXPECT_NE(cache.error().message.find("relative/cache"), std::string::npos);
+}
+
+} // namespace
+} // namespace canopy::stage
