@@ -257,7 +257,11 @@ void Daemon::on_plan(wire::LaunchPlan plan)
         stage_dir = stage::default_cache_dir(plan_->job_id, node_, plan_->job.stage_cache_base);
         stage_.emplace(stage_dir);
     }
-    if (auto guard = NodeGuard::start({tmpdir_, stage_dir}); guard)
+    // The ranks' libcanopy socket: in the node's temp dir, unless that path is too long for a unix socket.
+    app_socket_ = tmpdir_ + "/app.sock";
+    if (app_socket_.size() >= 100)
+        app_socket_ = fmt::format("/tmp/canopy-{}-{}.sock", plan_->job_id, node_);
+    if (auto guard = NodeGuard::start({tmpdir_, stage_dir, app_socket_}); guard)
         guard_ = std::move(*guard);
     else
         tree_log().warn("{}; ranks may outlive a crashed daemon", guard.error().message);
@@ -267,9 +271,75 @@ void Daemon::on_plan(wire::LaunchPlan plan)
     start_children();
     maybe_report_up();
     start_collectives();
+    start_app_server();
+    for (const auto& [pattern, name] : plan_->job.output_marks) {
+        try {
+            output_marks_.emplace_back(std::regex(pattern), name);
+        } catch (const std::regex_error&) {
+            tree_log().warn("ignored --mark-on-output '{}': not a valid regular expression here", pattern);
+        }
+    }
     make_rank_spawner();
     if (!stage_)
         start_ranks();   // else once the node cache is installed
+}
+
+void Daemon::stamp_output_marks(long rank, const std::string& data)
+{
+    auto& hit = output_marks_hit_[rank];
+    if (hit.size() < output_marks_.size())
+        hit.resize(output_marks_.size(), false);
+    std::int64_t now = timing::now_ns();
+    std::size_t start = 0;
+    while (start < data.size()) {
+        std::size_t end = data.find('\n', start);
+        if (end == std::string::npos)
+            end = data.size();
+        for (std::size_t i = 0; i < output_marks_.size(); ++i) {
+            if (hit[i])
+                continue;
+            if (std::regex_search(data.begin() + static_cast<std::ptrdiff_t>(start),
+                                  data.begin() + static_cast<std::ptrdiff_t>(end), output_marks_[i].first)) {
+                hit[i] = true;
+                phases_.add("app." + output_marks_[i].second, since_launch(now), rank_label(rank));
+            }
+        }
+        start = end + 1;
+    }
+}
+
+void Daemon::start_app_server()
+{
+    if (tmpdir_.empty())
+        return;
+    AppServer::Handlers handlers;
+    handlers.mark = [this](AppServer::Mark mark) {
+        auto label = rank_label(mark.rank);
+        phases_.add("app." + mark.name, since_launch(mark.time_ns), label);
+        if (mark.duration_ns >= 0)
+            phases_.add("app." + mark.name + ".duration", static_cast<double>(mark.duration_ns) / 1e9, label);
+    };
+    handlers.store = [this](std::uint8_t op, std::vector<std::uint8_t> payload,
+                            std::function<void(std::uint8_t, std::vector<std::uint8_t>)> reply) {
+        payload.insert(payload.begin(), op);
+        collectives_->request(0, wire::RoutedOp::store, std::move(payload),
+                              [reply = std::move(reply)](Status status, Bytes answer) {
+                                  if (!status.ok()) {
+                                      auto& text = status.error().message;
+                                      reply(2, std::vector<std::uint8_t>(text.begin(), text.end()));
+                                  } else if (answer.empty()) {
+                                      reply(2, {});
+                                  } else {
+                                      reply(answer[0], std::vector<std::uint8_t>(answer.begin() + 1, answer.end()));
+                                  }
+                              });
+    };
+    auto server = AppServer::start(io_, app_socket_, std::move(handlers));
+    if (!server) {
+        tree_log().warn("{}; libcanopy marks and store are unavailable on {}", server.error().message, node_);
+        return;
+    }
+    app_server_ = std::move(*server);
 }
 
 void Daemon::on_stage_frame(const wire::Frame& frame)
@@ -440,6 +510,8 @@ void Daemon::make_rank_spawner()
 {
     RankSpawner::Events events;
     events.output = [this](long rank, std::uint8_t stream, std::string data) {
+        if (!output_marks_.empty())
+            stamp_output_marks(rank, data);
         send_up(wire::to_frame(wire::Output{static_cast<std::uint64_t>(rank), stream, std::move(data)}));
     };
     events.spawned = [this](long rank, pid_t pid, std::int64_t time_ns) {
@@ -531,9 +603,16 @@ void Daemon::start_ranks()
                 if (plan_->simulated)
                     for (auto& setting : simulated_node_mpi_env(tmpdir_))
                         add_env_default(launch.env, std::move(setting));
+                // More ranks than CPUs on this host (simulated nodes share one): busy-polling MPI ranks would
+                // starve each other, so let Open MPI yield when idle, as mpirun does when oversubscribed.
+                long ranks_on_host = plan_->simulated ? world_size : local_size;
+                if (ranks_on_host > static_cast<long>(allowed.size()))
+                    add_env_default(launch.env, "OMPI_MCA_mpi_yield_when_idle=1");
             }
             if (stage_)
                 add_stage_env(launch.env, job.stage_interposer, stage_->cache_dir());
+            if (app_server_)
+                launch.env.push_back("CANOPY_AGENT_SOCKET=" + app_server_->path());
             if (bind)
                 launch.cpus = cpus_for_local_rank(*bind, local, allowed);
             for (int cpu : launch.cpus)
@@ -644,12 +723,42 @@ void Daemon::maybe_report_done()
 {
     if (reported_done_ || !reported_spawned_ || !ranks_->all_finished() || !progress_.all(SubtreeStep::done))
         return;
+    if (app_server_ && app_server_->open_connections() > 0 && !app_drain_expired_) {
+        // A rank's last marks may still be unread in its connection: read them until the connections close,
+        // but not for long, since a rank's orphaned child could hold one open.
+        if (!app_drain_timer_) {
+            app_drain_timer_ = std::make_unique<asio::steady_timer>(io_, std::chrono::milliseconds(200));
+            app_drain_timer_->async_wait([this](const boost::system::error_code&) {
+                app_drain_expired_ = true;
+                maybe_report_done();
+            });
+            app_drain_poll();
+        }
+        return;
+    }
     reported_done_ = true;
     if (collectives_ && collectives_->frames_received() > 0)
         phases_.add("daemon.tree_messages",
                     static_cast<double>(collectives_->frames_received() + collectives_->frames_sent()), node_);
     send_up(wire::to_frame(wire::SubtreeDone{ranks_->total() + subtree_ranks_done_, phases_}));
     maybe_exit();
+}
+
+void Daemon::app_drain_poll()
+{
+    // Connections close as their data is read; look again each millisecond until they all have.
+    auto poll = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(1));
+    poll->async_wait([this, poll](const boost::system::error_code& error) {
+        if (error || reported_done_ || app_drain_expired_)
+            return;
+        if (app_server_->open_connections() == 0) {
+            app_drain_expired_ = true;
+            app_drain_timer_->cancel();
+            maybe_report_done();
+            return;
+        }
+        app_drain_poll();
+    });
 }
 
 void Daemon::shutdown(bool abort)
@@ -703,6 +812,7 @@ void Daemon::clean_up_node()
     if (ranks_)
         ranks_->kill_all();
     pmix_.reset();   // before the temp dir goes: PMIx keeps its rendezvous files there
+    app_server_.reset();
     if (stage_) {
         std::error_code ignored;
         std::filesystem::remove_all(stage_->cache_dir(), ignored);

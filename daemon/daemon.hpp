@@ -5,13 +5,16 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <regex>
 #include <string>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include <spdlog/common.h>
 
+#include "app_server.hpp"
 #include "collective/tree_collectives.hpp"
 #include "pmix/pmix_host.hpp"
 #include "proc/process.hpp"
@@ -57,6 +60,10 @@ private:
     void start_collectives();
     PmixTree pmix_tree();
     void make_rank_spawner();
+    // The socket the ranks' libcanopy uses for phase marks and the job store.
+    void start_app_server();
+    void app_drain_poll();
+    void stamp_output_marks(long rank, const std::string& data);
     void start_ranks();
     // Stage index and contents from the parent: forwarded to the children, written to the node cache.
     void on_stage_frame(const wire::Frame& frame);
@@ -92,6 +99,12 @@ private:
     std::unique_ptr<TreeCollectives> collectives_;
     std::unique_ptr<PmixHost> pmix_;
     std::optional<StageReceiver> stage_;
+    std::unique_ptr<AppServer> app_server_;
+    std::string app_socket_;
+    std::unique_ptr<asio::steady_timer> app_drain_timer_;
+    bool app_drain_expired_ = false;
+    std::vector<std::pair<std::regex, std::string>> output_marks_;   // --mark-on-output
+    std::map<long, std::vector<bool>> output_marks_hit_;              // by rank: which have fired
     bool stage_failed_ = false;
     std::optional<NodeGuard> guard_;
     std::string node_;

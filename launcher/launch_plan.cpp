@@ -207,6 +207,7 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
     job.argv = options.command;
     job.env = std::move(*env);
     job.pmix = options.pmix;
+    job.output_marks = options.output_marks;
     if (options.wdir) {
         job.wdir = *options.wdir;
     } else {

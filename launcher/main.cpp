@@ -14,6 +14,7 @@
 #include "config/config.hpp"
 #include "launch_plan.hpp"
 #include "options.hpp"
+#include "report_command.hpp"
 #include "root.hpp"
 #include "stage_record.hpp"
 #include "timing/clock.hpp"
@@ -48,6 +49,8 @@ int main(int argc, char** argv)
     // Orphans below us (a killed child daemon's guard, a rank's daemonised helpers) come back to us to be reaped.
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
 
+    if (argc > 1 && std::string_view(argv[1]) == "report")
+        return canopy::run_report_command(std::vector<std::string>(argv + 2, argv + argc));
     if (argc > 1 && std::string_view(argv[1]) == "stage")
         return canopy::run_stage_command(std::vector<std::string>(argv + 2, argv + argc), "/proc/self/exe");
 

@@ -2,6 +2,7 @@
 #include "options.hpp"
 
 #include <algorithm>
+#include <regex>
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -399,6 +400,33 @@ const std::vector<OptionSpec>& option_table()
          "report startup timing; with =FILE also write it as JSON",
          set_timing},
 
+        {{"--mark-on-output"}, Takes::value, "REGEX=NAME", "Timing",
+         "stamp phase app.NAME when a rank first prints a line matching REGEX, e.g. 'step=0=first_step'",
+         [](ParseState& s, ArgCursor& c) {
+             auto value = take_value(c);
+             if (!value)
+                 return Status{value.error()};
+             auto equals = value->rfind('=');
+             std::string name = equals == std::string::npos ? std::string() : value->substr(equals + 1);
+             std::string pattern = equals == std::string::npos ? std::string() : value->substr(0, equals);
+             bool name_ok = !name.empty() && name.size() <= 64 &&
+                            std::all_of(name.begin(), name.end(), [](char ch) {
+                                return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '.' ||
+                                       ch == ':' || ch == '-';
+                            });
+             if (pattern.empty() || !name_ok)
+                 return Status{make_error("{} needs REGEX=NAME (NAME: letters, digits, _ . : -), got '{}'",
+                                          c.spelling, *value)};
+             try {
+                 std::regex check(pattern);
+             } catch (const std::regex_error& error) {
+                 return Status{make_error("{}: '{}' is not a valid regular expression: {}", c.spelling, pattern,
+                                          error.what())};
+             }
+             s.options.output_marks.emplace_back(std::move(pattern), std::move(name));
+             return Status{};
+         }},
+
         // Config
         {{"--config"}, Takes::value, "FILE", "Config",
          "read settings from FILE last, over all other config files",
@@ -538,6 +566,7 @@ std::string help_text()
     std::string text =
         "usage: canopy [options] PROGRAM [ARGS...]\n"
         "       canopy stage record --stage DIR[,DIR...] [-o MANIFEST] -- PROGRAM [ARGS...]\n"
+        "       canopy report TIMING.json [OTHER.json]   print a saved --timing report, or compare two\n"
         "\n"
         "Start PROGRAM as a parallel job across nodes through a tree of canopyd daemons.\n"
         "Options end at PROGRAM or at '--'; everything after is passed to PROGRAM unchanged.\n"

@@ -36,6 +36,7 @@ struct Options {
     std::optional<long> fanout, window;
     std::optional<std::string> agent;
     bool timing = false;
+    std::vector<std::pair<std::string, std::string>> output_marks;   // --mark-on-output REGEX=NAME
     std::optional<std::string> timing_file;
     std::optional<std::string> config_file, profile;
     int verbosity = 0;

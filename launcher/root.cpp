@@ -44,7 +44,7 @@ std::chrono::milliseconds millis(double seconds) { return std::chrono::milliseco
 Root::Root(asio::io_context& io, RootPlan plan, std::int64_t started_ns, std::int64_t hosts_resolved_ns)
     : io_(io), plan_(std::move(plan)), key_(auth::generate_key()), reaper_(io),
       signals_(io, SIGINT, SIGTERM, SIGHUP), timeout_timer_(io), grace_timer_(io), teardown_deadline_(io),
-      stage_progress_timer_(io), started_ns_(started_ns)
+      stage_progress_timer_(io), job_store_timer_(io), started_ns_(started_ns)
 {
     signals_.add(SIGUSR1);
     signals_.add(SIGUSR2);
@@ -89,6 +89,10 @@ int Root::run()
         children_->send(position, std::move(frame));
     };
     auto serve = [this](wire::RoutedOp op, Bytes payload, TreeCollectives::Done reply) {
+        if (op == wire::RoutedOp::store) {
+            serve_job_store(std::move(payload), std::move(reply));
+            return;
+        }
         auto answer = store_.serve(op, payload);
         if (answer)
             reply(Status{}, std::move(*answer));
@@ -133,6 +137,45 @@ int Root::run()
     return exit_code_;
 }
 
+namespace {
+std::int64_t steady_ms()
+{
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+} // namespace
+
+void Root::serve_job_store(Bytes payload, TreeCollectives::Done reply)
+{
+    if (payload.empty()) {
+        reply(make_error("empty store request"), {});
+        return;
+    }
+    std::uint8_t op = payload[0];
+    payload.erase(payload.begin());
+    job_store_.serve(
+        op, payload,
+        [reply = std::move(reply)](JobStore::Reply answer) {
+            answer.payload.insert(answer.payload.begin(), static_cast<std::uint8_t>(answer.answer));
+            reply(Status{}, std::move(answer.payload));
+        },
+        steady_ms());
+    arm_job_store_timer();
+}
+
+void Root::arm_job_store_timer()
+{
+    auto next = job_store_.expire(steady_ms());
+    job_store_timer_.cancel();
+    if (!next)
+        return;
+    job_store_timer_.expires_after(std::chrono::milliseconds(std::max<std::int64_t>(1, *next - steady_ms())));
+    job_store_timer_.async_wait([this](const boost::system::error_code& error) {
+        if (!error)
+            arm_job_store_timer();
+    });
+}
+
 void Root::start_stage_preparation()
 {
     if (!plan_.stage)
@@ -166,8 +209,11 @@ void Root::maybe_start_staging()
         return;
     stage_started_ns_ = timing::now_ns();
     stage_sender_ = std::make_unique<StageSender>(io_, *children_, stage_->index);
+    stage_sending_ = true;
     show_stage_progress(false);
     stage_sender_->start([this](Status status) {
+        stage_progress_timer_.cancel();
+        stage_sending_ = false;
         show_stage_progress(true);
         if (!status.ok()) {
             fail(exit_infrastructure, status.error().message);
@@ -196,11 +242,11 @@ void Root::show_stage_progress(bool final)
                    mib(progress.bytes_sent), mib(progress.bytes_total), progress.files_sent, progress.files_total,
                    elapsed);
     }
-    if (final)
+    if (final || !stage_sending_)
         return;
     stage_progress_timer_.expires_after(std::chrono::milliseconds(tty ? 200 : 5000));
     stage_progress_timer_.async_wait([this](const boost::system::error_code& error) {
-        if (!error && stage_sender_ && !ending_)
+        if (!error && stage_sending_ && !ending_)
             show_stage_progress(false);
     });
 }
@@ -366,6 +412,7 @@ void Root::end_job(bool abort, int exit_code)
         return;
     ending_ = true;
     exit_code_ = exit_code;
+    job_store_timer_.cancel();
     if (stage_sender_) {
         stage_sender_->stop();
         stage_progress_timer_.cancel();

@@ -12,6 +12,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "collective/job_store.hpp"
 #include "collective/tree_collectives.hpp"
 #include "launch_plan.hpp"
 #include "stage_source.hpp"
@@ -62,12 +63,17 @@ private:
     std::unique_ptr<ChildSet> children_;
     std::unique_ptr<TreeCollectives> collectives_;   // the root turns fences around and keeps the publish store
     PublishStore store_;
+    JobStore job_store_;                             // canopy_store_* and canopy.torch.Store
+    asio::steady_timer job_store_timer_;             // answers blocking gets and waits that time out
+    void serve_job_store(Bytes payload, TreeCollectives::Done reply);
+    void arm_job_store_timer();
     std::thread stage_thread_;
     std::optional<PreparedStage> stage_;
     std::unique_ptr<StageSender> stage_sender_;
     asio::steady_timer stage_progress_timer_;
     std::int64_t stage_started_ns_ = 0;
     bool stage_progress_shown_ = false;
+    bool stage_sending_ = false;
     bool tree_up_ = false;
     asio::signal_set signals_;
     asio::steady_timer timeout_timer_;

@@ -309,6 +309,7 @@ Result<Bytes> PublishStore::serve(wire::RoutedOp op, const Bytes& payload)
         return Bytes{};
     }
     case wire::RoutedOp::direct_modex:
+    case wire::RoutedOp::store:
         break;
     }
     return make_error("the publish store cannot serve operation {}", static_cast<int>(op));

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string_view>
 #include <utility>
 
@@ -131,9 +132,27 @@ void format_phases(std::string& out, const PhaseSet& phases)
                                            "count", "min", "median", "max");
     const std::size_t who_width = max_columns > header.size() ? max_columns - header.size() : 0;
 
+    // Points in time first, in the order they happened (by median), so the table reads as the job's startup
+    // story from daemons to the application's own marks; then durations and counts.
+    auto kind = [](const std::string& name) {
+        if (name.ends_with("_messages"))
+            return 2;
+        return name.ends_with(".duration") || name == "rank.runtime" ? 1 : 0;
+    };
+    std::vector<const std::pair<std::string, Sketch>*> ordered;
+    for (const auto& phase : phases.phases())
+        ordered.push_back(&phase);
+    std::stable_sort(ordered.begin(), ordered.end(), [&](const auto* a, const auto* b) {
+        int ka = kind(a->first), kb = kind(b->first);
+        if (ka != kb)
+            return ka < kb;
+        return ka == 0 ? a->second.median() < b->second.median() : a->first < b->first;
+    });
+
     append_line(out, "phases, over all daemons/ranks (seconds since launcher start unless noted):");
     append_line(out, header + "slowest");
-    for (const auto& [name, sketch] : phases.phases()) {
+    for (const auto* phase : ordered) {
+        const auto& [name, sketch] = *phase;
         // Counts ("..._messages") are shown as numbers, everything else as times.
         const bool count = name.ends_with("_messages");
         auto value = [count](double v) { return count ? fmt::format("{:.0f}", v) : format_seconds(v); };
@@ -143,7 +162,8 @@ void format_phases(std::string& out, const PhaseSet& phases)
     }
 
     bool legend = false;
-    for (const auto& [name, sketch] : phases.phases()) {
+    for (const auto* phase : ordered) {
+        const auto& name = phase->first;
         const std::string_view text = describe(phase_descriptions, name);
         if (text.empty())
             continue;
@@ -153,6 +173,66 @@ void format_phases(std::string& out, const PhaseSet& phases)
         append_line(out, fmt::format("  {:<{}}  {}", fit(name, width), width, text));
     }
 }
+
+} // namespace
+
+std::string format_comparison(const JobTiming& before, const JobTiming& after, std::string_view before_name,
+                              std::string_view after_name)
+{
+    std::string out;
+    append_line(out, fmt::format("A: {}  job {}: {} nodes, {} ranks, wall {}", before_name, before.job_id,
+                                 before.nodes, before.ranks, format_seconds(before.wall_seconds)));
+    append_line(out, fmt::format("B: {}  job {}: {} nodes, {} ranks, wall {}", after_name, after.job_id, after.nodes,
+                                 after.ranks, format_seconds(after.wall_seconds)));
+    // Rows: launcher steps, then phase medians, each under the name it has in either run.
+    struct Row {
+        std::string name;
+        std::optional<double> a, b;
+        bool count = false;
+    };
+    std::vector<Row> rows;
+    auto row_for = [&rows](const std::string& name) -> Row& {
+        for (auto& row : rows)
+            if (row.name == name)
+                return row;
+        rows.push_back({name, {}, {}, false});
+        return rows.back();
+    };
+    for (const auto& stamp : before.timeline)
+        row_for(stamp.name).a = stamp.seconds;
+    for (const auto& stamp : after.timeline)
+        row_for(stamp.name).b = stamp.seconds;
+    std::size_t steps = rows.size();
+    for (const auto& [name, sketch] : before.phases.phases())
+        row_for(name + " (median)").a = sketch.median();
+    for (const auto& [name, sketch] : after.phases.phases())
+        row_for(name + " (median)").b = sketch.median();
+    for (std::size_t i = steps; i < rows.size(); ++i)
+        rows[i].count = rows[i].name.find("_messages") != std::string::npos;
+
+    std::size_t longest = 4;
+    for (const auto& row : rows)
+        longest = std::max(longest, row.name.size());
+    const std::size_t width = name_width(longest, 5);
+    auto value = [](const Row& row, const std::optional<double>& v) {
+        if (!v)
+            return std::string("-");
+        return row.count ? fmt::format("{:.0f}", *v) : format_seconds(*v);
+    };
+    append_line(out, "");
+    append_line(out, fmt::format("  {:<{}}  {:>10}  {:>10}  {:>8}", "step", width, "A", "B", "B/A"));
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        const auto& row = rows[i];
+        if (i == steps)
+            append_line(out, fmt::format("  {:<{}}", "phases:", width));
+        std::string ratio = row.a && row.b && *row.a > 0 ? fmt::format("{:.2f}x", *row.b / *row.a) : "";
+        append_line(out, fmt::format("  {:<{}}  {:>10}  {:>10}  {:>8}", fit(row.name, width), width,
+                                     value(row, row.a), value(row, row.b), ratio));
+    }
+    return out;
+}
+
+namespace {
 
 // ---- JSON reading: each helper names the full key path in its error. ----
 

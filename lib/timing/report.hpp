@@ -38,6 +38,10 @@ std::string format_seconds(double seconds);
 // Plain-text table for a terminal, at most 100 columns, ending in a newline.
 std::string format_report(const JobTiming& timing);
 
+// Two runs side by side: every launcher step and phase median of `before` and `after`, with the change.
+std::string format_comparison(const JobTiming& before, const JobTiming& after, std::string_view before_name,
+                              std::string_view after_name);
+
 // {"schema": "canopy.timing/1", ...}; see docs/timing-json.md.
 nlohmann::json to_json(const JobTiming& timing);
 // For `canopy report FILE`; an error names the offending key, e.g. "phases[2].sketch.buckets".

@@ -210,6 +210,11 @@ void encode(Writer& writer, const LaunchPlan& message)
     writer.boolean(job.stage);
     writer.string(job.stage_cache_base);
     writer.string(job.stage_interposer);
+    writer.varint(job.output_marks.size());
+    for (const auto& [pattern, name] : job.output_marks) {
+        writer.string(pattern);
+        writer.string(name);
+    }
 }
 
 Status decode(Reader& reader, LaunchPlan& message)
@@ -249,6 +254,12 @@ Status decode(Reader& reader, LaunchPlan& message)
     job.stage = reader.boolean();
     job.stage_cache_base = reader.string();
     job.stage_interposer = reader.string();
+    std::size_t marks = reader.count();
+    for (std::size_t i = 0; i < marks && reader.ok(); ++i) {
+        auto pattern = reader.string();
+        auto name = reader.string();
+        job.output_marks.emplace_back(std::move(pattern), std::move(name));
+    }
     if (!reader.ok())
         return make_error("malformed launch-plan message");
 
@@ -454,7 +465,7 @@ Status decode(Reader& reader, RoutedRequest& message)
     message.from = reader.varint();
     message.target = reader.varint();
     auto op = reader.u8();
-    if (op < 1 || op > 4)
+    if (op < 1 || op > 5)
         return make_error("routed request names unknown operation {}", op);
     message.op = static_cast<RoutedOp>(op);
     message.payload = reader.bytes();

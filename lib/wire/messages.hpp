@@ -88,6 +88,8 @@ struct JobSpec {
     bool stage = false;
     std::string stage_cache_base;          // node-local directory the cache goes under, e.g. /dev/shm
     std::string stage_interposer;          // libcanopy_interpose.so on the nodes
+    // --mark-on-output: when a rank first prints a line matching the regex, stamp app.<name> for it.
+    std::vector<std::pair<std::string, std::string>> output_marks;   // (regex, name)
 };
 
 // Everything a daemon needs to build its part of the tree and run its ranks.
@@ -221,7 +223,8 @@ struct FenceDown {
 };
 
 // What a routed request asks for.
-enum class RoutedOp : std::uint8_t { direct_modex = 1, publish = 2, lookup = 3, unpublish = 4 };
+// store: a JobStore request (payload: u8 operation, then its payload); the reply carries u8 answer + payload.
+enum class RoutedOp : std::uint8_t { direct_modex = 1, publish = 2, lookup = 3, unpublish = 4, store = 5 };
 
 // A request for one position (the root for the job-wide store, a rank's node for direct modex), carried hop by
 // hop along tree links; the reply goes back to `from` the same way.

@@ -116,6 +116,10 @@ def bench_nodes(nodes, client, args, tmp):
     return entry
 
 
+def size_text(n):
+    return "%d B" % n if n < 1024 else "%g KiB" % (n / 1024)
+
+
 def print_table(results, args, out=sys.stdout):
     header = ["nodes", "fanout, depth", "fence median [ms]", "fence mean [ms]", "collected per fence",
               "messages per daemon per job (median / max)", "per fence (median / max)",
@@ -129,13 +133,14 @@ def print_table(results, args, out=sys.stdout):
         slope = "%.2f / %.2f" % (s["slope_median"], s["slope_max"]) if "slope_median" in s else "-"
         rows.append([str(e["nodes"]), "%d, %d" % (s["fanout"], s["tree_depth"]),
                      "%.2f" % s["fence_median_ms"], "%.2f" % s["fence_mean_ms"],
-                     "%d KiB" % (e["nodes"] * args.bytes // 1024),
-                     "%g / %g" % (s["messages_median"], s["messages_max"]),
+                     size_text(e["nodes"] * args.bytes),
+                     "%.0f / %.0f" % (s["messages_median"], s["messages_max"]),
                      "%.2f / %.2f" % (s["per_fence_median"], s["per_fence_max"]), slope])
     markdown_table(header, rows, out)
     print("%d timed fences with PMIX_COLLECT_DATA after 1 warm-up (%d fences per job), %d bytes per rank, 1 rank "
           "per node;\nmedian over %d run(s) of each run's median / mean fence time on rank 0. Messages: canopy's "
-          "daemon.tree_messages\n(frames received + sent per daemon over the job), divided by the fences per job."
+          "daemon.tree_messages\n(frames received + sent per daemon over the job; its median is a sketch quantile, "
+          "within 1 %%), divided by the fences per job."
           % (args.fences, args.fences + 1, args.bytes, args.runs), file=out)
 
 

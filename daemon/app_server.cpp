@@ -1,0 +1,195 @@
+// The node's socket for the ranks' libcanopy: phase marks into the job's timing, store requests up the tree.
+#include "app_server.hpp"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstring>
+#include <deque>
+
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+
+#include "util/log.hpp"
+
+namespace canopy {
+namespace {
+
+namespace asio = boost::asio;
+using local = asio::local::stream_protocol;
+
+constexpr std::uint32_t max_request = 64u << 20;
+constexpr std::uint8_t op_mark = 1;
+
+spdlog::logger& app_log() { return area_logger("app"); }
+
+template <typename T>
+T take(const std::vector<std::uint8_t>& data, std::size_t offset)
+{
+    T value{};
+    std::memcpy(&value, data.data() + offset, sizeof(T));
+    return value;
+}
+
+} // namespace
+
+bool valid_mark_name(std::string_view name)
+{
+    if (name.empty() || name.size() > 64)
+        return false;
+    for (char c : name)
+        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == ':' || c == '-'))
+            return false;
+    return true;
+}
+
+struct AppServer::Connection : std::enable_shared_from_this<Connection> {
+    Connection(local::socket socket, std::shared_ptr<Handlers> handlers, std::shared_ptr<std::size_t> open)
+        : socket(std::move(socket)), handlers(std::move(handlers)), open(std::move(open))
+    {
+        ++*this->open;
+    }
+    ~Connection() { --*open; }
+
+    void read_header()
+    {
+        asio::async_read(socket, asio::buffer(header), [self = shared_from_this()](auto error, std::size_t) {
+            if (error)
+                return;   // the rank closed its end: normal at exit
+            std::uint32_t length;
+            std::memcpy(&length, self->header, sizeof length);
+            if (length < 9 || length > max_request) {
+                app_log().warn("closed a rank's connection: a {}-byte request is malformed", length);
+                return;
+            }
+            self->body.resize(length);
+            self->read_body();
+        });
+    }
+
+    void read_body()
+    {
+        asio::async_read(socket, asio::buffer(body), [self = shared_from_this()](auto error, std::size_t) {
+            if (error)
+                return;
+            self->dispatch();
+            self->read_header();
+        });
+    }
+
+    void dispatch()
+    {
+        std::uint8_t op = body[0];
+        auto id = take<std::uint64_t>(body, 1);
+        std::vector<std::uint8_t> payload(body.begin() + 9, body.end());
+        if (op == op_mark) {
+            if (payload.size() < 20) {
+                app_log().warn("ignored a malformed mark ({} bytes)", payload.size());
+                return;
+            }
+            Mark mark;
+            mark.rank = take<std::uint32_t>(payload, 0);
+            mark.time_ns = take<std::int64_t>(payload, 4);
+            mark.duration_ns = take<std::int64_t>(payload, 12);
+            mark.name.assign(payload.begin() + 20, payload.end());
+            if (!valid_mark_name(mark.name)) {
+                app_log().warn("ignored a mark from rank {} with a bad name (1-64 of A-Z a-z 0-9 _ . : -)", mark.rank);
+                return;
+            }
+            handlers->mark(std::move(mark));
+            return;
+        }
+        handlers->store(op, std::move(payload),
+                        [weak = weak_from_this(), id](std::uint8_t answer, std::vector<std::uint8_t> reply) {
+                            if (auto self = weak.lock())
+                                self->send(answer, id, reply);
+                        });
+    }
+
+    void send(std::uint8_t answer, std::uint64_t id, const std::vector<std::uint8_t>& payload)
+    {
+        auto length = static_cast<std::uint32_t>(9 + payload.size());
+        std::vector<std::uint8_t> frame(4 + length);
+        std::memcpy(frame.data(), &length, 4);
+        frame[4] = answer;
+        std::memcpy(frame.data() + 5, &id, 8);
+        std::memcpy(frame.data() + 13, payload.data(), payload.size());
+        queue.push_back(std::move(frame));
+        if (queue.size() == 1)
+            write_next();
+    }
+
+    void write_next()
+    {
+        asio::async_write(socket, asio::buffer(queue.front()), [self = shared_from_this()](auto error, std::size_t) {
+            if (error)
+                return;
+            self->queue.pop_front();
+            if (!self->queue.empty())
+                self->write_next();
+        });
+    }
+
+    local::socket socket;
+    std::shared_ptr<Handlers> handlers;
+    std::shared_ptr<std::size_t> open;
+    std::uint8_t header[4];
+    std::vector<std::uint8_t> body;
+    std::deque<std::vector<std::uint8_t>> queue;
+};
+
+AppServer::AppServer(boost::asio::io_context& io, std::string path, Handlers handlers)
+    : acceptor_(io), path_(std::move(path)), handlers_(std::make_shared<Handlers>(std::move(handlers)))
+{
+}
+
+Result<std::unique_ptr<AppServer>> AppServer::start(boost::asio::io_context& io, const std::string& path,
+                                                    Handlers handlers)
+{
+    std::unique_ptr<AppServer> server(new AppServer(io, path, std::move(handlers)));
+    boost::system::error_code error;
+    if (path.size() >= sizeof(sockaddr_un::sun_path))
+        return make_error("socket path {} is too long for a unix socket", path);
+    ::unlink(path.c_str());
+    server->acceptor_.open(local(), error);
+    if (!error)
+        server->acceptor_.bind(local::endpoint(path), error);
+    if (!error && ::chmod(path.c_str(), 0600) != 0)
+        error = boost::system::error_code(errno, boost::system::system_category());
+    if (!error)
+        server->acceptor_.listen(asio::socket_base::max_listen_connections, error);
+    if (error)
+        return make_error("cannot listen on {} for the ranks' libcanopy: {}", path, error.message());
+    server->accept_next();
+    return server;
+}
+
+AppServer::~AppServer()
+{
+    boost::system::error_code ignored;
+    acceptor_.close(ignored);
+    ::unlink(path_.c_str());
+}
+
+void AppServer::accept_next()
+{
+    acceptor_.async_accept([this](const boost::system::error_code& error, local::socket socket) {
+        if (error)
+            return;   // closed: the daemon is leaving
+        // Only this user's processes may mark or use the store (the socket may live outside the 0700 dir).
+        ucred peer{};
+        socklen_t size = sizeof peer;
+        if (::getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0 || peer.uid != ::getuid()) {
+            app_log().warn("refused a connection to {} from uid {}", path_, peer.uid);
+            accept_next();
+            return;
+        }
+        std::make_shared<Connection>(std::move(socket), handlers_, open_)->read_header();
+        accept_next();
+    });
+}
+
+} // namespace canopy

@@ -1,0 +1,226 @@
+// The job-wide key-value store kept at the root.
+#include "collective/job_store.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+
+namespace canopy {
+namespace {
+
+using Bytes = std::vector<std::uint8_t>;
+
+// Little-endian reads over a request payload; any overrun marks the request malformed.
+class Cursor {
+public:
+    explicit Cursor(const Bytes& data) : data_(data) {}
+    template <typename T>
+    T integer()
+    {
+        T value{};
+        if (offset_ + sizeof(T) > data_.size()) {
+            bad_ = true;
+            return value;
+        }
+        std::memcpy(&value, data_.data() + offset_, sizeof(T));   // the wire is little-endian, like every target
+        offset_ += sizeof(T);
+        return value;
+    }
+    std::string text(std::size_t size)
+    {
+        if (offset_ + size > data_.size()) {
+            bad_ = true;
+            return {};
+        }
+        std::string out(reinterpret_cast<const char*>(data_.data()) + offset_, size);
+        offset_ += size;
+        return out;
+    }
+    std::string sized() { return text(integer<std::uint32_t>()); }
+    std::string rest() { return text(data_.size() - offset_); }
+    Bytes rest_bytes()
+    {
+        Bytes out(data_.begin() + static_cast<std::ptrdiff_t>(offset_), data_.end());
+        offset_ = data_.size();
+        return out;
+    }
+    std::vector<std::string> keys()
+    {
+        std::vector<std::string> out(integer<std::uint32_t>());
+        for (auto& key : out) {
+            if (bad_)
+                break;
+            key = sized();
+        }
+        return out;
+    }
+    bool ok() const { return !bad_; }
+
+private:
+    const Bytes& data_;
+    std::size_t offset_ = 0;
+    bool bad_ = false;
+};
+
+Bytes text_bytes(std::string_view text) { return Bytes(text.begin(), text.end()); }
+
+template <typename T>
+Bytes integer_bytes(T value)
+{
+    Bytes out(sizeof(T));
+    std::memcpy(out.data(), &value, sizeof(T));
+    return out;
+}
+
+JobStore::Reply error(std::string_view message) { return {JobStore::Answer::error, text_bytes(message)}; }
+
+} // namespace
+
+void JobStore::set(const std::string& key, Bytes value)
+{
+    values_[key] = std::move(value);
+    wake(key);
+}
+
+bool JobStore::ready(const Waiter& waiter) const
+{
+    return std::all_of(waiter.keys.begin(), waiter.keys.end(), [&](const auto& key) { return values_.contains(key); });
+}
+
+void JobStore::wake(const std::string& key)
+{
+    std::vector<Waiter> woken;
+    for (auto it = waiters_.begin(); it != waiters_.end();) {
+        if (std::find(it->keys.begin(), it->keys.end(), key) != it->keys.end() && ready(*it)) {
+            woken.push_back(std::move(*it));
+            it = waiters_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    for (auto& waiter : woken)
+        waiter.respond({Answer::ok, waiter.want_value ? values_.at(waiter.keys.front()) : Bytes{}});
+}
+
+void JobStore::serve(std::uint8_t op, const Bytes& payload, Respond respond, std::int64_t now_ms)
+{
+    Cursor in(payload);
+    switch (static_cast<Op>(op)) {
+    case Op::set: {
+        auto key = in.sized();
+        auto value = in.rest_bytes();
+        if (!in.ok())
+            break;
+        set(key, std::move(value));
+        respond({});
+        return;
+    }
+    case Op::get:
+    case Op::wait: {
+        auto timeout_ms = in.integer<std::uint32_t>();
+        Waiter waiter;
+        waiter.want_value = static_cast<Op>(op) == Op::get;
+        if (waiter.want_value)
+            waiter.keys.push_back(in.rest());
+        else
+            waiter.keys = in.keys();
+        if (!in.ok())
+            break;
+        if (ready(waiter)) {
+            respond({Answer::ok, waiter.want_value ? values_.at(waiter.keys.front()) : Bytes{}});
+            return;
+        }
+        if (timeout_ms == 0 && waiter.want_value) {
+            respond({Answer::not_found, {}});
+            return;
+        }
+        waiter.deadline_ms = timeout_ms == 0 ? 0 : now_ms + timeout_ms;
+        waiter.respond = std::move(respond);
+        waiters_.push_back(std::move(waiter));
+        return;
+    }
+    case Op::add: {
+        auto delta = in.integer<std::int64_t>();
+        auto key = in.rest();
+        if (!in.ok())
+            break;
+        std::int64_t value = 0;
+        if (auto it = values_.find(key); it != values_.end()) {
+            const char* begin = reinterpret_cast<const char*>(it->second.data());
+            auto [end, parsed] = std::from_chars(begin, begin + it->second.size(), value);
+            if (parsed != std::errc() || end != begin + it->second.size()) {
+                respond(error("add: the value of '" + key + "' is not an integer"));
+                return;
+            }
+        }
+        value += delta;
+        set(key, text_bytes(std::to_string(value)));
+        respond({Answer::ok, integer_bytes(value)});
+        return;
+    }
+    case Op::compare_set: {
+        auto key = in.sized();
+        auto expected = in.sized();
+        auto desired = in.rest_bytes();
+        if (!in.ok())
+            break;
+        // torch HashStore::compareSet: a missing key is set only when `expected` is empty, and the call returns
+        // `expected` otherwise; an existing key is replaced only when it equals `expected`.
+        auto it = values_.find(key);
+        if (it == values_.end()) {
+            if (expected.empty()) {
+                set(key, desired);
+                respond({Answer::ok, values_.at(key)});
+            } else {
+                respond({Answer::ok, text_bytes(expected)});
+            }
+            return;
+        }
+        if (it->second == text_bytes(expected))
+            set(key, std::move(desired));
+        respond({Answer::ok, values_.at(key)});
+        return;
+    }
+    case Op::check: {
+        Waiter probe;
+        probe.keys = in.keys();
+        if (!in.ok())
+            break;
+        respond({Answer::ok, Bytes{static_cast<std::uint8_t>(ready(probe) ? 1 : 0)}});
+        return;
+    }
+    case Op::remove: {
+        auto key = in.rest();
+        respond({Answer::ok, Bytes{static_cast<std::uint8_t>(values_.erase(key) ? 1 : 0)}});
+        return;
+    }
+    case Op::num_keys:
+        respond({Answer::ok, integer_bytes(static_cast<std::int64_t>(values_.size()))});
+        return;
+    default:
+        respond(error("unknown store operation " + std::to_string(op)));
+        return;
+    }
+    respond(error("malformed store request (" + std::to_string(payload.size()) + " bytes)"));
+}
+
+std::optional<std::int64_t> JobStore::expire(std::int64_t now_ms)
+{
+    std::vector<Waiter> expired;
+    std::optional<std::int64_t> next;
+    for (auto it = waiters_.begin(); it != waiters_.end();) {
+        if (it->deadline_ms != 0 && it->deadline_ms <= now_ms) {
+            expired.push_back(std::move(*it));
+            it = waiters_.erase(it);
+            continue;
+        }
+        if (it->deadline_ms != 0)
+            next = next ? std::min(*next, it->deadline_ms) : it->deadline_ms;
+        ++it;
+    }
+    for (auto& waiter : expired)
+        waiter.respond({Answer::timeout, {}});
+    return next;
+}
+
+} // namespace canopy
