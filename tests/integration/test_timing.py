@@ -108,3 +108,60 @@ def test_unwritable_timing_file_is_reported_and_keeps_the_exit_code(run_canopy, 
     result = run_canopy([f"--timing={target}", "--sim-nodes", "2", "sh", "-c", "exit 5"])
     assert result.returncode == 5, result.describe()
     assert any(str(target) in line for line in result.canopy_lines()), result.describe()
+
+
+def phase(report, name):
+    matches = [p for p in report["phases"] if p["name"] == name]
+    return matches[0] if matches else None
+
+
+def test_mark_on_output_stamps_the_first_matching_line_of_each_rank(run_canopy, sandbox):
+    script = 'sleep 0.3; echo "loading"; [ "$RANK" = 3 ] && sleep 0.5; echo "step=0 loss=2.3"; echo "step=1"'
+    result, report, _ = run_with_json(run_canopy, sandbox, [
+        "--sim-nodes", "2", "--ppn", "2", "--mark-on-output", r"step=\d+=first_step", "sh", "-c", script])
+    assert result.returncode == 0, result.describe()
+    first_step = phase(report, "app.first_step")
+    assert first_step is not None, report["phases"]
+    assert first_step["count"] == 4   # once per rank, though each printed two matching lines
+    assert first_step["max_who"].startswith("rank 3 on "), first_step
+    assert first_step["max"] - first_step["min"] >= 0.4, first_step
+    spawned = phase(report, "rank.spawned")
+    assert first_step["min"] >= spawned["min"] + 0.25, (first_step, spawned)
+
+
+def test_mark_on_output_rejects_a_bad_pattern_with_one_line(run_canopy):
+    result = run_canopy(["--mark-on-output", "step=(0=first_step", "true"], timeout=30)
+    assert result.returncode == 2, result.describe()
+    assert result.canopy_lines() and "not a valid regular expression" in result.canopy_lines()[0], result.describe()
+    result = run_canopy(["--mark-on-output", "no-name-here", "true"], timeout=30)
+    assert result.returncode == 2, result.describe()
+    assert "REGEX=NAME" in result.stderr, result.describe()
+
+
+def test_report_command_prints_a_saved_report_and_compares_two(run_canopy, sandbox):
+    first = sandbox.root / "first.json"
+    second = sandbox.root / "second.json"
+    for path, nodes in ((first, 2), (second, 4)):
+        result = run_canopy([f"--timing={path}", "--sim-nodes", str(nodes), "true"], timeout=30)
+        assert result.returncode == 0, result.describe()
+    one = run_canopy(["report", first], timeout=30)
+    assert one.returncode == 0, one.describe()
+    saved = json.loads(first.read_text())
+    assert f"canopy job {saved['job_id']}: 2 nodes, 2 ranks" in one.stdout, one.describe()
+    assert "daemon.started" in one.stdout and "tree_up" in one.stdout, one.describe()
+    both = run_canopy(["report", first, second], timeout=30)
+    assert both.returncode == 0, both.describe()
+    assert both.stdout.splitlines()[0].startswith(f"A: {first}")
+    assert both.stdout.splitlines()[1].startswith(f"B: {second}")
+    row = [line for line in both.stdout.splitlines() if line.strip().startswith("tree_up")]
+    assert row and re.search(r"\d\.\d\dx$", row[0]), both.describe()
+
+
+def test_report_command_names_a_bad_file(run_canopy, sandbox):
+    broken = sandbox.root / "broken.json"
+    broken.write_text("{not json")
+    result = run_canopy(["report", broken], timeout=30)
+    assert result.returncode == 2, result.describe()
+    assert str(broken) in result.stderr and "not JSON" in result.stderr, result.describe()
+    missing = run_canopy(["report", sandbox.root / "missing.json"], timeout=30)
+    assert missing.returncode == 2 and "missing.json" in missing.stderr, missing.describe()
