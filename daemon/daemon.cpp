@@ -239,9 +239,9 @@ void Daemon::on_plan(wire::LaunchPlan plan)
     node_ = plan_->hosts[static_cast<std::size_t>(index)];
     init_logging(fmt::format("canopyd[{}]", node_), static_cast<int>(plan_->verbosity));
 
-    phases_.add("daemon.started", since_launch(args_.started_ns), node_);
-    phases_.add("daemon.connected", since_launch(connected_ns_), node_);
-    phases_.add("daemon.job_received", since_launch(received_ns), node_);
+    node_phase("daemon.started", since_launch(args_.started_ns));
+    node_phase("daemon.connected", since_launch(connected_ns_));
+    node_phase("daemon.job_received", since_launch(received_ns));
 
     tmpdir_ = node_temp_dir(plan_->tmpdir, plan_->job_id, node_);
     std::error_code error;
@@ -302,6 +302,7 @@ void Daemon::stamp_output_marks(long rank, const std::string& data)
                                   data.begin() + static_cast<std::ptrdiff_t>(end), output_marks_[i].first)) {
                 hit[i] = true;
                 phases_.add("app." + output_marks_[i].second, since_launch(now), rank_label(rank));
+                trace(rank, output_marks_[i].second, since_launch(now));
             }
         }
         start = end + 1;
@@ -318,6 +319,8 @@ void Daemon::start_app_server()
         phases_.add("app." + mark.name, since_launch(mark.time_ns), label);
         if (mark.duration_ns >= 0)
             phases_.add("app." + mark.name + ".duration", static_cast<double>(mark.duration_ns) / 1e9, label);
+        trace(mark.rank, mark.name, since_launch(mark.time_ns),
+              mark.duration_ns >= 0 ? static_cast<double>(mark.duration_ns) / 1e9 : -1);
     };
     handlers.store = [this](std::uint8_t op, std::vector<std::uint8_t> payload,
                             std::function<void(std::uint8_t, std::vector<std::uint8_t>)> reply) {
@@ -359,7 +362,7 @@ void Daemon::on_stage_frame(const wire::Frame& frame)
         return;
     }
     if (!was_complete && stage_->complete()) {
-        phases_.add("daemon.stage_ready", since_launch(timing::now_ns()), node_);
+        node_phase("daemon.stage_ready", since_launch(timing::now_ns()));
         start_ranks();
     }
 }
@@ -401,7 +404,7 @@ void Daemon::start_collectives()
         return;
     }
     pmix_ = std::move(*host);
-    phases_.add("daemon.pmix_ready", since_launch(timing::now_ns()), node_);
+    node_phase("daemon.pmix_ready", since_launch(timing::now_ns()));
 }
 
 PmixTree Daemon::pmix_tree()
@@ -525,6 +528,7 @@ void Daemon::make_rank_spawner()
             pmix_->rank_exited(rank, status);
         phases_.add("rank.exited", since_launch(time_ns), rank_label(rank));
         phases_.add("rank.runtime", static_cast<double>(time_ns - rank_spawn_ns_[rank]) / 1e9, rank_label(rank));
+        trace(rank, "run", since_launch(time_ns), static_cast<double>(time_ns - rank_spawn_ns_[rank]) / 1e9);
         if (status != 0 && !shutting_down_) {
             wire::RankFailed failed{static_cast<std::uint64_t>(rank), node_, 0, 0, {}, time_ns + clock_offset_ns_};
             if (WIFSIGNALED(status))
@@ -541,7 +545,7 @@ void Daemon::make_rank_spawner()
     };
     events.all_started = [this] {
         if (ranks_->total() > 0)
-            phases_.add("daemon.ranks_spawned", since_launch(timing::now_ns()), node_);
+            node_phase("daemon.ranks_spawned", since_launch(timing::now_ns()));
         ranks_started_ = true;
         maybe_report_spawned();
         maybe_report_done();
@@ -665,6 +669,8 @@ void Daemon::on_child_frame(long position, wire::Frame frame)
             break;
         subtree_ranks_done_ += done->ranks;
         phases_.merge(done->phases);
+        trace_.insert(trace_.end(), std::make_move_iterator(done->trace.begin()),
+                      std::make_move_iterator(done->trace.end()));
         maybe_report_done();
         return;
     }
@@ -740,7 +746,7 @@ void Daemon::maybe_report_done()
     if (collectives_ && collectives_->frames_received() > 0)
         phases_.add("daemon.tree_messages",
                     static_cast<double>(collectives_->frames_received() + collectives_->frames_sent()), node_);
-    send_up(wire::to_frame(wire::SubtreeDone{ranks_->total() + subtree_ranks_done_, phases_}));
+    send_up(wire::to_frame(wire::SubtreeDone{ranks_->total() + subtree_ranks_done_, phases_, std::move(trace_)}));
     maybe_exit();
 }
 
@@ -840,6 +846,20 @@ void Daemon::send_up(std::vector<std::uint8_t> frame)
 double Daemon::since_launch(std::int64_t local_ns) const
 {
     return static_cast<double>(local_ns + clock_offset_ns_ - plan_->launcher_start_ns) / 1e9;
+}
+
+void Daemon::node_phase(const std::string& name, double seconds)
+{
+    phases_.add(name, seconds, node_);
+    trace(-1, name.substr(name.find('.') + 1), seconds);
+}
+
+void Daemon::trace(std::int64_t rank, std::string name, double end, double duration)
+{
+    if (!plan_ || !plan_->job.trace)
+        return;
+    auto node = static_cast<std::uint32_t>(Topology::position_to_node(args_.position));
+    trace_.push_back({node, rank, std::move(name), end, duration});
 }
 
 std::string Daemon::rank_label(long rank) const { return fmt::format("rank {} on {}", rank, node_); }

@@ -85,6 +85,10 @@ private:
 
     double since_launch(std::int64_t local_ns) const;
     std::string rank_label(long rank) const;
+    // A daemon phase: into the sketches, and onto this node's --trace track.
+    void node_phase(const std::string& name, double seconds);
+    // One --trace event (rank -1: the node's track); nothing unless the job asked for a trace.
+    void trace(std::int64_t rank, std::string name, double end, double duration = -1);
 
     asio::io_context& io_;
     DaemonArgs args_;
@@ -112,6 +116,7 @@ private:
     std::int64_t clock_offset_ns_ = 0;   // our clock + this = root clock
     std::int64_t connected_ns_ = 0;
     timing::PhaseSet phases_;
+    std::vector<wire::TraceEvent> trace_;
 
     SubtreeProgress progress_;
     std::uint64_t subtree_daemons_ = 1, subtree_spawned_ = 0, subtree_ranks_done_ = 0;

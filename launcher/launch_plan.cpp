@@ -181,6 +181,7 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
     root.label = options.label;
     root.timing = options.timing;
     root.timing_file = options.timing_file;
+    root.trace_file = options.trace_file;
     root.command_line = quote_command(options.command);
 
     wire::LaunchPlan& plan = root.plan;
@@ -207,6 +208,7 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
     job.argv = options.command;
     job.env = std::move(*env);
     job.pmix = options.pmix;
+    job.trace = options.trace_file.has_value();
     job.output_marks = options.output_marks;
     if (options.wdir) {
         job.wdir = *options.wdir;

@@ -28,6 +28,7 @@ struct RootPlan {
     bool label = false;
     bool timing = false;
     std::optional<std::string> timing_file;
+    std::optional<std::string> trace_file;
     std::string command_line;
     std::optional<StageSettings> stage;
 };

@@ -16,6 +16,7 @@
 #include "options.hpp"
 #include "report_command.hpp"
 #include "root.hpp"
+#include "trace_file.hpp"
 #include "stage_record.hpp"
 #include "timing/clock.hpp"
 #include "util/log.hpp"
@@ -81,10 +82,17 @@ int main(int argc, char** argv)
 
     bool print_report = plan->timing;
     auto timing_file = plan->timing_file;
+    auto trace_file = plan->trace_file;
     boost::asio::io_context io(1);
     canopy::Root root(io, std::move(*plan), started_ns, hosts_resolved_ns);
     int exit_code = root.run();
 
+    if (trace_file) {
+        std::ofstream out(*trace_file);
+        out << canopy::chrome_trace(root.job_timing(), root.trace_events(), root.hosts()).dump() << "\n";
+        if (!out)
+            fmt::print(stderr, "canopy: cannot write trace file {}\n", *trace_file);
+    }
     if (print_report || timing_file) {
         auto timing = root.job_timing();
         if (print_report)

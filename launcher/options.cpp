@@ -400,6 +400,9 @@ const std::vector<OptionSpec>& option_table()
          "report startup timing; with =FILE also write it as JSON",
          set_timing},
 
+        {{"--trace"}, Takes::value, "FILE.json", "Timing",
+         "write a timeline (Chrome trace events, one track per node and rank) for Perfetto or chrome://tracing",
+         [](ParseState& s, ArgCursor& c) { return store_string(s.options.trace_file, c); }},
         {{"--mark-on-output"}, Takes::value, "REGEX=NAME", "Timing",
          "stamp phase app.NAME when a rank first prints a line matching REGEX, e.g. 'step=0=first_step'",
          [](ParseState& s, ArgCursor& c) {

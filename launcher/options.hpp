@@ -38,6 +38,7 @@ struct Options {
     bool timing = false;
     std::vector<std::pair<std::string, std::string>> output_marks;   // --mark-on-output REGEX=NAME
     std::optional<std::string> timing_file;
+    std::optional<std::string> trace_file;   // --trace=FILE.json: Chrome trace-event timeline
     std::optional<std::string> config_file, profile;
     int verbosity = 0;
     bool help = false, version = false;

@@ -283,6 +283,8 @@ void Root::on_child_frame(long position, wire::Frame frame)
         if (!done || !progress_.record(position, SubtreeStep::done))
             break;
         phases_.merge(done->phases);
+        trace_.insert(trace_.end(), std::make_move_iterator(done->trace.begin()),
+                      std::make_move_iterator(done->trace.end()));
         if (progress_.all(SubtreeStep::done)) {
             stamp("ranks_exited");
             end_job(false, exit_code_);

@@ -37,6 +37,9 @@ public:
     // Runs the job to the end and returns canopy's exit code.
     int run();
     timing::JobTiming job_timing() const;
+    // Every node's and rank's events, when the job was run with --trace.
+    const std::vector<wire::TraceEvent>& trace_events() const { return trace_; }
+    const std::vector<std::string>& hosts() const { return plan_.plan.hosts; }
 
 private:
     void on_child_frame(long position, wire::Frame frame);
@@ -67,6 +70,7 @@ private:
     asio::steady_timer job_store_timer_;             // answers blocking gets and waits that time out
     void serve_job_store(Bytes payload, TreeCollectives::Done reply);
     void arm_job_store_timer();
+    std::vector<wire::TraceEvent> trace_;
     std::thread stage_thread_;
     std::optional<PreparedStage> stage_;
     std::unique_ptr<StageSender> stage_sender_;

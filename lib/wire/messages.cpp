@@ -207,6 +207,7 @@ void encode(Writer& writer, const LaunchPlan& message)
     writer.string(job.master_addr);
     writer.u32(job.master_port);
     writer.boolean(job.pmix);
+    writer.boolean(job.trace);
     writer.boolean(job.stage);
     writer.string(job.stage_cache_base);
     writer.string(job.stage_interposer);
@@ -251,6 +252,7 @@ Status decode(Reader& reader, LaunchPlan& message)
     job.master_addr = reader.string();
     job.master_port = reader.u32();
     job.pmix = reader.boolean();
+    job.trace = reader.boolean();
     job.stage = reader.boolean();
     job.stage_cache_base = reader.string();
     job.stage_interposer = reader.string();
@@ -321,11 +323,29 @@ void encode(Writer& writer, const SubtreeDone& message)
 {
     writer.varint(message.ranks);
     encode_phases(writer, message.phases);
+    writer.varint(message.trace.size());
+    for (const auto& event : message.trace) {
+        writer.varint(event.node);
+        writer.i64(event.rank);
+        writer.string(event.name);
+        writer.f64(event.end);
+        writer.f64(event.duration);
+    }
 }
 Status decode(Reader& reader, SubtreeDone& message)
 {
     message.ranks = reader.varint();
     decode_phases(reader, message.phases);
+    std::size_t events = reader.count();
+    for (std::size_t i = 0; i < events && reader.ok(); ++i) {
+        TraceEvent event;
+        event.node = static_cast<std::uint32_t>(reader.varint());
+        event.rank = reader.i64();
+        event.name = reader.string();
+        event.end = reader.f64();
+        event.duration = reader.f64();
+        message.trace.push_back(std::move(event));
+    }
     return {};
 }
 

@@ -83,6 +83,7 @@ struct JobSpec {
     std::string master_addr;
     std::uint32_t master_port = 0;
     bool pmix = true;                      // run a PMIx server for the ranks on every node
+    bool trace = false;                    // --trace: send every node's and rank's events up for a timeline
     // File staging (docs/staging.md): when on, the index and contents follow the plan down the tree, and each
     // node starts its ranks once its cache is installed.
     bool stage = false;
@@ -143,10 +144,20 @@ struct SubtreeSpawned {
     std::uint64_t ranks = 0;
 };
 
+// One entry of a --trace timeline: a point (duration < 0) or a slice ending at `end`, on a node's or a rank's track.
+struct TraceEvent {
+    std::uint32_t node = 0;          // node index
+    std::int64_t rank = -1;          // -1: the node's daemon track
+    std::string name;
+    double end = 0;                  // seconds since launcher start
+    double duration = -1;
+};
+
 struct SubtreeDone {
     static constexpr MessageType type = MessageType::subtree_done;
     std::uint64_t ranks = 0;
     timing::PhaseSet phases;
+    std::vector<TraceEvent> trace;   // only with --trace: every node's and rank's events in this subtree
 };
 
 struct Output {

@@ -165,3 +165,27 @@ def test_report_command_names_a_bad_file(run_canopy, sandbox):
     assert str(broken) in result.stderr and "not JSON" in result.stderr, result.describe()
     missing = run_canopy(["report", sandbox.root / "missing.json"], timeout=30)
     assert missing.returncode == 2 and "missing.json" in missing.stderr, missing.describe()
+
+
+def test_trace_has_a_track_per_node_and_rank(run_canopy, sandbox):
+    path = sandbox.root / "trace.json"
+    result = run_canopy(["--trace", path, "--sim-nodes", "3", "--ppn", "2", "--mark-on-output", "ready=ready",
+                         "sh", "-c", "sleep 0.1; echo ready"], timeout=30)
+    assert result.returncode == 0, result.describe()
+    events = json.loads(path.read_text())["traceEvents"]
+    processes = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    assert processes == {0: "canopy (launcher)", 1: "sim0000", 2: "sim0001", 3: "sim0002"}
+    threads = {(e["pid"], e["args"]["name"]) for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    for rank in range(6):
+        assert (rank // 2 + 1, f"rank {rank}") in threads, threads
+    runs = [e for e in events if e["ph"] == "X" and e["name"] == "run"]
+    # Node n (pid n + 1) runs ranks 2n and 2n + 1, on threads rank + 1.
+    assert sorted((e["pid"], e["tid"]) for e in runs) == [(r // 2 + 1, r + 1) for r in range(6)], runs
+    assert all(e["dur"] >= 50_000 for e in runs), runs   # each rank slept 0.1 s (µs; spawn is stamped late)
+    ready = [e for e in events if e["ph"] == "i" and e["name"] == "ready"]
+    assert len(ready) == 6, ready
+    for point in ready:   # each mark lies inside its rank's run
+        run = next(r for r in runs if r["pid"] == point["pid"] and r["tid"] == point["tid"])
+        assert run["ts"] <= point["ts"] <= run["ts"] + run["dur"], (point, run)
+    steps = [e["name"] for e in events if e["pid"] == 0 and e["ph"] == "X"]
+    assert steps[:3] == ["hosts_resolved", "job_delivered", "tree_up"] and steps[-1] == "teardown_done", steps
