@@ -259,13 +259,22 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
     return root;
 }
 
+namespace {
+
+// The launcher's own path with links resolved, so the build tree or install next to it can be found.
+std::filesystem::path resolved_path(const std::string& path)
+{
+    std::error_code error;
+    auto resolved = std::filesystem::canonical(path, error);
+    return error ? std::filesystem::path(path) : resolved;
+}
+
+} // namespace
+
 Result<std::string> find_interposer(const std::string& launcher_path)
 {
     namespace fs = std::filesystem;
-    std::error_code error;
-    fs::path self = fs::canonical(launcher_path, error);
-    if (error)
-        self = launcher_path;
+    fs::path self = resolved_path(launcher_path);
     const fs::path name = "libcanopy_interpose.so";
     // The build tree first, so a build never picks up an older installed copy.
     for (const auto& candidate : {self.parent_path().parent_path() / "lib" / "interpose" / name,
@@ -278,11 +287,7 @@ Result<std::string> find_interposer(const std::string& launcher_path)
 
 Result<std::string> find_local_daemon(const std::string& launcher_path)
 {
-    namespace fs = std::filesystem;
-    std::error_code error;
-    fs::path self = fs::canonical(launcher_path, error);
-    if (error)
-        self = launcher_path;
+    std::filesystem::path self = resolved_path(launcher_path);
     for (const auto& candidate : {self.parent_path() / "canopyd", self.parent_path().parent_path() / "daemon" / "canopyd"})
         if (::access(candidate.c_str(), X_OK) == 0)
             return candidate.string();

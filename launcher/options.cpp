@@ -380,15 +380,10 @@ const std::vector<OptionSpec>& option_table()
              auto list = take_value(c);
              if (!list)
                  return Status{list.error()};
-             std::string_view rest = *list;
-             while (!rest.empty()) {
-                 auto comma = rest.find(',');
-                 auto prefix = rest.substr(0, comma);
-                 if (prefix.empty() || prefix.front() != '/')
-                     return Status{make_error("{} needs absolute directories, got '{}'", c.spelling, prefix)};
-                 s.options.stage_prefixes.emplace_back(prefix);
-                 rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-             }
+             auto dirs = parse_directory_list(*list, c.spelling);
+             if (!dirs)
+                 return Status{dirs.error()};
+             s.options.stage_prefixes.insert(s.options.stage_prefixes.end(), dirs->begin(), dirs->end());
              return Status{};
          }},
         {{"--stage-manifest"}, Takes::value, "FILE", "File staging",
@@ -556,6 +551,21 @@ Result<Options> parse_options(const std::vector<std::string>& args)
         return make_error("no program given; usage: canopy [options] PROGRAM [ARGS...]");
     }
     return std::move(state.options);
+}
+
+Result<std::vector<std::string>> parse_directory_list(std::string_view list, std::string_view option)
+{
+    std::vector<std::string> dirs;
+    std::string_view rest = list;
+    do {
+        auto comma = rest.find(',');
+        auto dir = rest.substr(0, comma);
+        if (dir.empty() || dir.front() != '/')
+            return make_error("{} needs absolute directories, got '{}'", option, dir);
+        dirs.emplace_back(dir);
+        rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    } while (!rest.empty());
+    return dirs;
 }
 
 std::string help_text()

@@ -48,6 +48,9 @@ struct Options {
 // Parses the arguments after argv[0]. Errors are one line without a "canopy:" prefix.
 Result<Options> parse_options(const std::vector<std::string>& args);
 
+// "A,B,C" of absolute directories (--stage); the error names `option`.
+Result<std::vector<std::string>> parse_directory_list(std::string_view list, std::string_view option);
+
 // The --help text, grouped by topic, with examples at the end.
 std::string help_text();
 

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "launch_plan.hpp"
+#include "options.hpp"
 #include "proc/process.hpp"
 #include "stage/index.hpp"
 
@@ -33,7 +34,7 @@ constexpr const char* record_usage =
 
 int usage_error(const std::string& message)
 {
-    fmt::print(stderr, "canopy stage: {}\n{}", message, record_usage);
+    fmt::print(stderr, "canopy stage: {} (see canopy stage record --help)\n", message);
     return exit_usage;
 }
 
@@ -96,15 +97,10 @@ int record(const std::vector<std::string>& args, const std::string& launcher_pat
         if (takes_value && i + 1 >= args.size())
             return usage_error(fmt::format("{} needs a value", arg));
         if (arg == "--stage") {
-            std::string_view rest = args[++i];
-            while (!rest.empty()) {
-                auto comma = rest.find(',');
-                auto prefix = rest.substr(0, comma);
-                if (prefix.empty() || prefix.front() != '/')
-                    return usage_error(fmt::format("--stage needs absolute directories, got '{}'", prefix));
-                prefixes.emplace_back(prefix);
-                rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-            }
+            auto dirs = parse_directory_list(args[++i], arg);
+            if (!dirs)
+                return usage_error(dirs.error().message);
+            prefixes.insert(prefixes.end(), dirs->begin(), dirs->end());
         } else if (arg == "-o" || arg == "--output") {
             output = args[++i];
         } else if (arg.starts_with("-")) {
