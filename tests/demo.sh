@@ -12,3 +12,11 @@ cat <<INFO
 INFO
 "$build_dir/launcher/canopy" --sim-nodes 8 --ppn 2 --fanout 2 -l --timing \
   sh -c 'echo "rank $RANK of $WORLD_SIZE on $CANOPY_NODE"'
+
+cat <<INFO
+
+== an MPI job: each canopyd is the PMIx server for its ranks, so mpi4py (Open MPI) runs without mpirun
+\$ $build_dir/launcher/canopy --sim-nodes 4 --ppn 2 /usr/bin/python3 -m mpi4py.bench helloworld
+
+INFO
+"$build_dir/launcher/canopy" --sim-nodes 4 --ppn 2 /usr/bin/python3 -m mpi4py.bench helloworld
