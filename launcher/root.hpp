@@ -59,31 +59,33 @@ private:
     void maybe_start_staging();
     void show_stage_progress(bool final);
 
+    // The root's job store, which canopy_store_* and canopy.torch.Store reach through the tree.
+    void serve_job_store(Bytes payload, TreeCollectives::Done reply);
+    void arm_job_store_timer();
+
     asio::io_context& io_;
     RootPlan plan_;
     auth::Key key_;
     ProcessReaper reaper_;
     std::unique_ptr<ChildSet> children_;
-    std::unique_ptr<TreeCollectives> collectives_;   // the root turns fences around and keeps the publish store
+    std::unique_ptr<TreeCollectives> collectives_;   // the root turns fences around and keeps the stores
     PublishStore store_;
-    JobStore job_store_;                             // canopy_store_* and canopy.torch.Store
-    asio::steady_timer job_store_timer_;             // answers blocking gets and waits that time out
-    void serve_job_store(Bytes payload, TreeCollectives::Done reply);
-    void arm_job_store_timer();
+    JobStore job_store_;
     std::vector<wire::TraceEvent> trace_;
     std::thread stage_thread_;
     std::optional<PreparedStage> stage_;
     std::unique_ptr<StageSender> stage_sender_;
-    asio::steady_timer stage_progress_timer_;
-    std::int64_t stage_started_ns_ = 0;
-    bool stage_progress_shown_ = false;
-    bool stage_sending_ = false;
-    bool tree_up_ = false;
     asio::signal_set signals_;
     asio::steady_timer timeout_timer_;
     asio::steady_timer grace_timer_;
     asio::steady_timer teardown_deadline_;
+    asio::steady_timer stage_progress_timer_;
+    asio::steady_timer job_store_timer_;             // answers blocking gets and waits that time out
     std::int64_t started_ns_;
+    std::int64_t stage_started_ns_ = 0;
+    bool stage_progress_shown_ = false;
+    bool stage_sending_ = false;
+    bool tree_up_ = false;
     std::vector<timing::Stamp> timeline_;
     timing::PhaseSet phases_;
 

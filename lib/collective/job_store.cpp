@@ -130,11 +130,11 @@ void JobStore::serve(std::uint8_t op, const Bytes& payload, Respond respond, std
             respond({Answer::ok, waiter.want_value ? values_.at(waiter.keys.front()) : Bytes{}});
             return;
         }
-        if (timeout_ms == 0 && waiter.want_value) {
-            respond({Answer::not_found, {}});
+        if (timeout_ms == 0) {   // no wait: a get says not found, a wait times out at once
+            respond({waiter.want_value ? Answer::not_found : Answer::timeout, {}});
             return;
         }
-        waiter.deadline_ms = timeout_ms == 0 ? 0 : now_ms + timeout_ms;
+        waiter.deadline_ms = timeout_ms == wait_forever ? 0 : now_ms + timeout_ms;
         waiter.respond = std::move(respond);
         waiters_.push_back(std::move(waiter));
         return;

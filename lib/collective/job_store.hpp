@@ -23,6 +23,8 @@ public:
         std::vector<std::uint8_t> payload;
     };
     using Respond = std::function<void(Reply)>;
+    // A get or wait timeout that means no limit (CANOPY_WAIT_FOREVER on the wire); 0 means do not wait.
+    static constexpr std::uint32_t wait_forever = 0xFFFFFFFF;
 
     // Serves one request (op and payload as the rank sent them). Blocking gets and waits are answered when their
     // keys appear, or with a timeout by expire(). now_ms is any monotonic clock in milliseconds.
@@ -38,7 +40,7 @@ private:
     struct Waiter {
         std::vector<std::string> keys;
         bool want_value = false;    // a blocking get answers with the value; a wait with nothing
-        std::int64_t deadline_ms = 0;   // 0: none
+        std::int64_t deadline_ms = 0;   // 0: waits for ever
         Respond respond;
     };
     void set(const std::string& key, std::vector<std::uint8_t> value);

@@ -8,31 +8,43 @@ operation. Then, one row each:
 
   plain      MOUNT/bin/python3 imports torch once, no launcher
   unstaged   canopy --sim-nodes 16 --ppn 4: 64 ranks import torch from the mount and compute a tiny matmul
-  staged     (only with --staged-args) the same job with extra canopy arguments, e.g. "--stage {mount}"
+  staged     the same job with --stage MOUNT --stage-manifest MANIFEST (or --staged-args): before any row, and
+             outside every timed part, `canopy stage record` runs the rank code once from the mount and writes
+             MANIFEST; the staged job's root validates it, then sends the index and the read files down the tree
 
 Each rank prints its own import time; the table gives, per row, the operations that reached slowfs
 (all, and the metadata ones that paid the delay), the min/median/max import time of the ranks and the
 job's wall time. Every rank must exit 0 and compute the same result, or the row is marked failed.
+The canopy rows run with --timing=FILE.json; for the staged row a second table gives the time to stage
+(the launcher's timeline steps stage_indexed and stage_sent, the daemons' daemon.stage_ready) and the
+node cache size (du of /dev/shm/canopy-<job>-sim0000 while the job runs, and the manifest's content bytes).
 
 Usage (as root, after `ninja -C build`; needs fuse3, libfuse3-dev and python3-torch):
 
-  sudo /usr/bin/python3 tests/bench/import_bench.py                  # 16 nodes x 4 ranks, 1 ms: ~2 min
+  sudo /usr/bin/python3 tests/bench/import_bench.py                  # 16 nodes x 4 ranks, 1 ms: ~10 min
   sudo /usr/bin/python3 tests/bench/import_bench.py --nodes 4 --ppn 2 --delay-ms 0.5   # quicker
-  sudo /usr/bin/python3 tests/bench/import_bench.py --staged-args "--stage {mount}"    # once staging exists
+  sudo /usr/bin/python3 tests/bench/import_bench.py --rows staged --staged-args "--stage {mount}"   # metadata only
 
 Options: --canopy PATH (canopyd is found next to it), --slowfs PATH, --pyenv DIR (built or refreshed with
-make_pyenv.sh, fast when up to date), --mount DIR, --rows plain,unstaged, --json FILE, --timeout S.
+make_pyenv.sh, fast when up to date), --mount DIR, --rows plain,unstaged,staged, --manifest FILE
+(--reuse-manifest: do not record it again), --staged-args ARGS ({mount} and {manifest} are replaced),
+--wait-idle S / --idle-cpus N (wait for an idle machine before each row), --json FILE, --timeout S.
 """
 
 import argparse
+import glob
 import json
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
+
+import benchlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -94,6 +106,71 @@ class Slowfs:
             self.process.wait()
 
 
+def disk_usage(path):
+    """(bytes allocated, files) under path, as du counts them; (None, None) if it vanished meanwhile."""
+    total, files = 0, 0
+    try:
+        for top, dirs, names in os.walk(path, onerror=lambda e: None):
+            for name in dirs + names:
+                st = os.lstat(os.path.join(top, name))
+                total += st.st_blocks * 512
+                files += 0 if name in dirs else 1
+    except OSError:
+        return None, None
+    return total, files
+
+
+class CacheWatcher:
+    """Watches /dev/shm while a staged job runs: each node cache that appears is measured once it is complete."""
+
+    def __init__(self, base="/dev/shm"):
+        self.base = base
+        self.before = set(glob.glob(os.path.join(base, "canopy-*")))
+        self.sizes = {}   # cache dir -> (bytes, files); other jobs' caches too, sorted out by job id later
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.stop_event.wait(0.2):
+            for d in glob.glob(os.path.join(self.base, "canopy-*")):
+                # The daemon writes a cache's index last, so its presence means the cache is complete.
+                if d not in self.before and d not in self.sizes and os.path.exists(os.path.join(d, "index")):
+                    self.sizes[d] = disk_usage(d)
+
+    def stop(self):
+        self.stop_event.set()
+        self.thread.join()
+
+
+def stage_summary(timing_path, watcher, job_id):
+    """Time to stage, from the launcher's --timing JSON, and the node cache size, from the watcher."""
+    summary = {"timing_json": timing_path}
+    try:
+        with open(timing_path) as f:
+            timing = json.load(f)
+    except (OSError, ValueError) as e:
+        summary["error"] = f"no timing JSON: {e}"
+        return summary
+    steps = {step["name"]: step["seconds"] for step in timing.get("timeline", [])}
+    phases = {phase["name"]: phase for phase in timing.get("phases", [])}
+    ready = phases.get("daemon.stage_ready", {})
+    summary.update({
+        "tree_up_s": steps.get("tree_up"), "stage_indexed_s": steps.get("stage_indexed"),
+        "stage_sent_s": steps.get("stage_sent"), "stage_ready_median_s": ready.get("median"),
+        "stage_ready_max_s": ready.get("max"), "stage_ready_max_who": ready.get("max_who"),
+        "ranks_spawned_s": steps.get("ranks_spawned"), "job_id": timing.get("job_id"),
+    })
+    if watcher is not None:
+        mine = {d: size for d, size in watcher.sizes.items() if job_id and f"/canopy-{job_id}-" in d}
+        first = next((d for d in sorted(mine) if d.endswith("-sim0000")), None)
+        node_bytes, node_files = mine[first] if first else (None, None)
+        summary.update({"caches_installed": len(mine), "node_cache_bytes": node_bytes,
+                        "node_cache_files": node_files, "node_cache_dir": first})
+        summary["caches_left"] = sorted(glob.glob(os.path.join(watcher.base, f"canopy-{job_id}-*"))) if job_id else []
+    return summary
+
+
 def rank_env():
     env = dict(os.environ)
     # 64 ranks share 2 cores: one thread each; and never write .pyc files through the mount.
@@ -103,10 +180,11 @@ def rank_env():
     return env
 
 
-def measure(name, command, fs, ranks, timeout, workdir):
+def measure(name, command, fs, ranks, timeout, workdir, timing_path=None, watch_caches=False):
     """Runs `command` once with fresh counters; returns the row: ops, per-rank import times, wall time."""
     log(f"{name}: {' '.join('RANK_CODE' if arg == RANK_CODE else arg for arg in command)}")
     fs.reset()
+    watcher = CacheWatcher() if watch_caches else None
     started = time.monotonic()
     try:
         done = subprocess.run(command, capture_output=True, text=True, env=rank_env(), cwd=workdir, timeout=timeout)
@@ -115,6 +193,9 @@ def measure(name, command, fs, ranks, timeout, workdir):
     except subprocess.TimeoutExpired as e:
         failure, stdout = f"no end within {timeout} s", (e.stdout or b"").decode(errors="replace")
     wall = time.monotonic() - started
+    if watcher:
+        watcher.stop()
+    time.sleep(0.5)   # the kernel sends release after the last close a little later: let the counters settle
     stats = fs.stats()
     reports = []
     for line in stdout.splitlines():
@@ -134,6 +215,14 @@ def measure(name, command, fs, ranks, timeout, workdir):
         "torch": reports[0]["torch"] if reports else None,
         "command": command,
     }
+    if timing_path:
+        job_id = None
+        try:
+            with open(timing_path) as f:
+                job_id = json.load(f).get("job_id")
+        except (OSError, ValueError):
+            pass
+        row["stage"] = stage_summary(timing_path, watcher, job_id)
     log(f"{name}: {'FAILED ' + failure if failure else 'ok'}, {wall:.1f} s, {stats['total']} ops")
     return row
 
@@ -146,9 +235,39 @@ def run_plain(args, fs):
 def run_canopy(args, fs, name="unstaged", extra_args=()):
     """The job under canopy; `extra_args` (e.g. ["--stage", MOUNT]) makes the staged row."""
     python = os.path.join(args.mount, "bin", "python3")
+    timing = os.path.join(args.workdir, f"timing-{name}.json")
+    if os.path.exists(timing):
+        os.unlink(timing)
     command = [args.canopy, "--sim-nodes", str(args.nodes), "--ppn", str(args.ppn),
-               "--timeout", str(args.timeout - 5), *extra_args, python, "-c", RANK_CODE]
-    return measure(name, command, fs, args.nodes * args.ppn, args.timeout, args.workdir)
+               "--timeout", str(args.timeout - 5), f"--timing={timing}", *extra_args, python, "-c", RANK_CODE]
+    return measure(name, command, fs, args.nodes * args.ppn, args.timeout, args.workdir, timing,
+                   watch_caches=name == "staged")
+
+
+def record_manifest(args, fs):
+    """`canopy stage record` of the rank code from the mount, once, before the timed rows; returns its summary."""
+    python = os.path.join(args.mount, "bin", "python3")
+    command = [args.canopy, "stage", "record", "--stage", args.mount, "-o", args.manifest, "--",
+               python, "-c", RANK_CODE]
+    log(f"recording the manifest: {' '.join('RANK_CODE' if a == RANK_CODE else a for a in command)}")
+    fs.reset()
+    started = time.monotonic()
+    done = subprocess.run(command, capture_output=True, text=True, env=rank_env(), cwd=args.workdir,
+                          timeout=args.timeout)
+    seconds = time.monotonic() - started
+    time.sleep(0.5)
+    if done.returncode != 0 or not os.path.exists(args.manifest):
+        sys.exit(f"import_bench: recording failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
+    # canopy stage: recorded N paths under P: F files, X MiB to stage; wrote M
+    line = next((l for l in done.stderr.splitlines() if "recorded" in l), "")
+    found = re.search(r"recorded (\d+) paths .*: (\d+) files, ([\d.]+) MiB to stage", line)
+    summary = {"seconds": seconds, "ops": fs.stats()["total"], "message": line,
+               "manifest_bytes": os.path.getsize(args.manifest)}
+    if found:
+        summary.update({"paths": int(found.group(1)), "files": int(found.group(2)),
+                        "content_mib": float(found.group(3))})
+    log(f"recorded in {seconds:.1f} s: {line}")
+    return summary
 
 
 def fmt(value, digits=2):
@@ -172,6 +291,40 @@ def print_table(rows, args, torch_version):
               f"{fmt(r['process_s_median'])} | {fmt(r['wall_s'], 1)} |")
 
 
+def print_stage(rows, recording):
+    staged = [r for r in rows if r.get("stage") and r["row"] == "staged"]
+    if recording:
+        print(f"\nmanifest: recorded once in {recording['seconds']:.1f} s ({recording['ops']} slowfs ops, not in any "
+              f"row): {recording.get('paths', '?')} paths, {recording.get('files', '?')} files, "
+              f"{recording.get('content_mib', '?')} MiB of content, manifest {recording['manifest_bytes']} bytes")
+    for r in staged:
+        st = r["stage"]
+        if "error" in st:
+            print(f"\nstaging: {st['error']}")
+            continue
+        size = st.get("node_cache_bytes")
+        cache = "-" if size is None else f"{size / 2**20:.0f} MiB, {st['node_cache_files']} files"
+        print("\n| staged job: seconds since launcher start | tree_up | stage_indexed | stage_sent "
+              "| daemon.stage_ready median / max | ranks_spawned | node cache (sim0000) | caches installed |")
+        print("| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: |")
+        print(f"| {r['ranks']} ranks | {fmt(st['tree_up_s'])} | {fmt(st['stage_indexed_s'])} | "
+              f"{fmt(st['stage_sent_s'])} | {fmt(st['stage_ready_median_s'])} / {fmt(st['stage_ready_max_s'])} "
+              f"({st['stage_ready_max_who']}) | {fmt(st['ranks_spawned_s'])} | {cache} | {st['caches_installed']} |")
+        if st.get("caches_left"):
+            print(f"\nWARNING: node caches left after the job: {st['caches_left']}")
+
+
+def print_targets(rows):
+    by_name = {r["row"]: r for r in rows if not r["failure"]}
+    if "unstaged" in by_name and "staged" in by_name:
+        unstaged, staged = by_name["unstaged"], by_name["staged"]
+        fewer = 100.0 * (1 - staged["ops"] / unstaged["ops"]) if unstaged["ops"] else 0.0
+        faster = unstaged["import_s"]["median"] / staged["import_s"]["median"]
+        print(f"\nstaged vs unstaged: {fewer:.2f}% fewer ops reach slowfs (target >= 99%), "
+              f"median import {faster:.1f}x faster (target >= 10x), job wall {unstaged['wall_s'] / staged['wall_s']:.1f}x "
+              f"shorter")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -183,10 +336,16 @@ def main():
     parser.add_argument("--nodes", type=int, default=16)
     parser.add_argument("--ppn", type=int, default=4)
     parser.add_argument("--delay-ms", type=float, default=1.0)
-    parser.add_argument("--rows", default="plain,unstaged", help="comma-separated: plain, unstaged")
-    parser.add_argument("--staged-args", default=None,
-                        help='extra canopy arguments for a "staged" row; {mount} is replaced, e.g. "--stage {mount}"')
+    parser.add_argument("--rows", default="plain,unstaged,staged", help="comma-separated: plain, unstaged, staged")
+    parser.add_argument("--manifest", default=None, help="where to record the manifest (default: WORKDIR/torch.manifest)")
+    parser.add_argument("--reuse-manifest", action="store_true",
+                        help="use an existing --manifest instead of recording it again (recording takes minutes)")
+    parser.add_argument("--staged-args", default="--stage {mount} --stage-manifest {manifest}",
+                        help='canopy arguments of the "staged" row; {mount} and {manifest} are replaced')
     parser.add_argument("--timeout", type=float, default=600, help="seconds per row before it counts as failed")
+    parser.add_argument("--wait-idle", type=float, default=60,
+                        help="before each row, wait up to this many seconds for the machine to be idle")
+    parser.add_argument("--idle-cpus", type=float, default=0.5, help="idle means other work uses fewer CPUs than this")
     parser.add_argument("--json", default=None, help="also write every row, with ops by type, to this file")
     args = parser.parse_args()
 
@@ -194,6 +353,10 @@ def main():
     build_dir = os.path.dirname(os.path.dirname(args.canopy))
     args.slowfs = os.path.abspath(args.slowfs or os.path.join(build_dir, "tests", "tools", "slowfs", "slowfs"))
     rows_wanted = [r for r in args.rows.split(",") if r]
+    unknown = set(rows_wanted) - {"plain", "unstaged", "staged"}
+    if unknown:
+        sys.exit(f"import_bench: unknown rows {sorted(unknown)}; the rows are plain, unstaged, staged")
+    args.manifest = os.path.abspath(args.manifest or os.path.join(args.workdir, "torch.manifest"))
     for path, what in ((args.slowfs, "slowfs (needs libfuse3-dev at meson setup)"),
                        (args.canopy, "canopy")):
         if not os.access(path, os.X_OK):
@@ -206,22 +369,42 @@ def main():
     subprocess.run([MAKE_PYENV, args.pyenv], check=True, stdout=sys.stderr)
     fs = Slowfs(args.slowfs, args.pyenv, args.mount, args.delay_ms)
     rows = []
+    recording = None
     try:
-        if "plain" in rows_wanted:
-            rows.append(run_plain(args, fs))
-        if "unstaged" in rows_wanted:
-            rows.append(run_canopy(args, fs))
-        if args.staged_args:
-            extra = [a.replace("{mount}", args.mount) for a in args.staged_args.split()]
-            rows.append(run_canopy(args, fs, "staged", extra))
+        if "staged" in rows_wanted and "{manifest}" in args.staged_args:
+            if args.reuse_manifest and os.path.exists(args.manifest):
+                log(f"reusing {args.manifest}; the staged job validates it and refreshes what changed")
+            else:
+                recording = record_manifest(args, fs)
+        for name in ("plain", "unstaged", "staged"):
+            if name not in rows_wanted:
+                continue
+            # The machine may be shared: wait a while for it to go idle, and keep the other work seen with the row.
+            busy_before = benchlib.wait_for_idle(args.wait_idle, args.idle_cpus)
+            if name == "plain":
+                row = run_plain(args, fs)
+            elif name == "unstaged":
+                row = run_canopy(args, fs)
+            else:
+                extra = [a.replace("{mount}", args.mount).replace("{manifest}", args.manifest)
+                         for a in args.staged_args.split()]
+                row = run_canopy(args, fs, "staged", extra)
+            row["busy_cpus_before"] = busy_before
+            rows.append(row)
     finally:
         fs.close()
     torch_version = next((r["torch"] for r in rows if r["torch"]), "?")
     print_table(rows, args, torch_version)
+    print_stage(rows, recording)
+    print_targets(rows)
+    print("\nCPUs busy with other work just before each row (of %d): " % os.cpu_count() +
+          ", ".join(f"{r['row']} {r['busy_cpus_before']:.2f}" for r in rows))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"delay_ms": args.delay_ms, "nodes": args.nodes, "ppn": args.ppn, "cpus": os.cpu_count(),
-                       "machine": platform.platform(), "torch": torch_version, "rows": rows}, f, indent=1)
+                       "machine": platform.platform(), "machine_info": benchlib.machine_info(),
+                       "torch": torch_version, "recording": recording,
+                       "rows": rows}, f, indent=1)
     log(f"done in {time.monotonic() - started:.0f} s")
     return 1 if any(r["failure"] for r in rows) else 0
 

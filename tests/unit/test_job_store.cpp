@@ -125,13 +125,17 @@ TEST(JobStore, CheckDeleteNumKeysAndWait)
     put<std::uint32_t>(two_keys, 2);
     two_keys = cat(cat(two_keys, sized("a")), sized("b"));
     EXPECT_EQ(ask(store, Op::check, two_keys)->payload, Bytes{0});
+    Bytes no_wait;
+    put<std::uint32_t>(no_wait, 0);   // do not wait: times out at once
+    EXPECT_EQ(ask(store, Op::wait, cat(no_wait, two_keys))->answer, Answer::timeout);
     Bytes wait;
-    put<std::uint32_t>(wait, 0);   // no timeout
+    put<std::uint32_t>(wait, JobStore::wait_forever);
     wait = cat(wait, two_keys);
     std::optional<JobStore::Reply> woken;
     store.serve(static_cast<std::uint8_t>(Op::wait), wait, [&](JobStore::Reply r) { woken = std::move(r); }, 0);
     ask(store, Op::set, cat(sized("a"), text("1")));
     EXPECT_FALSE(woken);   // b is still missing
+    EXPECT_EQ(store.expire(1'000'000'000), std::nullopt);   // for ever: no deadline
     ask(store, Op::set, cat(sized("b"), text("2")));
     ASSERT_TRUE(woken);
     EXPECT_EQ(woken->answer, Answer::ok);

@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""A tiny model trained with DistributedDataParallel on Gloo, rendezvous through canopy.
+
+Run: canopy --sim-nodes 2 --ppn 2 --timing python3 ddp_train.py [--steps 20]
+Rank 0 prints one JSON line: the loss at each step (averaged over ranks), and the largest difference between
+any two ranks' gradients and final parameters (0.0: DDP kept the replicas identical).
+"""
+import argparse
+import json
+
+import canopy
+
+with canopy.phase("imports"):
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    import canopy.torch
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--lr", type=float, default=0.1)
+    args = parser.parse_args()
+
+    torch.set_num_threads(1)   # several ranks share each machine's cores
+    canopy.torch.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+
+    with canopy.phase("model_built"):
+        torch.manual_seed(0)   # the same initial weights everywhere (DDP also broadcasts rank 0's)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+        ddp = DistributedDataParallel(model)
+        optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr)
+
+    # Each rank learns the same linear target from its own shard of samples.
+    data = torch.Generator().manual_seed(1000 + rank)
+    inputs = torch.randn(64, 8, generator=data)
+    target = inputs @ torch.linspace(-1.0, 1.0, 8).unsqueeze(1) + 0.5
+
+    losses, grad_diff = [], 0.0
+    for step in range(args.steps):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(ddp(inputs), target)
+        loss.backward()   # DDP averages the gradients over the ranks here
+        grads = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+        gathered = [torch.empty_like(grads) for _ in range(world)]
+        dist.all_gather(gathered, grads)
+        grad_diff = max(grad_diff, max((g - gathered[0]).abs().max().item() for g in gathered))
+        optimizer.step()
+        mean_loss = loss.detach().clone()
+        dist.all_reduce(mean_loss)
+        losses.append(mean_loss.item() / world)
+        if step == 0:
+            canopy.mark("first_step")
+
+    params = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    gathered = [torch.empty_like(params) for _ in range(world)]
+    dist.all_gather(gathered, params)
+    param_diff = max((p - gathered[0]).abs().max().item() for p in gathered)
+    canopy.mark("trained")
+    if rank == 0:
+        print(json.dumps({"world": world, "losses": losses, "max_grad_diff": grad_diff,
+                          "max_param_diff": param_diff}), flush=True)
+    dist.destroy_process_group()
+    canopy.finalize()
+
+
+if __name__ == "__main__":
+    main()

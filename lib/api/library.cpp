@@ -1,0 +1,538 @@
+// libcanopy's process-wide state and the logic behind each C call: pick the launcher's setting at init,
+// then send each call to PMIx, to the node's canopyd, or answer it in this process.
+#include "api/library.hpp"
+
+#include <unistd.h>
+
+#include <charconv>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <string_view>
+
+extern char** environ;
+
+namespace canopy::api {
+
+namespace {
+
+// A store request that does not wait for keys still gets an answer within this long, or fails.
+constexpr auto reply_timeout = std::chrono::seconds(300);
+// A waiting request is answered by canopyd when its own timeout ends; this much later we stop waiting.
+constexpr auto reply_slack = std::chrono::seconds(30);
+
+const char* env(const char* name)
+{
+    const char* value = std::getenv(name);
+    return value && *value ? value : nullptr;
+}
+
+Outcome<int> env_int(const char* name, int fallback)
+{
+    const char* text = env(name);
+    if (!text)
+        return fallback;
+    int value = 0;
+    std::string_view view(text);
+    auto [end, error] = std::from_chars(view.data(), view.data() + view.size(), value);
+    if (error != std::errc() || end != view.data() + view.size() || value < 0)
+        return fail(CANOPY_ERR_INVALID, "{}='{}' is not a rank count or index; it is set by canopy, so "
+                    "the environment was changed after launch", name, text);
+    return value;
+}
+
+// A PMIx launcher leaves its server's address in the environment; without it PMIx_Init only fails
+// (after about 20 ms), so a process without it is a singleton.
+bool pmix_launcher_present()
+{
+    if (env("PMIX_NAMESPACE"))
+        return true;
+    for (char** entry = environ; entry && *entry; ++entry)
+        if (std::strncmp(*entry, "PMIX_SERVER_URI", 15) == 0)
+            return true;
+    return false;
+}
+
+std::string host_name()
+{
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    return host;
+}
+
+bool valid_mark_name(std::string_view name)
+{
+    if (name.empty() || name.size() > CANOPY_MARK_NAME_MAX)
+        return false;
+    for (char c : name) {
+        bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+                  c == '.' || c == ':' || c == '-';
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+std::int64_t realtime_ns()
+{
+    timespec now{};
+    clock_gettime(CLOCK_REALTIME, &now);
+    return static_cast<std::int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
+}
+
+// 0: do not wait; > 0: milliseconds; CANOPY_WAIT_FOREVER: as long as it takes (none).
+Outcome<std::optional<std::chrono::milliseconds>> wait_time(int timeout_ms, const char* what)
+{
+    if (timeout_ms == CANOPY_WAIT_FOREVER)
+        return std::optional<std::chrono::milliseconds>{};
+    if (timeout_ms < 0)
+        return fail(CANOPY_ERR_INVALID, "{}: timeout {} ms is negative; use 0 (no wait), a number of "
+                    "milliseconds or CANOPY_WAIT_FOREVER", what, timeout_ms);
+    return std::optional<std::chrono::milliseconds>{std::chrono::milliseconds(timeout_ms)};
+}
+
+std::string quoted(std::string_view key) { return "key '" + std::string(key.substr(0, 200)) + "'"; }
+
+Checked check_store_key(const char* key, const char* what)
+{
+    if (!key)
+        return fail(CANOPY_ERR_INVALID, "{}: the key is NULL", what);
+    return done();
+}
+
+std::chrono::steady_clock::time_point after(std::chrono::milliseconds wait)
+{
+    return std::chrono::steady_clock::now() + wait;
+}
+
+std::uint32_t wire_timeout(int timeout_ms)
+{
+    return timeout_ms == CANOPY_WAIT_FOREVER ? UINT32_MAX : static_cast<std::uint32_t>(timeout_ms);
+}
+
+void finalize_at_exit() { (void)Library::instance().finalize(); }
+
+} // namespace
+
+Library& Library::instance()
+{
+    static Library* library = new Library;
+    return *library;
+}
+
+Checked Library::init()
+{
+    std::lock_guard lock(mutex_);
+    switch (state_.load()) {
+    case State::ready: return done();
+    case State::failed: return init_failure_;
+    case State::finalized:
+        return fail(CANOPY_ERR_NOT_INITIALIZED, "canopy_init after canopy_finalize: libcanopy (and PMIx) "
+                    "cannot be started twice in one process");
+    case State::fresh: break;
+    }
+    auto started = init_locked();
+    if (!started) {
+        init_failure_ = started.failure();
+        state_ = State::failed;
+        return started;
+    }
+    state_ = State::ready;
+    std::atexit(finalize_at_exit);
+    return done();
+}
+
+Checked Library::init_locked()
+{
+    if (env("CANOPY_RANK") && env("CANOPY_SIZE")) {
+        // Under canopy everything is in the environment: no PMIx connection until a call needs one.
+        auto rank = env_int("CANOPY_RANK", -1);
+        auto size = env_int("CANOPY_SIZE", -1);
+        auto local_rank = env_int("CANOPY_LOCAL_RANK", 0);
+        auto local_size = env_int("CANOPY_LOCAL_SIZE", 1);
+        auto node_rank = env_int("CANOPY_NODE_RANK", 0);
+        auto num_nodes = env_int("CANOPY_NUM_NODES", 1);
+        for (auto* value : {&rank, &size, &local_rank, &local_size, &node_rank, &num_nodes})
+            if (!*value)
+                return value->failure();
+        if (*rank >= *size)
+            return fail(CANOPY_ERR_INVALID, "CANOPY_RANK={} is not below CANOPY_SIZE={}; the environment was "
+                        "changed after launch", *rank, *size);
+        info_ = RankInfo{*rank, *size, *local_rank, *local_size, *node_rank, *num_nodes,
+                         env("CANOPY_NODE") ? env("CANOPY_NODE") : host_name()};
+        who_ = "rank " + std::to_string(info_.rank) + " on " + info_.node_name;
+        pmix_ = std::make_unique<PmixSession>(who_);
+        if (const char* socket = env("CANOPY_AGENT_SOCKET"))
+            agent_ = std::make_unique<AgentClient>(socket, who_);
+        mode_ = CANOPY_MODE_CANOPY;
+        return done();
+    }
+    if (pmix_launcher_present()) {
+        pmix_ = std::make_unique<PmixSession>("this process");
+        auto job = pmix_->job_info();
+        if (!job)
+            return job.failure();
+        info_ = RankInfo{job->rank, job->size, job->local_rank, job->local_size, job->node_rank, job->num_nodes,
+                         job->node_name};
+        who_ = "rank " + std::to_string(info_.rank) + " on " + info_.node_name;
+        pmix_->set_who(who_);
+        mode_ = CANOPY_MODE_PMIX;
+        return done();
+    }
+    info_ = RankInfo{0, 1, 0, 1, 0, 1, host_name()};
+    who_ = "singleton on " + info_.node_name;
+    mode_ = CANOPY_MODE_SINGLETON;
+    return done();
+}
+
+Checked Library::finalize()
+{
+    std::lock_guard lock(mutex_);
+    if (state_ != State::ready) {
+        state_ = State::finalized;
+        return done();
+    }
+    state_ = State::finalized;
+    if (agent_)
+        agent_->close();
+    if (pmix_)
+        return pmix_->close();
+    return done();
+}
+
+Checked Library::ready()
+{
+    if (state_.load() == State::ready)
+        return done();
+    if (state_.load() == State::finalized)
+        return fail(CANOPY_ERR_NOT_INITIALIZED, "libcanopy was finalized (canopy_finalize); no call works after it");
+    return init();
+}
+
+Checked Library::mark(const char* name, std::optional<std::int64_t> duration_ns)
+{
+    if (!name || !valid_mark_name(name))
+        return fail(CANOPY_ERR_INVALID, "mark name '{}' is not valid: use 1 to {} of A-Z a-z 0-9 _ . : -",
+                    name ? std::string_view(name).substr(0, 80) : "(null)", CANOPY_MARK_NAME_MAX);
+    if (duration_ns && *duration_ns < 0)
+        return fail(CANOPY_ERR_INVALID, "mark '{}': duration {} ns is negative", name, *duration_ns);
+    if (auto ok = ready(); !ok)
+        return ok;
+    if (!agent_)
+        return done();  // outside canopy (or a canopy without the socket) a mark has nowhere to go
+    return agent_->send_only(agent::encode_mark(static_cast<std::uint32_t>(info_.rank), realtime_ns(),
+                                                duration_ns.value_or(-1), name));
+}
+
+Checked Library::check_pmix_key(const char* key, const char* what)
+{
+    if (!key || !*key)
+        return fail(CANOPY_ERR_INVALID, "{}: the key is empty or NULL", what);
+    std::string_view view(key);
+    if (view.size() > 500)
+        return fail(CANOPY_ERR_INVALID, "{}: key '{}...' is {} bytes; PMIx keys are at most 500", what,
+                    view.substr(0, 40), view.size());
+    if (view.starts_with("pmix") || view.starts_with("canopy."))
+        return fail(CANOPY_ERR_INVALID, "{}: key '{}' starts with a reserved prefix (pmix, canopy.); choose "
+                    "another name", what, view);
+    return done();
+}
+
+Checked Library::put(const char* key, const void* value, std::size_t len)
+{
+    if (auto ok = ready(); !ok)
+        return ok;
+    if (auto ok = check_pmix_key(key, "canopy_put"); !ok)
+        return ok;
+    if (!value && len > 0)
+        return fail(CANOPY_ERR_INVALID, "canopy_put: key '{}': value is NULL with length {}", key, len);
+    if (mode_ == CANOPY_MODE_SINGLETON) {
+        std::lock_guard lock(singleton_kv_mutex_);
+        singleton_kv_[key] = std::string(static_cast<const char*>(value), len);
+        return done();
+    }
+    return pmix_->put(key, value ? value : "", len);
+}
+
+Checked Library::commit()
+{
+    if (auto ok = ready(); !ok)
+        return ok;
+    return mode_ == CANOPY_MODE_SINGLETON ? done() : pmix_->commit();
+}
+
+Checked Library::fence()
+{
+    if (auto ok = ready(); !ok)
+        return ok;
+    return mode_ == CANOPY_MODE_SINGLETON ? done() : pmix_->fence(true);
+}
+
+Checked Library::barrier()
+{
+    if (auto ok = ready(); !ok)
+        return ok;
+    return mode_ == CANOPY_MODE_SINGLETON ? done() : pmix_->fence(false);
+}
+
+Outcome<std::string> Library::get(int rank, const char* key)
+{
+    if (auto ok = ready(); !ok)
+        return ok.failure();
+    if (auto ok = check_pmix_key(key, "canopy_get"); !ok)
+        return ok.failure();
+    if (rank < 0 || rank >= info_.size)
+        return fail(CANOPY_ERR_INVALID, "canopy_get: rank {} is outside the job (0 to {})", rank, info_.size - 1);
+    if (mode_ == CANOPY_MODE_SINGLETON) {
+        std::lock_guard lock(singleton_kv_mutex_);
+        auto found = singleton_kv_.find(key);
+        if (found == singleton_kv_.end())
+            return fail(CANOPY_ERR_NOT_FOUND, "{}: no key '{}' was put", who_, key);
+        return found->second;
+    }
+    return pmix_->get(rank, key);
+}
+
+Outcome<std::vector<std::string>> Library::allgather(const void* data, std::size_t len)
+{
+    if (auto ok = ready(); !ok)
+        return ok.failure();
+    if (!data && len > 0)
+        return fail(CANOPY_ERR_INVALID, "canopy_allgather: data is NULL with length {}", len);
+    std::string mine(data ? static_cast<const char*>(data) : "", len);
+    if (mode_ == CANOPY_MODE_SINGLETON)
+        return std::vector<std::string>{mine};
+    // Every rank calls allgather the same number of times, so the round number names the same exchange
+    // everywhere; a fresh key per round keeps a fast rank's next round apart from a slow rank's reads.
+    std::string key = "canopy.allgather." + std::to_string(allgather_round_++);
+    if (auto ok = pmix_->put(key, mine.data(), mine.size()); !ok)
+        return ok.failure();
+    if (auto ok = pmix_->commit(); !ok)
+        return ok.failure();
+    if (auto ok = pmix_->fence(true); !ok)
+        return ok.failure();
+    std::vector<std::string> all;
+    all.reserve(static_cast<std::size_t>(info_.size));
+    for (int rank = 0; rank < info_.size; ++rank) {
+        if (rank == info_.rank) {
+            all.push_back(mine);
+            continue;
+        }
+        auto value = pmix_->get(rank, key);
+        if (!value)
+            return value.failure();
+        all.push_back(std::move(*value));
+    }
+    return all;
+}
+
+Outcome<AgentClient*> Library::store_agent(const char* what)
+{
+    if (auto ok = ready(); !ok)
+        return ok.failure();
+    if (mode_ == CANOPY_MODE_PMIX)
+        return fail(CANOPY_ERR_NOT_AVAILABLE, "{}: the canopy store is not available outside canopy (this "
+                    "process was started by another PMIx launcher); use a TCPStore or run under canopy", what);
+    if (mode_ == CANOPY_MODE_CANOPY && !agent_)
+        return fail(CANOPY_ERR_NOT_AVAILABLE, "{}: the canopy store is not available: CANOPY_AGENT_SOCKET is "
+                    "not set for {} (a canopyd without the store, or the variable was removed)", what, who_);
+    return agent_.get();  // null in singleton mode: the local store answers
+}
+
+Outcome<agent::Reply> Library::store_call(agent::Op op, const std::string& payload, const std::string& what,
+                                          int timeout_ms)
+{
+    AgentClient::Deadline deadline = std::chrono::steady_clock::now() + reply_timeout;
+    if (timeout_ms == CANOPY_WAIT_FOREVER)
+        deadline.reset();
+    else if (timeout_ms > 0)
+        deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms) + reply_slack;
+    auto reply = agent_->call(op, payload, deadline);
+    if (!reply)
+        return reply.failure();
+    switch (static_cast<agent::ReplyStatus>(reply->status)) {
+    case agent::ReplyStatus::ok: return reply;
+    case agent::ReplyStatus::not_found:
+        return fail(CANOPY_ERR_NOT_FOUND, "{}: {} is not in the job's store", who_, what);
+    case agent::ReplyStatus::timeout:
+        return fail(CANOPY_ERR_TIMEOUT, "{}: {} was not set within {} ms", who_, what, timeout_ms);
+    case agent::ReplyStatus::error:
+        return fail(CANOPY_ERR_DAEMON, "{}: canopyd refused the store request for {}: {}", who_, what,
+                    reply->payload);
+    }
+    return fail(CANOPY_ERR_DAEMON, "{}: canopyd answered {} with unknown status {}; the daemon and libcanopy may "
+                "be from different canopy versions", who_, what, reply->status);
+}
+
+
+Checked Library::store_set(const char* key, const void* value, std::size_t len)
+{
+    if (auto ok = check_store_key(key, "canopy_store_set"); !ok)
+        return ok;
+    if (!value && len > 0)
+        return fail(CANOPY_ERR_INVALID, "canopy_store_set: {}: value is NULL with length {}", quoted(key), len);
+    auto agent = store_agent("canopy_store_set");
+    if (!agent)
+        return agent.failure();
+    std::string_view bytes(value ? static_cast<const char*>(value) : "", len);
+    if (!*agent) {
+        local_store_.set(key, std::string(bytes));
+        return done();
+    }
+    auto reply = store_call(agent::Op::set, agent::set_payload(key, bytes), quoted(key), 0);
+    if (!reply)
+        return reply.failure();
+    return done();
+}
+
+Outcome<std::string> Library::store_get(const char* key, int timeout_ms)
+{
+    if (auto ok = check_store_key(key, "canopy_store_get"); !ok)
+        return ok.failure();
+    auto wait = wait_time(timeout_ms, "canopy_store_get");
+    if (!wait)
+        return wait.failure();
+    auto agent = store_agent("canopy_store_get");
+    if (!agent)
+        return agent.failure();
+    if (!*agent) {
+        LocalStore::Deadline deadline;
+        if (*wait)
+            deadline = after(**wait);
+        auto value = local_store_.get(key, deadline);
+        if (!value && timeout_ms == 0)
+            return fail(CANOPY_ERR_NOT_FOUND, "{}: {} is not in the store", who_, quoted(key));
+        if (!value)
+            return fail(CANOPY_ERR_TIMEOUT, "{}: {} was not set within {} ms", who_, quoted(key), timeout_ms);
+        return value;
+    }
+    auto reply = store_call(agent::Op::get, agent::get_payload(wire_timeout(timeout_ms), key), quoted(key),
+                            timeout_ms);
+    if (!reply)
+        return reply.failure();
+    return std::move(reply->payload);
+}
+
+Outcome<std::int64_t> Library::store_add(const char* key, std::int64_t delta)
+{
+    if (auto ok = check_store_key(key, "canopy_store_add"); !ok)
+        return ok.failure();
+    auto agent = store_agent("canopy_store_add");
+    if (!agent)
+        return agent.failure();
+    if (!*agent)
+        return local_store_.add(key, delta);
+    auto reply = store_call(agent::Op::add, agent::add_payload(delta, key), quoted(key), 0);
+    if (!reply)
+        return reply.failure();
+    return agent::reply_i64(*reply);
+}
+
+Outcome<std::string> Library::store_compare_set(const char* key, const void* expected, std::size_t expected_len,
+                                                const void* desired, std::size_t desired_len)
+{
+    if (auto ok = check_store_key(key, "canopy_store_compare_set"); !ok)
+        return ok.failure();
+    if ((!expected && expected_len > 0) || (!desired && desired_len > 0))
+        return fail(CANOPY_ERR_INVALID, "canopy_store_compare_set: {}: a value is NULL with a length", quoted(key));
+    auto agent = store_agent("canopy_store_compare_set");
+    if (!agent)
+        return agent.failure();
+    std::string_view want(expected ? static_cast<const char*>(expected) : "", expected_len);
+    std::string_view put(desired ? static_cast<const char*>(desired) : "", desired_len);
+    if (!*agent)
+        return local_store_.compare_set(key, std::string(want), std::string(put));
+    auto reply = store_call(agent::Op::compare_set, agent::compare_set_payload(key, want, put), quoted(key), 0);
+    if (!reply)
+        return reply.failure();
+    return std::move(reply->payload);
+}
+
+Outcome<std::vector<std::string>> Library::key_list(const char* const* keys, std::size_t n, const char* what)
+{
+    if (!keys && n > 0)
+        return fail(CANOPY_ERR_INVALID, "{}: the key list is NULL with {} keys", what, n);
+    std::vector<std::string> list;
+    list.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        if (!keys[i])
+            return fail(CANOPY_ERR_INVALID, "{}: key {} of the list is NULL", what, i);
+        list.emplace_back(keys[i]);
+    }
+    return list;
+}
+
+Outcome<bool> Library::store_check(const char* const* keys, std::size_t n)
+{
+    auto list = key_list(keys, n, "canopy_store_check");
+    if (!list)
+        return list.failure();
+    auto agent = store_agent("canopy_store_check");
+    if (!agent)
+        return agent.failure();
+    if (!*agent)
+        return local_store_.check(*list);
+    auto reply = store_call(agent::Op::check, agent::check_payload(*list), "a key list", 0);
+    if (!reply)
+        return reply.failure();
+    return agent::reply_flag(*reply);
+}
+
+Outcome<bool> Library::store_delete(const char* key)
+{
+    if (auto ok = check_store_key(key, "canopy_store_delete"); !ok)
+        return ok.failure();
+    auto agent = store_agent("canopy_store_delete");
+    if (!agent)
+        return agent.failure();
+    if (!*agent)
+        return local_store_.erase(key);
+    auto reply = store_call(agent::Op::delete_key, std::string(key), quoted(key), 0);
+    if (!reply)
+        return reply.failure();
+    return agent::reply_flag(*reply);
+}
+
+Outcome<std::int64_t> Library::store_num_keys()
+{
+    auto agent = store_agent("canopy_store_num_keys");
+    if (!agent)
+        return agent.failure();
+    if (!*agent)
+        return local_store_.size();
+    auto reply = store_call(agent::Op::num_keys, std::string(), "the key count", 0);
+    if (!reply)
+        return reply.failure();
+    return agent::reply_i64(*reply);
+}
+
+Checked Library::store_wait(const char* const* keys, std::size_t n, int timeout_ms)
+{
+    auto list = key_list(keys, n, "canopy_store_wait");
+    if (!list)
+        return list.failure();
+    auto wait = wait_time(timeout_ms, "canopy_store_wait");
+    if (!wait)
+        return wait.failure();
+    auto agent = store_agent("canopy_store_wait");
+    if (!agent)
+        return agent.failure();
+    std::string what = list->size() == 1 ? quoted(list->front())
+                                         : std::to_string(list->size()) + " keys (first " +
+                                               quoted(list->empty() ? "" : list->front()) + ")";
+    if (!*agent) {
+        LocalStore::Deadline deadline;
+        if (*wait)
+            deadline = after(**wait);
+        if (!local_store_.wait(*list, deadline))
+            return fail(CANOPY_ERR_TIMEOUT, "{}: {} not set within {} ms", who_, what, timeout_ms);
+        return done();
+    }
+    auto reply = store_call(agent::Op::wait, agent::wait_payload(wire_timeout(timeout_ms), *list), what, timeout_ms);
+    if (!reply)
+        return reply.failure();
+    return done();
+}
+
+} // namespace canopy::api

@@ -1,0 +1,54 @@
+// The rank's PMIx client connection: opened on first use, key-value exchange, fences and job information.
+#pragma once
+
+#include <pmix.h>
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "api/failure.hpp"
+
+namespace canopy::api {
+
+// Where this rank sits in the job, as PMIx reports it (-1 where the launcher does not say).
+struct PmixJobInfo {
+    int rank = -1;
+    int size = -1;
+    int local_rank = -1;
+    int local_size = -1;
+    int node_rank = -1;
+    int num_nodes = -1;
+    std::string node_name;
+};
+
+class PmixSession {
+public:
+    // `who` ("rank 3 on sim0001") goes into error messages.
+    explicit PmixSession(std::string who) : who_(std::move(who)) {}
+
+    // PMIx_Init if not yet done (it costs several milliseconds). Thread-safe.
+    Checked open();
+    bool is_open();
+    Checked close();
+    Outcome<PmixJobInfo> job_info();
+
+    Checked put(const std::string& key, const void* value, std::size_t len);
+    Checked commit();
+    // All ranks; `collect` asks PMIx to bring every committed value to every rank.
+    Checked fence(bool collect);
+    Outcome<std::string> get(int rank, const std::string& key);
+
+    void set_who(std::string who) { who_ = std::move(who); }
+
+private:
+    Checked check(pmix_status_t status, const char* what);
+
+    std::mutex mutex_;
+    bool open_ = false;
+    bool closed_ = false;
+    pmix_proc_t me_{};
+    std::string who_;
+};
+
+} // namespace canopy::api
