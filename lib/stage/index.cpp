@@ -15,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <thread>
 #include <unordered_map>
 
 namespace canopy::stage {
@@ -151,6 +152,119 @@ Probe probe(const std::string& path)
     if (p.stat_errno == 0)
         p.mirror = real_path(path);
     return p;
+}
+
+// Directory handles opened once each, each relative to its parent's, so checking N entries costs about one
+// lookup per entry instead of a walk of every leading component per entry (a loaded metadata server pays for
+// each of those).
+class DirectoryHandles {
+public:
+    DirectoryHandles() = default;
+    DirectoryHandles(const DirectoryHandles&) = delete;
+    DirectoryHandles& operator=(const DirectoryHandles&) = delete;
+    ~DirectoryHandles() { close_all(); }
+
+    // An O_PATH descriptor for `dir` (absolute, normalised, no "." or ".."), or -1 with errno set.
+    int open(const std::string& dir)
+    {
+        if (auto it = handles_.find(dir); it != handles_.end()) {
+            errno = it->second.error;
+            return it->second.fd;
+        }
+        if (handles_.size() >= max_handles)
+            close_all();   // stay well inside the descriptor limit; the next walks reopen what they need
+        Handle handle;
+        if (dir == "/") {
+            handle.fd = ::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        } else {
+            auto slash = dir.rfind('/');
+            int parent = open(slash == 0 ? std::string("/") : dir.substr(0, slash));
+            handle.fd = parent < 0 ? -1
+                                   : ::openat(parent, dir.c_str() + slash + 1, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        }
+        handle.error = handle.fd < 0 ? errno : 0;
+        handles_[dir] = handle;
+        errno = handle.error;
+        return handle.fd;
+    }
+
+private:
+    static constexpr std::size_t max_handles = 256;
+    struct Handle {
+        int fd = -1;
+        int error = 0;
+    };
+    void close_all()
+    {
+        for (auto& [dir, handle] : handles_)
+            if (handle.fd >= 0)
+                ::close(handle.fd);
+        handles_.clear();
+    }
+    std::map<std::string, Handle> handles_;
+};
+
+// probe() without the canonical path, through cached directory handles: what validation needs.
+Probe probe_cheaply(DirectoryHandles& handles, const std::string& path)
+{
+    auto slash = path.rfind('/');
+    bool plain = path.size() > 1 && slash != std::string::npos && path.find("/./") == std::string::npos &&
+                 path.find("/../") == std::string::npos && !path.ends_with("/..") && !path.ends_with("/.");
+    if (!plain)
+        return probe(path);
+    int dir = handles.open(slash == 0 ? std::string("/") : path.substr(0, slash));
+    Probe p;
+    if (dir < 0) {
+        p.lstat_errno = p.stat_errno = errno;
+        return p;
+    }
+    const char* name = path.c_str() + slash + 1;
+    struct stat s {};
+    if (::fstatat(dir, name, &s, AT_SYMLINK_NOFOLLOW) != 0) {
+        p.lstat_errno = p.stat_errno = errno;
+        return p;
+    }
+    p.lst = to_record(s);
+    if (!S_ISLNK(s.st_mode)) {
+        p.st = p.lst;
+        return p;
+    }
+    std::string target(PATH_MAX, '\0');
+    ssize_t n = ::readlinkat(dir, name, target.data(), target.size());
+    target.resize(n < 0 ? 0 : static_cast<std::size_t>(n));
+    p.link = std::move(target);
+    struct stat t {};
+    if (::fstatat(dir, name, &t, 0) != 0)
+        p.stat_errno = errno;
+    else
+        p.st = to_record(t);
+    return p;
+}
+
+// The sorted names in a directory, opened through the cached handles: what validation compares.
+std::vector<std::string> list_names(DirectoryHandles& handles, const std::string& dir, bool& ok)
+{
+    std::vector<std::string> names;
+    ok = false;
+    int at = handles.open(dir);
+    if (at < 0)
+        return names;
+    int fd = ::openat(at, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR* d = fd < 0 ? nullptr : ::fdopendir(fd);
+    if (!d) {
+        if (fd >= 0)
+            ::close(fd);
+        return names;
+    }
+    while (struct dirent* ent = ::readdir(d)) {
+        std::string_view name = ent->d_name;
+        if (name != "." && name != "..")
+            names.emplace_back(name);
+    }
+    ::closedir(d);
+    std::sort(names.begin(), names.end());
+    ok = true;
+    return names;
 }
 
 std::vector<Listed> list_directory(const std::string& dir, bool& ok)
@@ -786,66 +900,88 @@ std::string_view to_string(ChangeKind kind)
     return "changed";
 }
 
-std::vector<Change> validate(const Index& index)
+namespace {
+
+// Checks one entry against the filesystem as it is now; appends what changed.
+void check_entry(const EntryInfo& old, const std::vector<std::string>& prefixes, DirectoryHandles& handles,
+                 std::vector<Change>& changes)
 {
-    std::vector<Change> changes;
-    const auto& v = index.view();
-    const auto prefixes = index.prefixes();
-    for (std::uint32_t i = 0; i < v.header->entry_count; ++i) {
-        EntryInfo old = info_of(v, v.entries[i]);
-        Probe now = probe(old.path);
-        bool inside = std::any_of(prefixes.begin(), prefixes.end(),
-                                  [&](const std::string& p) { return is_under(old.path, p); });
-        if (!inside) {
-            // An ancestor of a prefix (e.g. /home): only the path walk through it matters, not its times.
-            bool same = old.lstat_errno == now.lstat_errno &&
-                        (old.lstat_errno != 0 || ((old.lstat.mode & S_IFMT) == (now.lst.mode & S_IFMT) &&
-                                                  old.link_target == now.link));
-            if (!same)
-                changes.push_back({old.path, ChangeKind::changed, "type or symlink target"});
-            continue;
+    Probe now = probe_cheaply(handles, old.path);
+    bool inside = std::any_of(prefixes.begin(), prefixes.end(),
+                              [&](const std::string& p) { return is_under(old.path, p); });
+    if (!inside) {
+        // An ancestor of a prefix (e.g. /home): only the path walk through it matters, not its times.
+        bool same = old.lstat_errno == now.lstat_errno &&
+                    (old.lstat_errno != 0 || ((old.lstat.mode & S_IFMT) == (now.lst.mode & S_IFMT) &&
+                                              old.link_target == now.link));
+        if (!same)
+            changes.push_back({old.path, ChangeKind::changed, "type or symlink target"});
+        return;
+    }
+    if (old.lstat_errno != 0 && now.lstat_errno == 0) {
+        changes.push_back({old.path, ChangeKind::appeared, {}});
+        return;
+    }
+    if (old.lstat_errno == 0 && now.lstat_errno != 0) {
+        changes.push_back({old.path, ChangeKind::vanished, std::strerror(now.lstat_errno)});
+        return;
+    }
+    if (old.lstat_errno != 0)
+        return; // still missing (the errno may differ, ENOENT vs ENOTDIR: same answer for a loader)
+    std::string detail;
+    if (!same_object(old.lstat, now.lst, detail)) {
+        changes.push_back({old.path, ChangeKind::changed, detail});
+        return;
+    }
+    if (S_ISLNK(old.lstat.mode)) {
+        if (old.link_target != now.link) {
+            changes.push_back({old.path, ChangeKind::link_changed, old.link_target + " -> " + now.link});
+            return;
         }
-        if (old.lstat_errno != 0 && now.lstat_errno == 0) {
-            changes.push_back({old.path, ChangeKind::appeared, {}});
-            continue;
+        if ((old.stat_errno == 0) != (now.stat_errno == 0)) {
+            changes.push_back({old.path, old.stat_errno ? ChangeKind::appeared : ChangeKind::vanished,
+                               "symlink target"});
+            return;
         }
-        if (old.lstat_errno == 0 && now.lstat_errno != 0) {
-            changes.push_back({old.path, ChangeKind::vanished, std::strerror(now.lstat_errno)});
-            continue;
-        }
-        if (old.lstat_errno != 0)
-            continue; // still missing (the errno may differ, ENOENT vs ENOTDIR: same answer for a loader)
-        std::string detail;
-        if (!same_object(old.lstat, now.lst, detail)) {
-            changes.push_back({old.path, ChangeKind::changed, detail});
-            continue;
-        }
-        if (S_ISLNK(old.lstat.mode)) {
-            if (old.link_target != now.link) {
-                changes.push_back({old.path, ChangeKind::link_changed, old.link_target + " -> " + now.link});
-                continue;
-            }
-            if ((old.stat_errno == 0) != (now.stat_errno == 0)) {
-                changes.push_back({old.path, old.stat_errno ? ChangeKind::appeared : ChangeKind::vanished,
-                                   "symlink target"});
-                continue;
-            }
-            detail.clear();
-            if (old.stat_errno == 0 && !same_object(old.stat, now.st, detail)) {
-                changes.push_back({old.path, ChangeKind::changed, "symlink target: " + detail});
-                continue;
-            }
-        }
-        if (old.flags & CANOPY_STAGE_LISTED) {
-            bool ok = false;
-            auto names = list_directory(old.mirror, ok);
-            std::vector<std::string> now_names;
-            for (const auto& l : names)
-                now_names.push_back(l.name);
-            if (!ok || now_names != old.listing)
-                changes.push_back({old.path, ChangeKind::listing_changed, {}});
+        detail.clear();
+        if (old.stat_errno == 0 && !same_object(old.stat, now.st, detail)) {
+            changes.push_back({old.path, ChangeKind::changed, "symlink target: " + detail});
+            return;
         }
     }
+    if (old.flags & CANOPY_STAGE_LISTED) {
+        bool ok = false;
+        auto names = list_names(handles, old.mirror, ok);
+        if (!ok || names != old.listing)
+            changes.push_back({old.path, ChangeKind::listing_changed, {}});
+    }
+}
+
+} // namespace
+
+std::vector<Change> validate(const Index& index)
+{
+    const auto& v = index.view();
+    const auto prefixes = index.prefixes();
+    const std::uint32_t count = v.header->entry_count;
+    // A metadata server answers many requests at once while each one waits out its latency: check the entries
+    // from several threads, each with its own directory handles.
+    const std::uint32_t threads = std::clamp<std::uint32_t>(count / 256, 1, 8);
+    std::vector<std::vector<Change>> found(threads);
+    std::vector<std::thread> workers;
+    for (std::uint32_t t = 0; t < threads; ++t)
+        workers.emplace_back([&, t] {
+            DirectoryHandles handles;
+            // Contiguous slices of the entry table.
+            for (std::uint32_t i = t * count / threads; i < (t + 1) * count / threads; ++i)
+                check_entry(info_of(v, v.entries[i]), prefixes, handles, found[t]);
+        });
+    for (auto& worker : workers)
+        worker.join();
+    std::vector<Change> changes;
+    for (auto& part : found)
+        changes.insert(changes.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
+    std::sort(changes.begin(), changes.end(), [](const Change& a, const Change& b) { return a.path < b.path; });
     return changes;
 }
 
