@@ -124,7 +124,7 @@ Status StageSender::send_next_chunk()
 
     const auto& file = files_[progress_.files_sent];
     if (!file_) {
-        file_.reset(::open(file.mirror.c_str(), O_RDONLY | O_CLOEXEC));
+        file_.reset(directories_.open_file(file.mirror, O_RDONLY));
         if (!file_)
             return make_error("cannot read staged file {} at the root: {}", file.mirror, std::strerror(errno));
         file_offset_ = 0;

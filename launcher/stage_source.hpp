@@ -11,6 +11,7 @@
 
 #include "launch_plan.hpp"
 #include "proc/process.hpp"
+#include "stage/directory_handles.hpp"
 #include "stage/index.hpp"
 #include "tree/children.hpp"
 #include "util/result.hpp"
@@ -58,6 +59,7 @@ private:
     std::vector<stage::ContentFile> files_;
     std::size_t index_offset_ = 0;   // bytes of the index blob sent so far
     bool index_sent_ = false;
+    stage::DirectoryHandles directories_;   // each directory of the staged files opened once
     UniqueFd file_;                  // the file being sent, open
     std::uint64_t file_offset_ = 0;
     Progress progress_;

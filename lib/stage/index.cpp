@@ -1,5 +1,6 @@
 // Builds, serializes, checks, validates and refreshes the stage index (layout in index_format.h).
 #include "stage/index.hpp"
+#include "stage/directory_handles.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -153,56 +154,6 @@ Probe probe(const std::string& path)
         p.mirror = real_path(path);
     return p;
 }
-
-// Directory handles opened once each, each relative to its parent's, so checking N entries costs about one
-// lookup per entry instead of a walk of every leading component per entry (a loaded metadata server pays for
-// each of those).
-class DirectoryHandles {
-public:
-    DirectoryHandles() = default;
-    DirectoryHandles(const DirectoryHandles&) = delete;
-    DirectoryHandles& operator=(const DirectoryHandles&) = delete;
-    ~DirectoryHandles() { close_all(); }
-
-    // An O_PATH descriptor for `dir` (absolute, normalised, no "." or ".."), or -1 with errno set.
-    int open(const std::string& dir)
-    {
-        if (auto it = handles_.find(dir); it != handles_.end()) {
-            errno = it->second.error;
-            return it->second.fd;
-        }
-        if (handles_.size() >= max_handles)
-            close_all();   // stay well inside the descriptor limit; the next walks reopen what they need
-        Handle handle;
-        if (dir == "/") {
-            handle.fd = ::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-        } else {
-            auto slash = dir.rfind('/');
-            int parent = open(slash == 0 ? std::string("/") : dir.substr(0, slash));
-            handle.fd = parent < 0 ? -1
-                                   : ::openat(parent, dir.c_str() + slash + 1, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        }
-        handle.error = handle.fd < 0 ? errno : 0;
-        handles_[dir] = handle;
-        errno = handle.error;
-        return handle.fd;
-    }
-
-private:
-    static constexpr std::size_t max_handles = 256;
-    struct Handle {
-        int fd = -1;
-        int error = 0;
-    };
-    void close_all()
-    {
-        for (auto& [dir, handle] : handles_)
-            if (handle.fd >= 0)
-                ::close(handle.fd);
-        handles_.clear();
-    }
-    std::map<std::string, Handle> handles_;
-};
 
 // probe() without the canonical path, through cached directory handles: what validation needs.
 Probe probe_cheaply(DirectoryHandles& handles, const std::string& path)
