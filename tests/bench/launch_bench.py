@@ -3,6 +3,7 @@
 """Times `true` and `hostname` launched on N simulated nodes (one rank each) by:
 
   canopy        canopy --sim-nodes N PROG                      (daemons started directly, agent "local")
+  canopy-nopmix canopy --sim-nodes N --pmix off PROG                 (no PMIx server on the nodes)
   canopy-agent  canopy --hosts sim0000,... --agent "exec:local_agent.sh %h" PROG
   hydra         mpiexec.hydra -launcher ssh -launcher-exec local_agent.sh -hosts sim0000,... -ppn 1 -n N PROG
   mpirun        Open MPI mpirun --mca plm_rsh_agent local_agent.sh --host sim0000,... -np N PROG
@@ -34,13 +35,16 @@ import benchlib
 from benchlib import (AGENT, NS_ENV, REPO, host_list, machine_info, markdown_table, mount_hosts_if_in_namespace,
                       reap_session, run_once, session_pids, summarize)
 
-ALL_LAUNCHERS = ["canopy", "canopy-agent", "hydra", "mpirun"]
+ALL_LAUNCHERS = ["canopy", "canopy-nopmix", "canopy-agent", "hydra", "mpirun"]
 
 
 def command_for(launcher, n, program, args):
     """argv that launches `program` on n fake nodes x 1 rank with `launcher`."""
     if launcher == "canopy":
         return [args.canopy, "--sim-nodes", str(n), program]
+    if launcher == "canopy-nopmix":
+        # Without the per-node PMIx server: what the tree itself costs (programs that need no PMI).
+        return [args.canopy, "--sim-nodes", str(n), "--pmix", "off", program]
     if launcher == "canopy-agent":
         return [args.canopy, "--hosts", host_list(n), "--agent", "exec:%s %%h" % AGENT, program]
     if launcher == "hydra":
