@@ -325,17 +325,38 @@ void Daemon::start_app_server()
     handlers.store = [this](std::uint8_t op, std::vector<std::uint8_t> payload,
                             std::function<void(std::uint8_t, std::vector<std::uint8_t>)> reply) {
         payload.insert(payload.begin(), op);
-        collectives_->request(0, wire::RoutedOp::store, std::move(payload),
-                              [reply = std::move(reply)](Status status, Bytes answer) {
-                                  if (!status.ok()) {
-                                      auto& text = status.error().message;
-                                      reply(2, std::vector<std::uint8_t>(text.begin(), text.end()));
-                                  } else if (answer.empty()) {
-                                      reply(2, {});
-                                  } else {
-                                      reply(answer[0], std::vector<std::uint8_t>(answer.begin() + 1, answer.end()));
-                                  }
-                              });
+        // Reads that only wait for a key (get, wait) and are identical to one already on its way to the root
+        // share its answer: when every local rank fetches every peer's key, as Gloo's rendezvous does, one
+        // request per node goes up the tree instead of one per rank. Writes are never merged.
+        bool mergeable = op == static_cast<std::uint8_t>(JobStore::Op::get) ||
+                         op == static_cast<std::uint8_t>(JobStore::Op::wait);
+        if (mergeable) {
+            auto [waiting, first] = store_reads_in_flight_.try_emplace(payload);
+            waiting->second.push_back(std::move(reply));
+            if (!first)
+                return;
+        }
+        auto deliver = [this, mergeable, key = mergeable ? payload : Bytes{},
+                        reply = mergeable ? nullptr : std::move(reply)](Status status, Bytes answer) mutable {
+            std::uint8_t code = 2;
+            std::vector<std::uint8_t> body;
+            if (!status.ok()) {
+                body.assign(status.error().message.begin(), status.error().message.end());
+            } else if (!answer.empty()) {
+                code = answer[0];
+                body.assign(answer.begin() + 1, answer.end());
+            }
+            if (!mergeable) {
+                reply(code, std::move(body));
+                return;
+            }
+            auto waiting = store_reads_in_flight_.extract(key);
+            if (waiting.empty())
+                return;
+            for (auto& each : waiting.mapped())
+                each(code, body);
+        };
+        collectives_->request(0, wire::RoutedOp::store, std::move(payload), std::move(deliver));
     };
     auto server = AppServer::start(io_, app_socket_, std::move(handlers));
     if (!server) {

@@ -15,6 +15,7 @@
 #include <spdlog/common.h>
 
 #include "app_server.hpp"
+#include "collective/job_store.hpp"
 #include "collective/tree_collectives.hpp"
 #include "pmix/pmix_host.hpp"
 #include "proc/process.hpp"
@@ -105,6 +106,10 @@ private:
     std::optional<StageReceiver> stage_;
     std::unique_ptr<AppServer> app_server_;
     std::string app_socket_;
+    // Store reads on their way to the root, by request, with every local caller waiting on the answer.
+    std::map<std::vector<std::uint8_t>,
+             std::vector<std::function<void(std::uint8_t, std::vector<std::uint8_t>)>>>
+        store_reads_in_flight_;
     std::unique_ptr<asio::steady_timer> app_drain_timer_;
     bool app_drain_expired_ = false;
     std::vector<std::pair<std::regex, std::string>> output_marks_;   // --mark-on-output

@@ -408,3 +408,34 @@ def test_store_calls_from_many_threads_of_each_rank_get_their_own_answers(run_ca
     # 4 ranks x 8 threads x 200 adds on the shared counter, each thread's own counter counting 1..200 in order.
     lines = sorted(re.findall(r"threads rank (\d+): failures (\d+) total (\d+)", result.stdout))
     assert lines == [(str(rank), "0", "6400") for rank in range(4)], result.describe()
+
+
+MERGED_READS = r"""
+import os, time
+import canopy
+rank = canopy.rank()
+if rank == 0:
+    time.sleep(0.5)   # every other rank is already waiting for the key, most of them merged on their node
+    canopy.store_set("late", b"value-from-rank-0")
+    canopy.store_set("later", b"second")
+value = canopy.store_get("late", timeout=20)
+second = canopy.store_get("later", timeout=20)
+os.write(1, f"rank {rank} got {value.decode()} {second.decode()}\n".encode())
+"""
+
+
+def test_many_ranks_blocking_on_one_key_all_get_it(run_canopy, tmp_path):
+    # Four ranks per node wait for the same key at once; the daemon sends one request up for them, and every
+    # one of them must still get its own answer.
+    script = tmp_path / "merged.py"
+    script.write_text(MERGED_READS)
+    timing = tmp_path / "timing.json"
+    result = run_canopy(["--sim-nodes", "3", "--ppn", "4", f"--timing={timing}", PYTHON, script], timeout=60,
+                        env=python_env())
+    assert result.returncode == 0, result.describe()
+    lines = sorted(result.stdout.splitlines())
+    assert lines == sorted(f"rank {r} got value-from-rank-0 second" for r in range(12)), result.describe()
+    # Unmerged, a node without rank 0 would handle 16 store frames (4 ranks x 2 gets, each a request and a
+    # reply), and rank 0's node 20 (its 2 sets too); the four waits for "late" share one request.
+    messages = [p for p in json.loads(timing.read_text())["phases"] if p["name"] == "daemon.tree_messages"][0]
+    assert messages["min"] <= 10 and messages["max"] < 20, messages
