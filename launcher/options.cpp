@@ -341,7 +341,7 @@ const std::vector<OptionSpec>& option_table()
          "stop the job after SECONDS (fractions allowed)",
          set_timeout},
         {{"--pmix"}, Takes::value, "on|off", "Job",
-         "serve PMIx to the ranks, for MPI and PMIx programs (default on; off skips the server's start-up)",
+         "PMIx server for MPI and PMIx programs (default on)",
          [](ParseState& s, ArgCursor& c) {
              auto value = take_value(c);
              if (!value)
@@ -360,10 +360,10 @@ const std::vector<OptionSpec>& option_table()
          "children each daemon starts at once (config default 32)",
          [](ParseState& s, ArgCursor& c) { return store_count(s.options.window, c); }},
         {{"--agent", "--launcher", "-launcher", "--rsh-agent"}, Takes::value, "SPEC", "Tree and launch agent",
-         "how daemons start: ssh, rsh, local, or exec:CMD (%h is the host; without %h it goes first)",
+         "how daemons start: ssh, rsh, local, or exec:CMD (%h: the host, else first)",
          [](ParseState& s, ArgCursor& c) { return store_string(s.options.agent, c); }},
         {{"-launcher-exec", "--launcher-exec"}, Takes::value, "CMD", "Tree and launch agent",
-         "start daemons as CMD HOST canopyd ..., as Hydra does (same as --agent exec:CMD)",
+         "start daemons as CMD HOST canopyd ..., as Hydra does (--agent exec:CMD)",
          [](ParseState& s, ArgCursor& c) {
              auto command = take_value(c);
              if (!command) {
@@ -375,7 +375,7 @@ const std::vector<OptionSpec>& option_table()
 
         // Staging
         {{"--stage"}, Takes::value, "DIR[,DIR...]", "File staging",
-         "answer the ranks' lookups under these prefixes from a node-local cache (docs/staging.md)",
+         "serve the ranks' file lookups under these prefixes from node caches",
          [](ParseState& s, ArgCursor& c) {
              auto list = take_value(c);
              if (!list)
@@ -387,7 +387,7 @@ const std::vector<OptionSpec>& option_table()
              return Status{};
          }},
         {{"--stage-manifest"}, Takes::value, "FILE", "File staging",
-         "also stage the files a `canopy stage record` run read (checked and refreshed first)",
+         "also stage the files a `canopy stage record` run read",
          [](ParseState& s, ArgCursor& c) { return store_string(s.options.stage_manifest, c); }},
 
         // Timing
@@ -396,10 +396,10 @@ const std::vector<OptionSpec>& option_table()
          set_timing},
 
         {{"--trace"}, Takes::value, "FILE.json", "Timing",
-         "write a timeline (Chrome trace events, one track per node and rank) for Perfetto or chrome://tracing",
+         "write a Chrome trace (a track per node and rank) for Perfetto",
          [](ParseState& s, ArgCursor& c) { return store_string(s.options.trace_file, c); }},
         {{"--mark-on-output"}, Takes::value, "REGEX=NAME", "Timing",
-         "stamp phase app.NAME when a rank first prints a line matching REGEX, e.g. 'step=0=first_step'",
+         "stamp app.NAME at a rank's first matching line: 'step=0=first_step'",
          [](ParseState& s, ArgCursor& c) {
              auto value = take_value(c);
              if (!value)
@@ -626,7 +626,7 @@ std::string help_text()
         "  canopy -n 2 -- ./app -n 5                    '--' ends canopy's options; ./app gets -n 5\n"
         "  canopy stage record --stage /soft/venv -o torch.manifest -- python3 -c 'import torch'\n"
         "  canopy --stage /soft/venv --stage-manifest torch.manifest -n 4096 --ppn 4 python3 train.py\n"
-        "                                               record once, then every node imports from its own cache\n";
+        "                                               record once; then every node imports from its cache\n";
     return text;
 }
 
