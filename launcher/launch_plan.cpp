@@ -207,7 +207,7 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
     wire::JobSpec& job = plan.job;
     job.argv = options.command;
     job.env = std::move(*env);
-    job.pmix = options.pmix;
+    job.pmix = options.pmix.value_or(config.pmix);
     job.trace = options.trace_file.has_value();
     job.output_marks = options.output_marks;
     if (options.wdir) {

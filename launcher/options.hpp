@@ -30,7 +30,7 @@ struct Options {
     long depth = 1;
     std::optional<std::string> wdir;
     std::optional<double> timeout_seconds;
-    bool pmix = true;
+    std::optional<bool> pmix;   // --pmix on|off; unset: the config's [job] pmix
     std::vector<std::string> stage_prefixes;   // --stage, comma-separated and repeatable
     std::optional<std::string> stage_manifest;
     std::optional<long> fanout, window;

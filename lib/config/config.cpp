@@ -202,6 +202,12 @@ const KeySpec key_table[] = {
     {"tree", "bind_address", [](const Node& n, Config& c) { return read_string(n, "bind_address", c.bind_address); }},
     {"job", "kill_grace", apply_kill_grace},
     {"job", "tmpdir", apply_tmpdir},
+    {"job", "pmix", [](const Node& n, Config& c) -> std::optional<Problem> {
+         if (!n.is_boolean())
+             return problem(n, "pmix must be true or false");
+         c.pmix = n.as_boolean()->get();
+         return std::nullopt;
+     }},
     {"stage", "prefixes", apply_stage_prefixes},
     {"stage", "manifest", [](const Node& n, Config& c) { return read_absolute_path(n, "manifest", c.stage_manifest, true); }},
     {"stage", "cache_dir", [](const Node& n, Config& c) { return read_absolute_path(n, "cache_dir", c.stage_cache_dir, false); }},

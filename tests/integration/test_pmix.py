@@ -143,3 +143,13 @@ def test_bad_pmix_value_is_a_usage_error(run_canopy):
     result = run_canopy(["--pmix", "maybe", "true"], timeout=30)
     assert result.returncode == 2, result.describe()
     assert "--pmix takes on or off, got 'maybe'" in result.stderr, result.describe()
+
+
+def test_config_can_turn_pmix_off_and_the_option_wins(run_canopy, sandbox):
+    config = sandbox.root / "nopmix.toml"
+    config.write_text("[job]\npmix = false\n")
+    show = ["sh", "-c", 'echo "uri=${PMIX_SERVER_URI41:-none}"']
+    off = run_canopy(["--config", config, "--sim-nodes", "1"] + show, timeout=30)
+    assert off.returncode == 0 and off.stdout == "uri=none\n", off.describe()
+    on = run_canopy(["--config", config, "--pmix", "on", "--sim-nodes", "1"] + show, timeout=30)
+    assert on.returncode == 0 and on.stdout.startswith("uri=canopy."), on.describe()

@@ -100,6 +100,12 @@ bind_address = "10.0.0.1"
 [job]
 kill_grace = 0.5
 tmpdir = "/dev/shm"
+pmix = false
+[stage]
+prefixes = ["/soft/venv", "/soft/frameworks"]
+manifest = "/home/u/torch.manifest"
+cache_dir = "/local/scratch"
+interposer = "/opt/canopy/lib/libcanopy_interpose.so"
 )",
                                 "full.toml", Config{});
     ASSERT_TRUE(applied.ok()) << applied.error().message;
@@ -114,6 +120,19 @@ tmpdir = "/dev/shm"
     EXPECT_EQ(applied->bind_address, "10.0.0.1");
     EXPECT_DOUBLE_EQ(applied->kill_grace, 0.5);
     EXPECT_EQ(applied->tmpdir, "/dev/shm");
+    EXPECT_FALSE(applied->pmix);
+    EXPECT_EQ(applied->stage_prefixes, (std::vector<std::string>{"/soft/venv", "/soft/frameworks"}));
+    EXPECT_EQ(applied->stage_manifest, "/home/u/torch.manifest");
+    EXPECT_EQ(applied->stage_cache_dir, "/local/scratch");
+    EXPECT_EQ(applied->stage_interposer, "/opt/canopy/lib/libcanopy_interpose.so");
+}
+
+TEST(ApplyConfig, StageAndPmixValuesAreChecked)
+{
+    EXPECT_NE(apply_error("[job]\npmix = 1\n").find("pmix must be true or false"), std::string::npos);
+    EXPECT_NE(apply_error("[stage]\nprefixes = [\"venv\"]\n").find("absolute paths"), std::string::npos);
+    EXPECT_NE(apply_error("[stage]\ncache_dir = \"\"\n").find("cache_dir must be an absolute path"),
+              std::string::npos);
 }
 
 TEST(ApplyConfig, OnlyKeysPresentOverrideTheBase)
