@@ -57,7 +57,11 @@ def main():
     args = parser.parse_args()
     build = os.path.dirname(os.path.dirname(os.path.abspath(args.canopy)))
     libdir = os.path.join(build, "lib", "api")
-    work = tempfile.mkdtemp(prefix="canopy-mark-bench-")
+    with tempfile.TemporaryDirectory(prefix="canopy-mark-bench-") as work:
+        run_bench(args, libdir, work)
+
+
+def run_bench(args, libdir, work):
     source, binary = os.path.join(work, "marks.c"), os.path.join(work, "marks")
     with open(source, "w") as f:
         f.write(PROGRAM)

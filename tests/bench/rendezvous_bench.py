@@ -28,6 +28,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -173,10 +174,15 @@ def main():
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     modes = args.modes.split(",")
-    code_path = "/tmp/canopy-rendezvous-rank.py"
-    with open(code_path, "w") as f:
-        f.write(RANK_CODE)
+    with tempfile.TemporaryDirectory(prefix="canopy-rendezvous-bench-") as work:
+        code_path = os.path.join(work, "rank.py")
+        with open(code_path, "w") as f:
+            f.write(RANK_CODE)
+        results = run_all(args, sizes, modes, code_path)
+    report(args, sizes, modes, results)
 
+
+def run_all(args, sizes, modes, code_path):
     results = []
     for ranks in sizes:
         for run in range(args.runs):
@@ -185,7 +191,10 @@ def main():
                 result["run"] = run
                 results.append(result)
                 sys.stderr.write(f"rendezvous_bench: {mode} x {ranks} run {run}: {result}\n")
+    return results
 
+
+def report(args, sizes, modes, results):
     print(f"\nRendezvous to a usable Gloo process group (init_process_group + barrier), slowest rank, median of "
           f"{args.runs}; {os.cpu_count()} CPUs, 4 ranks per simulated node\n")
     print("| ranks | " + " | ".join(f"{m} s" for m in modes) + " | " +
