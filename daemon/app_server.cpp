@@ -6,13 +6,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <cctype>
 #include <cstring>
 #include <deque>
 
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 
+#include "api/agent_protocol.hpp"
 #include "util/log.hpp"
 
 namespace canopy {
@@ -35,16 +35,6 @@ T take(const std::vector<std::uint8_t>& data, std::size_t offset)
 }
 
 } // namespace
-
-bool valid_mark_name(std::string_view name)
-{
-    if (name.empty() || name.size() > 64)
-        return false;
-    for (char c : name)
-        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == ':' || c == '-'))
-            return false;
-    return true;
-}
 
 struct AppServer::Connection : std::enable_shared_from_this<Connection> {
     Connection(local::socket socket, std::shared_ptr<Handlers> handlers, std::shared_ptr<std::size_t> open)
@@ -95,7 +85,7 @@ struct AppServer::Connection : std::enable_shared_from_this<Connection> {
             mark.time_ns = take<std::int64_t>(payload, 4);
             mark.duration_ns = take<std::int64_t>(payload, 12);
             mark.name.assign(payload.begin() + 20, payload.end());
-            if (!valid_mark_name(mark.name)) {
+            if (!api::agent::valid_mark_name(mark.name)) {
                 app_log().warn("ignored a mark from rank {} with a bad name (1-64 of A-Z a-z 0-9 _ . : -)", mark.rank);
                 return;
             }

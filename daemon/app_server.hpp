@@ -52,7 +52,4 @@ private:
     std::shared_ptr<std::size_t> open_ = std::make_shared<std::size_t>(0);
 };
 
-// Mark names are short and plain, so they read well in reports and cannot break the JSON or the table.
-bool valid_mark_name(std::string_view name);
-
 } // namespace canopy

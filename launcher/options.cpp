@@ -2,13 +2,14 @@
 #include "options.hpp"
 
 #include <algorithm>
-#include <regex>
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <regex>
 #include <string_view>
 #include <system_error>
 
+#include "api/agent_protocol.hpp"
 #include "util/suggest.hpp"
 
 namespace canopy {
@@ -407,12 +408,7 @@ const std::vector<OptionSpec>& option_table()
              auto equals = value->rfind('=');
              std::string name = equals == std::string::npos ? std::string() : value->substr(equals + 1);
              std::string pattern = equals == std::string::npos ? std::string() : value->substr(0, equals);
-             bool name_ok = !name.empty() && name.size() <= 64 &&
-                            std::all_of(name.begin(), name.end(), [](char ch) {
-                                return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '.' ||
-                                       ch == ':' || ch == '-';
-                            });
-             if (pattern.empty() || !name_ok)
+             if (pattern.empty() || !api::agent::valid_mark_name(name))
                  return Status{make_error("{} needs REGEX=NAME (NAME: letters, digits, _ . : -), got '{}'",
                                           c.spelling, *value)};
              try {

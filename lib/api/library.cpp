@@ -61,19 +61,6 @@ std::string host_name()
     return host;
 }
 
-bool valid_mark_name(std::string_view name)
-{
-    if (name.empty() || name.size() > CANOPY_MARK_NAME_MAX)
-        return false;
-    for (char c : name) {
-        bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
-                  c == '.' || c == ':' || c == '-';
-        if (!ok)
-            return false;
-    }
-    return true;
-}
-
 std::int64_t realtime_ns()
 {
     timespec now{};
@@ -212,7 +199,7 @@ Checked Library::ready()
 
 Checked Library::mark(const char* name, std::optional<std::int64_t> duration_ns)
 {
-    if (!name || !valid_mark_name(name))
+    if (!name || !agent::valid_mark_name(name))
         return fail(CANOPY_ERR_INVALID, "mark name '{}' is not valid: use 1 to {} of A-Z a-z 0-9 _ . : -",
                     name ? std::string_view(name).substr(0, 80) : "(null)", CANOPY_MARK_NAME_MAX);
     if (duration_ns && *duration_ns < 0)
