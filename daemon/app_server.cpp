@@ -6,7 +6,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <deque>
 
 #include <boost/asio/read.hpp>
@@ -14,6 +13,7 @@
 
 #include "api/agent_protocol.hpp"
 #include "util/log.hpp"
+#include "wire/codec.hpp"
 
 namespace canopy {
 namespace {
@@ -25,14 +25,6 @@ constexpr std::uint32_t max_request = 64u << 20;
 constexpr std::uint8_t op_mark = 1;
 
 spdlog::logger& app_log() { return area_logger("app"); }
-
-template <typename T>
-T take(const std::vector<std::uint8_t>& data, std::size_t offset)
-{
-    T value{};
-    std::memcpy(&value, data.data() + offset, sizeof(T));
-    return value;
-}
 
 } // namespace
 
@@ -49,8 +41,7 @@ struct AppServer::Connection : std::enable_shared_from_this<Connection> {
         asio::async_read(socket, asio::buffer(header), [self = shared_from_this()](auto error, std::size_t) {
             if (error)
                 return;   // the rank closed its end: normal at exit
-            std::uint32_t length;
-            std::memcpy(&length, self->header, sizeof length);
+            std::uint32_t length = wire::Reader(self->header).u32();
             if (length < 9 || length > max_request) {
                 app_log().warn("closed a rank's connection: a {}-byte request is malformed", length);
                 return;
@@ -72,19 +63,20 @@ struct AppServer::Connection : std::enable_shared_from_this<Connection> {
 
     void dispatch()
     {
-        std::uint8_t op = body[0];
-        auto id = take<std::uint64_t>(body, 1);
-        std::vector<std::uint8_t> payload(body.begin() + 9, body.end());
+        wire::Reader in(body);
+        std::uint8_t op = in.u8();
+        auto id = in.u64();
         if (op == op_mark) {
-            if (payload.size() < 20) {
-                app_log().warn("ignored a malformed mark ({} bytes)", payload.size());
+            Mark mark;
+            mark.rank = in.u32();
+            mark.time_ns = in.i64();
+            mark.duration_ns = in.i64();
+            auto name = in.rest();
+            if (!in.ok()) {
+                app_log().warn("ignored a malformed mark ({} bytes)", body.size() - 9);
                 return;
             }
-            Mark mark;
-            mark.rank = take<std::uint32_t>(payload, 0);
-            mark.time_ns = take<std::int64_t>(payload, 4);
-            mark.duration_ns = take<std::int64_t>(payload, 12);
-            mark.name.assign(payload.begin() + 20, payload.end());
+            mark.name.assign(name.begin(), name.end());
             if (!api::agent::valid_mark_name(mark.name)) {
                 app_log().warn("ignored a mark from rank {} with a bad name (1-64 of A-Z a-z 0-9 _ . : -)", mark.rank);
                 return;
@@ -92,7 +84,7 @@ struct AppServer::Connection : std::enable_shared_from_this<Connection> {
             handlers->mark(std::move(mark));
             return;
         }
-        handlers->store(op, std::move(payload),
+        handlers->store(op, in.rest(),
                         [weak = weak_from_this(), id](std::uint8_t answer, std::vector<std::uint8_t> reply) {
                             if (auto self = weak.lock())
                                 self->send(answer, id, reply);
@@ -101,13 +93,12 @@ struct AppServer::Connection : std::enable_shared_from_this<Connection> {
 
     void send(std::uint8_t answer, std::uint64_t id, const std::vector<std::uint8_t>& payload)
     {
-        auto length = static_cast<std::uint32_t>(9 + payload.size());
-        std::vector<std::uint8_t> frame(4 + length);
-        std::memcpy(frame.data(), &length, 4);
-        frame[4] = answer;
-        std::memcpy(frame.data() + 5, &id, 8);
-        std::memcpy(frame.data() + 13, payload.data(), payload.size());
-        queue.push_back(std::move(frame));
+        wire::Writer frame;
+        frame.u32(static_cast<std::uint32_t>(9 + payload.size()));
+        frame.u8(answer);
+        frame.u64(id);
+        frame.raw(payload);
+        queue.push_back(frame.take());
         if (queue.size() == 1)
             write_next();
     }

@@ -3,73 +3,55 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cstring>
+#include <span>
+
+#include "wire/codec.hpp"
 
 namespace canopy {
 namespace {
 
 using Bytes = std::vector<std::uint8_t>;
 
-// Little-endian reads over a request payload; any overrun marks the request malformed.
-class Cursor {
-public:
-    explicit Cursor(const Bytes& data) : data_(data) {}
-    template <typename T>
-    T integer()
-    {
-        T value{};
-        if (offset_ + sizeof(T) > data_.size()) {
-            bad_ = true;
-            return value;
-        }
-        std::memcpy(&value, data_.data() + offset_, sizeof(T));   // the wire is little-endian, like every target
-        offset_ += sizeof(T);
-        return value;
+// The protocol's own field shapes over the wire codec's little-endian reader: a u32-sized text, the rest of the
+// payload as text, and a u32 count of u32-sized keys. A size beyond the payload marks the request malformed.
+std::string sized_text(wire::Reader& in)
+{
+    std::uint32_t size = in.u32();
+    if (size > in.remaining()) {
+        in.fail();
+        return {};
     }
-    std::string text(std::size_t size)
-    {
-        if (offset_ + size > data_.size()) {
-            bad_ = true;
-            return {};
-        }
-        std::string out(reinterpret_cast<const char*>(data_.data()) + offset_, size);
-        offset_ += size;
-        return out;
-    }
-    std::string sized() { return text(integer<std::uint32_t>()); }
-    std::string rest() { return text(data_.size() - offset_); }
-    Bytes rest_bytes()
-    {
-        Bytes out(data_.begin() + static_cast<std::ptrdiff_t>(offset_), data_.end());
-        offset_ = data_.size();
-        return out;
-    }
-    std::vector<std::string> keys()
-    {
-        std::vector<std::string> out(integer<std::uint32_t>());
-        for (auto& key : out) {
-            if (bad_)
-                break;
-            key = sized();
-        }
-        return out;
-    }
-    bool ok() const { return !bad_; }
+    std::string out(size, '\0');
+    in.raw(std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(out.data()), size));
+    return out;
+}
 
-private:
-    const Bytes& data_;
-    std::size_t offset_ = 0;
-    bool bad_ = false;
-};
+std::string rest_text(wire::Reader& in)
+{
+    auto bytes = in.rest();
+    return std::string(bytes.begin(), bytes.end());
+}
+
+std::vector<std::string> sized_keys(wire::Reader& in)
+{
+    std::uint32_t count = in.u32();
+    if (count > in.remaining() / 4) {
+        in.fail();
+        return {};
+    }
+    std::vector<std::string> keys(count);
+    for (auto& key : keys)
+        key = sized_text(in);
+    return keys;
+}
 
 Bytes text_bytes(std::string_view text) { return Bytes(text.begin(), text.end()); }
 
-template <typename T>
-Bytes integer_bytes(T value)
+Bytes i64_bytes(std::int64_t value)
 {
-    Bytes out(sizeof(T));
-    std::memcpy(out.data(), &value, sizeof(T));
-    return out;
+    wire::Writer out;
+    out.i64(value);
+    return out.take();
 }
 
 JobStore::Reply error(std::string_view message) { return {JobStore::Answer::error, text_bytes(message)}; }
@@ -104,11 +86,11 @@ void JobStore::wake(const std::string& key)
 
 void JobStore::serve(std::uint8_t op, const Bytes& payload, Respond respond, std::int64_t now_ms)
 {
-    Cursor in(payload);
+    wire::Reader in(payload);
     switch (static_cast<Op>(op)) {
     case Op::set: {
-        auto key = in.sized();
-        auto value = in.rest_bytes();
+        auto key = sized_text(in);
+        auto value = in.rest();
         if (!in.ok())
             break;
         set(key, std::move(value));
@@ -117,13 +99,13 @@ void JobStore::serve(std::uint8_t op, const Bytes& payload, Respond respond, std
     }
     case Op::get:
     case Op::wait: {
-        auto timeout_ms = in.integer<std::uint32_t>();
+        auto timeout_ms = in.u32();
         Waiter waiter;
         waiter.want_value = static_cast<Op>(op) == Op::get;
         if (waiter.want_value)
-            waiter.keys.push_back(in.rest());
+            waiter.keys.push_back(rest_text(in));
         else
-            waiter.keys = in.keys();
+            waiter.keys = sized_keys(in);
         if (!in.ok())
             break;
         if (ready(waiter)) {
@@ -140,8 +122,8 @@ void JobStore::serve(std::uint8_t op, const Bytes& payload, Respond respond, std
         return;
     }
     case Op::add: {
-        auto delta = in.integer<std::int64_t>();
-        auto key = in.rest();
+        auto delta = in.i64();
+        auto key = rest_text(in);
         if (!in.ok())
             break;
         std::int64_t value = 0;
@@ -155,13 +137,13 @@ void JobStore::serve(std::uint8_t op, const Bytes& payload, Respond respond, std
         }
         value += delta;
         set(key, text_bytes(std::to_string(value)));
-        respond({Answer::ok, integer_bytes(value)});
+        respond({Answer::ok, i64_bytes(value)});
         return;
     }
     case Op::compare_set: {
-        auto key = in.sized();
-        auto expected = in.sized();
-        auto desired = in.rest_bytes();
+        auto key = sized_text(in);
+        auto expected = sized_text(in);
+        auto desired = in.rest();
         if (!in.ok())
             break;
         // torch HashStore::compareSet: a missing key is set only when `expected` is empty, and the call returns
@@ -183,19 +165,19 @@ void JobStore::serve(std::uint8_t op, const Bytes& payload, Respond respond, std
     }
     case Op::check: {
         Waiter probe;
-        probe.keys = in.keys();
+        probe.keys = sized_keys(in);
         if (!in.ok())
             break;
         respond({Answer::ok, Bytes{static_cast<std::uint8_t>(ready(probe) ? 1 : 0)}});
         return;
     }
     case Op::remove: {
-        auto key = in.rest();
+        auto key = rest_text(in);
         respond({Answer::ok, Bytes{static_cast<std::uint8_t>(values_.erase(key) ? 1 : 0)}});
         return;
     }
     case Op::num_keys:
-        respond({Answer::ok, integer_bytes(static_cast<std::int64_t>(values_.size()))});
+        respond({Answer::ok, i64_bytes(static_cast<std::int64_t>(values_.size()))});
         return;
     default:
         respond(error("unknown store operation " + std::to_string(op)));

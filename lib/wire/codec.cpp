@@ -147,6 +147,13 @@ void Reader::raw(std::span<std::uint8_t> out)
     offset_ += out.size();
 }
 
+std::vector<std::uint8_t> Reader::rest()
+{
+    std::vector<std::uint8_t> out(data_.begin() + static_cast<std::ptrdiff_t>(offset_), data_.end());
+    offset_ = data_.size();
+    return out;
+}
+
 std::vector<std::string> Reader::strings()
 {
     std::size_t size = count();

@@ -63,6 +63,9 @@ public:
     std::string string();
     void raw(std::span<std::uint8_t> out);
     std::vector<std::string> strings();
+    // Everything not read yet, with no length prefix (a payload's last field).
+    std::vector<std::uint8_t> rest();
+    std::size_t remaining() const { return data_.size() - offset_; }
     // A count that must fit the remaining input (each element takes at least one byte).
     std::size_t count();
 
