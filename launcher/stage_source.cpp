@@ -17,9 +17,8 @@ namespace {
 
 bool covered_by(const std::string& prefix, const std::vector<std::string>& prefixes)
 {
-    return std::any_of(prefixes.begin(), prefixes.end(), [&](const std::string& known) {
-        return prefix == known || (prefix.starts_with(known) && prefix[known.size()] == '/');
-    });
+    return std::any_of(prefixes.begin(), prefixes.end(),
+                       [&](const std::string& known) { return stage::is_under(prefix, known); });
 }
 
 } // namespace

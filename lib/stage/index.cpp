@@ -48,14 +48,6 @@ std::string parent_of(const std::string& path)
     return path.substr(0, slash);
 }
 
-bool is_under(const std::string& path, const std::string& prefix)
-{
-    if (prefix == "/")
-        return true;
-    return path.size() >= prefix.size() && path.compare(0, prefix.size(), prefix) == 0 &&
-           (path.size() == prefix.size() || path[prefix.size()] == '/');
-}
-
 std::vector<std::string> split(const std::string& path)
 {
     std::vector<std::string> parts;
@@ -748,6 +740,13 @@ std::uint64_t Index::content_bytes() const
     for (const auto& f : content_files())
         total += static_cast<std::uint64_t>(f.size);
     return total;
+}
+
+bool is_under(std::string_view path, std::string_view prefix)
+{
+    if (prefix == "/")
+        return true;
+    return path.starts_with(prefix) && (path.size() == prefix.size() || path[prefix.size()] == '/');
 }
 
 Result<Index> build_index(const std::vector<PathRequest>& requests, const BuildOptions& options)

@@ -94,6 +94,9 @@ private:
     canopy_stage_view view_{};
 };
 
+// True when `path` is `prefix` or lies below it (both absolute and normalised; "/" holds everything).
+bool is_under(std::string_view path, std::string_view prefix);
+
 // Stats every requested path and the components on its way (following symlinks as the kernel does), lists
 // the directories under the prefixes, and serializes. Paths outside every prefix are ignored.
 Result<Index> build_index(const std::vector<PathRequest>& requests, const BuildOptions& options);
