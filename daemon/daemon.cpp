@@ -155,7 +155,7 @@ asio::awaitable<void> Daemon::join_parent()
 
 void Daemon::on_parent_frame(wire::Frame frame)
 {
-    if (collectives_ && collectives_->handle(parent_position_, frame))
+    if (collectives_ && collectives_->handle(tree().parent(args_.position), frame))
         return;
     switch (static_cast<wire::MessageType>(frame.type)) {
     case wire::MessageType::launch_plan: {
@@ -186,8 +186,7 @@ void Daemon::on_parent_frame(wire::Frame frame)
             if (data->eof)
                 ranks_->close_stdin();
         } else if (children_) {
-            Topology topology(static_cast<long>(plan_->hosts.size()), static_cast<long>(plan_->fanout));
-            long hop = topology.next_hop(args_.position, static_cast<long>(data->target_position));
+            long hop = tree().next_hop(args_.position, static_cast<long>(data->target_position));
             if (hop > 0)
                 children_->send(hop, relay(frame));
         }
@@ -391,8 +390,6 @@ void Daemon::on_stage_frame(const wire::Frame& frame)
 void Daemon::start_collectives()
 {
     const auto& plan = *plan_;
-    Topology topology(static_cast<long>(plan.hosts.size()), static_cast<long>(plan.fanout));
-    parent_position_ = topology.parent(args_.position);
     TreeCollectives::Links links;
     links.to_parent = [this](std::vector<std::uint8_t> frame) { send_up(std::move(frame)); };
     links.to_child = [this](long position, std::vector<std::uint8_t> frame) {
@@ -408,7 +405,7 @@ void Daemon::start_collectives()
         }
         pmix_->serve_direct_modex(rank, std::move(reply));
     };
-    collectives_ = std::make_unique<TreeCollectives>(topology, plan.job.ranks_per_node, args_.position,
+    collectives_ = std::make_unique<TreeCollectives>(tree(), plan.job.ranks_per_node, args_.position,
                                                      std::move(links), std::move(serve));
     if (!plan.job.pmix)
         return;
@@ -481,8 +478,7 @@ PmixTree Daemon::pmix_tree()
 void Daemon::start_children()
 {
     const auto& plan = *plan_;
-    Topology topology(static_cast<long>(plan.hosts.size()), static_cast<long>(plan.fanout));
-    auto positions = topology.children(args_.position);
+    auto positions = tree().children(args_.position);
     progress_.set_children(positions.size());
     if (positions.empty())
         return;
@@ -881,6 +877,11 @@ void Daemon::trace(std::int64_t rank, std::string name, double end, double durat
         return;
     auto node = static_cast<std::uint32_t>(Topology::position_to_node(args_.position));
     trace_.push_back({node, rank, std::move(name), end, duration});
+}
+
+Topology Daemon::tree() const
+{
+    return Topology(static_cast<long>(plan_->hosts.size()), static_cast<long>(plan_->fanout));
 }
 
 std::string Daemon::rank_label(long rank) const { return fmt::format("rank {} on {}", rank, node_); }

@@ -26,6 +26,7 @@
 #include "tree/children.hpp"
 #include "tree/link.hpp"
 #include "tree/subtree_progress.hpp"
+#include "tree/topology.hpp"
 #include "wire/auth.hpp"
 #include "wire/messages.hpp"
 
@@ -86,6 +87,8 @@ private:
 
     double since_launch(std::int64_t local_ns) const;
     std::string rank_label(long rank) const;
+    // The job's tree, once the plan has arrived.
+    Topology tree() const;
     // A daemon phase: into the sketches, and onto this node's --trace track.
     void node_phase(const std::string& name, double seconds);
     // One --trace event (rank -1: the node's track); nothing unless the job asked for a trace.
@@ -97,7 +100,6 @@ private:
     ProcessReaper reaper_;
     asio::signal_set signals_;
     std::shared_ptr<Link> parent_;
-    long parent_position_ = 0;
     std::optional<wire::LaunchPlan> plan_;
     std::unique_ptr<ChildSet> children_;
     std::unique_ptr<RankSpawner> ranks_;
