@@ -180,10 +180,11 @@ std::string format_comparison(const JobTiming& before, const JobTiming& after, s
                               std::string_view after_name)
 {
     std::string out;
-    append_line(out, fmt::format("A: {}  job {}: {} nodes, {} ranks, wall {}", before_name, before.job_id,
-                                 before.nodes, before.ranks, format_seconds(before.wall_seconds)));
-    append_line(out, fmt::format("B: {}  job {}: {} nodes, {} ranks, wall {}", after_name, after.job_id, after.nodes,
-                                 after.ranks, format_seconds(after.wall_seconds)));
+    // Not cut to the terminal: a shortened file name would not say which run is which.
+    out += fmt::format("A: {}  job {}: {} nodes, {} ranks, wall {}\n", before_name, before.job_id, before.nodes,
+                       before.ranks, format_seconds(before.wall_seconds));
+    out += fmt::format("B: {}  job {}: {} nodes, {} ranks, wall {}\n", after_name, after.job_id, after.nodes,
+                       after.ranks, format_seconds(after.wall_seconds));
     // Rows: launcher steps, then phase medians, each under the name it has in either run.
     struct Row {
         std::string name;

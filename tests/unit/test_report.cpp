@@ -116,6 +116,15 @@ TEST(Report, LinesFitIn100Columns)
         EXPECT_LE(line.size(), 100u) << line;
 }
 
+TEST(Report, ComparisonKeepsLongFileNamesWhole)
+{
+    const std::string first = "/scratch/" + std::string(120, 'a') + "/first.json";
+    const std::string second = "/scratch/" + std::string(120, 'b') + "/second.json";
+    const std::string report = format_comparison(sample_timing(), sample_timing(), first, second);
+    EXPECT_EQ(report.rfind("A: " + first + "  job", 0), 0u) << report;
+    EXPECT_NE(report.find("\nB: " + second + "  job"), std::string::npos) << report;
+}
+
 TEST(Report, EmptyTimingStillFormats)
 {
     const std::string report = format_report(JobTiming{});
