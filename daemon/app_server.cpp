@@ -12,6 +12,7 @@
 #include <boost/asio/write.hpp>
 
 #include "api/agent_protocol.hpp"
+#include "private_socket.hpp"
 #include "util/log.hpp"
 #include "wire/codec.hpp"
 
@@ -131,19 +132,8 @@ Result<std::unique_ptr<AppServer>> AppServer::start(boost::asio::io_context& io,
                                                     Handlers handlers)
 {
     std::unique_ptr<AppServer> server(new AppServer(io, path, std::move(handlers)));
-    boost::system::error_code error;
-    if (path.size() >= sizeof(sockaddr_un::sun_path))
-        return make_error("socket path {} is too long for a unix socket", path);
-    ::unlink(path.c_str());
-    server->acceptor_.open(local(), error);
-    if (!error)
-        server->acceptor_.bind(local::endpoint(path), error);
-    if (!error && ::chmod(path.c_str(), 0600) != 0)
-        error = boost::system::error_code(errno, boost::system::system_category());
-    if (!error)
-        server->acceptor_.listen(asio::socket_base::max_listen_connections, error);
-    if (error)
-        return make_error("cannot listen on {} for the ranks' libcanopy: {}", path, error.message());
+    if (auto listening = listen_private(server->acceptor_, path, "the ranks' libcanopy"); !listening.ok())
+        return listening.error();
     server->accept_next();
     return server;
 }
@@ -160,11 +150,10 @@ void AppServer::accept_next()
     acceptor_.async_accept([this](const boost::system::error_code& error, local::socket socket) {
         if (error)
             return;   // closed: the daemon is leaving
-        // Only this user's processes may mark or use the store (the socket may live outside the 0700 dir).
-        ucred peer{};
-        socklen_t size = sizeof peer;
-        if (::getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0 || peer.uid != ::getuid()) {
-            app_log().warn("refused a connection to {} from uid {}", path_, peer.uid);
+        // Only this user's processes may mark or use the store.
+        unsigned uid = 0;
+        if (!peer_is_this_user(socket, uid)) {
+            app_log().warn("refused a connection to {} from uid {}", path_, uid);
             accept_next();
             return;
         }

@@ -13,6 +13,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <fmt/format.h>
 
+#include "private_socket.hpp"
 #include "proc/cpubind.hpp"
 #include "proc/rank_env.hpp"
 #include "timing/clock.hpp"
@@ -47,6 +48,15 @@ void add_env_default(std::vector<std::string>& env, std::string setting)
     env.push_back(std::move(setting));
 }
 
+// Sets NAME=value, replacing what the environment carries: a rank must reach its own daemon, not the one of a
+// canopy job it was launched from.
+void set_env(std::vector<std::string>& env, std::string setting)
+{
+    auto name = setting.substr(0, setting.find('=') + 1);
+    std::erase_if(env, [&](const std::string& existing) { return existing.starts_with(name); });
+    env.push_back(std::move(setting));
+}
+
 // Simulated nodes share one host: Open MPI must keep each node's shared memory apart and send between
 // "nodes" over loopback, the only network a simulation may use (docs/pmix.md).
 std::vector<std::string> simulated_node_mpi_env(const std::string& node_tmpdir)
@@ -56,7 +66,8 @@ std::vector<std::string> simulated_node_mpi_env(const std::string& node_tmpdir)
 }
 
 // Ranks of a staged job load the interposer, which answers lookups under the prefixes from the node cache.
-void add_stage_env(std::vector<std::string>& env, const std::string& interposer, const std::string& cache_dir)
+void add_stage_env(std::vector<std::string>& env, const std::string& interposer, const std::string& cache_dir,
+                   const std::string& fetch_socket)
 {
     for (const char* name : {"LD_PRELOAD", "LD_AUDIT"}) {
         std::string prefix = std::string(name) + "=";
@@ -68,7 +79,9 @@ void add_stage_env(std::vector<std::string>& env, const std::string& interposer,
         else
             *it = prefix + interposer + ":" + it->substr(prefix.size());
     }
-    env.push_back("CANOPY_STAGE_CACHE=" + cache_dir);
+    set_env(env, "CANOPY_STAGE_CACHE=" + cache_dir);
+    if (!fetch_socket.empty())
+        set_env(env, "CANOPY_STAGE_SOCKET=" + fetch_socket);   // lookups the index cannot answer, on demand
 }
 
 // Re-encodes a received frame unchanged, for relaying.
@@ -176,6 +189,10 @@ void Daemon::on_parent_frame(wire::Frame frame)
     case wire::MessageType::stage_content:
         on_stage_frame(frame);
         return;
+    case wire::MessageType::stage_fetch_reply:
+        if (stage_fetch_)
+            stage_fetch_->on_parent_reply(frame);
+        return;
     case wire::MessageType::stdin_data: {
         auto data = wire::decode_frame<wire::StdinData>(frame);
         if (!data || !plan_)
@@ -255,12 +272,11 @@ void Daemon::on_plan(wire::LaunchPlan plan)
     if (plan_->job.stage) {
         stage_dir = stage::default_cache_dir(plan_->job_id, node_, plan_->job.stage_cache_base);
         stage_.emplace(stage_dir);
+        start_stage_fetcher(stage_dir);
     }
-    // The ranks' libcanopy socket: in the node's temp dir, unless that path is too long for a unix socket.
-    app_socket_ = tmpdir_ + "/app.sock";
-    if (app_socket_.size() >= 100)
-        app_socket_ = fmt::format("/tmp/canopy-{}-{}.sock", plan_->job_id, node_);
-    if (auto guard = NodeGuard::start({tmpdir_, stage_dir, app_socket_}); guard)
+    app_socket_ = node_socket_path(tmpdir_, plan_->job_id, node_, "app.sock");
+    std::string stage_socket = stage_fetcher_ ? stage_fetcher_->path() : std::string();
+    if (auto guard = NodeGuard::start({tmpdir_, stage_dir, app_socket_, stage_socket}); guard)
         guard_ = std::move(*guard);
     else
         tree_log().warn("{}; ranks may outlive a crashed daemon", guard.error().message);
@@ -268,6 +284,8 @@ void Daemon::on_plan(wire::LaunchPlan plan)
     // Children first: they are on the critical path of the whole tree, our ranks only of this node. A leaf
     // reports itself up before spawning, so tree_up measures the tree, not rank start-up.
     start_children();
+    if (stage_fetch_)
+        stage_fetch_->set_children(children_.get());
     maybe_report_up();
     start_collectives();
     start_app_server();
@@ -321,41 +339,14 @@ void Daemon::start_app_server()
         trace(mark.rank, mark.name, since_launch(mark.time_ns),
               mark.duration_ns >= 0 ? static_cast<double>(mark.duration_ns) / 1e9 : -1);
     };
+    // Store requests go through the node's cache (daemon/store_cache.*): known keys are read here, the rest
+    // goes to the root's JobStore.
+    store_cache_ = std::make_unique<StoreCache>([this](Bytes request, std::function<void(Status, Bytes)> done) {
+        collectives_->request(0, wire::RoutedOp::store, std::move(request), std::move(done));
+    });
     handlers.store = [this](std::uint8_t op, std::vector<std::uint8_t> payload,
                             std::function<void(std::uint8_t, std::vector<std::uint8_t>)> reply) {
-        payload.insert(payload.begin(), op);
-        // Reads that only wait for a key (get, wait) and are identical to one already on its way to the root
-        // share its answer: when every local rank fetches every peer's key, as Gloo's rendezvous does, one
-        // request per node goes up the tree instead of one per rank. Writes are never merged.
-        bool mergeable = op == static_cast<std::uint8_t>(JobStore::Op::get) ||
-                         op == static_cast<std::uint8_t>(JobStore::Op::wait);
-        if (mergeable) {
-            auto [waiting, first] = store_reads_in_flight_.try_emplace(payload);
-            waiting->second.push_back(std::move(reply));
-            if (!first)
-                return;
-        }
-        auto deliver = [this, mergeable, key = mergeable ? payload : Bytes{},
-                        reply = mergeable ? nullptr : std::move(reply)](Status status, Bytes answer) mutable {
-            std::uint8_t code = 2;
-            std::vector<std::uint8_t> body;
-            if (!status.ok()) {
-                body.assign(status.error().message.begin(), status.error().message.end());
-            } else if (!answer.empty()) {
-                code = answer[0];
-                body.assign(answer.begin() + 1, answer.end());
-            }
-            if (!mergeable) {
-                reply(code, std::move(body));
-                return;
-            }
-            auto waiting = store_reads_in_flight_.extract(key);
-            if (waiting.empty())
-                return;
-            for (auto& each : waiting.mapped())
-                each(code, body);
-        };
-        collectives_->request(0, wire::RoutedOp::store, std::move(payload), std::move(deliver));
+        store_cache_->request(op, std::move(payload), std::move(reply));
     };
     auto server = AppServer::start(io_, app_socket_, std::move(handlers));
     if (!server) {
@@ -363,6 +354,29 @@ void Daemon::start_app_server()
         return;
     }
     app_server_ = std::move(*server);
+}
+
+void Daemon::start_stage_fetcher(const std::string& stage_dir)
+{
+    auto tree = StageFetchTree::for_daemon(io_, stage_dir, [this](std::vector<std::uint8_t> frame) {
+        send_up(std::move(frame));
+    });
+    if (!tree) {
+        tree_log().warn("{}; ranks on {} read what the stage index lacks from the shared filesystem",
+                        tree.error().message, node_);
+        return;
+    }
+    stage_fetch_ = std::move(*tree);
+    if (tmpdir_.empty())
+        return;
+    std::string path = node_socket_path(tmpdir_, plan_->job_id, node_, "stage.sock");
+    auto fetcher = StageFetcher::start(io_, path, *stage_fetch_);
+    if (!fetcher) {
+        tree_log().warn("{}; ranks on {} read what the stage index lacks from the shared filesystem",
+                        fetcher.error().message, node_);
+        return;
+    }
+    stage_fetcher_ = std::move(*fetcher);
 }
 
 void Daemon::on_stage_frame(const wire::Frame& frame)
@@ -396,7 +410,12 @@ void Daemon::start_collectives()
         if (children_)
             children_->send(position, std::move(frame));
     };
-    auto serve = [this](wire::RoutedOp op, Bytes payload, TreeCollectives::Done reply) {
+    auto serve = [this](long from, wire::RoutedOp op, Bytes payload, TreeCollectives::Done reply) {
+        // A store request addressed to a daemon is the root invalidating a key this node may cache.
+        if (op == wire::RoutedOp::store && from == 0) {
+            reply(store_cache_ ? store_cache_->from_root(payload) : Status{}, {});
+            return;
+        }
         wire::Reader reader(payload);
         auto rank = static_cast<long>(reader.varint());
         if (op != wire::RoutedOp::direct_modex || !reader.ok() || !reader.at_end() || !pmix_) {
@@ -631,9 +650,10 @@ void Daemon::start_ranks()
                     add_env_default(launch.env, "OMPI_MCA_mpi_yield_when_idle=1");
             }
             if (stage_)
-                add_stage_env(launch.env, job.stage_interposer, stage_->cache_dir());
+                add_stage_env(launch.env, job.stage_interposer, stage_->cache_dir(),
+                              stage_fetcher_ ? stage_fetcher_->path() : std::string());
             if (app_server_)
-                launch.env.push_back("CANOPY_AGENT_SOCKET=" + app_server_->path());
+                set_env(launch.env, "CANOPY_AGENT_SOCKET=" + app_server_->path());
             if (bind)
                 launch.cpus = cpus_for_local_rank(*bind, local, allowed);
             for (int cpu : launch.cpus)
@@ -702,6 +722,12 @@ void Daemon::on_child_frame(long position, wire::Frame frame)
     case wire::MessageType::daemon_log:
         send_up(relay(frame));
         return;
+    case wire::MessageType::stage_fetch:
+        if (stage_fetch_)
+            stage_fetch_->on_child_request(position, frame, children_->host_of(position));
+        else if (auto refused = StageFetchTree::refusal(frame, "on-demand staging is off here"); !refused.empty())
+            children_->send(position, std::move(refused));   // the asker falls back instead of waiting
+        return;
     default:
         break;
     }
@@ -711,6 +737,9 @@ void Daemon::on_child_frame(long position, wire::Frame frame)
 
 void Daemon::on_child_closed(long position, const std::string& reason)
 {
+    // Requests on their way into that subtree (a store invalidation for a node that has left) fail now.
+    if (collectives_)
+        collectives_->child_lost(position);
     if (progress_.is_done(position) || shutting_down_)
         return;
     const auto& host = children_->host_of(position);
@@ -760,9 +789,24 @@ void Daemon::maybe_report_done()
         return;
     }
     reported_done_ = true;
+    if (stage_fetch_) {
+        // On-demand staging, as counts: what this node answered itself and what it had to ask its parent.
+        const auto& counts = stage_fetch_->counters();
+        auto local = counts.from_cache + counts.inferred_missing + counts.merged;
+        phases_.add("daemon.stage_local_messages", static_cast<double>(local), node_);
+        phases_.add("daemon.stage_up_messages", static_cast<double>(counts.sent_up), node_);
+    }
     if (collectives_ && collectives_->frames_received() > 0)
         phases_.add("daemon.tree_messages",
                     static_cast<double>(collectives_->frames_received() + collectives_->frames_sent()), node_);
+    if (store_cache_) {
+        const auto& store = store_cache_->counts();
+        if (store.cached + store.merged + store.forwarded > 0) {
+            phases_.add("daemon.store_local_messages", static_cast<double>(store.cached + store.merged), node_);
+            tree_log().debug("{}: store requests: {} answered from the cache, {} shared a read on its way, {} sent "
+                             "to the root", node_, store.cached, store.merged, store.forwarded);
+        }
+    }
     send_up(wire::to_frame(wire::SubtreeDone{ranks_->total() + subtree_ranks_done_, phases_, std::move(trace_)}));
     maybe_exit();
 }
@@ -836,6 +880,9 @@ void Daemon::clean_up_node()
         ranks_->kill_all();
     pmix_.reset();   // before the temp dir goes: PMIx keeps its rendezvous files there
     app_server_.reset();
+    stage_fetcher_.reset();
+    if (stage_fetch_)
+        stage_fetch_->fail_all(fmt::format("the job is ending on {}", node_));
     if (stage_) {
         std::error_code ignored;
         std::filesystem::remove_all(stage_->cache_dir(), ignored);

@@ -21,7 +21,9 @@
 #include "proc/process.hpp"
 #include "node_guard.hpp"
 #include "rank_spawner.hpp"
+#include "stage_fetcher.hpp"
 #include "stage_receiver.hpp"
+#include "store_cache.hpp"
 #include "timing/sketch.hpp"
 #include "tree/children.hpp"
 #include "tree/link.hpp"
@@ -106,12 +108,13 @@ private:
     std::unique_ptr<TreeCollectives> collectives_;
     std::unique_ptr<PmixHost> pmix_;
     std::optional<StageReceiver> stage_;
+    // On-demand staging: this node's fetch cache (misses go to the parent) and the ranks' socket to it.
+    std::unique_ptr<StageFetchTree> stage_fetch_;
+    std::unique_ptr<StageFetcher> stage_fetcher_;
+    void start_stage_fetcher(const std::string& stage_dir);
     std::unique_ptr<AppServer> app_server_;
     std::string app_socket_;
-    // Store reads on their way to the root, by request, with every local caller waiting on the answer.
-    std::map<std::vector<std::uint8_t>,
-             std::vector<std::function<void(std::uint8_t, std::vector<std::uint8_t>)>>>
-        store_reads_in_flight_;
+    std::unique_ptr<StoreCache> store_cache_;   // the ranks' store requests: known keys answered here
     std::unique_ptr<asio::steady_timer> app_drain_timer_;
     bool app_drain_expired_ = false;
     std::vector<std::pair<std::regex, std::string>> output_marks_;   // --mark-on-output

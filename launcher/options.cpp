@@ -388,7 +388,7 @@ const std::vector<OptionSpec>& option_table()
              return Status{};
          }},
         {{"--stage-manifest"}, Takes::value, "FILE", "File staging",
-         "also stage the files a `canopy stage record` run read",
+         "stage ahead what a `canopy stage record` run read (else: on demand)",
          [](ParseState& s, ArgCursor& c) { return store_string(s.options.stage_manifest, c); }},
 
         // Timing

@@ -88,9 +88,9 @@ int Root::run()
     links.to_child = [this](long position, std::vector<std::uint8_t> frame) {
         children_->send(position, std::move(frame));
     };
-    auto serve = [this](wire::RoutedOp op, Bytes payload, TreeCollectives::Done reply) {
+    auto serve = [this](long from, wire::RoutedOp op, Bytes payload, TreeCollectives::Done reply) {
         if (op == wire::RoutedOp::store) {
-            serve_job_store(std::move(payload), std::move(reply));
+            serve_job_store(from, std::move(payload), std::move(reply));
             return;
         }
         auto answer = store_.serve(op, payload);
@@ -101,6 +101,12 @@ int Root::run()
     };
     collectives_ = std::make_unique<TreeCollectives>(topology, plan.job.ranks_per_node, 0, std::move(links),
                                                      std::move(serve));
+    // Daemons cache what the job store answered them; a write reaches its caller only once every daemon
+    // holding the key has dropped it (or left the job: the request then fails, which is as good).
+    job_store_.set_invalidator([this](long position, const std::string& key, std::function<void()> acked) {
+        collectives_->request(position, wire::RoutedOp::store, encode_invalidate(key),
+                              [acked = std::move(acked)](Status, Bytes) { acked(); });
+    });
     if (auto listening = children_->listen(plan_.listen_address); !listening) {
         fmt::print(stderr, "canopy: {}\n", listening.error().message);
         return exit_infrastructure;
@@ -130,10 +136,12 @@ int Root::run()
     }
 
     start_stage_preparation();
+    start_stage_fetch();
     children_->launch(std::move(launches), plan.window, plan.connect_timeout, plan.simulated);
     io_.run();
     if (stage_thread_.joinable())
         stage_thread_.join();
+    end_stage_fetch();
     return exit_code_;
 }
 
@@ -145,7 +153,7 @@ std::int64_t steady_ms()
 }
 } // namespace
 
-void Root::serve_job_store(Bytes payload, TreeCollectives::Done reply)
+void Root::serve_job_store(long from, Bytes payload, TreeCollectives::Done reply)
 {
     if (payload.empty()) {
         reply(make_error("empty store request"), {});
@@ -159,7 +167,7 @@ void Root::serve_job_store(Bytes payload, TreeCollectives::Done reply)
             answer.payload.insert(answer.payload.begin(), static_cast<std::uint8_t>(answer.answer));
             reply(Status{}, std::move(answer.payload));
         },
-        steady_ms());
+        steady_ms(), from);
     arm_job_store_timer();
 }
 
@@ -184,6 +192,35 @@ void Root::start_stage_preparation()
         auto prepared = prepare_stage(settings);
         asio::post(io_, [this, prepared = std::move(prepared)]() mutable { on_stage_prepared(std::move(prepared)); });
     });
+}
+
+void Root::start_stage_fetch()
+{
+    if (!plan_.stage)
+        return;
+    auto dir = stage::default_cache_dir(plan_.plan.job_id, "launcher", plan_.plan.job.stage_cache_base);
+    auto tree = StageFetchTree::for_root(io_, dir);
+    if (!tree) {
+        tree_log().warn("{}; ranks read what the stage index lacks from the shared filesystem", tree.error().message);
+        return;
+    }
+    stage_fetch_ = std::move(*tree);
+    stage_fetch_->set_children(children_.get());
+}
+
+void Root::end_stage_fetch()
+{
+    if (!stage_fetch_)
+        return;
+    const auto& counts = stage_fetch_->counters();
+    // Counts: lookups the root answered from its cache, and those it read from the filesystem (once each).
+    phases_.add("root.stage_local_messages",
+                static_cast<double>(counts.from_cache + counts.inferred_missing + counts.merged), "launcher");
+    phases_.add("root.stage_read_messages", static_cast<double>(counts.sent_up), "launcher");
+    std::string dir = stage_fetch_->cache_dir();
+    stage_fetch_.reset();   // joins the reader threads
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
 }
 
 void Root::on_stage_prepared(Result<PreparedStage> prepared)
@@ -347,6 +384,12 @@ void Root::on_child_frame(long position, wire::Frame frame)
         print_daemon_line(log->line);
         return;
     }
+    case wire::MessageType::stage_fetch:
+        if (stage_fetch_)
+            stage_fetch_->on_child_request(position, frame, children_->host_of(position));
+        else if (auto refused = StageFetchTree::refusal(frame, "on-demand staging is off here"); !refused.empty())
+            children_->send(position, std::move(refused));   // the asker falls back instead of waiting
+        return;
     default:
         break;
     }
@@ -356,6 +399,8 @@ void Root::on_child_frame(long position, wire::Frame frame)
 
 void Root::on_child_closed(long position, const std::string& reason)
 {
+    // Requests on their way into that subtree (a store invalidation for a node that has left) fail now.
+    collectives_->child_lost(position);
     if (ending_ || progress_.is_done(position))
         return;
     const auto& host = children_->host_of(position);
@@ -536,6 +581,15 @@ timing::JobTiming Root::job_timing() const
                      [](const auto& a, const auto& b) { return a.seconds < b.seconds; });
     timing.wall_seconds = timeline_.back().seconds;
     timing.phases = phases_;
+    // What the root's job store served each node, and the invalidations it sent them (counts, not times).
+    for (const auto& [position, counts] : job_store_.counts()) {
+        if (position < 1 || position > timing.nodes)
+            continue;
+        const auto& host = plan.hosts[static_cast<std::size_t>(Topology::position_to_node(position))];
+        timing.phases.add("root.store_read_messages", static_cast<double>(counts.reads), host);
+        timing.phases.add("root.store_write_messages", static_cast<double>(counts.writes), host);
+        timing.phases.add("root.store_invalidate_messages", static_cast<double>(counts.invalidations), host);
+    }
     return timing;
 }
 

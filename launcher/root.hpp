@@ -16,6 +16,7 @@
 #include "collective/tree_collectives.hpp"
 #include "launch_plan.hpp"
 #include "stage_source.hpp"
+#include "stage/fetch_tree.hpp"
 #include "proc/process.hpp"
 #include "timing/report.hpp"
 #include "timing/sketch.hpp"
@@ -60,7 +61,7 @@ private:
     void show_stage_progress(bool final);
 
     // The root's job store, which canopy_store_* and canopy.torch.Store reach through the tree.
-    void serve_job_store(Bytes payload, TreeCollectives::Done reply);
+    void serve_job_store(long from, Bytes payload, TreeCollectives::Done reply);
     void arm_job_store_timer();
 
     asio::io_context& io_;
@@ -75,6 +76,10 @@ private:
     std::thread stage_thread_;
     std::optional<PreparedStage> stage_;
     std::unique_ptr<StageSender> stage_sender_;
+    // On-demand staging: the daemons' misses, read from this machine's filesystem into the launcher's cache.
+    std::unique_ptr<StageFetchTree> stage_fetch_;
+    void start_stage_fetch();
+    void end_stage_fetch();
     asio::signal_set signals_;
     asio::steady_timer timeout_timer_;
     asio::steady_timer grace_timer_;

@@ -26,12 +26,12 @@ bool covered_by(const std::string& prefix, const std::vector<std::string>& prefi
 Result<PreparedStage> prepare_stage(const StageSettings& settings)
 {
     if (settings.manifest.empty()) {
-        auto requests = stage::walk_prefixes(settings.prefixes);
-        if (!requests)
-            return requests.error();
-        for (auto& request : *requests)
-            request.read_content = false;   // metadata only: without a recording we cannot know what is read
-        auto index = stage::build_index(*requests, stage::BuildOptions{settings.prefixes, true});
+        // On demand: the index holds the prefixes and their listings only (a handful of operations, where a walk
+        // of the prefixes costs one per file); the nodes fetch everything else through the tree as ranks ask.
+        std::vector<stage::PathRequest> requests;
+        for (const auto& prefix : settings.prefixes)
+            requests.push_back({prefix, false});
+        auto index = stage::build_index(requests, stage::BuildOptions{settings.prefixes, true});
         if (!index)
             return index.error();
         return PreparedStage{std::move(*index), {}};

@@ -24,8 +24,8 @@ struct PreparedStage {
 };
 
 // Runs on a worker thread while the tree starts. A manifest is loaded and validated against the filesystem
-// (size, mtime, inode, listings) and refreshed if anything changed; without a manifest the prefixes are walked
-// and only their metadata is staged (file contents are then read from the shared filesystem as usual).
+// (size, mtime, inode, listings) and refreshed if anything changed; without a manifest the index holds only the
+// prefixes and their listings, and the nodes fetch the rest on demand through the tree (StageFetchTree).
 Result<PreparedStage> prepare_stage(const StageSettings& settings);
 
 // Streams the index, then every staged file in content order, to all children, chunk by chunk. It waits while

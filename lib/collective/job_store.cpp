@@ -64,6 +64,79 @@ void JobStore::set(const std::string& key, Bytes value)
     wake(key);
 }
 
+std::set<long> JobStore::holders(const std::string& key) const
+{
+    auto it = holders_.find(key);
+    return it == holders_.end() ? std::set<long>{} : it->second;
+}
+
+void JobStore::remember(long from, const std::vector<std::string>& keys)
+{
+    if (!invalidate_ || from < 1)
+        return;
+    for (const auto& key : keys)
+        holders_[key].insert(from);
+}
+
+std::set<long> JobStore::take_holders(const std::string& key)
+{
+    auto node = holders_.extract(key);
+    return node.empty() ? std::set<long>{} : std::move(node.mapped());
+}
+
+void JobStore::invalidate(const std::string& key, const std::set<long>& positions)
+{
+    if (positions.empty())
+        return;
+    // Every id is on record before the first is sent: an invalidation may be acknowledged at once (a position
+    // that has left), and the write must not be answered while the others are still out.
+    std::vector<std::pair<long, std::uint64_t>> sends;
+    for (long position : positions) {
+        std::uint64_t id = next_invalidation_++;
+        unacked_[key].insert(id);
+        ++counts_[position].invalidations;
+        sends.emplace_back(position, id);
+    }
+    for (auto [position, id] : sends)
+        invalidate_(position, key, [this, key, id, done = false]() mutable {
+            if (!done)
+                acknowledged(key, id);
+            done = true;
+        });
+}
+
+void JobStore::finish_write(const std::string& key, Reply reply, Respond respond)
+{
+    // Ids grow, so the invalidations of the key sent so far are exactly those up to the last id issued.
+    if (!unacked_.contains(key)) {
+        respond(std::move(reply));
+        return;
+    }
+    held_.push_back({key, next_invalidation_ - 1, std::move(reply), std::move(respond)});
+}
+
+void JobStore::acknowledged(const std::string& key, std::uint64_t id)
+{
+    auto pending = unacked_.find(key);
+    if (pending == unacked_.end() || !pending->second.erase(id))
+        return;
+    std::uint64_t oldest = pending->second.empty() ? next_invalidation_ : *pending->second.begin();
+    if (pending->second.empty())
+        unacked_.erase(pending);
+    // A held write goes once nothing it waited for is still out, in the order the writes were served.
+    std::vector<HeldWrite> ready;
+    for (auto it = held_.begin(); it != held_.end();) {
+        if (it->key == key && it->upto < oldest) {
+            ready.push_back(std::move(*it));
+            it = held_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    for (auto& write : ready)
+        write.respond(std::move(write.reply));
+}
+
 bool JobStore::ready(const Waiter& waiter) const
 {
     return std::all_of(waiter.keys.begin(), waiter.keys.end(), [&](const auto& key) { return values_.contains(key); });
@@ -80,21 +153,37 @@ void JobStore::wake(const std::string& key)
             ++it;
         }
     }
-    for (auto& waiter : woken)
+    for (auto& waiter : woken) {
+        remember(waiter.from, waiter.keys);
         waiter.respond({Answer::ok, waiter.want_value ? values_.at(waiter.keys.front()) : Bytes{}});
+    }
 }
 
-void JobStore::serve(std::uint8_t op, const Bytes& payload, Respond respond, std::int64_t now_ms)
+void JobStore::serve(std::uint8_t op, const Bytes& payload, Respond respond, std::int64_t now_ms, long from)
 {
     wire::Reader in(payload);
+    switch (static_cast<Op>(op)) {
+    case Op::get: case Op::wait: case Op::check: case Op::num_keys:
+        ++counts_[from].reads;
+        break;
+    case Op::set: case Op::add: case Op::compare_set: case Op::remove:
+        ++counts_[from].writes;
+        break;
+    default:
+        break;
+    }
+    // A write forgets the key's holders before it changes the value (readers it wakes register afresh with the
+    // new one), then invalidates them, and is answered by finish_write.
     switch (static_cast<Op>(op)) {
     case Op::set: {
         auto key = sized_text(in);
         auto value = in.rest();
         if (!in.ok())
             break;
+        auto stale = take_holders(key);
         set(key, std::move(value));
-        respond({});
+        invalidate(key, stale);
+        finish_write(key, {}, std::move(respond));
         return;
     }
     case Op::get:
@@ -102,6 +191,7 @@ void JobStore::serve(std::uint8_t op, const Bytes& payload, Respond respond, std
         auto timeout_ms = in.u32();
         Waiter waiter;
         waiter.want_value = static_cast<Op>(op) == Op::get;
+        waiter.from = from;
         if (waiter.want_value)
             waiter.keys.push_back(rest_text(in));
         else
@@ -109,6 +199,7 @@ void JobStore::serve(std::uint8_t op, const Bytes& payload, Respond respond, std
         if (!in.ok())
             break;
         if (ready(waiter)) {
+            remember(from, waiter.keys);
             respond({Answer::ok, waiter.want_value ? values_.at(waiter.keys.front()) : Bytes{}});
             return;
         }
@@ -136,8 +227,10 @@ void JobStore::serve(std::uint8_t op, const Bytes& payload, Respond respond, std
             }
         }
         value += delta;
+        auto stale = take_holders(key);
         set(key, text_bytes(std::to_string(value)));
-        respond({Answer::ok, i64_bytes(value)});
+        invalidate(key, stale);
+        finish_write(key, {Answer::ok, i64_bytes(value)}, std::move(respond));
         return;
     }
     case Op::compare_set: {
@@ -149,18 +242,14 @@ void JobStore::serve(std::uint8_t op, const Bytes& payload, Respond respond, std
         // torch HashStore::compareSet: a missing key is set only when `expected` is empty, and the call returns
         // `expected` otherwise; an existing key is replaced only when it equals `expected`.
         auto it = values_.find(key);
-        if (it == values_.end()) {
-            if (expected.empty()) {
-                set(key, desired);
-                respond({Answer::ok, values_.at(key)});
-            } else {
-                respond({Answer::ok, text_bytes(expected)});
-            }
-            return;
-        }
-        if (it->second == text_bytes(expected))
+        bool missing = it == values_.end();
+        if (missing ? expected.empty() : it->second == text_bytes(expected)) {
+            auto stale = take_holders(key);
             set(key, std::move(desired));
-        respond({Answer::ok, values_.at(key)});
+            invalidate(key, stale);
+        }
+        Bytes result = !missing || expected.empty() ? values_.at(key) : text_bytes(expected);
+        finish_write(key, {Answer::ok, std::move(result)}, std::move(respond));
         return;
     }
     case Op::check: {
@@ -168,12 +257,18 @@ void JobStore::serve(std::uint8_t op, const Bytes& payload, Respond respond, std
         probe.keys = sized_keys(in);
         if (!in.ok())
             break;
-        respond({Answer::ok, Bytes{static_cast<std::uint8_t>(ready(probe) ? 1 : 0)}});
+        bool all = ready(probe);
+        if (all)
+            remember(from, probe.keys);
+        respond({Answer::ok, Bytes{static_cast<std::uint8_t>(all ? 1 : 0)}});
         return;
     }
     case Op::remove: {
         auto key = rest_text(in);
-        respond({Answer::ok, Bytes{static_cast<std::uint8_t>(values_.erase(key) ? 1 : 0)}});
+        bool existed = values_.erase(key) > 0;
+        if (existed)
+            invalidate(key, take_holders(key));
+        finish_write(key, {Answer::ok, Bytes{static_cast<std::uint8_t>(existed ? 1 : 0)}}, std::move(respond));
         return;
     }
     case Op::num_keys:
@@ -203,6 +298,45 @@ std::optional<std::int64_t> JobStore::expire(std::int64_t now_ms)
     for (auto& waiter : expired)
         waiter.respond({Answer::timeout, {}});
     return next;
+}
+
+std::optional<std::vector<std::string>> store_read_keys(std::uint8_t op, const Bytes& payload)
+{
+    wire::Reader in(payload);
+    std::vector<std::string> keys;
+    switch (static_cast<JobStore::Op>(op)) {
+    case JobStore::Op::get:
+        in.u32();
+        keys.push_back(rest_text(in));
+        break;
+    case JobStore::Op::wait:
+        in.u32();
+        keys = sized_keys(in);
+        break;
+    case JobStore::Op::check:
+        keys = sized_keys(in);
+        break;
+    default:
+        return std::nullopt;
+    }
+    if (!in.ok() || !in.at_end())
+        return std::nullopt;
+    return keys;
+}
+
+Bytes encode_invalidate(const std::string& key)
+{
+    Bytes out(1 + key.size());
+    out[0] = static_cast<std::uint8_t>(JobStore::Op::invalidate);
+    std::copy(key.begin(), key.end(), out.begin() + 1);
+    return out;
+}
+
+Result<std::string> decode_invalidate(const Bytes& payload)
+{
+    if (payload.empty() || payload[0] != static_cast<std::uint8_t>(JobStore::Op::invalidate))
+        return make_error("not a store invalidation ({} bytes)", payload.size());
+    return std::string(payload.begin() + 1, payload.end());
 }
 
 } // namespace canopy

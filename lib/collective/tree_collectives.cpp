@@ -111,28 +111,38 @@ void TreeCollectives::on_fence_down(const wire::FenceDown& chunk)
 void TreeCollectives::request(long target, wire::RoutedOp op, Bytes payload, Done done)
 {
     if (target == position_) {
-        server_(op, std::move(payload), std::move(done));
+        server_(position_, op, std::move(payload), std::move(done));
         return;
     }
     std::uint64_t id = next_request_id_++;
     wire::RoutedRequest request{id, static_cast<std::uint64_t>(position_), static_cast<std::uint64_t>(target), op,
                                 std::move(payload)};
-    if (!send_toward(target, wire::to_frame(request))) {
-        done(make_error("no tree position {} to send a request to", target), {});
+    long hop = -1;
+    if (!send_toward(target, wire::to_frame(request), &hop)) {
+        done(make_error("no tree position {} to send a request to (outside the job, or it has left)", target), {});
         return;
     }
     request_waiters_[id] = std::move(done);
+    if (hop != topology_.parent(position_))
+        sent_down_[{position_, id}] = hop;
 }
 
 void TreeCollectives::on_request(wire::RoutedRequest request)
 {
-    if (static_cast<long>(request.target) != position_) {
-        send_toward(static_cast<long>(request.target), wire::to_frame(request));
-        return;
-    }
     long from = static_cast<long>(request.from);
     std::uint64_t id = request.id;
-    server_(request.op, std::move(request.payload), [this, from, id](Status status, Bytes reply) {
+    if (static_cast<long>(request.target) != position_) {
+        long target = static_cast<long>(request.target);
+        long hop = -1;
+        // A request that cannot go on is answered here: its requester must not wait for ever.
+        if (!send_toward(target, wire::to_frame(request), &hop))
+            reply_error(from, id, fmt::format("tree position {} cannot be reached from {} (it left the job)",
+                                              target, position_));
+        else if (hop != topology_.parent(position_))
+            sent_down_[{from, id}] = hop;
+        return;
+    }
+    server_(from, request.op, std::move(request.payload), [this, from, id](Status status, Bytes reply) {
         wire::RoutedReply message{id, static_cast<std::uint64_t>(from), status.ok() ? 0 : wire_failed,
                                   status.ok() ? std::move(reply) : text_bytes(status.error().message)};
         send_toward(from, wire::to_frame(message));
@@ -141,8 +151,10 @@ void TreeCollectives::on_request(wire::RoutedRequest request)
 
 void TreeCollectives::on_reply(wire::RoutedReply reply)
 {
-    if (static_cast<long>(reply.to) != position_) {
-        send_toward(static_cast<long>(reply.to), wire::to_frame(reply));
+    long to = static_cast<long>(reply.to);
+    sent_down_.erase({to, reply.id});
+    if (to != position_) {
+        send_toward(to, wire::to_frame(reply));
         return;
     }
     auto waiter = request_waiters_.find(reply.id);
@@ -156,18 +168,53 @@ void TreeCollectives::on_reply(wire::RoutedReply reply)
         done(Status{}, std::move(reply.payload));
 }
 
-bool TreeCollectives::send_toward(long target, std::vector<std::uint8_t> frame)
+void TreeCollectives::reply_error(long to, std::uint64_t id, const std::string& why)
+{
+    if (to != position_) {
+        wire::RoutedReply message{id, static_cast<std::uint64_t>(to), wire_failed, text_bytes(why)};
+        send_toward(to, wire::to_frame(message));
+        return;
+    }
+    auto waiter = request_waiters_.find(id);
+    if (waiter == request_waiters_.end())
+        return;
+    Done done = std::move(waiter->second);
+    request_waiters_.erase(waiter);
+    done(Error{why}, {});
+}
+
+void TreeCollectives::child_lost(long child)
+{
+    lost_children_.insert(child);
+    std::vector<std::pair<long, std::uint64_t>> unanswered;
+    for (auto it = sent_down_.begin(); it != sent_down_.end();) {
+        if (it->second == child) {
+            unanswered.push_back(it->first);
+            it = sent_down_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    for (auto [from, id] : unanswered)
+        reply_error(from, id, fmt::format("tree position {} left the job before answering a request", child));
+}
+
+bool TreeCollectives::send_toward(long target, std::vector<std::uint8_t> frame, long* via)
 {
     if (target < 0 || target > topology_.nodes())
         return false;
     long hop = next_position(topology_, position_, target);
     if (hop < 0 || hop == position_)
         return false;
+    if (via)
+        *via = hop;
     if (hop == topology_.parent(position_)) {
         if (!links_.to_parent)
             return false;
         links_.to_parent(std::move(frame));
     } else {
+        if (lost_children_.contains(hop))
+            return false;
         links_.to_child(hop, std::move(frame));
     }
     return true;
@@ -225,6 +272,7 @@ void TreeCollectives::fail_all(const std::string& why)
     fence_waiters_.clear();
     request_waiters_.clear();
     fence_results_.clear();
+    sent_down_.clear();
     for (auto& [id, done] : fences)
         done(Error{why}, {});
     for (auto& [id, done] : requests)

@@ -4,7 +4,9 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "collective/fence.hpp"
@@ -23,8 +25,9 @@ using Bytes = std::vector<std::uint8_t>;
 class TreeCollectives {
 public:
     using Done = std::function<void(Status, Bytes)>;
-    // Answers a request addressed to this position; must call `reply` exactly once (now or later).
-    using Server = std::function<void(wire::RoutedOp op, Bytes payload, Done reply)>;
+    // Answers a request addressed to this position from the position `from` (this one for its own requests);
+    // must call `reply` exactly once (now or later).
+    using Server = std::function<void(long from, wire::RoutedOp op, Bytes payload, Done reply)>;
 
     struct Links {
         std::function<void(std::vector<std::uint8_t> frame)> to_parent;   // empty at the root
@@ -50,6 +53,10 @@ public:
     // Answers everything waiting here with an error: the job is ending.
     void fail_all(const std::string& why);
 
+    // The link to a child closed (it left, or was lost): requests sent into its subtree that are still
+    // unanswered, and any later ones, fail with an error instead of waiting for ever.
+    void child_lost(long child);
+
     // The tree position of the node hosting a rank, or -1 if the job has no such rank.
     long position_of_rank(long rank) const
     {
@@ -67,8 +74,10 @@ private:
     void on_fence_down(const wire::FenceDown& chunk);
     void on_request(wire::RoutedRequest request);
     void on_reply(wire::RoutedReply reply);
-    // Sends toward a position one hop at a time; false when there is no way (a position outside the tree).
-    bool send_toward(long target, std::vector<std::uint8_t> frame);
+    // Sends toward a position one hop at a time; false when there is no way (a position outside the tree, or
+    // behind a lost child). Returns the hop through `hop` when given.
+    bool send_toward(long target, std::vector<std::uint8_t> frame, long* hop = nullptr);
+    void reply_error(long to, std::uint64_t id, const std::string& why);
 
     Topology topology_;
     FenceTracker tracker_;
@@ -81,6 +90,10 @@ private:
     std::uint64_t next_request_id_ = 1;
     std::uint64_t frames_received_ = 0, frames_sent_ = 0;
     std::map<std::uint64_t, Done> request_waiters_;
+    // Requests sent or passed down into a child's subtree and not answered yet, by (requester, id): what
+    // child_lost answers.
+    std::map<std::pair<long, std::uint64_t>, long> sent_down_;
+    std::set<long> lost_children_;
 };
 
 // The job-wide publish/lookup store kept at the root (PMIx_Publish, MPI_Publish_name and friends).

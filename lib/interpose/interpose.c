@@ -14,11 +14,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <sys/time.h>
+#include <sys/uio.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include "stage/fetch_protocol.h"
 #include "stage/index_format.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -30,6 +35,8 @@
  *   CANOPY_STAGE_CACHE=DIR      serve from the node cache DIR (DIR/index, DIR/root, DIR/dirs)
  *   CANOPY_STAGE_RECORD=FILE    record mode: pass everything through, append lookups under the prefixes
  *   CANOPY_STAGE_PREFIXES=A:B   the prefixes to record (serving takes them from the index)
+ *   CANOPY_STAGE_SOCKET=PATH    on demand: ask the node's canopyd about paths under a prefix the index lacks
+ *   CANOPY_STAGE_FETCH_TIMEOUT=S   how long one such question may take before the real filesystem answers (120)
  *   CANOPY_STAGE_STATS=FILE     append one line of counters at exit
  *   CANOPY_STAGE_DISABLE=1      pass everything through */
 
@@ -48,6 +55,9 @@ static struct {
     char dirs_alias[PMAX]; /* <cache>/dirs */
     size_t dirs_alias_len;
     dev_t cache_dev;
+    char socket_path[sizeof(((struct sockaddr_un*)0)->sun_path)]; /* on demand; empty: off */
+    long fetch_timeout;
+    int fetch_dead; /* the daemon did not answer once (gone, or hung): ask no more, use the real filesystem */
     char record[PMAX];
     char stats[PMAX];
     char prefix_text[PMAX];
@@ -63,6 +73,7 @@ static struct {
 static struct {
     unsigned long served_meta, served_errno, served_open, served_dir, passed, outside, writes;
     unsigned long loader_redirect, loader_fail, loader_pass;
+    unsigned long fetched, fetch_failed;
 } stats;
 #define COUNT(field) __atomic_fetch_add(&stats.field, 1, __ATOMIC_RELAXED)
 
@@ -283,6 +294,18 @@ static void init_once(void)
             g.dirs_alias_len = n + 5;
             if (map_index() == 0)
                 g.mode = MODE_SERVE;
+            const char* socket_path = getenv("CANOPY_STAGE_SOCKET");
+            if (g.mode == MODE_SERVE && socket_path && socket_path[0] == '/')
+                copy_str(g.socket_path, sizeof g.socket_path, socket_path);
+            const char* timeout = getenv("CANOPY_STAGE_FETCH_TIMEOUT");
+            g.fetch_timeout = 120;
+            if (timeout && *timeout) {
+                long t = 0;
+                for (const char* c = timeout; *c >= '0' && *c <= '9' && t < 1000000; ++c)
+                    t = t * 10 + (*c - '0');
+                if (t > 0)
+                    g.fetch_timeout = t;
+            }
         }
     }
     __atomic_store_n(&g.state, STATE_READY, __ATOMIC_RELEASE);
@@ -427,17 +450,120 @@ static int is_dirty(const char* path, size_t len)
 struct decision {
     int handled;  /* 0: pass the call through unchanged (or with `path` if aliased) */
     int aliased;  /* the caller's path named the cache mirror; `path` holds the original */
+    int fetched;  /* answered on demand by the node's canopyd: `reply` holds it, `answer.entry` is NULL */
+    int trailing; /* the path ended in "/": it must be a directory */
     struct canopy_stage_answer answer;
+    struct canopy_stage_fetch_reply reply;
     char path[PMAX]; /* absolute, normalized, unaliased */
     long len;
 };
 
-static __attribute__((noinline)) void decide(int dirfd, const char* path, int follow, struct decision* d)
+/* ---------- on demand: one question to the node's canopyd per lookup the index cannot answer ---------- */
+
+static int io_all(int fd, int nr, void* buf, size_t n)
+{
+    char* p = (char*)buf;
+    while (n > 0) {
+        long done = syscall(nr, fd, p, n);
+        if (done < 0 && errno == EINTR)
+            continue;
+        if (done <= 0)
+            return -1;
+        p += done;
+        n -= (size_t)done;
+    }
+    return 0;
+}
+
+/* One question on a fresh socket: 0 answered, 1 the daemon said it has no answer, -1 no reply at all. */
+static int ask(int fd, int kind, const char* path, size_t len, struct canopy_stage_fetch_reply* r, char* text)
+{
+    struct timeval tv = {g.fetch_timeout, 0};
+    syscall(SYS_setsockopt, fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    syscall(SYS_setsockopt, fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    struct sockaddr_un addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sun_family = AF_UNIX;
+    memcpy(addr.sun_path, g.socket_path, sizeof addr.sun_path);
+    if (syscall(SYS_connect, fd, &addr, sizeof addr) != 0)
+        return -1;
+    struct canopy_stage_fetch_request req = {CANOPY_STAGE_FETCH_MAGIC, (uint32_t)kind, text != NULL, (uint32_t)len};
+    if (io_all(fd, SYS_write, &req, sizeof req) != 0 || io_all(fd, SYS_write, (void*)path, len) != 0)
+        return -1;
+    if (io_all(fd, SYS_read, r, sizeof *r) != 0 || r->magic != CANOPY_STAGE_FETCH_MAGIC)
+        return -1;
+    if (r->status != 0 || r->text_len >= PMAX)
+        return 1;
+    if (r->text_len > 0 && (!text || io_all(fd, SYS_read, text, r->text_len) != 0))
+        return -1;
+    if (text)
+        text[r->text_len] = '\0';
+    return 0;
+}
+
+/* Asks about path[0..len). text (PMAX bytes, or NULL) receives the reply's text, NUL-terminated. Returns 0
+ * with *r filled, or -1: no answer (no daemon, timeout, the tree could not tell), the caller falls back to the
+ * real filesystem. One connection per question: no descriptor is held between calls, so fork, threads and
+ * programs that close "all other fds" need no care. errno is preserved. */
+static int fetch(int kind, const char* path, size_t len, struct canopy_stage_fetch_reply* r, char* text)
+{
+    if (!g.socket_path[0] || len >= PMAX || __atomic_load_n(&g.fetch_dead, __ATOMIC_RELAXED))
+        return -1;
+    int saved = errno;
+    int fd = (int)syscall(SYS_socket, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int rc = fd < 0 ? 1 : ask(fd, kind, path, len, r, text);
+    if (fd >= 0)
+        raw_close(fd);
+    if (rc < 0) /* one timeout per process at most, not one per lookup */
+        __atomic_store_n(&g.fetch_dead, 1, __ATOMIC_RELAXED);
+    if (rc == 0)
+        COUNT(fetched);
+    else
+        COUNT(fetch_failed);
+    errno = saved;
+    return rc == 0 ? 0 : -1;
+}
+
+/* Turns d into an on-demand answer for its path; 0, or -1 when there is none. */
+static int decide_on_demand(struct decision* d, int kind, int follow, char* text)
+{
+    struct canopy_stage_fetch_reply* r = &d->reply;
+    if (fetch(kind, d->path, (size_t)d->len, r, text) != 0)
+        return -1;
+    int follows = follow || d->trailing;
+    int err = follows ? r->stat_errno : r->lstat_errno;
+    if (!err && d->trailing && !S_ISDIR(r->stat.mode))
+        err = ENOTDIR;
+    d->fetched = 1;
+    d->handled = 1;
+    d->answer.outcome = err ? CANOPY_STAGE_ERROR : CANOPY_STAGE_FOUND;
+    d->answer.errno_value = err;
+    d->answer.follow = follows;
+    d->answer.entry = NULL;
+    return 0;
+}
+
+/* The stat view a FOUND decision stands for. */
+static const struct canopy_stage_stat* decision_stat(const struct decision* d)
+{
+    if (!d->fetched)
+        return canopy_stage_answer_stat(&g.view, &d->answer);
+    if (d->answer.outcome != CANOPY_STAGE_FOUND)
+        return NULL;
+    return d->answer.follow ? &d->reply.stat : &d->reply.lstat;
+}
+
+/* kind: what to ask the node's canopyd when the index cannot answer (CANOPY_STAGE_FETCH_*); text: where its
+ * reply's text goes (PMAX bytes), or NULL when the caller needs none. */
+static __attribute__((noinline)) void decide(int dirfd, const char* path, int follow, int kind, char* text,
+                                             struct decision* d)
 {
     d->handled = 0;
     d->aliased = 0;
+    d->fetched = 0;
     int trailing = 0;
     d->len = absolutize(dirfd, path, d->path, &trailing);
+    d->trailing = trailing;
     if (d->len < 0)
         return;
     d->len = unalias(d->path, d->len, &d->aliased);
@@ -451,7 +577,8 @@ static __attribute__((noinline)) void decide(int dirfd, const char* path, int fo
     }
     canopy_stage_lookup(&g.view, d->path, (size_t)d->len, follow, trailing, &d->answer);
     if (d->answer.outcome == CANOPY_STAGE_UNKNOWN) {
-        COUNT(passed);
+        if (decide_on_demand(d, kind, follow, text) != 0)
+            COUNT(passed);
         return;
     }
     d->handled = 1;
@@ -556,7 +683,7 @@ static void fill_statx(const struct canopy_stage_stat* s, struct statx* sx)
 static int stat_lookup(int dirfd, const char* path, int follow, struct stat* st, struct statx* sx,
                        struct decision* d, int* rc)
 {
-    decide(dirfd, path, follow, d);
+    decide(dirfd, path, follow, CANOPY_STAGE_FETCH_METADATA, NULL, d);
     if (!d->handled)
         return 0;
     if (d->answer.outcome == CANOPY_STAGE_ERROR) {
@@ -565,7 +692,7 @@ static int stat_lookup(int dirfd, const char* path, int follow, struct stat* st,
         *rc = -1;
         return 1;
     }
-    const struct canopy_stage_stat* s = canopy_stage_answer_stat(&g.view, &d->answer);
+    const struct canopy_stage_stat* s = decision_stat(d);
     if (!s) {
         COUNT(passed);
         return 0;
@@ -602,6 +729,9 @@ static void patch_fd_stat(int fd, struct stat* st, struct statx* sx)
         return;
     const struct canopy_stage_entry* e = canopy_stage_find(&g.view, path, (size_t)n);
     const struct canopy_stage_stat* s = e && e->stat_errno == 0 ? canopy_stage_stat_at(&g.view, e->stat_stat) : NULL;
+    struct canopy_stage_fetch_reply r;
+    if (!s && !e && fetch(CANOPY_STAGE_FETCH_METADATA, path, (size_t)n, &r, NULL) == 0 && r.stat_errno == 0)
+        s = &r.stat; /* fetched on demand: the node's canopyd has it cached since the open */
     if (!s)
         return;
     if (st)
@@ -798,7 +928,7 @@ static int access_lookup(int dirfd, const char* path, int amode, int flags, stru
 {
     if (amode & W_OK)
         return d->aliased = 0, d->handled = 0, 0;
-    decide(dirfd, path, !(flags & AT_SYMLINK_NOFOLLOW), d);
+    decide(dirfd, path, !(flags & AT_SYMLINK_NOFOLLOW), CANOPY_STAGE_FETCH_METADATA, NULL, d);
     if (!d->handled)
         return 0;
     if (d->answer.outcome == CANOPY_STAGE_ERROR) {
@@ -807,7 +937,7 @@ static int access_lookup(int dirfd, const char* path, int amode, int flags, stru
         *rc = -1;
         return 1;
     }
-    const struct canopy_stage_stat* s = canopy_stage_answer_stat(&g.view, &d->answer);
+    const struct canopy_stage_stat* s = decision_stat(d);
     if (!s || (flags & AT_EACCESS)) {
         COUNT(passed);
         return 0;
@@ -862,7 +992,8 @@ EXPORT int faccessat(int dirfd, const char* path, int amode, int flags)
 
 static int readlink_lookup(int dirfd, const char* path, char* buf, size_t size, struct decision* d, ssize_t* rc)
 {
-    decide(dirfd, path, 0, d);
+    char text[PMAX];
+    decide(dirfd, path, 0, CANOPY_STAGE_FETCH_METADATA, text, d);
     if (!d->handled)
         return 0;
     if (d->answer.outcome == CANOPY_STAGE_ERROR) {
@@ -871,7 +1002,7 @@ static int readlink_lookup(int dirfd, const char* path, char* buf, size_t size, 
         *rc = -1;
         return 1;
     }
-    const struct canopy_stage_stat* s = canopy_stage_answer_stat(&g.view, &d->answer);
+    const struct canopy_stage_stat* s = decision_stat(d);
     if (!s) {
         COUNT(passed);
         return 0;
@@ -883,13 +1014,14 @@ static int readlink_lookup(int dirfd, const char* path, char* buf, size_t size, 
         return 1;
     }
     const struct canopy_stage_entry* e = d->answer.entry;
-    const char* target = canopy_stage_string(&g.view, e->link_off, e->link_len);
+    const char* target = d->fetched ? text : canopy_stage_string(&g.view, e->link_off, e->link_len);
+    size_t link_len = d->fetched ? d->reply.text_len : (e ? e->link_len : 0);
     if (!target) {
         errno = EIO;
         *rc = -1;
         return 1;
     }
-    size_t n = e->link_len < size ? e->link_len : size;
+    size_t n = link_len < size ? link_len : size;
     memcpy(buf, target, n);
     *rc = (ssize_t)n;
     return 1;
@@ -935,13 +1067,72 @@ EXPORT ssize_t readlinkat(int dirfd, const char* path, char* buf, size_t size)
 
 enum { WANT_FILE = 1, WANT_DIR = 2 };
 
+/* The mirror path in target (from the reply's text) becomes <alias><mirror>; 0 or -1. */
+static int mirror_target(const char* alias, size_t alias_len, size_t mirror_len, char* target)
+{
+    if (mirror_len == 0 || target[0] != '/' || alias_len + mirror_len + 1 > PMAX)
+        return -1;
+    memmove(target + alias_len, target, mirror_len + 1);
+    memcpy(target, alias, alias_len);
+    return 0;
+}
+
+/* An open answered on demand: the copy or the skeleton the node's canopyd made, or an error. */
+static int open_fetched(int want, struct decision* d, char* target)
+{
+    if (d->answer.outcome == CANOPY_STAGE_ERROR) {
+        COUNT(served_errno);
+        errno = d->answer.errno_value;
+        return -1;
+    }
+    const struct canopy_stage_stat* s = decision_stat(d);
+    const struct canopy_stage_fetch_reply* r = &d->reply;
+    if (!s) {
+        COUNT(passed);
+        return 0;
+    }
+    if (S_ISLNK(s->mode)) { /* O_NOFOLLOW on a symlink */
+        COUNT(served_errno);
+        errno = ELOOP;
+        return -1;
+    }
+    if (r->open_errno && (S_ISDIR(s->mode) || S_ISREG(s->mode))) {
+        COUNT(served_errno);
+        errno = r->open_errno;
+        return -1;
+    }
+    if (S_ISDIR(s->mode)) {
+        if ((r->flags & CANOPY_STAGE_FETCH_LISTED) &&
+            mirror_target(g.dirs_alias, g.dirs_alias_len, r->text_len, target) == 0) {
+            COUNT(served_dir);
+            return 1;
+        }
+        COUNT(passed);
+        return 0;
+    }
+    if (want == WANT_DIR) {
+        COUNT(served_errno);
+        errno = ENOTDIR;
+        return -1;
+    }
+    if (S_ISREG(s->mode) && (r->flags & CANOPY_STAGE_FETCH_CONTENT) &&
+        mirror_target(g.root_alias, g.root_alias_len, r->text_len, target) == 0) {
+        COUNT(served_open);
+        return 1;
+    }
+    COUNT(passed);
+    return 0;
+}
+
 /* Decides an open for reading. Returns: -1 answered with an error (errno set), 0 pass through (d->path if
  * aliased), 1 open `target` instead (a cache copy or a directory skeleton). */
 static int open_lookup(int dirfd, const char* path, int follow, int want, struct decision* d, char* target)
 {
-    decide(dirfd, path, follow, d);
+    decide(dirfd, path, follow, CANOPY_STAGE_FETCH_OPEN, target, d);
     if (!d->handled)
         return 0;
+    if (d->fetched)
+        return open_fetched(want, d, target);
     if (d->answer.outcome == CANOPY_STAGE_ERROR) {
         COUNT(served_errno);
         errno = d->answer.errno_value;
@@ -963,19 +1154,18 @@ static int open_lookup(int dirfd, const char* path, int follow, int want, struct
             COUNT(served_dir);
             return 1;
         }
-        COUNT(passed);
-        return 0;
-    }
-    if (want == WANT_DIR) {
+    } else if (want == WANT_DIR) {
         COUNT(served_errno);
         errno = ENOTDIR;
         return -1;
-    }
-    if (S_ISREG(s->mode) && (e->flags & CANOPY_STAGE_CONTENT) &&
-        cache_path(e, g.root_alias, g.root_alias_len, target) == 0) {
+    } else if (S_ISREG(s->mode) && (e->flags & CANOPY_STAGE_CONTENT) &&
+               cache_path(e, g.root_alias, g.root_alias_len, target) == 0) {
         COUNT(served_open);
         return 1;
     }
+    /* The index knows the path but holds no copy or listing (a manifest that only saw a stat): on demand. */
+    if ((S_ISDIR(s->mode) || S_ISREG(s->mode)) && decide_on_demand(d, CANOPY_STAGE_FETCH_OPEN, follow, target) == 0)
+        return open_fetched(want, d, target);
     COUNT(passed);
     return 0;
 }
@@ -1167,8 +1357,28 @@ EXPORT char* realpath(const char* path, char* resolved)
     }
     if (m == MODE_SERVE && path) {
         struct decision d;
-        decide(AT_FDCWD, path, 1, &d);
-        if (d.handled) {
+        char text[PMAX];
+        decide(AT_FDCWD, path, 1, CANOPY_STAGE_FETCH_OPEN, text, &d);
+        if (d.handled && d.fetched) {
+            /* On demand: the canonical path of a file or directory is the mirror its open brought. */
+            if (d.answer.outcome == CANOPY_STAGE_ERROR) {
+                COUNT(served_errno);
+                errno = d.answer.errno_value;
+                return NULL;
+            }
+            if ((d.reply.flags & (CANOPY_STAGE_FETCH_CONTENT | CANOPY_STAGE_FETCH_LISTED)) && text[0] == '/' &&
+                d.reply.text_len < PATH_MAX) {
+                char* out = resolved ? resolved : malloc(PATH_MAX);
+                if (!out) {
+                    errno = ENOMEM;
+                    return NULL;
+                }
+                COUNT(served_meta);
+                memcpy(out, text, (size_t)d.reply.text_len + 1);
+                return out;
+            }
+            COUNT(passed);
+        } else if (d.handled) {
             struct canopy_stage_answer a;
             canopy_stage_resolve(&g.view, d.path, 1, 0, &a);
             if (a.outcome == CANOPY_STAGE_ERROR) {
@@ -1294,6 +1504,8 @@ __attribute__((destructor)) static void interpose_fini(void)
     FIELD(loader_redirect)
     FIELD(loader_fail)
     FIELD(loader_pass)
+    FIELD(fetched)
+    FIELD(fetch_failed)
 #undef FIELD
     *p++ = '\n';
     int fd = raw_open(g.stats, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -151,7 +152,9 @@ Result<NodeCache::ContentWriter> NodeCache::begin_content(const ContentFile& fil
 {
     if (file.mirror.empty() || file.mirror[0] != '/')
         return make_error("stage cache: content path '{}' is not absolute", file.mirror);
-    std::string tmp = dir_ + "/tmp/" + std::to_string(::getpid()) + "." + std::to_string(sequence_++);
+    // One counter per process, not per object: the root's reader threads each write through their own copy.
+    static std::atomic<std::uint64_t> sequence{0};
+    std::string tmp = dir_ + "/tmp/" + std::to_string(::getpid()) + "." + std::to_string(sequence++);
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
         return make_error("stage cache: cannot create {} ({})", tmp, std::strerror(errno));
@@ -207,30 +210,36 @@ bool NodeCache::has_content(const ContentFile& file) const
            s.st_mtim.tv_sec == file.mtime_sec && s.st_mtim.tv_nsec == file.mtime_nsec;
 }
 
+Status NodeCache::make_skeleton(const ListedDirectory& dir)
+{
+    std::string base = skeleton_path(dir.mirror);
+    if (auto st = make_dirs(base); !st)
+        return st;
+    for (const auto& n : dir.names) {
+        std::string path = base + (dir.mirror == "/" ? "" : "/") + n.name;
+        int rc = 0;
+        if (n.type == DT_DIR) {
+            rc = ::mkdir(path.c_str(), 0755);
+        } else if (n.type == DT_LNK) {
+            rc = ::symlink(n.link_target.empty() ? "." : n.link_target.c_str(), path.c_str());
+        } else {
+            int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+            if (fd >= 0)
+                ::close(fd);
+            rc = fd >= 0 ? 0 : -1;
+        }
+        if (rc != 0 && errno != EEXIST)
+            return make_error("stage cache: cannot create {} ({}); check space in the cache directory", path,
+                              std::strerror(errno));
+    }
+    return {};
+}
+
 Status NodeCache::install_index(const Index& index)
 {
-    for (const auto& dir : index.listed_directories()) {
-        std::string base = skeleton_path(dir.mirror);
-        if (auto st = make_dirs(base); !st)
+    for (const auto& dir : index.listed_directories())
+        if (auto st = make_skeleton(dir); !st)
             return st;
-        for (const auto& n : dir.names) {
-            std::string path = base + (dir.mirror == "/" ? "" : "/") + n.name;
-            int rc = 0;
-            if (n.type == DT_DIR) {
-                rc = ::mkdir(path.c_str(), 0755);
-            } else if (n.type == DT_LNK) {
-                rc = ::symlink(n.link_target.empty() ? "." : n.link_target.c_str(), path.c_str());
-            } else {
-                int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
-                if (fd >= 0)
-                    ::close(fd);
-                rc = fd >= 0 ? 0 : -1;
-            }
-            if (rc != 0 && errno != EEXIST)
-                return make_error("stage cache: cannot create {} ({}); check space in the cache directory", path,
-                                  std::strerror(errno));
-        }
-    }
     return index.save(index_path());
 }
 

@@ -59,6 +59,8 @@ public:
     Status copy_all_content(const Index& index);
     bool has_content(const ContentFile& file) const;
 
+    // Creates the skeleton of one listed directory (what on-demand staging does per directory it lists).
+    Status make_skeleton(const ListedDirectory& dir);
     // Creates the directory skeletons, then writes the index atomically: the ranks use the cache from then on.
     Status install_index(const Index& index);
 
@@ -68,7 +70,6 @@ public:
 private:
     explicit NodeCache(std::string dir) : dir_(std::move(dir)) {}
     std::string dir_;
-    std::uint64_t sequence_ = 0;
 };
 
 } // namespace canopy::stage

@@ -41,6 +41,14 @@ constexpr Description phase_descriptions[] = {
     {"daemon.stage_ready", "daemon installed its node's stage cache (its ranks start after this)"},
     {"daemon.ranks_spawned", "daemon started the last of its ranks"},
     {"daemon.tree_messages", "fence and request messages a daemon received and sent (a count, not a time)"},
+    {"daemon.store_local_messages", "store requests a daemon answered itself (cached, or a shared read)"},
+    {"root.store_read_messages", "store reads the root served for a node"},
+    {"root.store_write_messages", "store writes the root served for a node"},
+    {"root.store_invalidate_messages", "cached store keys the root invalidated on a node before a write"},
+    {"daemon.stage_local_messages", "on-demand stage lookups a daemon answered itself"},
+    {"daemon.stage_up_messages", "on-demand stage lookups a daemon asked its parent"},
+    {"root.stage_local_messages", "on-demand stage lookups the root answered from its cache"},
+    {"root.stage_read_messages", "paths the root read from the file system for on-demand staging"},
     {"rank.spawned", "rank process started"},
     {"rank.exited", "rank process exited"},
     {"rank.runtime", "rank run time, spawn to exit (a duration, not since start)"},
@@ -68,7 +76,7 @@ std::string fit(std::string text, std::size_t width)
 
 std::size_t name_width(std::size_t longest, std::size_t header)
 {
-    return std::clamp(longest, header, std::size_t{24});
+    return std::clamp(longest, header, std::size_t{30});
 }
 
 void append_line(std::string& out, std::string line)

@@ -19,6 +19,8 @@ const char* message_name(std::uint8_t type)
     case MessageType::shutdown: return "shutdown";
     case MessageType::stage_index: return "stage-index";
     case MessageType::stage_content: return "stage-content";
+    case MessageType::stage_fetch_reply: return "stage-fetch-reply";
+    case MessageType::stage_fetch: return "stage-fetch";
     case MessageType::subtree_up: return "subtree-up";
     case MessageType::subtree_spawned: return "subtree-spawned";
     case MessageType::subtree_done: return "subtree-done";
@@ -435,6 +437,111 @@ void encode(Writer& writer, const StageContent& message)
 Status decode(Reader& reader, StageContent& message)
 {
     message.file = static_cast<std::uint32_t>(reader.varint());
+    message.last = reader.boolean();
+    message.chunk = reader.bytes();
+    return {};
+}
+
+void encode(Writer& writer, const StageFetch& message)
+{
+    writer.varint(message.id);
+    writer.u8(message.kind);
+    writer.string(message.path);
+}
+Status decode(Reader& reader, StageFetch& message)
+{
+    message.id = reader.varint();
+    message.kind = reader.u8();
+    message.path = reader.string();
+    if (reader.ok() && (message.kind < 1 || message.kind > 2))
+        return make_error("stage-fetch message with unknown kind {}", message.kind);
+    return {};
+}
+
+namespace {
+
+void put_stage_stat(Writer& writer, const canopy_stage_stat& s)
+{
+    writer.varint(s.dev);
+    writer.varint(s.ino);
+    writer.varint(s.nlink);
+    writer.varint(s.rdev);
+    writer.varint(s.mode);
+    writer.varint(s.uid);
+    writer.varint(s.gid);
+    for (std::int64_t v : {s.size, s.blksize, s.blocks, s.atime_sec, s.atime_nsec, s.mtime_sec, s.mtime_nsec,
+                           s.ctime_sec, s.ctime_nsec})
+        writer.i64(v);
+}
+
+void get_stage_stat(Reader& reader, canopy_stage_stat& s)
+{
+    s.dev = reader.varint();
+    s.ino = reader.varint();
+    s.nlink = reader.varint();
+    s.rdev = reader.varint();
+    s.mode = static_cast<std::uint32_t>(reader.varint());
+    s.uid = static_cast<std::uint32_t>(reader.varint());
+    s.gid = static_cast<std::uint32_t>(reader.varint());
+    for (std::int64_t* v : {&s.size, &s.blksize, &s.blocks, &s.atime_sec, &s.atime_nsec, &s.mtime_sec, &s.mtime_nsec,
+                            &s.ctime_sec, &s.ctime_nsec})
+        *v = reader.i64();
+}
+
+} // namespace
+
+void encode(Writer& writer, const StageFetchReply& message)
+{
+    writer.varint(message.id);
+    writer.string(message.error);
+    writer.boolean(message.has_answer);
+    if (message.has_answer) {
+        writer.i64(message.lstat_errno);
+        writer.i64(message.stat_errno);
+        writer.i64(message.open_errno);
+        put_stage_stat(writer, message.lstat);
+        put_stage_stat(writer, message.stat);
+        writer.string(message.link);
+        writer.string(message.mirror);
+        writer.boolean(message.content);
+        writer.boolean(message.listed);
+        writer.varint(message.listing.size());
+        for (const auto& name : message.listing) {
+            writer.string(name.name);
+            writer.u8(name.type);
+            writer.string(name.link_target);
+        }
+    }
+    writer.boolean(message.last);
+    writer.bytes(message.chunk);
+}
+Status decode(Reader& reader, StageFetchReply& message)
+{
+    message.id = reader.varint();
+    message.error = reader.string();
+    message.has_answer = reader.boolean();
+    if (message.has_answer) {
+        message.lstat_errno = static_cast<std::int32_t>(reader.i64());
+        message.stat_errno = static_cast<std::int32_t>(reader.i64());
+        message.open_errno = static_cast<std::int32_t>(reader.i64());
+        get_stage_stat(reader, message.lstat);
+        get_stage_stat(reader, message.stat);
+        message.link = reader.string();
+        message.mirror = reader.string();
+        message.content = reader.boolean();
+        message.listed = reader.boolean();
+        auto count = reader.varint();
+        // Every name takes at least 3 bytes: a count beyond what is left is a damaged message, not an allocation.
+        if (!reader.ok() || count > reader.remaining() / 3)
+            return make_error("stage-fetch-reply message with a listing of {} names in {} bytes", count,
+                              reader.remaining());
+        message.listing.resize(count);
+        for (auto& name : message.listing) {
+            name.name = reader.string();
+            name.type = reader.u8();
+            name.link_target = reader.string();
+        }
+    }
     message.last = reader.boolean();
     message.chunk = reader.bytes();
     return {};

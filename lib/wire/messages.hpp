@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "stage/index_format.h"
 #include "timing/sketch.hpp"
 #include "util/result.hpp"
 #include "wire/codec.hpp"
@@ -26,6 +27,7 @@ enum class MessageType : std::uint8_t {
     shutdown = 13,
     stage_index = 14,
     stage_content = 15,
+    stage_fetch_reply = 16,
     // Up the tree.
     subtree_up = 20,
     subtree_spawned = 21,
@@ -34,6 +36,7 @@ enum class MessageType : std::uint8_t {
     rank_failed = 24,
     daemon_error = 25,
     daemon_log = 26,
+    stage_fetch = 27,
     // Collectives over the tree (PMIx fences, direct modex, publish/lookup).
     fence_up = 30,
     fence_down = 31,
@@ -213,6 +216,38 @@ struct StageContent {
     std::vector<std::uint8_t> chunk;
 };
 
+// On-demand staging (docs/staging.md): a daemon asks its parent about a path none of its caches could answer.
+struct StageFetch {
+    static constexpr MessageType type = MessageType::stage_fetch;
+    std::uint64_t id = 0;        // unique per requesting daemon; the reply carries it back
+    std::uint8_t kind = 1;       // 1 metadata, 2 content (a file's bytes, a directory's listing)
+    std::string path;            // absolute, normalized, as the program spelled it
+};
+
+struct StageListedName {
+    std::string name;
+    std::uint8_t type = 0;       // DT_*
+    std::string link_target;     // DT_LNK
+};
+
+// The answer, from the parent's cache or the root's filesystem. A file's content follows in chunks: the first
+// reply carries the answer and the first chunk, the next ones only chunks, the final one `last`.
+struct StageFetchReply {
+    static constexpr MessageType type = MessageType::stage_fetch_reply;
+    std::uint64_t id = 0;
+    std::string error;           // non-empty: no answer (the requester falls back); nothing else is set
+    bool has_answer = false;
+    std::int32_t lstat_errno = 0, stat_errno = 0, open_errno = 0;
+    canopy_stage_stat lstat{}, stat{};
+    std::string link;
+    std::string mirror;
+    bool content = false;        // a regular file whose bytes follow
+    bool listed = false;
+    std::vector<StageListedName> listing;
+    bool last = true;            // content: this chunk ends the file
+    std::vector<std::uint8_t> chunk;
+};
+
 // A fence's contribution from one subtree, sent when every participant below has arrived.
 struct FenceUp {
     static constexpr MessageType type = MessageType::fence_up;
@@ -293,6 +328,10 @@ void encode(Writer& writer, const StageIndex& message);
 Status decode(Reader& reader, StageIndex& message);
 void encode(Writer& writer, const StageContent& message);
 Status decode(Reader& reader, StageContent& message);
+void encode(Writer& writer, const StageFetch& message);
+Status decode(Reader& reader, StageFetch& message);
+void encode(Writer& writer, const StageFetchReply& message);
+Status decode(Reader& reader, StageFetchReply& message);
 void encode(Writer& writer, const FenceUp& message);
 Status decode(Reader& reader, FenceUp& message);
 void encode(Writer& writer, const FenceDown& message);

@@ -17,7 +17,8 @@ Each rank prints its own import time; the table gives, per row, the operations t
 job's wall time. Every rank must exit 0 and compute the same result, or the row is marked failed.
 The canopy rows run with --timing=FILE.json; for the staged row a second table gives the time to stage
 (the launcher's timeline steps stage_indexed and stage_sent, the daemons' daemon.stage_ready) and the
-node cache size (du of /dev/shm/canopy-<job>-sim0000 while the job runs, and the manifest's content bytes).
+node cache size (du of /dev/shm/canopy-<job>-sim0000 while the job runs, its largest, and the manifest's content
+bytes).
 
 Usage (as root, after `ninja -C build`; needs fuse3, libfuse3-dev and python3-torch):
 
@@ -132,11 +133,20 @@ class CacheWatcher:
         self.thread.start()
 
     def run(self):
+        polls = 0
         while not self.stop_event.wait(0.2):
+            polls += 1
             for d in glob.glob(os.path.join(self.base, "canopy-*")):
-                # The daemon writes a cache's index last, so its presence means the cache is complete.
-                if d not in self.before and d not in self.sizes and os.path.exists(os.path.join(d, "index")):
-                    self.sizes[d] = disk_usage(d)
+                # The daemon writes a cache's index last, so its presence means the manifest's part is complete.
+                if d in self.before or not os.path.exists(os.path.join(d, "index")):
+                    continue
+                # On demand a cache keeps growing while the ranks run: the first node's is measured again
+                # every second (the largest size counts); the others once, to count them.
+                again = d.endswith("-sim0000") and polls % 5 == 0
+                if d not in self.sizes or again:
+                    size = disk_usage(d)
+                    if size[0] is not None and size[0] >= self.sizes.get(d, (0, 0))[0]:
+                        self.sizes[d] = size
 
     def stop(self):
         self.stop_event.set()

@@ -439,3 +439,82 @@ def test_many_ranks_blocking_on_one_key_all_get_it(run_canopy, tmp_path):
     # reply), and rank 0's node 20 (its 2 sets too); the four waits for "late" share one request.
     messages = [p for p in json.loads(timing.read_text())["phases"] if p["name"] == "daemon.tree_messages"][0]
     assert messages["min"] <= 10 and messages["max"] < 20, messages
+
+
+CACHED_READS = r"""
+import os
+import canopy
+rank = canopy.rank()
+if rank == 0:
+    canopy.store_set("shared", b"v1")
+first = {canopy.store_get("shared", timeout=30) for _ in range(50)}   # other ranks may wait for the set
+canopy.barrier()
+if rank == 0:
+    canopy.store_set("shared", b"v2")   # returns once every node that cached v1 has dropped it
+canopy.barrier()
+second = {canopy.store_get("shared", timeout=30) for _ in range(50)}
+added = [canopy.store_add("counter", 1) for _ in range(10)]
+canopy.barrier()
+total = canopy.store_get("counter", timeout=30).decode()
+show = lambda values: ",".join(sorted(v.decode() for v in values))
+os.write(1, f"rank {rank} first {show(first)} second {show(second)} total {total} "
+            f"added {' '.join(map(str, added))}\n".encode())
+canopy.finalize()
+"""
+
+
+def test_store_reads_of_a_known_key_are_answered_by_the_nodes_daemon(run_canopy, tmp_path):
+    # 8 ranks on 4 nodes each read one key 50 times: the root serves one read per node, the daemons the rest.
+    # Then rank 0 overwrites it: after a barrier every rank reads the new value (the write returned only once
+    # every caching daemon dropped the old one), and add() still counts exactly at the root.
+    script = tmp_path / "cached.py"
+    script.write_text(CACHED_READS)
+    timing = tmp_path / "timing.json"
+    result = run_canopy(["--sim-nodes", "4", "--ppn", "2", f"--timing={timing}", PYTHON, script], timeout=90,
+                        env=python_env())
+    assert result.returncode == 0, result.describe()
+    lines = re.findall(r"rank (\d+) first (\S+) second (\S+) total (\d+) added ([\d ]+)", result.stdout)
+    assert sorted(int(line[0]) for line in lines) == list(range(8)), result.describe()
+    added = []
+    for rank, first, second, total, values in lines:
+        assert (first, second, total) == ("v1", "v2", "80"), (rank, first, second, total)
+        added += [int(v) for v in values.split()]
+    assert sorted(added) == list(range(1, 81))   # every add got its own count
+
+    phases = {p["name"]: p for p in json.loads(timing.read_text())["phases"]}
+    reads, writes = phases["root.store_read_messages"], phases["root.store_write_messages"]
+    # Per node: one read of v1, one of v2 after the invalidation, one of the counter.
+    assert reads["count"] == 4 and reads["max"] <= 3 and reads["sum"] == 12, reads
+    assert writes["sum"] == 82, writes   # 80 adds and 2 sets
+    assert phases["root.store_invalidate_messages"]["sum"] == 4   # the second set, to each node caching v1
+    local = phases["daemon.store_local_messages"]
+    requests = 8 * (50 + 50 + 10 + 1) + 2
+    assert local["count"] == 4 and local["sum"] + reads["sum"] + writes["sum"] == requests, local
+
+
+WRITE_AFTER_A_READER_LEFT = r"""
+import os, time
+import canopy
+rank = canopy.rank()
+if rank == 0:
+    canopy.store_set("k", b"old")
+    canopy.store_wait(["read"], timeout=30)
+    time.sleep(1.5)   # rank 1 has exited by now, and its node's daemon (which cached "k") has left the tree
+    canopy.store_set("k", b"new")
+    os.write(1, b"rank 0 set new\n")
+else:
+    os.write(1, f"rank {rank} read {canopy.store_get('k', timeout=30).decode()}\n".encode())
+    canopy.store_set("read", b"yes")
+"""
+
+
+def test_a_write_of_a_key_cached_by_a_node_that_left_still_returns(run_canopy, tmp_path):
+    script = tmp_path / "left.py"
+    script.write_text(WRITE_AFTER_A_READER_LEFT)
+    timing = tmp_path / "timing.json"
+    result = run_canopy(["--sim-nodes", "2", "--ppn", "1", f"--timing={timing}", PYTHON, script], timeout=30,
+                        env=python_env())
+    assert result.returncode == 0, result.describe()
+    assert sorted(result.stdout.splitlines()) == ["rank 0 set new", "rank 1 read old"], result.describe()
+    phases = {p["name"]: p for p in json.loads(timing.read_text())["phases"]}
+    assert phases["root.store_invalidate_messages"]["sum"] == 1   # sent to the node that left, answered by its parent

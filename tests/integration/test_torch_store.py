@@ -1,6 +1,7 @@
 # canopy.torch.Store against torch's own HashStore: the same operations must give the same answers.
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -195,3 +196,45 @@ def test_ranks_share_one_store_across_nodes(run_canopy, scripts):
     assert len(winners) == 1 and winners <= {f"rank{r}" for r in range(6)}, winners
     # A blocking get waited for a key set 0.5 s later on another node.
     assert {entry["late"] for entry in found} == {"set by rank 5"}
+
+
+# A token passed round the ranks through one key: each rank polls it with get (answered by its daemon's cache
+# once known) until it names the rank, then hands it on with set. A cache that served a value older than a
+# returned set would make the ring stall here, and the test's deadline fail.
+RING = r"""
+import datetime, os, time
+import canopy, canopy.torch
+store = canopy.torch.Store()
+store.set_timeout(datetime.timedelta(seconds=30))
+rank, size = canopy.rank(), canopy.size()
+if rank == 0:
+    store.set("ring/turn", "0")
+polls = 0
+for lap in range(3):
+    want = str(lap * size + rank)
+    while store.get("ring/turn").decode() != want:
+        polls += 1
+        time.sleep(0.002)
+    store.set("ring/turn", str(lap * size + rank + 1))
+os.write(1, f"RING rank {rank} done after {polls} polls\n".encode())
+"""
+
+
+def test_a_token_ring_through_one_key_sees_every_set(run_canopy, tmp_path):
+    script = tmp_path / "ring.py"
+    script.write_text(RING)
+    timing = tmp_path / "timing.json"
+    result = run_canopy(["--sim-nodes", "3", "--ppn", "2", f"--timing={timing}", PYTHON, script], timeout=90,
+                        env=python_env())
+    assert result.returncode == 0, result.describe()
+    done = sorted(int(rank) for rank in re.findall(r"RING rank (\d+) done", result.stdout))
+    assert done == list(range(6)), result.describe()
+    # A node asks the root again only after an invalidation (and once at first): the other polls were answered by
+    # its daemon.
+    phases = {p["name"]: p for p in json.loads(timing.read_text())["phases"]}
+    reads, invalidations = phases["root.store_read_messages"], phases["root.store_invalidate_messages"]
+    assert reads["sum"] <= invalidations["sum"] + 3, (reads, invalidations)
+    polls = sum(int(n) for n in re.findall(r"done after (\d+) polls", result.stdout))
+    gets, sets = polls + 6 * 3, 1 + 6 * 3
+    assert phases["root.store_write_messages"]["sum"] == sets
+    assert phases["daemon.store_local_messages"]["sum"] + reads["sum"] == gets, (phases, polls)

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
+#include <set>
 
 #include "collective/job_store.hpp"
 
@@ -152,6 +154,137 @@ TEST(JobStore, MalformedOrUnknownRequestsAreErrors)
     JobStore store;
     EXPECT_EQ(ask(store, Op::set, Bytes{9, 0})->answer, Answer::error);
     EXPECT_EQ(ask(store, static_cast<Op>(77), {})->answer, Answer::error);
+}
+
+// With an invalidator, the store tracks who read what and holds writes back until their invalidations are done.
+struct Tracked {
+    JobStore store;
+    std::vector<std::pair<long, std::string>> sent;   // invalidations, in order
+    std::vector<std::function<void()>> acks;
+
+    Tracked()
+    {
+        store.set_invalidator([this](long position, const std::string& key, std::function<void()> acked) {
+            sent.emplace_back(position, key);
+            acks.push_back(std::move(acked));
+        });
+    }
+    std::optional<JobStore::Reply> ask(Op op, const Bytes& payload, long from)
+    {
+        std::optional<JobStore::Reply> reply;
+        store.serve(static_cast<std::uint8_t>(op), payload, [&](JobStore::Reply r) { reply = std::move(r); }, 0, from);
+        return reply;
+    }
+    void ack_all()
+    {
+        auto pending = std::move(acks);
+        acks.clear();
+        for (auto& ack : pending)
+            ack();
+    }
+};
+
+TEST(JobStore, ReadsRegisterTheirReaderAndWritesInvalidateThemBeforeReturning)
+{
+    Tracked t;
+    t.ask(Op::set, cat(sized("k"), text("v1")), 1);
+    EXPECT_TRUE(t.store.holders("k").empty());   // a writer is not a reader
+    t.ask(Op::get, get_request("k", 0), 2);
+    Bytes one_key;
+    put<std::uint32_t>(one_key, 1);
+    one_key = cat(one_key, sized("k"));
+    t.ask(Op::check, one_key, 3);
+    t.ask(Op::get, get_request("k", 0), JobStore::no_cache);
+    EXPECT_EQ(t.store.holders("k"), (std::set<long>{2, 3}));
+
+    auto written = t.ask(Op::set, cat(sized("k"), text("v2")), 1);
+    EXPECT_FALSE(written);   // held until 2 and 3 acknowledge
+    EXPECT_EQ(t.sent, (std::vector<std::pair<long, std::string>>{{2, "k"}, {3, "k"}}));
+    EXPECT_TRUE(t.store.holders("k").empty());
+    // A read meanwhile gets the new value and registers its reader again.
+    EXPECT_EQ(t.ask(Op::get, get_request("k", 0), 4)->payload, text("v2"));
+    EXPECT_EQ(t.store.holders("k"), std::set<long>{4});
+    t.acks[0]();
+    EXPECT_EQ(t.store.writes_held(), 1u);
+    t.acks[1]();
+    t.acks[1]();   // a second call of the same acknowledgement counts once
+    EXPECT_EQ(t.store.writes_held(), 0u);
+    EXPECT_EQ(t.store.counts().at(1).writes, 2u);
+    EXPECT_EQ(t.store.counts().at(2).invalidations, 1u);
+    EXPECT_EQ(t.store.counts().at(4).reads, 1u);
+}
+
+TEST(JobStore, AReaderWokenByAWriteHoldsTheNewValue)
+{
+    Tracked t;
+    std::optional<JobStore::Reply> woken;
+    t.store.serve(static_cast<std::uint8_t>(Op::get), get_request("late", 1000),
+                  [&](JobStore::Reply r) { woken = std::move(r); }, 0, 5);
+    EXPECT_TRUE(t.store.holders("late").empty());   // waiting is not holding
+    ASSERT_TRUE(t.ask(Op::set, cat(sized("late"), text("x")), 1));   // nobody to invalidate: answered at once
+    ASSERT_TRUE(woken);
+    EXPECT_EQ(t.store.holders("late"), std::set<long>{5});
+    EXPECT_TRUE(t.sent.empty());
+}
+
+TEST(JobStore, OnlyWritesThatChangeAKeyInvalidateButAllWaitForThoseOut)
+{
+    Tracked t;
+    t.ask(Op::set, cat(sized("c"), text("v")), 1);
+    t.ask(Op::get, get_request("c", 0), 2);
+    // compare_set that does not match changes nothing: no invalidation, answered at once.
+    EXPECT_EQ(t.ask(Op::compare_set, cat(cat(sized("c"), sized("nope")), text("z")), 1)->payload, text("v"));
+    EXPECT_TRUE(t.sent.empty());
+    // A delete of a missing key changes nothing either.
+    EXPECT_EQ(t.ask(Op::remove, text("other"), 1)->payload, Bytes{0});
+    // A delete that removes a cached key invalidates; a set of the same key behind it waits for that too.
+    EXPECT_FALSE(t.ask(Op::remove, text("c"), 1));
+    EXPECT_FALSE(t.ask(Op::set, cat(sized("c"), text("w")), 3));
+    EXPECT_FALSE(t.ask(Op::compare_set, cat(cat(sized("c"), sized("nope")), text("z")), 1));
+    EXPECT_EQ(t.store.writes_held(), 3u);
+    // Other keys are not held back.
+    EXPECT_TRUE(t.ask(Op::set, cat(sized("d"), text("1")), 1));
+    t.ack_all();
+    EXPECT_EQ(t.store.writes_held(), 0u);
+    // An add of the non-integer "w" fails and changes nothing: answered at once though 2 holds the key again.
+    t.ask(Op::get, get_request("c", 0), 2);
+    Bytes add;
+    put<std::int64_t>(add, 1);
+    EXPECT_EQ(t.ask(Op::add, cat(add, text("c")), 1)->answer, Answer::error);
+    EXPECT_EQ(t.sent.size(), 1u);
+}
+
+TEST(JobStore, AWriteDoesNotWaitForInvalidationsSentAfterIt)
+{
+    Tracked t;
+    t.ask(Op::set, cat(sized("k"), text("0")), 1);
+    t.ask(Op::get, get_request("k", 0), 2);
+    std::optional<JobStore::Reply> first;
+    t.store.serve(static_cast<std::uint8_t>(Op::set), cat(sized("k"), text("1")),
+                  [&](JobStore::Reply r) { first = std::move(r); }, 0, 1);   // invalidation #1 to 2
+    t.ask(Op::get, get_request("k", 0), 3);
+    EXPECT_FALSE(t.ask(Op::set, cat(sized("k"), text("2")), 1));   // invalidation #2 to 3
+    t.acks[0]();
+    EXPECT_TRUE(first);   // #2 is still out, but the first set did not wait for it
+    EXPECT_EQ(t.store.writes_held(), 1u);
+}
+
+TEST(JobStore, AnInvalidationAnsweredAtOnceStillLetsTheWriteReturn)
+{
+    // A position that has left is acknowledged before the invalidator even returns.
+    JobStore store;
+    store.set_invalidator([](long, const std::string&, std::function<void()> acked) { acked(); });
+    std::optional<JobStore::Reply> reply;
+    auto serve = [&](Op op, const Bytes& payload, long from) {
+        reply.reset();
+        store.serve(static_cast<std::uint8_t>(op), payload, [&](JobStore::Reply r) { reply = std::move(r); }, 0,
+                    from);
+    };
+    serve(Op::set, cat(sized("k"), text("a")), 1);
+    serve(Op::get, get_request("k", 0), 2);
+    serve(Op::set, cat(sized("k"), text("b")), 1);
+    EXPECT_TRUE(reply);
+    EXPECT_EQ(store.writes_held(), 0u);
 }
 
 } // namespace

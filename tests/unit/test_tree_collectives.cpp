@@ -3,6 +3,8 @@
 
 #include <deque>
 #include <memory>
+#include <optional>
+#include <set>
 
 #include "collective/tree_collectives.hpp"
 
@@ -23,7 +25,8 @@ public:
             links.to_child = [this, position](long child, std::vector<std::uint8_t> frame) {
                 queue_.push_back({child, position, std::move(frame)});
             };
-            auto server = [this, position](wire::RoutedOp op, Bytes payload, TreeCollectives::Done reply) {
+            auto server = [this, position](long from, wire::RoutedOp op, Bytes payload, TreeCollectives::Done reply) {
+                served_from_[position].push_back(from);
                 if (position == 0) {
                     auto answer = store_.serve(op, payload);
                     reply(answer ? Status{} : Status{answer.error()}, answer ? *answer : Bytes{});
@@ -47,6 +50,8 @@ public:
         while (!queue_.empty()) {
             auto message = std::move(queue_.front());
             queue_.pop_front();
+            if (dead_.contains(message.to))
+                continue;   // a daemon that has left: its frames are lost
             auto decoded = decode(message.frame);
             ASSERT_TRUE(at(message.to).handle(message.from, decoded));
             ++handled_[message.to];
@@ -54,6 +59,8 @@ public:
     }
 
     std::map<long, int> handled_;
+    std::map<long, std::vector<long>> served_from_;   // by serving position: the requesters it served
+    std::set<long> dead_;
 
 private:
     struct Message {
@@ -239,6 +246,50 @@ TEST(TreeCollectives, FailAllAnswersEveryWaiter)
     EXPECT_EQ(tree.at(1).waiting(), 0u);
     tree.run();   // late replies find nothing to answer
     EXPECT_EQ(failures, 2);
+}
+
+TEST(TreeCollectives, TheServerLearnsWhichPositionAsked)
+{
+    Tree tree(13, 3, std::vector<std::uint64_t>(13, 1));
+    tree.at(13).request(0, wire::RoutedOp::lookup, encode_keys({"x"}), [](Status, Bytes) {});
+    tree.at(0).request(5, wire::RoutedOp::direct_modex, Bytes{1}, [](Status, Bytes) {});
+    tree.at(5).request(5, wire::RoutedOp::direct_modex, Bytes{2}, [](Status, Bytes) {});
+    tree.run();
+    EXPECT_EQ(tree.served_from_[0], std::vector<long>{13});
+    EXPECT_EQ(tree.served_from_[5], (std::vector<long>{5, 0}));   // its own request is served at once
+}
+
+TEST(TreeCollectives, ARequestIntoASubtreeThatLeftFailsInsteadOfHanging)
+{
+    // 13 nodes, fanout 3: position 5 sits under 1 (children of 1 are 4, 5, 6); the root asks it something.
+    Tree tree(13, 3, std::vector<std::uint64_t>(13, 1));
+    tree.dead_.insert(5);
+    std::optional<Status> answer;
+    tree.at(0).request(5, wire::RoutedOp::direct_modex, Bytes{1}, [&](Status status, Bytes) { answer = status; });
+    tree.run();   // the request reached 1, which passed it into the closed link to 5
+    EXPECT_FALSE(answer);
+    tree.at(1).child_lost(5);   // 1 sees the link close and answers for it
+    tree.run();
+    ASSERT_TRUE(answer);
+    EXPECT_FALSE(answer->ok());
+    EXPECT_NE(answer->error().message.find("position 5 left the job"), std::string::npos) << answer->error().message;
+    EXPECT_EQ(tree.at(0).waiting(), 0u);
+
+    // Later requests toward it fail at once, from the root itself when the lost child is its own.
+    std::optional<Status> later, own;
+    tree.at(0).request(5, wire::RoutedOp::direct_modex, Bytes{2}, [&](Status status, Bytes) { later = status; });
+    tree.at(0).child_lost(2);
+    tree.at(0).request(8, wire::RoutedOp::direct_modex, Bytes{3}, [&](Status status, Bytes) { own = status; });
+    tree.run();
+    ASSERT_TRUE(later && own);
+    EXPECT_FALSE(later->ok());
+    EXPECT_FALSE(own->ok());
+    // Requests elsewhere still work, and a lost child does not disturb the replies already on their way.
+    std::optional<Status> fine;
+    tree.at(0).request(6, wire::RoutedOp::direct_modex, Bytes{4}, [&](Status status, Bytes) { fine = status; });
+    tree.run();
+    ASSERT_TRUE(fine);
+    EXPECT_TRUE(fine->ok());
 }
 
 TEST(TreeCollectives, MalformedStorePayloadIsAnError)

@@ -1,0 +1,185 @@
+// The node's cache of the job store: reads of keys the root has shown this node are answered on the node.
+#include "store_cache.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <span>
+
+#include "collective/job_store.hpp"
+#include "wire/codec.hpp"
+
+namespace canopy {
+namespace {
+
+constexpr auto answer_ok = static_cast<std::uint8_t>(JobStore::Answer::ok);
+constexpr auto answer_error = static_cast<std::uint8_t>(JobStore::Answer::error);
+
+bool is(std::uint8_t op, JobStore::Op which) { return op == static_cast<std::uint8_t>(which); }
+
+// A value as add reads it: decimal text, all of it.
+std::optional<std::int64_t> integer(const StoreCache::Bytes& value)
+{
+    std::int64_t number = 0;
+    const char* begin = reinterpret_cast<const char*>(value.data());
+    auto [end, parsed] = std::from_chars(begin, begin + value.size(), number);
+    if (parsed != std::errc() || end != begin + value.size())
+        return std::nullopt;
+    return number;
+}
+
+StoreCache::Bytes i64_bytes(std::int64_t value)
+{
+    wire::Writer out;
+    out.i64(value);
+    return out.take();
+}
+
+// The key of an add of 0, the one add that may be a read.
+std::optional<std::string> add_zero_key(std::uint8_t op, const StoreCache::Bytes& payload)
+{
+    if (!is(op, JobStore::Op::add))
+        return std::nullopt;
+    wire::Reader in(payload);
+    std::int64_t delta = in.i64();
+    auto key = in.rest();
+    if (!in.ok() || delta != 0)
+        return std::nullopt;
+    return std::string(key.begin(), key.end());
+}
+
+} // namespace
+
+std::optional<std::pair<std::uint8_t, StoreCache::Bytes>> StoreCache::lookup(std::uint8_t op,
+                                                                              const Bytes& payload) const
+{
+    if (auto key = add_zero_key(op, payload)) {
+        auto it = entries_.find(*key);
+        auto number = it != entries_.end() && it->second.value ? integer(*it->second.value) : std::nullopt;
+        if (!number)
+            return std::nullopt;
+        return std::pair{answer_ok, i64_bytes(*number)};
+    }
+    auto keys = store_read_keys(op, payload);
+    if (!keys || keys->empty())
+        return std::nullopt;
+    if (is(op, JobStore::Op::get)) {
+        auto it = entries_.find(keys->front());
+        if (it == entries_.end() || !it->second.value)
+            return std::nullopt;   // unknown, or only known to exist (a wait showed it)
+        return std::pair{answer_ok, *it->second.value};
+    }
+    // wait and check: every key known to exist. A missing one is left to the root, which can wait for it.
+    if (!std::all_of(keys->begin(), keys->end(), [&](const auto& key) { return entries_.contains(key); }))
+        return std::nullopt;
+    return std::pair{answer_ok, is(op, JobStore::Op::check) ? Bytes{1} : Bytes{}};
+}
+
+void StoreCache::learn(std::uint8_t op, const Bytes& payload, std::uint8_t answer, const Bytes& body)
+{
+    if (answer != answer_ok)
+        return;
+    auto keys = store_read_keys(op, payload);
+    if (!keys)
+        return;
+    if (is(op, JobStore::Op::get)) {
+        entries_[keys->front()].value = body;
+        return;
+    }
+    if (is(op, JobStore::Op::check) && body != Bytes{1})
+        return;   // not all exist: nothing learnt (absence is not cached)
+    for (const auto& key : *keys)
+        entries_.try_emplace(key);
+}
+
+void StoreCache::request(std::uint8_t op, Bytes payload, Reply reply)
+{
+    if (auto answer = lookup(op, payload)) {
+        ++counts_.cached;
+        reply(answer->first, std::move(answer->second));
+        return;
+    }
+    if (auto key = add_zero_key(op, payload)) {
+        add_zero(std::move(*key), std::move(reply));
+        return;
+    }
+    send(op, std::move(payload), std::move(reply));
+}
+
+void StoreCache::add_zero(std::string key, Reply reply)
+{
+    // add(key, 0) changes nothing when the key holds an integer: it is a read, and torch's store-based barrier
+    // polls with it every 10 ms. Ask the root for the value (a get that does not wait, cached from then on);
+    // only a missing key (which add creates as "0") or a non-integer (an error) needs the root's add itself.
+    wire::Writer get;
+    get.u32(0);
+    get.raw(std::span(reinterpret_cast<const std::uint8_t*>(key.data()), key.size()));
+    send(static_cast<std::uint8_t>(JobStore::Op::get), get.take(),
+         [this, key, reply = std::move(reply)](std::uint8_t answer, Bytes value) mutable {
+             if (answer == answer_ok) {
+                 if (auto number = integer(value)) {
+                     reply(answer_ok, i64_bytes(*number));
+                     return;
+                 }
+             }
+             wire::Writer add;
+             add.i64(0);
+             add.raw(std::span(reinterpret_cast<const std::uint8_t*>(key.data()), key.size()));
+             send(static_cast<std::uint8_t>(JobStore::Op::add), add.take(), std::move(reply));
+         });
+}
+
+void StoreCache::send(std::uint8_t op, Bytes payload, Reply reply)
+{
+    // Reads that only wait for a key (get, wait) and are identical to one already on its way to the root share
+    // its answer: when every local rank fetches every peer's key, as Gloo's rendezvous does, one request per node
+    // goes up the tree instead of one per rank. Writes are never merged.
+    bool mergeable = is(op, JobStore::Op::get) || is(op, JobStore::Op::wait);
+    Bytes request = std::move(payload);
+    request.insert(request.begin(), op);
+    if (mergeable) {
+        auto [waiting, first] = in_flight_.try_emplace(request);
+        waiting->second.push_back(std::move(reply));
+        if (!first) {
+            ++counts_.merged;
+            return;
+        }
+    }
+    ++counts_.forwarded;
+    // A check is not merged (it never waits, and its answer may be "no"), but a "yes" still teaches the cache.
+    bool read = mergeable || is(op, JobStore::Op::check);
+    Bytes sent = read ? request : Bytes{};
+    auto done = [this, mergeable, sent, reply = mergeable ? Reply{} : std::move(reply)](Status status,
+                                                                                      Bytes answer) mutable {
+        std::uint8_t code = answer_error;
+        Bytes body;
+        if (!status.ok()) {
+            body.assign(status.error().message.begin(), status.error().message.end());
+        } else if (!answer.empty()) {
+            code = answer[0];
+            body.assign(answer.begin() + 1, answer.end());
+        }
+        if (!sent.empty())
+            learn(sent[0], Bytes(sent.begin() + 1, sent.end()), code, body);
+        if (!mergeable) {
+            reply(code, std::move(body));
+            return;
+        }
+        auto waiting = in_flight_.extract(sent);
+        if (waiting.empty())
+            return;
+        for (auto& each : waiting.mapped())
+            each(code, body);
+    };
+    to_root_(std::move(request), std::move(done));
+}
+
+Status StoreCache::from_root(const Bytes& payload)
+{
+    auto key = decode_invalidate(payload);
+    if (!key)
+        return key.error();
+    invalidate(*key);
+    return {};
+}
+
+} // namespace canopy

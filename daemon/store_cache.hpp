@@ -1,0 +1,75 @@
+// The node's cache of the job store: reads of keys the root has shown this node are answered on the node.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "util/result.hpp"
+
+namespace canopy {
+
+// Sits between the ranks' socket (AppServer) and the root's JobStore. A get, wait or check of keys this node has
+// read from the root before is answered here, and so is add(key, 0) of a known integer (it changes nothing: torch's
+// store-based barrier polls with it); an identical get or wait already on its way up shares that request's
+// answer; everything else (unknown keys, every write, num_keys) goes to the root.
+//
+// Coherence is the root's job (JobStore): it remembers that this node read a key and, before any write of that
+// key returns, sends this node an invalidation (invalidate()) and waits for it to be acknowledged. The root
+// answers a read and sends a later invalidation down the same tree path, and tree links are FIFO, so an answer
+// the root gave before a write always arrives here before that write's invalidation: a value cached from it is
+// dropped before the write can return. An answer given after the write carries the new value.
+class StoreCache {
+public:
+    using Bytes = std::vector<std::uint8_t>;
+    // The answer to a rank, as the socket carries it: status (JobStore::Answer) and payload.
+    using Reply = std::function<void(std::uint8_t answer, Bytes payload)>;
+    // Sends one request (op byte, then the rank's payload) to the root; `done` gets the root's answer (status
+    // byte, then payload) or a transport error.
+    using ToRoot = std::function<void(Bytes request, std::function<void(Status, Bytes)> done)>;
+
+    explicit StoreCache(ToRoot to_root) : to_root_(std::move(to_root)) {}
+
+    // One store request from a rank (op and payload as the socket carried them); `reply` is called once.
+    void request(std::uint8_t op, Bytes payload, Reply reply);
+
+    // The root's invalidation of one key (the payload of a RoutedOp::store request addressed to this node):
+    // forgets the key. An error if the payload is not an invalidation.
+    Status from_root(const Bytes& payload);
+    void invalidate(const std::string& key) { entries_.erase(key); }
+
+    std::size_t size() const { return entries_.size(); }
+    bool knows(const std::string& key) const { return entries_.contains(key); }
+
+    struct Counts {
+        std::uint64_t cached = 0;      // answered from the cache
+        std::uint64_t merged = 0;      // shared the answer of an identical read already on its way
+        std::uint64_t forwarded = 0;   // sent to the root
+    };
+    const Counts& counts() const { return counts_; }
+
+private:
+    // A key the root answered this node about: it exists, and for a get, its value.
+    struct Entry {
+        std::optional<Bytes> value;
+    };
+    // The answer from the cache, if the request can be answered here.
+    std::optional<std::pair<std::uint8_t, Bytes>> lookup(std::uint8_t op, const Bytes& payload) const;
+    // Sends a request the cache cannot answer to the root, sharing an identical read already on its way.
+    void send(std::uint8_t op, Bytes payload, Reply reply);
+    // add(key, 0): a read of an integer, answered from a get.
+    void add_zero(std::string key, Reply reply);
+    // Records what the root's answer to a read shows about its keys.
+    void learn(std::uint8_t op, const Bytes& payload, std::uint8_t answer, const Bytes& body);
+
+    ToRoot to_root_;
+    std::map<std::string, Entry> entries_;
+    // Reads on their way to the root, by request (op + payload), with every local caller waiting on the answer.
+    std::map<Bytes, std::vector<Reply>> in_flight_;
+    Counts counts_;
+};
+
+} // namespace canopy

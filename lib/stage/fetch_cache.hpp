@@ -1,0 +1,110 @@
+// On-demand staging at one tree position: answers cached per path, identical requests merged, misses sent up.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "stage/directory_handles.hpp"
+#include "stage/index.hpp"
+#include "stage/node_cache.hpp"
+#include "util/result.hpp"
+
+namespace canopy::stage {
+
+enum class FetchKind : std::uint8_t {
+    metadata = 1, // the lstat and stat views and the symlink target
+    content = 2,  // also a regular file's content, or a directory's listing (and its skeleton)
+};
+
+// What the root's filesystem said about one path, as the program spelled it (absolute, normalized).
+struct FetchAnswer {
+    std::int32_t lstat_errno = 0;
+    std::int32_t stat_errno = 0;
+    std::int32_t open_errno = 0; // content of a regular file: opening it at the root failed with this
+    canopy_stage_stat lstat{};
+    canopy_stage_stat stat{};
+    std::string link;   // the lstat view is a symlink: its target
+    std::string mirror; // content or listed: canonical path of the followed object
+    bool content = false; // a regular file whose copy is at NodeCache::content_path(mirror)
+    bool listed = false;  // a directory: `listing` holds its names, the skeleton is at skeleton_path(mirror)
+    std::vector<ListedName> listing;
+
+    // Whether this answer also serves a request of `kind` (a metadata answer to a file lacks its content).
+    bool serves(FetchKind kind) const;
+    ContentFile content_file() const;
+};
+
+canopy_stage_stat to_stage_stat(const struct stat& s);
+
+// The root's side: lstat, stat and readlink of `path`; for content, a regular file is copied into `cache` and a
+// directory listed. An unreadable path is an answer (its errno); an error is a failure of the cache itself.
+// With `directories`, a path is reached through its directory's handle: one lookup instead of one per component.
+Result<FetchAnswer> read_local(FetchKind kind, const std::string& path, NodeCache& cache,
+                               DirectoryHandles* directories = nullptr);
+
+// The cache and the in-flight table of one tree position. Not thread-safe: the daemon's (or root's) event loop
+// owns it. A miss goes up through `send_up` once, however many callers wait; its answer comes back through
+// answer()/content()/fail() and is kept for every later caller.
+class FetchCache {
+public:
+    // `status` is an error when no answer could be had (parent lost, root cache full): fall back.
+    using Done = std::function<void(const Status& status, const FetchAnswer& answer)>;
+    using SendUp = std::function<void(std::uint64_t id, FetchKind kind, const std::string& path)>;
+
+    struct Counters {
+        std::uint64_t from_cache = 0;       // answered from what this position already had
+        std::uint64_t inferred_missing = 0; // ENOENT/ENOTDIR known from an ancestor (missing, or its listing)
+        std::uint64_t merged = 0;           // joined a request already on its way up
+        std::uint64_t sent_up = 0;          // requests sent to the parent (the root: filesystem reads)
+        std::uint64_t failed = 0;
+        std::uint64_t content_bytes = 0;    // written into this position's cache
+    };
+
+    FetchCache(NodeCache cache, SendUp send_up);
+
+    // `path` must be absolute and normalized (canopy_stage_normalize); `done` may run before this returns.
+    void fetch(FetchKind kind, const std::string& path, Done done);
+
+    // The answer to request `id`. With `content_follows` (a regular file's content), the bytes arrive through
+    // content(); otherwise a content answer's copy must already be in the cache (the root wrote it).
+    Status answer(std::uint64_t id, FetchAnswer answer, bool content_follows);
+    Status content(std::uint64_t id, std::span<const unsigned char> chunk, bool last);
+    void fail(std::uint64_t id, const std::string& why);
+    void fail_all(const std::string& why);
+
+    const NodeCache& cache() const { return cache_; }
+    NodeCache& cache() { return cache_; }
+    const Counters& counters() const { return counters_; }
+    std::size_t in_flight() const { return pending_.size(); }
+    const FetchAnswer* cached(const std::string& path) const;
+
+private:
+    struct Pending {
+        FetchKind kind;
+        std::string path;
+        std::vector<Done> waiters;
+        std::optional<FetchAnswer> answer;
+        std::optional<NodeCache::ContentWriter> writer;
+    };
+
+    // An errno the cache can tell without asking: an ancestor is missing or not a directory, or its complete
+    // listing lacks the next name. 0 when it cannot tell.
+    int known_failure(const std::string& path) const;
+    void complete(std::uint64_t id, Status status);
+
+    NodeCache cache_;
+    SendUp send_up_;
+    std::map<std::string, FetchAnswer> answers_;
+    std::map<std::pair<FetchKind, std::string>, std::uint64_t> in_flight_;
+    std::map<std::uint64_t, Pending> pending_;
+    std::uint64_t next_id_ = 1;
+    Counters counters_;
+};
+
+} // namespace canopy::stage

@@ -1,0 +1,100 @@
+// On-demand staging over the tree: a position's fetch cache, fed by its parent or (at the root) the filesystem.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "proc/process.hpp"
+#include "stage/fetch_cache.hpp"
+#include "tree/children.hpp"
+#include "util/result.hpp"
+#include "wire/messages.hpp"
+
+namespace canopy {
+
+// One per tree position of a staged job. A daemon sends its misses to the parent (stage-fetch messages); the
+// root reads them from its filesystem on a few threads, into its own cache. Either way it answers its child
+// daemons from that cache, streaming a file's content in chunks paced by the children's send queues, so memory
+// stays bounded whatever the file size.
+class StageFetchTree {
+public:
+    static constexpr std::size_t chunk_bytes = 1 << 20;
+    static constexpr std::size_t max_queued_bytes = 4 * chunk_bytes;
+
+    using SendUp = std::function<void(std::vector<std::uint8_t> frame)>;
+
+    static Result<std::unique_ptr<StageFetchTree>> for_daemon(asio::io_context& io, const std::string& cache_dir,
+                                                              SendUp send_up);
+    static Result<std::unique_ptr<StageFetchTree>> for_root(asio::io_context& io, const std::string& cache_dir,
+                                                            int reader_threads = 4);
+    ~StageFetchTree();
+    StageFetchTree(const StageFetchTree&) = delete;
+    StageFetchTree& operator=(const StageFetchTree&) = delete;
+
+    // The child daemons to answer (they may be created after this object).
+    void set_children(ChildSet* children) { children_ = children; }
+
+    // A lookup for a local rank (or a test): answered from the cache, or once the parent answers.
+    void fetch(stage::FetchKind kind, const std::string& path, stage::FetchCache::Done done);
+    // A stage-fetch from the child at `position`. A malformed one is one log line naming `peer`.
+    void on_child_request(long position, const wire::Frame& frame, const std::string& peer);
+    // A stage-fetch-reply from the parent (daemons only).
+    void on_parent_reply(const wire::Frame& frame);
+    // The parent is gone or the job ends: every waiter gets "no answer" and falls back.
+    void fail_all(const std::string& why);
+    // The "no answer" reply to a stage-fetch, for a position that cannot fetch at all (empty if malformed).
+    static std::vector<std::uint8_t> refusal(const wire::Frame& request, const std::string& why);
+
+    const stage::FetchCache::Counters& counters() const { return cache_->counters(); }
+    const std::string& cache_dir() const { return cache_->cache().dir(); }
+
+private:
+    struct Stream {
+        long position = 0;
+        wire::StageFetchReply first;   // the answer, sent with the first chunk
+        bool first_sent = false;
+        UniqueFd file;
+        std::uint64_t offset = 0, size = 0;
+    };
+    struct Job {
+        std::uint64_t id;
+        stage::FetchKind kind;
+        std::string path;
+    };
+
+    explicit StageFetchTree(asio::io_context& io);
+    void answer_child(long position, std::uint64_t id, stage::FetchKind kind, const Status& status,
+                      const stage::FetchAnswer& answer);
+    void pump();
+    // false when the stream is finished (sent or failed)
+    bool send_chunk(Stream& stream);
+    void start_readers(const std::string& cache_dir, int count);
+    void read_loop(stage::NodeCache cache);
+
+    asio::io_context& io_;
+    std::unique_ptr<stage::FetchCache> cache_;
+    ChildSet* children_ = nullptr;
+    asio::steady_timer timer_;
+    std::deque<Stream> streams_;
+    bool pumping_ = false;
+    std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+
+    // The root's readers.
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    std::deque<Job> jobs_;
+    bool stopping_ = false;
+    std::vector<std::thread> readers_;
+};
+
+} // namespace canopy

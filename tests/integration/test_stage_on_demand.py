@@ -1,0 +1,243 @@
+# On-demand staging end to end: without a manifest, the ranks' lookups travel up the tree and only the root reads
+# the slowfs mount, once per path, whatever the number of ranks and nodes.
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import parse_labelled
+from test_slowfs import _missing_fuse
+from test_stage import (EXPECTED_TOTAL, PYTHON, StageCase, assert_caches_gone, assert_nothing_passed, ok,
+                        preload_rows)
+
+needs_fuse = pytest.mark.skipif(_missing_fuse() is not None, reason=str(_missing_fuse()))
+
+# What the root does beyond what one rank would: list the prefix for the index, and lstat each path before
+# reading it. A rank's own lookups are all answered by the tree.
+ROOT_OVERHEAD_OPS = 40
+
+
+@pytest.fixture
+def counted(sandbox, tmp_path):
+    """A StageCase whose slowfs drops cached pages at every open, so every read at the root is counted."""
+    made = StageCase(sandbox, tmp_path, ["--no-data-cache"])
+    yield made
+    made.mount.close()
+
+
+def fetched_rows(stats):
+    return [r for r in preload_rows(stats) if r.get("fetched", 0) > 0]
+
+
+@needs_fuse
+def test_on_demand_job_prints_the_same_and_the_root_reads_each_path_once(counted):
+    case = counted
+    case.mount.reset()
+    one, _, _ = case.job(["--sim-nodes", "1", "--ppn", "1"], case.python())
+    one_rank_ops = case.settled_ops()["total"]
+    case.mount.reset()
+    plain, _, _ = case.job(["--sim-nodes", "3", "--ppn", "2"], case.python())
+    six_ranks_ops = case.settled_ops()["total"]
+    case.mount.reset()
+    staged, reports, stats = case.job(["--sim-nodes", "3", "--ppn", "2", *case.staged_args(manifest=False)],
+                                      case.python())
+    staged_ops = case.settled_ops()["total"]
+    print(f"slowfs operations: 1 rank unstaged {one_rank_ops}, 6 ranks unstaged {six_ranks_ops}, "
+          f"6 ranks on demand {staged_ops}")
+
+    by_rank = ok(staged)
+    assert by_rank == ok(plain)
+    assert sorted(by_rank) == list(range(6))
+    assert by_rank[0][0].startswith(f"0 {EXPECTED_TOTAL} ['alpha', 'beta', 'gamma']"), by_rank
+    rows = assert_nothing_passed(stats, 6)
+    assert all(r["served_open"] > 0 and r["fetched"] > 0 for r in preload_rows(stats)), rows
+    assert six_ranks_ops > 4 * one_rank_ops, (one_rank_ops, six_ranks_ops)
+    assert staged_ops <= one_rank_ops + ROOT_OVERHEAD_OPS, (staged_ops, one_rank_ops, six_ranks_ops)
+    assert_caches_gone(reports, 6)
+
+
+@needs_fuse
+def test_many_ranks_opening_one_file_at_once_cause_one_read_at_the_root(counted):
+    case = counted
+    shared = case.src / "shared"
+    shared.mkdir()
+    (shared / "data.bin").write_bytes(os.urandom(300_000))
+    program = case.root / "same.py"
+    program.write_text(
+        "import hashlib, sys\n"
+        "with open(sys.argv[1], 'rb') as f:\n"
+        "    print(hashlib.sha256(f.read()).hexdigest())\n")
+    case.mount.reset()
+    timing = case.root / "timing.json"
+    done, _, stats = case.job(["--sim-nodes", "2", "--ppn", "4", f"--timing={timing}",
+                               *case.staged_args(manifest=False)],
+                              [PYTHON, program, case.mnt / "shared" / "data.bin"])
+    ops = case.settled_ops()
+    expected = hashlib.sha256((shared / "data.bin").read_bytes()).hexdigest()
+    assert ok(done) == {rank: [expected] for rank in range(8)}
+    assert ops["ops"].get("open", 0) == 1, ops
+    assert ops["bytes_read"] == 300_000, ops
+    assert_nothing_passed(stats, 8)
+    # Each node asked its parent once per path; the other ranks were answered from the node's cache.
+    phases = json.loads(timing.read_text())["phases"]
+    cached = [p for p in phases if p["name"] == "daemon.stage_local_messages"]
+    assert cached and cached[0]["sum"] > 0, phases
+
+
+@needs_fuse
+def test_a_file_missing_at_the_root_is_enoent_on_every_rank(case):
+    program = case.root / "missing.py"
+    program.write_text(
+        "import os, sys\n"
+        "root = sys.argv[1]\n"
+        "for path in (os.path.join(root, 'site', 'nothing.txt'), os.path.join(root, 'site', 'calc', 'no', 'x')):\n"
+        "    try:\n"
+        "        open(path).close()\n"
+        "        print('found', path)\n"
+        "    except FileNotFoundError:\n"
+        "        print('missing', os.path.exists(path))\n")
+    command = [PYTHON, program, case.mnt]
+    staged, reports, stats = case.job(["--sim-nodes", "2", *case.staged_args(manifest=False)], command)
+    assert ok(staged) == {rank: ["missing False", "missing False"] for rank in (0, 1)}
+    assert_nothing_passed(stats, 2)
+    assert len(fetched_rows(stats)) == 2, preload_rows(stats)
+
+
+@needs_fuse
+def test_a_large_file_arrives_intact_through_a_two_level_tree(case):
+    big = case.src / "big.bin"
+    big.write_bytes(os.urandom(20 << 20))
+    expected = hashlib.sha256(big.read_bytes()).hexdigest()
+    program = case.root / "hash.py"
+    program.write_text(
+        "import hashlib, os, sys\n"
+        "h = hashlib.sha256()\n"
+        "with open(sys.argv[1], 'rb') as f:\n"
+        "    for block in iter(lambda: f.read(1 << 20), b''):\n"
+        "        h.update(block)\n"
+        "print(h.hexdigest(), os.path.getsize(sys.argv[1]))\n")
+    case.mount.reset()
+    staged, reports, stats = case.job(["--sim-nodes", "4", "--fanout", "2", *case.staged_args(manifest=False)],
+                                      [PYTHON, program, case.mnt / "big.bin"])
+    assert ok(staged) == {rank: [f"{expected} {20 << 20}"] for rank in range(4)}
+    assert case.settled_ops()["bytes_read"] <= (20 << 20) + (1 << 20)   # read once, at the root
+    assert_nothing_passed(stats, 4)
+
+
+@needs_fuse
+def test_with_a_manifest_what_the_recording_missed_is_fetched_on_demand(case):
+    case.record(case.python())
+    extra = case.root / "extra.py"
+    extra.write_text(
+        "import os, sys\n"
+        "with open(os.path.join(sys.argv[1], 'site', 'calc', 'data.txt')) as f:\n"
+        "    print(f.read().split())\n"
+        "print(sorted(os.listdir(os.path.join(sys.argv[1], 'extra'))))\n"
+        "with open(os.path.join(sys.argv[1], 'extra', 'pthmod.py')) as f:\n"
+        "    print(len(f.read()))\n")
+    command = [PYTHON, extra, case.mnt]
+    staged, reports, stats = case.job(["--sim-nodes", "2", *case.staged_args()], command)
+    plain, _, _ = case.job(["--sim-nodes", "2"], command)
+    assert ok(staged) == ok(plain)
+    assert_nothing_passed(stats, 2)
+    assert all(r["served_open"] > 0 and r["fetched"] > 0 for r in preload_rows(stats)), preload_rows(stats)
+
+
+@pytest.fixture
+def case(sandbox, tmp_path):
+    made = StageCase(sandbox, tmp_path)
+    yield made
+    made.mount.close()
+
+
+@needs_fuse
+def test_a_malformed_question_on_the_stage_socket_is_refused_and_the_node_keeps_serving(case):
+    program = case.root / "garbage.py"
+    program.write_text(
+        "import os, socket, struct, sys\n"
+        "s = socket.socket(socket.AF_UNIX)\n"
+        "s.connect(os.environ['CANOPY_STAGE_SOCKET'])\n"
+        "s.sendall(b'not a stage question at all')\n"
+        "reply = s.recv(4096)\n"
+        "magic, status = struct.unpack('<Ii', reply[:8])\n"
+        "print('refused', status != 0)\n"
+        "with open(os.path.join(sys.argv[1], 'site', 'note.txt')) as f:\n"
+        "    print(f.read().strip())\n")
+    staged, _, stats = case.job(["--sim-nodes", "2", *case.staged_args(manifest=False)],
+                                [PYTHON, program, case.mnt])
+    assert staged.returncode == 0, staged.describe()
+    assert parse_labelled(staged.stdout) == {rank: ["refused True", "a note"] for rank in (0, 1)}
+    assert_nothing_passed(stats, 2)
+    # One line per refused question, from each node's canopyd, and nothing else.
+    refusals = [line for line in staged.stderr.splitlines() if "malformed on-demand stage request" in line]
+    assert len(refusals) == 2, staged.describe()
+
+
+@needs_fuse
+def test_without_an_answer_the_ranks_fall_back_to_the_real_filesystem(case):
+    # A socket nobody listens on stands for a daemon that cannot answer: the lookups still succeed, unstaged.
+    plain, _, _ = case.job(["--sim-nodes", "2"], case.python())
+    nobody = str(case.root / "nobody.sock")
+    staged, _, stats = case.job(["--sim-nodes", "2", *case.staged_args(manifest=False)],
+                                ["/bin/sh", "-c", 'CANOPY_STAGE_SOCKET="$0" exec "$@"', nobody, *case.python()])
+    assert ok(staged) == ok(plain)
+    rows = preload_rows(stats)
+    assert len(rows) == 2 and all(r["fetch_failed"] > 0 and r["passed"] > 0 and r["fetched"] == 0
+                                  for r in rows), rows
+
+
+@needs_fuse
+def test_libraries_found_through_origin_load_from_the_node_cache_on_demand(case):
+    if not shutil.which("gcc"):
+        pytest.skip("gcc is not installed (apt-get install -y gcc)")
+    app = case.src / "app"
+    (app / "bin").mkdir(parents=True)
+    (app / "lib").mkdir()
+    (app / "dep.c").write_text("int dep_value(void) { return 7; }\n")
+    (app / "greet.c").write_text('#include <stdio.h>\nint dep_value(void);\n'
+                                 'void greet(void) { printf("greetings, dep %d\\n", dep_value()); }\n')
+    (app / "hello.c").write_text("void greet(void);\nint main(void) { greet(); return 0; }\n")
+    # libgreet is found through $ORIGIN/../lib, libdep through libgreet's $ORIGIN, which names the node cache
+    # once libgreet was loaded from there: the mirror path must be fetched as the original.
+    for args in (["-shared", "-fPIC", "-o", app / "lib/libdep.so", app / "dep.c"],
+                 ["-shared", "-fPIC", "-o", app / "lib/libgreet.so", app / "greet.c", "-L", app / "lib", "-ldep",
+                  "-Wl,-rpath,$ORIGIN"],
+                 ["-o", app / "bin/hello", app / "hello.c", "-L", app / "lib", "-lgreet",
+                  "-Wl,-rpath,$ORIGIN/../lib"]):
+        subprocess.run(["gcc", *map(str, args)], check=True, timeout=60)
+    hello = [case.mnt / "app" / "bin" / "hello"]
+    staged, _, stats = case.job(["--sim-nodes", "2", *case.staged_args(manifest=False)], hello)
+    assert ok(staged) == {0: ["greetings, dep 7"], 1: ["greetings, dep 7"]}
+    rows = assert_nothing_passed(stats, 2)
+    audits = [c for kind, c in rows if kind == "audit"]
+    assert len(audits) == 2 and all(c["loader_redirect"] >= 2 and c["fetched"] > 0 for c in audits), rows
+
+
+@needs_fuse
+def test_a_daemon_that_never_answers_costs_a_process_one_timeout_not_one_per_lookup(case):
+    # A socket that accepts connections but never replies stands for a hung canopyd.
+    program = case.root / "hung.py"
+    program.write_text(
+        "import os, shutil, socket, subprocess, sys, tempfile, time\n"
+        "root = sys.argv[1]\n"
+        "# A short directory: the node temp dir under a deep checkout is too long for a socket path.\n"
+        "short = tempfile.mkdtemp(prefix='canopy-hung-', dir='/tmp')\n"
+        "path = os.path.join(short, 'hung.sock')\n"
+        "server = socket.socket(socket.AF_UNIX)\n"
+        "server.bind(path)\n"
+        "server.listen(64)\n"
+        "env = dict(os.environ, CANOPY_STAGE_SOCKET=path, CANOPY_STAGE_FETCH_TIMEOUT='1')\n"
+        "code = ('import os, sys; r = sys.argv[1]; '\n"
+        "        'print(sorted(os.listdir(r + \"/site/calc\")), [os.path.exists(r + \"/site/x%d\" % i) for i in range(8)])')\n"
+        "started = time.monotonic()\n"
+        "done = subprocess.run([sys.executable, '-c', code, root], env=env, capture_output=True, text=True,\n"
+        "                      timeout=60)\n"
+        "server.close()\n"
+        "shutil.rmtree(short)\n"
+        "print(done.stdout.strip(), done.returncode, time.monotonic() - started < 4)\n")
+    staged, _, _ = case.job(["--sim-nodes", "1", *case.staged_args(manifest=False)], [PYTHON, program, case.mnt])
+    names = sorted(os.listdir(case.src / "site" / "calc"))
+    assert ok(staged) == {0: [f"{names} {[False] * 8} 0 True"]}

@@ -1,0 +1,324 @@
+// Unit tests for on-demand staging: the fetch cache (merging, caching, inferred misses, chunked content), the
+// root's filesystem reader, the stage-fetch messages, and a root fetch tree answering through its reader threads.
+#include "stage/fetch_cache.hpp"
+#include "stage/fetch_tree.hpp"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <gtest/gtest.h>
+
+#include "wire/messages.hpp"
+
+namespace canopy::stage {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read(const std::string& path)
+{
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+void write(const std::string& path, const std::string& data)
+{
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << data;
+}
+
+struct Sent {
+    std::uint64_t id;
+    FetchKind kind;
+    std::string path;
+};
+
+class StageFetch : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        char tmpl[] = "/tmp/canopy-test-fetch-XXXXXX";
+        ASSERT_NE(::mkdtemp(tmpl), nullptr);
+        base_ = tmpl;
+        src_ = base_ + "/src";
+        fs::create_directories(src_ + "/pkg/sub");
+        write(src_ + "/pkg/mod.py", "VALUE = 1\n");
+        fs::create_symlink("mod.py", src_ + "/pkg/alias.py");
+        auto cache = NodeCache::create(base_ + "/cache");
+        ASSERT_TRUE(cache) << cache.error().message;
+        fetch_ = std::make_unique<FetchCache>(std::move(*cache), [this](std::uint64_t id, FetchKind kind,
+                                                                         const std::string& path) {
+            sent_.push_back({id, kind, path});
+        });
+    }
+    void TearDown() override { fs::remove_all(base_); }
+
+    FetchAnswer regular_file(const std::string& mirror, std::int64_t size)
+    {
+        FetchAnswer a;
+        a.lstat.mode = a.stat.mode = S_IFREG | 0644;
+        a.lstat.size = a.stat.size = size;
+        a.stat.mtime_sec = a.lstat.mtime_sec = 1700000000;
+        a.mirror = mirror;
+        a.content = true;
+        return a;
+    }
+
+    std::string base_, src_;
+    std::unique_ptr<FetchCache> fetch_;
+    std::vector<Sent> sent_;
+};
+
+TEST_F(StageFetch, IdenticalRequestsInFlightGoUpOnceAndEveryWaiterIsAnswered)
+{
+    int answered = 0;
+    auto done = [&](const Status& status, const FetchAnswer& a) {
+        EXPECT_TRUE(status.ok());
+        EXPECT_EQ(a.stat.size, 3);
+        ++answered;
+    };
+    for (int i = 0; i < 5; ++i)
+        fetch_->fetch(FetchKind::content, "/soft/pkg/a.py", done);
+    fetch_->fetch(FetchKind::metadata, "/soft/pkg/a.py", done);   // a content request serves metadata too
+    ASSERT_EQ(sent_.size(), 1u);
+    EXPECT_EQ(sent_[0].kind, FetchKind::content);
+    EXPECT_EQ(answered, 0);
+
+    ASSERT_TRUE(fetch_->answer(sent_[0].id, regular_file("/soft/pkg/a.py", 3), true));
+    EXPECT_EQ(answered, 0);   // not before the content is in the cache
+    const unsigned char bytes[] = {'a', 'b', 'c'};
+    ASSERT_TRUE(fetch_->content(sent_[0].id, std::span<const unsigned char>(bytes, 2), false));
+    ASSERT_TRUE(fetch_->content(sent_[0].id, std::span<const unsigned char>(bytes + 2, 1), true));
+    EXPECT_EQ(answered, 6);
+    EXPECT_EQ(read(fetch_->cache().content_path("/soft/pkg/a.py")), "abc");
+    struct stat s {};
+    ASSERT_EQ(::stat(fetch_->cache().content_path("/soft/pkg/a.py").c_str(), &s), 0);
+    EXPECT_EQ(s.st_mtim.tv_sec, 1700000000);
+
+    fetch_->fetch(FetchKind::content, "/soft/pkg/a.py", done);   // now from the cache
+    EXPECT_EQ(sent_.size(), 1u);
+    EXPECT_EQ(answered, 7);
+    EXPECT_EQ(fetch_->counters().sent_up, 1u);
+    EXPECT_EQ(fetch_->counters().merged, 5u);
+    EXPECT_EQ(fetch_->counters().from_cache, 1u);
+    EXPECT_EQ(fetch_->in_flight(), 0u);
+}
+
+TEST_F(StageFetch, AMetadataAnswerDoesNotServeAnOpenOfTheFile)
+{
+    fetch_->fetch(FetchKind::metadata, "/soft/x.py", [](const Status&, const FetchAnswer&) {});
+    auto meta = regular_file("/soft/x.py", 1);
+    meta.content = false;
+    meta.mirror.clear();
+    ASSERT_TRUE(fetch_->answer(sent_.at(0).id, meta, false));
+    fetch_->fetch(FetchKind::metadata, "/soft/x.py", [](const Status&, const FetchAnswer&) {});
+    EXPECT_EQ(sent_.size(), 1u);
+    fetch_->fetch(FetchKind::content, "/soft/x.py", [](const Status&, const FetchAnswer&) {});
+    ASSERT_EQ(sent_.size(), 2u);
+    EXPECT_EQ(sent_[1].kind, FetchKind::content);
+}
+
+TEST_F(StageFetch, ANameMissingFromAListedDirectoryIsEnoentWithoutAsking)
+{
+    fetch_->fetch(FetchKind::content, "/soft/pkg", [](const Status&, const FetchAnswer&) {});
+    FetchAnswer dir;
+    dir.lstat.mode = dir.stat.mode = S_IFDIR | 0755;
+    dir.mirror = "/real/pkg";
+    dir.listed = true;
+    dir.listing = {{"a.py", DT_REG, {}}, {"link", DT_LNK, "a.py"}, {"sub", DT_DIR, {}}};
+    ASSERT_TRUE(fetch_->answer(sent_.at(0).id, dir, false));
+    EXPECT_TRUE(fs::is_directory(fetch_->cache().skeleton_path("/real/pkg") + "/sub"));
+    EXPECT_TRUE(fs::is_symlink(fetch_->cache().skeleton_path("/real/pkg") + "/link"));
+
+    int missing = 0;
+    fetch_->fetch(FetchKind::metadata, "/soft/pkg/b.cpython-311.so", [&](const Status& status, const FetchAnswer& a) {
+        EXPECT_TRUE(status.ok());
+        EXPECT_EQ(a.lstat_errno, ENOENT);
+        EXPECT_EQ(a.stat_errno, ENOENT);
+        ++missing;
+    });
+    EXPECT_EQ(missing, 1);
+    EXPECT_EQ(sent_.size(), 1u);
+    EXPECT_EQ(fetch_->counters().inferred_missing, 1u);
+    fetch_->fetch(FetchKind::metadata, "/soft/pkg/a.py", [](const Status&, const FetchAnswer&) {});
+    fetch_->fetch(FetchKind::metadata, "/soft/pkg/sub/..", [](const Status&, const FetchAnswer&) {});
+    EXPECT_EQ(sent_.size(), 3u);   // listed names, and ".." (which a symlink could redirect), still go up
+}
+
+TEST_F(StageFetch, BelowAMissingDirectoryOrAFileALookupFailsWithoutAsking)
+{
+    fetch_->fetch(FetchKind::metadata, "/soft/gone", [](const Status&, const FetchAnswer&) {});
+    FetchAnswer gone;
+    gone.lstat_errno = gone.stat_errno = ENOENT;
+    ASSERT_TRUE(fetch_->answer(sent_.at(0).id, gone, false));
+    fetch_->fetch(FetchKind::metadata, "/soft/f.py", [](const Status&, const FetchAnswer&) {});
+    auto file = regular_file("/soft/f.py", 1);
+    file.content = false;
+    ASSERT_TRUE(fetch_->answer(sent_.at(1).id, file, false));
+
+    std::vector<int> errors;
+    auto record = [&](const Status& status, const FetchAnswer& a) {
+        EXPECT_TRUE(status.ok());
+        errors.push_back(a.stat_errno);
+    };
+    fetch_->fetch(FetchKind::content, "/soft/gone/glibc-hwcaps/x86-64-v3/libx.so", record);
+    fetch_->fetch(FetchKind::metadata, "/soft/f.py/__init__.py", record);
+    EXPECT_EQ(errors, (std::vector<int>{ENOENT, ENOTDIR}));
+    EXPECT_EQ(sent_.size(), 2u);
+    fetch_->fetch(FetchKind::metadata, "/soft/gone/../f.py", record);   // ".." is the root's to resolve
+    EXPECT_EQ(sent_.size(), 3u);
+}
+
+TEST_F(StageFetch, AFailureAnswersEveryWaiterAndIsNotCached)
+{
+    int failed = 0;
+    auto done = [&](const Status& status, const FetchAnswer&) { failed += status.ok() ? 0 : 1; };
+    fetch_->fetch(FetchKind::content, "/soft/a", done);
+    fetch_->fetch(FetchKind::content, "/soft/a", done);
+    fetch_->fetch(FetchKind::metadata, "/soft/b", done);
+    fetch_->fail_all("lost the parent");
+    EXPECT_EQ(failed, 3);
+    EXPECT_EQ(fetch_->in_flight(), 0u);
+    fetch_->fetch(FetchKind::content, "/soft/a", done);
+    EXPECT_EQ(sent_.size(), 3u);
+}
+
+TEST_F(StageFetch, AnAnswerThatWouldWriteOutsideTheCacheIsRefused)
+{
+    bool ok = true;
+    fetch_->fetch(FetchKind::content, "/soft/evil",
+                  [&](const Status& status, const FetchAnswer&) { ok = status.ok(); });
+    auto a = regular_file("/soft/../../etc/x", 1);
+    EXPECT_FALSE(fetch_->answer(sent_.at(0).id, a, true));
+    EXPECT_FALSE(ok);
+    EXPECT_FALSE(fetch_->answer(999, a, true));   // nobody waits for it: an error, not a crash
+    EXPECT_FALSE(fetch_->content(999, {}, true));
+}
+
+TEST_F(StageFetch, ContentOfTheWrongSizeFailsAndLeavesNoCopy)
+{
+    bool ok = true;
+    fetch_->fetch(FetchKind::content, "/soft/f", [&](const Status& status, const FetchAnswer&) { ok = status.ok(); });
+    ASSERT_TRUE(fetch_->answer(sent_.at(0).id, regular_file("/soft/f", 10), true));
+    const unsigned char bytes[] = {'x'};
+    EXPECT_FALSE(fetch_->content(sent_[0].id, bytes, true));
+    EXPECT_FALSE(ok);
+    EXPECT_FALSE(fs::exists(fetch_->cache().content_path("/soft/f")));
+}
+
+TEST_F(StageFetch, ReadLocalAnswersAsTheFilesystemDoes)
+{
+    auto cache = NodeCache::create(base_ + "/root-cache");
+    ASSERT_TRUE(cache);
+    auto file = read_local(FetchKind::content, src_ + "/pkg/alias.py", *cache);
+    ASSERT_TRUE(file) << file.error().message;
+    EXPECT_TRUE(S_ISLNK(file->lstat.mode));
+    EXPECT_EQ(file->link, "mod.py");
+    EXPECT_TRUE(S_ISREG(file->stat.mode));
+    EXPECT_EQ(file->mirror, fs::canonical(src_ + "/pkg/mod.py").string());
+    EXPECT_TRUE(file->content);
+    EXPECT_EQ(read(cache->content_path(file->mirror)), "VALUE = 1\n");
+
+    auto missing = read_local(FetchKind::metadata, src_ + "/pkg/nope.py", *cache);
+    ASSERT_TRUE(missing);
+    EXPECT_EQ(missing->lstat_errno, ENOENT);
+    auto through_file = read_local(FetchKind::metadata, src_ + "/pkg/mod.py/x", *cache);
+    ASSERT_TRUE(through_file);
+    EXPECT_EQ(through_file->lstat_errno, ENOTDIR);
+
+    DirectoryHandles handles;
+    auto by_handle = read_local(FetchKind::content, src_ + "/pkg/alias.py", *cache, &handles);
+    ASSERT_TRUE(by_handle);
+    EXPECT_EQ(by_handle->link, "mod.py");
+    EXPECT_EQ(by_handle->mirror, file->mirror);
+    auto missing_dir = read_local(FetchKind::metadata, src_ + "/nope/x", *cache, &handles);
+    ASSERT_TRUE(missing_dir);
+    EXPECT_EQ(missing_dir->lstat_errno, ENOENT);
+    auto not_dir = read_local(FetchKind::metadata, src_ + "/pkg/mod.py/x", *cache, &handles);
+    ASSERT_TRUE(not_dir);
+    EXPECT_EQ(not_dir->lstat_errno, ENOTDIR);
+
+    auto dir = read_local(FetchKind::content, src_ + "/pkg/sub/..", *cache);
+    ASSERT_TRUE(dir);
+    ASSERT_TRUE(dir->listed);
+    std::vector<std::string> names;
+    for (const auto& n : dir->listing)
+        names.push_back(n.name);
+    EXPECT_EQ(names, (std::vector<std::string>{"alias.py", "mod.py", "sub"}));
+    EXPECT_EQ(dir->listing[0].type, DT_LNK);
+    EXPECT_EQ(dir->listing[0].link_target, "mod.py");
+}
+
+TEST(StageFetchMessages, RoundTripAndRefuseDamage)
+{
+    wire::StageFetchReply reply;
+    reply.id = 7;
+    reply.has_answer = true;
+    reply.stat.size = 1 << 20;
+    reply.stat.mtime_nsec = 123;
+    reply.stat.mode = S_IFDIR | 0755;
+    reply.mirror = "/a/b";
+    reply.listed = true;
+    reply.listing = {{"x", DT_LNK, "y"}};
+    reply.chunk = {1, 2, 3};
+    reply.last = false;
+    auto frame = wire::to_frame(reply);
+    std::span<const std::uint8_t> bytes(frame);
+    wire::FrameDecoder decoder(64u << 20);
+    decoder.feed(bytes);
+    auto decoded_frame = decoder.next();
+    ASSERT_TRUE(decoded_frame && *decoded_frame);
+    auto decoded = wire::decode_frame<wire::StageFetchReply>(**decoded_frame);
+    ASSERT_TRUE(decoded) << decoded.error().message;
+    EXPECT_EQ(decoded->stat.size, 1 << 20);
+    EXPECT_EQ(decoded->stat.mtime_nsec, 123);
+    EXPECT_EQ(decoded->listing.at(0).link_target, "y");
+    EXPECT_EQ(decoded->chunk, reply.chunk);
+    EXPECT_FALSE(decoded->last);
+
+    auto cut = **decoded_frame;
+    cut.payload.resize(cut.payload.size() / 2);
+    EXPECT_FALSE(wire::decode_frame<wire::StageFetchReply>(cut));
+    wire::Frame bad_kind{static_cast<std::uint8_t>(wire::MessageType::stage_fetch), {}};
+    wire::Writer w;
+    w.varint(1);
+    w.u8(9);
+    w.string("/x");
+    bad_kind.payload = w.data();
+    EXPECT_FALSE(wire::decode_frame<wire::StageFetch>(bad_kind));
+}
+
+TEST_F(StageFetch, TheRootReadsEachPathOnceForManyWaiters)
+{
+    boost::asio::io_context io;
+    auto tree = StageFetchTree::for_root(io, base_ + "/launcher-cache", 2);
+    ASSERT_TRUE(tree) << tree.error().message;
+    int answered = 0;
+    std::string mirror;
+    for (int i = 0; i < 4; ++i)
+        (*tree)->fetch(FetchKind::content, src_ + "/pkg/mod.py", [&](const Status& status, const FetchAnswer& a) {
+            EXPECT_TRUE(status.ok());
+            mirror = a.mirror;
+            ++answered;
+        });
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (answered < 4 && std::chrono::steady_clock::now() < deadline) {
+        io.run_for(std::chrono::milliseconds(10));
+        io.restart();
+    }
+    EXPECT_EQ(answered, 4);
+    EXPECT_EQ((*tree)->counters().sent_up, 1u);
+    EXPECT_EQ(read(base_ + "/launcher-cache/root" + mirror), "VALUE = 1\n");
+}
+
+} // namespace
+} // namespace canopy::stage
