@@ -136,8 +136,9 @@ def run_job(args, mode, ranks, code_path):
         find_port = lambda: port   # noqa: E731
     else:
         port = 31000 + ranks
+        timing_path = os.path.join(os.path.dirname(code_path), f"timing-{mode}-{ranks}.json")
         command = [args.canopy, "--sim-nodes", str(ranks // 4), "--ppn", "4", "--env", f"MASTER_PORT={port}",
-                   PYTHON, code_path, mode]
+                   f"--timing={timing_path}", PYTHON, code_path, mode]
     started = time.monotonic()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
     if mode == "canopy":
@@ -159,8 +160,26 @@ def run_job(args, mode, ranks, code_path):
     slowest = max(float(line["seconds"]) for line in lines) if lines else None
     if not ok:
         sys.stderr.write(f"rendezvous_bench: {mode} x {ranks} failed (exit {process.returncode}):\n{err[-1500:]}\n")
-    return {"mode": mode, "ranks": ranks, "ok": ok, "slowest_rank_s": slowest, "wall_s": wall,
-            "peers_at_root": len(sampler.seen)}
+    result = {"mode": mode, "ranks": ranks, "ok": ok, "slowest_rank_s": slowest, "wall_s": wall,
+              "peers_at_root": len(sampler.seen)}
+    if mode == "canopy":
+        result.update(store_counts(timing_path))
+    return result
+
+
+def store_counts(timing_path):
+    """Job-store requests the root served and the daemons answered themselves, from canopy's timing JSON."""
+    try:
+        with open(timing_path) as f:
+            phases = {p["name"]: p for p in json.load(f).get("phases", [])}
+    except (OSError, ValueError):
+        return {}
+
+    def total(name):   # count phases carry one value per node: their sum is the job's total
+        return round(phases[name]["sum"]) if name in phases else 0
+
+    return {"root_store_requests": total("root.store_read_messages") + total("root.store_write_messages"),
+            "daemon_store_answers": total("daemon.store_local_messages")}
 
 
 def main():
@@ -208,6 +227,16 @@ def report(args, sizes, modes, results):
             cells.append(f"{statistics.median(good):.3f}" if good else "failed")
             peers.append(str(max(r["peers_at_root"] for r in rows)) if rows else "-")
         print(f"| {ranks} | " + " | ".join(cells) + " | " + " | ".join(peers) + " |")
+    if "canopy" in modes:
+        print("\ncanopy's job store, per job (median): requests the root served / answered by the nodes' daemons\n")
+        print("| ranks | at the root | by the daemons |")
+        print("| ---: | ---: | ---: |")
+        for ranks in sizes:
+            rows = [r for r in results if r["ranks"] == ranks and r["mode"] == "canopy" and r["ok"]
+                    and "root_store_requests" in r]
+            if rows:
+                print(f"| {ranks} | {statistics.median(r['root_store_requests'] for r in rows):.0f} | "
+                      f"{statistics.median(r['daemon_store_answers'] for r in rows):.0f} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
