@@ -286,8 +286,9 @@ def test_files_created_at_the_root_after_recording_are_seen(case):
     assert_caches_gone(reports, 2)
 
 
-@needs_fuse
-def test_a_library_found_through_origin_loads_from_the_cache(case):
+def build_origin_app(case):
+    """bin/hello under the mount: it finds libgreet through $ORIGIN/../lib, and libgreet finds libdep through
+    its own $ORIGIN, which points into the node cache once libgreet is loaded from there. Skips without gcc."""
     if not shutil.which("gcc"):
         pytest.skip("gcc is not installed (apt-get install -y gcc)")
     app = case.src / "app"
@@ -297,15 +298,18 @@ def test_a_library_found_through_origin_loads_from_the_cache(case):
     (app / "greet.c").write_text('#include <stdio.h>\nint dep_value(void);\n'
                                  'void greet(void) { printf("greetings, dep %d\\n", dep_value()); }\n')
     (app / "hello.c").write_text("void greet(void);\nint main(void) { greet(); return 0; }\n")
-    # hello finds libgreet through $ORIGIN/../lib; libgreet finds libdep through its own $ORIGIN, which points
-    # into the node cache once libgreet is loaded from there.
     for args in (["-shared", "-fPIC", "-o", app / "lib/libdep.so", app / "dep.c"],
                  ["-shared", "-fPIC", "-o", app / "lib/libgreet.so", app / "greet.c", "-L", app / "lib", "-ldep",
                   "-Wl,-rpath,$ORIGIN"],
                  ["-o", app / "bin/hello", app / "hello.c", "-L", app / "lib", "-lgreet",
                   "-Wl,-rpath,$ORIGIN/../lib"]):
         subprocess.run(["gcc", *map(str, args)], check=True, timeout=60)
-    hello = [case.mnt / "app" / "bin" / "hello"]
+    return [case.mnt / "app" / "bin" / "hello"]
+
+
+@needs_fuse
+def test_a_library_found_through_origin_loads_from_the_cache(case):
+    hello = build_origin_app(case)
     case.record(hello)
 
     staged, reports, stats = case.job(["--sim-nodes", "2", *case.staged_args()], hello)

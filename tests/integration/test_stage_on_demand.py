@@ -3,15 +3,13 @@
 import hashlib
 import json
 import os
-import shutil
-import subprocess
 
 import pytest
 
 from conftest import parse_labelled
 from test_slowfs import _missing_fuse
-from test_stage import (EXPECTED_TOTAL, PYTHON, StageCase, assert_caches_gone, assert_nothing_passed, ok,
-                        preload_rows)
+from test_stage import (EXPECTED_TOTAL, PYTHON, StageCase, assert_caches_gone, assert_nothing_passed,
+                        build_origin_app, ok, preload_rows)
 
 needs_fuse = pytest.mark.skipif(_missing_fuse() is not None, reason=str(_missing_fuse()))
 
@@ -193,24 +191,8 @@ def test_without_an_answer_the_ranks_fall_back_to_the_real_filesystem(case):
 
 @needs_fuse
 def test_libraries_found_through_origin_load_from_the_node_cache_on_demand(case):
-    if not shutil.which("gcc"):
-        pytest.skip("gcc is not installed (apt-get install -y gcc)")
-    app = case.src / "app"
-    (app / "bin").mkdir(parents=True)
-    (app / "lib").mkdir()
-    (app / "dep.c").write_text("int dep_value(void) { return 7; }\n")
-    (app / "greet.c").write_text('#include <stdio.h>\nint dep_value(void);\n'
-                                 'void greet(void) { printf("greetings, dep %d\\n", dep_value()); }\n')
-    (app / "hello.c").write_text("void greet(void);\nint main(void) { greet(); return 0; }\n")
-    # libgreet is found through $ORIGIN/../lib, libdep through libgreet's $ORIGIN, which names the node cache
-    # once libgreet was loaded from there: the mirror path must be fetched as the original.
-    for args in (["-shared", "-fPIC", "-o", app / "lib/libdep.so", app / "dep.c"],
-                 ["-shared", "-fPIC", "-o", app / "lib/libgreet.so", app / "greet.c", "-L", app / "lib", "-ldep",
-                  "-Wl,-rpath,$ORIGIN"],
-                 ["-o", app / "bin/hello", app / "hello.c", "-L", app / "lib", "-lgreet",
-                  "-Wl,-rpath,$ORIGIN/../lib"]):
-        subprocess.run(["gcc", *map(str, args)], check=True, timeout=60)
-    hello = [case.mnt / "app" / "bin" / "hello"]
+    # The mirror path of libgreet in the node cache names libdep's $ORIGIN: it must be fetched as the original.
+    hello = build_origin_app(case)
     staged, _, stats = case.job(["--sim-nodes", "2", *case.staged_args(manifest=False)], hello)
     assert ok(staged) == {0: ["greetings, dep 7"], 1: ["greetings, dep 7"]}
     rows = assert_nothing_passed(stats, 2)
