@@ -2,7 +2,6 @@
 #include "store_cache.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <span>
 
 #include "collective/job_store.hpp"
@@ -15,24 +14,6 @@ constexpr auto answer_ok = static_cast<std::uint8_t>(JobStore::Answer::ok);
 constexpr auto answer_error = static_cast<std::uint8_t>(JobStore::Answer::error);
 
 bool is(std::uint8_t op, JobStore::Op which) { return op == static_cast<std::uint8_t>(which); }
-
-// A value as add reads it: decimal text, all of it.
-std::optional<std::int64_t> integer(const StoreCache::Bytes& value)
-{
-    std::int64_t number = 0;
-    const char* begin = reinterpret_cast<const char*>(value.data());
-    auto [end, parsed] = std::from_chars(begin, begin + value.size(), number);
-    if (parsed != std::errc() || end != begin + value.size())
-        return std::nullopt;
-    return number;
-}
-
-StoreCache::Bytes i64_bytes(std::int64_t value)
-{
-    wire::Writer out;
-    out.i64(value);
-    return out.take();
-}
 
 // The key of an add of 0, the one add that may be a read.
 std::optional<std::string> add_zero_key(std::uint8_t op, const StoreCache::Bytes& payload)
@@ -54,10 +35,10 @@ std::optional<std::pair<std::uint8_t, StoreCache::Bytes>> StoreCache::lookup(std
 {
     if (auto key = add_zero_key(op, payload)) {
         auto it = entries_.find(*key);
-        auto number = it != entries_.end() && it->second.value ? integer(*it->second.value) : std::nullopt;
+        auto number = it != entries_.end() && it->second.value ? store_integer(*it->second.value) : std::nullopt;
         if (!number)
             return std::nullopt;
-        return std::pair{answer_ok, i64_bytes(*number)};
+        return std::pair{answer_ok, encode_store_integer(*number)};
     }
     auto keys = store_read_keys(op, payload);
     if (!keys || keys->empty())
@@ -116,8 +97,8 @@ void StoreCache::add_zero(std::string key, Reply reply)
     send(static_cast<std::uint8_t>(JobStore::Op::get), get.take(),
          [this, key, reply = std::move(reply)](std::uint8_t answer, Bytes value) mutable {
              if (answer == answer_ok) {
-                 if (auto number = integer(value)) {
-                     reply(answer_ok, i64_bytes(*number));
+                 if (auto number = store_integer(value)) {
+                     reply(answer_ok, encode_store_integer(*number));
                      return;
                  }
              }

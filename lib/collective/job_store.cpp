@@ -47,13 +47,6 @@ std::vector<std::string> sized_keys(wire::Reader& in)
 
 Bytes text_bytes(std::string_view text) { return Bytes(text.begin(), text.end()); }
 
-Bytes i64_bytes(std::int64_t value)
-{
-    wire::Writer out;
-    out.i64(value);
-    return out.take();
-}
-
 JobStore::Reply error(std::string_view message) { return {JobStore::Answer::error, text_bytes(message)}; }
 
 } // namespace
@@ -219,18 +212,18 @@ void JobStore::serve(std::uint8_t op, const Bytes& payload, Respond respond, std
             break;
         std::int64_t value = 0;
         if (auto it = values_.find(key); it != values_.end()) {
-            const char* begin = reinterpret_cast<const char*>(it->second.data());
-            auto [end, parsed] = std::from_chars(begin, begin + it->second.size(), value);
-            if (parsed != std::errc() || end != begin + it->second.size()) {
+            auto number = store_integer(it->second);
+            if (!number) {
                 respond(error("add: the value of '" + key + "' is not an integer"));
                 return;
             }
+            value = *number;
         }
         value += delta;
         auto stale = take_holders(key);
         set(key, text_bytes(std::to_string(value)));
         invalidate(key, stale);
-        finish_write(key, {Answer::ok, i64_bytes(value)}, std::move(respond));
+        finish_write(key, {Answer::ok, encode_store_integer(value)}, std::move(respond));
         return;
     }
     case Op::compare_set: {
@@ -272,7 +265,7 @@ void JobStore::serve(std::uint8_t op, const Bytes& payload, Respond respond, std
         return;
     }
     case Op::num_keys:
-        respond({Answer::ok, i64_bytes(static_cast<std::int64_t>(values_.size()))});
+        respond({Answer::ok, encode_store_integer(static_cast<std::int64_t>(values_.size()))});
         return;
     default:
         respond(error("unknown store operation " + std::to_string(op)));
@@ -322,6 +315,23 @@ std::optional<std::vector<std::string>> store_read_keys(std::uint8_t op, const B
     if (!in.ok() || !in.at_end())
         return std::nullopt;
     return keys;
+}
+
+std::optional<std::int64_t> store_integer(const Bytes& value)
+{
+    std::int64_t number = 0;
+    const char* begin = reinterpret_cast<const char*>(value.data());
+    auto [end, parsed] = std::from_chars(begin, begin + value.size(), number);
+    if (parsed != std::errc() || end != begin + value.size())
+        return std::nullopt;
+    return number;
+}
+
+Bytes encode_store_integer(std::int64_t value)
+{
+    wire::Writer out;
+    out.i64(value);
+    return out.take();
 }
 
 Bytes encode_invalidate(const std::string& key)

@@ -105,6 +105,11 @@ private:
 // malformed payload. What a daemon's cache needs to answer reads itself.
 std::optional<std::vector<std::string>> store_read_keys(std::uint8_t op, const std::vector<std::uint8_t>& payload);
 
+// A stored value as add reads it (decimal text, all of it, as torch writes counters), and add's answer (the
+// new count, 8 bytes little-endian). A daemon that answers add(key, 0) itself reads and answers the same way.
+std::optional<std::int64_t> store_integer(const std::vector<std::uint8_t>& value);
+std::vector<std::uint8_t> encode_store_integer(std::int64_t value);
+
 // The root's invalidation of one key, carried to a daemon as a RoutedOp::store request addressed to it (a store
 // request addressed to the root is a rank's; one addressed to a daemon is this).
 std::vector<std::uint8_t> encode_invalidate(const std::string& key);

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "collective/job_store.hpp"
+#include "store_requests.hpp"
 
 namespace canopy {
 namespace {
@@ -14,29 +15,7 @@ using Bytes = std::vector<std::uint8_t>;
 using Op = JobStore::Op;
 using Answer = JobStore::Answer;
 
-Bytes text(std::string_view s) { return Bytes(s.begin(), s.end()); }
-
-template <typename T>
-void put(Bytes& out, T value)
-{
-    std::size_t at = out.size();
-    out.resize(at + sizeof(T));
-    std::memcpy(out.data() + at, &value, sizeof(T));
-}
-
-Bytes sized(std::string_view s)
-{
-    Bytes out;
-    put<std::uint32_t>(out, static_cast<std::uint32_t>(s.size()));
-    out.insert(out.end(), s.begin(), s.end());
-    return out;
-}
-
-Bytes cat(Bytes a, const Bytes& b)
-{
-    a.insert(a.end(), b.begin(), b.end());
-    return a;
-}
+using namespace store_requests;
 
 // Runs one request and returns its reply, or nothing if it is still waiting.
 std::optional<JobStore::Reply> ask(JobStore& store, Op op, const Bytes& payload, std::int64_t now = 0)
@@ -44,13 +23,6 @@ std::optional<JobStore::Reply> ask(JobStore& store, Op op, const Bytes& payload,
     std::optional<JobStore::Reply> reply;
     store.serve(static_cast<std::uint8_t>(op), payload, [&](JobStore::Reply r) { reply = std::move(r); }, now);
     return reply;
-}
-
-Bytes get_request(std::string_view key, std::uint32_t timeout_ms)
-{
-    Bytes out;
-    put(out, timeout_ms);
-    return cat(out, text(key));
 }
 
 TEST(JobStore, SetThenGetReturnsTheValueAndSetOverwrites)

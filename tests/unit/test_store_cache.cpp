@@ -12,6 +12,7 @@
 
 #include "collective/job_store.hpp"
 #include "store_cache.hpp"
+#include "store_requests.hpp"
 
 namespace canopy {
 namespace {
@@ -19,61 +20,7 @@ namespace {
 using Bytes = std::vector<std::uint8_t>;
 using Op = JobStore::Op;
 
-Bytes text(std::string_view s) { return Bytes(s.begin(), s.end()); }
-
-template <typename T>
-void put(Bytes& out, T value)
-{
-    std::size_t at = out.size();
-    out.resize(at + sizeof(T));
-    std::memcpy(out.data() + at, &value, sizeof(T));
-}
-
-Bytes sized(std::string_view s)
-{
-    Bytes out;
-    put<std::uint32_t>(out, static_cast<std::uint32_t>(s.size()));
-    out.insert(out.end(), s.begin(), s.end());
-    return out;
-}
-
-Bytes cat(Bytes a, const Bytes& b)
-{
-    a.insert(a.end(), b.begin(), b.end());
-    return a;
-}
-
-Bytes set_request(std::string_view key, std::string_view value) { return cat(sized(key), text(value)); }
-
-Bytes get_request(std::string_view key, std::uint32_t timeout_ms = JobStore::wait_forever)
-{
-    Bytes out;
-    put(out, timeout_ms);
-    return cat(out, text(key));
-}
-
-Bytes keys_request(std::vector<std::string_view> keys)
-{
-    Bytes out;
-    put<std::uint32_t>(out, static_cast<std::uint32_t>(keys.size()));
-    for (auto key : keys)
-        out = cat(out, sized(key));
-    return out;
-}
-
-Bytes wait_request(std::vector<std::string_view> keys, std::uint32_t timeout_ms = JobStore::wait_forever)
-{
-    Bytes out;
-    put(out, timeout_ms);
-    return cat(out, keys_request(std::move(keys)));
-}
-
-Bytes add_request(std::string_view key, std::int64_t delta)
-{
-    Bytes out;
-    put(out, delta);
-    return cat(out, text(key));
-}
+using namespace store_requests;
 
 // A root and some nodes wired as the tree wires them: each node's link to the root is one FIFO queue per
 // direction, delivered one frame at a time by run(), so tests can interleave deliveries as the network could.
