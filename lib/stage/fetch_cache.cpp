@@ -95,28 +95,6 @@ Status copy_descriptor(int fd, const ContentFile& file, NodeCache& cache)
 
 } // namespace
 
-canopy_stage_stat to_stage_stat(const struct stat& s)
-{
-    canopy_stage_stat out{};
-    out.dev = s.st_dev;
-    out.ino = s.st_ino;
-    out.nlink = s.st_nlink;
-    out.rdev = s.st_rdev;
-    out.mode = s.st_mode;
-    out.uid = s.st_uid;
-    out.gid = s.st_gid;
-    out.size = s.st_size;
-    out.blksize = s.st_blksize;
-    out.blocks = s.st_blocks;
-    out.atime_sec = s.st_atim.tv_sec;
-    out.atime_nsec = s.st_atim.tv_nsec;
-    out.mtime_sec = s.st_mtim.tv_sec;
-    out.mtime_nsec = s.st_mtim.tv_nsec;
-    out.ctime_sec = s.st_ctim.tv_sec;
-    out.ctime_nsec = s.st_ctim.tv_nsec;
-    return out;
-}
-
 bool FetchAnswer::serves(FetchKind kind) const
 {
     if (kind == FetchKind::metadata || stat_errno != 0 || open_errno != 0)

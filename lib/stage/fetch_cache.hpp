@@ -40,8 +40,6 @@ struct FetchAnswer {
     ContentFile content_file() const;
 };
 
-canopy_stage_stat to_stage_stat(const struct stat& s);
-
 // The root's side: lstat, stat and readlink of `path`; for content, a regular file is copied into `cache` and a
 // directory listed. An unreadable path is an answer (its errno); an error is a failure of the cache itself.
 // With `directories`, a path is reached through its directory's handle: one lookup instead of one per component.

@@ -64,28 +64,6 @@ std::vector<std::string> split(const std::string& path)
     return parts;
 }
 
-canopy_stage_stat to_record(const struct stat& s)
-{
-    canopy_stage_stat r{};
-    r.dev = s.st_dev;
-    r.ino = s.st_ino;
-    r.nlink = s.st_nlink;
-    r.rdev = s.st_rdev;
-    r.mode = s.st_mode;
-    r.uid = s.st_uid;
-    r.gid = s.st_gid;
-    r.size = s.st_size;
-    r.blksize = s.st_blksize;
-    r.blocks = s.st_blocks;
-    r.atime_sec = s.st_atim.tv_sec;
-    r.atime_nsec = s.st_atim.tv_nsec;
-    r.mtime_sec = s.st_mtim.tv_sec;
-    r.mtime_nsec = s.st_mtim.tv_nsec;
-    r.ctime_sec = s.st_ctim.tv_sec;
-    r.ctime_nsec = s.st_ctim.tv_nsec;
-    return r;
-}
-
 std::string read_link(const std::string& path)
 {
     std::string target(PATH_MAX, '\0');
@@ -131,14 +109,14 @@ Probe probe(const std::string& path)
         p.lstat_errno = p.stat_errno = errno;
         return p;
     }
-    p.lst = to_record(s);
+    p.lst = to_stage_stat(s);
     if (S_ISLNK(s.st_mode)) {
         p.link = read_link(path);
         struct stat t {};
         if (::stat(path.c_str(), &t) != 0)
             p.stat_errno = errno;
         else
-            p.st = to_record(t);
+            p.st = to_stage_stat(t);
     } else {
         p.st = p.lst;
     }
@@ -167,7 +145,7 @@ Probe probe_cheaply(DirectoryHandles& handles, const std::string& path)
         p.lstat_errno = p.stat_errno = errno;
         return p;
     }
-    p.lst = to_record(s);
+    p.lst = to_stage_stat(s);
     if (!S_ISLNK(s.st_mode)) {
         p.st = p.lst;
         return p;
@@ -180,7 +158,7 @@ Probe probe_cheaply(DirectoryHandles& handles, const std::string& path)
     if (::fstatat(dir, name, &t, 0) != 0)
         p.stat_errno = errno;
     else
-        p.st = to_record(t);
+        p.st = to_stage_stat(t);
     return p;
 }
 
@@ -942,6 +920,28 @@ Result<Index> refresh(const Index& index, const BuildOptions& extra)
         if (std::find(options.prefixes.begin(), options.prefixes.end(), p) == options.prefixes.end())
             options.prefixes.push_back(p);
     return build_index(index.requests(), options);
+}
+
+canopy_stage_stat to_stage_stat(const struct stat& s)
+{
+    canopy_stage_stat out{};
+    out.dev = s.st_dev;
+    out.ino = s.st_ino;
+    out.nlink = s.st_nlink;
+    out.rdev = s.st_rdev;
+    out.mode = s.st_mode;
+    out.uid = s.st_uid;
+    out.gid = s.st_gid;
+    out.size = s.st_size;
+    out.blksize = s.st_blksize;
+    out.blocks = s.st_blocks;
+    out.atime_sec = s.st_atim.tv_sec;
+    out.atime_nsec = s.st_atim.tv_nsec;
+    out.mtime_sec = s.st_mtim.tv_sec;
+    out.mtime_nsec = s.st_mtim.tv_nsec;
+    out.ctime_sec = s.st_ctim.tv_sec;
+    out.ctime_nsec = s.st_ctim.tv_nsec;
+    return out;
 }
 
 } // namespace canopy::stage

@@ -1,6 +1,8 @@
 // The stage index at the root: built from looked-up paths, serialized to one blob, validated and refreshed.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -96,6 +98,9 @@ private:
 
 // True when `path` is `prefix` or lies below it (both absolute and normalised; "/" holds everything).
 bool is_under(std::string_view path, std::string_view prefix);
+
+// The index's stat record of what stat(2) returned.
+canopy_stage_stat to_stage_stat(const struct stat& s);
 
 // Stats every requested path and the components on its way (following symlinks as the kernel does), lists
 // the directories under the prefixes, and serializes. Paths outside every prefix are ignored.
