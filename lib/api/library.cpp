@@ -160,8 +160,7 @@ Checked Library::init_locked()
         auto job = pmix_->job_info();
         if (!job)
             return job.failure();
-        info_ = RankInfo{job->rank, job->size, job->local_rank, job->local_size, job->node_rank, job->num_nodes,
-                         job->node_name};
+        info_ = std::move(*job);
         who_ = "rank " + std::to_string(info_.rank) + " on " + info_.node_name;
         pmix_->set_who(who_);
         mode_ = CANOPY_MODE_PMIX;

@@ -18,16 +18,6 @@
 
 namespace canopy::api {
 
-struct RankInfo {
-    int rank = -1;
-    int size = -1;
-    int local_rank = -1;
-    int local_size = -1;
-    int node_rank = -1;
-    int num_nodes = -1;
-    std::string node_name;
-};
-
 class Library {
 public:
     // The one instance; never destroyed, so threads still calling at exit find it alive.

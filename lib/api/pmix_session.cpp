@@ -73,11 +73,11 @@ Checked PmixSession::close()
     return check(PMIx_Finalize(nullptr, 0), "PMIx_Finalize");
 }
 
-Outcome<PmixJobInfo> PmixSession::job_info()
+Outcome<RankInfo> PmixSession::job_info()
 {
     if (auto opened = open(); !opened)
         return opened.failure();
-    PmixJobInfo info;
+    RankInfo info;
     info.rank = static_cast<int>(me_.rank);
     pmix_proc_t job;
     PMIX_LOAD_PROCID(&job, me_.nspace, PMIX_RANK_WILDCARD);

@@ -11,8 +11,9 @@
 
 namespace canopy::api {
 
-// Where this rank sits in the job, as PMIx reports it (-1 where the launcher does not say).
-struct PmixJobInfo {
+// Where this rank sits in the job (-1 where the launcher does not say): what PMIx reports, and what libcanopy
+// answers its queries from whichever launcher it learnt it.
+struct RankInfo {
     int rank = -1;
     int size = -1;
     int local_rank = -1;
@@ -31,7 +32,7 @@ public:
     Checked open();
     bool is_open();
     Checked close();
-    Outcome<PmixJobInfo> job_info();
+    Outcome<RankInfo> job_info();
 
     Checked put(const std::string& key, const void* value, std::size_t len);
     Checked commit();
