@@ -723,10 +723,7 @@ void Daemon::on_child_frame(long position, wire::Frame frame)
         send_up(relay(frame));
         return;
     case wire::MessageType::stage_fetch:
-        if (stage_fetch_)
-            stage_fetch_->on_child_request(position, frame, children_->host_of(position));
-        else if (auto refused = StageFetchTree::refusal(frame, "on-demand staging is off here"); !refused.empty())
-            children_->send(position, std::move(refused));   // the asker falls back instead of waiting
+        StageFetchTree::serve_child(stage_fetch_.get(), *children_, position, frame);
         return;
     default:
         break;

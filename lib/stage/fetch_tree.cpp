@@ -304,15 +304,22 @@ void StageFetchTree::on_parent_reply(const wire::Frame& frame)
         stage_log().warn("on-demand staging: {}", taken.error().message);
 }
 
-std::vector<std::uint8_t> StageFetchTree::refusal(const wire::Frame& request, const std::string& why)
+void StageFetchTree::serve_child(StageFetchTree* tree, ChildSet& children, long position, const wire::Frame& frame)
 {
-    auto fetch = wire::decode_frame<wire::StageFetch>(request);
-    if (!fetch)
-        return {};
+    if (tree) {
+        tree->on_child_request(position, frame, children.host_of(position));
+        return;
+    }
+    auto fetch = wire::decode_frame<wire::StageFetch>(frame);
+    if (!fetch) {
+        stage_log().warn("ignored a malformed stage-fetch message from {}: {}", children.host_of(position),
+                         fetch.error().message);
+        return;
+    }
     wire::StageFetchReply reply;
     reply.id = fetch->id;
-    reply.error = why;
-    return wire::to_frame(reply);
+    reply.error = "on-demand staging is off here";
+    children.send(position, wire::to_frame(reply));
 }
 
 void StageFetchTree::fail_all(const std::string& why)

@@ -52,8 +52,9 @@ public:
     void on_parent_reply(const wire::Frame& frame);
     // The parent is gone or the job ends: every waiter gets "no answer" and falls back.
     void fail_all(const std::string& why);
-    // The "no answer" reply to a stage-fetch, for a position that cannot fetch at all (empty if malformed).
-    static std::vector<std::uint8_t> refusal(const wire::Frame& request, const std::string& why);
+    // A stage-fetch from the child at `position`, for the root and daemons alike: answered by `tree`, or, where
+    // there is none (staging without on-demand here), refused so that the asker falls back instead of waiting.
+    static void serve_child(StageFetchTree* tree, ChildSet& children, long position, const wire::Frame& frame);
 
     const stage::FetchCache::Counters& counters() const { return cache_->counters(); }
     const std::string& cache_dir() const { return cache_->cache().dir(); }
