@@ -1,5 +1,6 @@
 # Shared fixtures for the integration tests: the binaries, a per-test job sandbox, and leftover checks.
 import ctypes
+import json
 import os
 import re
 import signal
@@ -319,6 +320,11 @@ def parse_labelled(output):
         assert match, f"unlabelled output line: {line!r}"
         by_rank.setdefault(int(match.group(1)), []).append(match.group(2))
     return by_rank
+
+
+def timing_phases(path):
+    """The phases of a `--timing=FILE.json` report, by name."""
+    return {phase["name"]: phase for phase in json.loads(Path(path).read_text())["phases"]}
 
 
 class Readiness:

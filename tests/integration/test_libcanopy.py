@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD_DIR, REPO
+from conftest import BUILD_DIR, REPO, timing_phases
 
 LIBRARY = Path(os.environ.get("CANOPY_LIBRARY", BUILD_DIR / "lib" / "api" / "libcanopy.so"))
 INCLUDE = REPO / "lib" / "include"
@@ -308,16 +308,12 @@ def test_python_package_explains_a_missing_library(sandbox):
     assert "cannot load libcanopy.so" in last and "nowhere.so (missing)" in last and "CANOPY_LIBRARY" in last, last
 
 
-def phase_table(report):
-    return {phase["name"]: phase for phase in report["phases"]}
-
-
 def test_timing_json_contains_the_apps_marks_in_order(run_canopy, sandbox):
     path = sandbox.root / "timing.json"
     result = run_canopy(["--sim-nodes", "2", "--ppn", "2", f"--timing={path}", PYTHON, EXAMPLES / "marks.py"],
                         timeout=90, env=python_env())
     assert result.returncode == 0, result.describe()
-    phases = phase_table(json.loads(path.read_text()))
+    phases = timing_phases(path)
     order = ["app.python_started", "app.imports", "app.setup", "app.first_step"]
     for name in order + ["app.imports.duration", "app.setup.duration"]:
         assert name in phases, f"{name} missing from {sorted(phases)}"
@@ -345,7 +341,7 @@ def test_ddp_training_through_canopy_rendezvous_converges_with_equal_gradients(r
     losses = summary["losses"]
     assert len(losses) == 8 and losses[-1] < 0.5 * losses[0], losses
     assert summary["max_grad_diff"] == 0.0 and summary["max_param_diff"] == 0.0, summary
-    phases = phase_table(json.loads(path.read_text()))
+    phases = timing_phases(path)
     for name in ("app.imports", "app.init_process_group", "app.model_built", "app.first_step", "app.trained"):
         assert phases.get(name, {}).get("count") == 4, f"{name}: {phases.get(name)}"
 
@@ -437,7 +433,7 @@ def test_many_ranks_blocking_on_one_key_all_get_it(run_canopy, tmp_path):
     assert lines == sorted(f"rank {r} got value-from-rank-0 second" for r in range(12)), result.describe()
     # Unmerged, a node without rank 0 would handle 16 store frames (4 ranks x 2 gets, each a request and a
     # reply), and rank 0's node 20 (its 2 sets too); the four waits for "late" share one request.
-    messages = [p for p in json.loads(timing.read_text())["phases"] if p["name"] == "daemon.tree_messages"][0]
+    messages = timing_phases(timing)["daemon.tree_messages"]
     assert messages["min"] <= 10 and messages["max"] < 20, messages
 
 
@@ -481,7 +477,7 @@ def test_store_reads_of_a_known_key_are_answered_by_the_nodes_daemon(run_canopy,
         added += [int(v) for v in values.split()]
     assert sorted(added) == list(range(1, 81))   # every add got its own count
 
-    phases = {p["name"]: p for p in json.loads(timing.read_text())["phases"]}
+    phases = timing_phases(timing)
     reads, writes = phases["root.store_read_messages"], phases["root.store_write_messages"]
     # Per node: one read of v1, one of v2 after the invalidation, one of the counter.
     assert reads["count"] == 4 and reads["max"] <= 3 and reads["sum"] == 12, reads
@@ -516,5 +512,5 @@ def test_a_write_of_a_key_cached_by_a_node_that_left_still_returns(run_canopy, t
                         env=python_env())
     assert result.returncode == 0, result.describe()
     assert sorted(result.stdout.splitlines()) == ["rank 0 set new", "rank 1 read old"], result.describe()
-    phases = {p["name"]: p for p in json.loads(timing.read_text())["phases"]}
+    phases = timing_phases(timing)
     assert phases["root.store_invalidate_messages"]["sum"] == 1   # sent to the node that left, answered by its parent

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD_DIR, REPO
+from conftest import BUILD_DIR, REPO, timing_phases
 
 LIBRARY = Path(os.environ.get("CANOPY_LIBRARY", BUILD_DIR / "lib" / "api" / "libcanopy.so"))
 PYTHON = "/usr/bin/python3"
@@ -231,7 +231,7 @@ def test_a_token_ring_through_one_key_sees_every_set(run_canopy, tmp_path):
     assert done == list(range(6)), result.describe()
     # A node asks the root again only after an invalidation (and once at first): the other polls were answered by
     # its daemon.
-    phases = {p["name"]: p for p in json.loads(timing.read_text())["phases"]}
+    phases = timing_phases(timing)
     reads, invalidations = phases["root.store_read_messages"], phases["root.store_invalidate_messages"]
     assert reads["sum"] <= invalidations["sum"] + 3, (reads, invalidations)
     polls = sum(int(n) for n in re.findall(r"done after (\d+) polls", result.stdout))
