@@ -6,6 +6,7 @@ Fake hosts are named sim0000, sim0001, ... and map to 127.1.X.Y, the addresses `
 Open MPI and MPICH resolve them without DNS; nothing outside the namespace sees it.
 """
 
+import datetime
 import json
 import os
 import platform
@@ -200,6 +201,14 @@ def machine_info():
             "mpich": dpkg_version("mpich"), "openmpi-bin": dpkg_version("openmpi-bin"),
             "libpmix": dpkg_version("libpmix2"),
             "loadavg_start": loadavg(), "canopy_git": git_state()}
+
+
+def report_header(schema, script, argv):
+    """What every benchmark's JSON report starts with: its schema, when, the command that reproduces it, the machine."""
+    return {"schema": schema,
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "command": " ".join([os.path.relpath(os.path.abspath(script), REPO)] + list(argv)),
+            "machine": machine_info()}
 
 
 def enter_namespace(script, argv, max_nodes):

@@ -13,7 +13,6 @@ receives 2 (c + 1) frames per fence when each blob fits in one frame; blobs over
 """
 
 import argparse
-import datetime
 import json
 import os
 import re
@@ -174,10 +173,8 @@ def main(argv):
                 % args.canopy)
 
     tmp = tempfile.mkdtemp(prefix="canopy-fence-bench-")
-    report = {"schema": "canopy.fence_bench/1",
-              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "command": " ".join([os.path.relpath(os.path.abspath(__file__), REPO)] + argv),
-              "machine": benchlib.machine_info(), "fences": args.fences, "bytes": args.bytes, "results": []}
+    report = {**benchlib.report_header("canopy.fence_bench/1", __file__, argv),
+              "fences": args.fences, "bytes": args.bytes, "results": []}
     m = report["machine"]
     print("machine: %s CPUs, kernel %s, pmix %s, canopy %s, loadavg %s" % (
         m["nproc"], m["kernel"], m["libpmix"], m["canopy_git"], " ".join(m["loadavg_start"])), file=sys.stderr)

@@ -22,7 +22,6 @@ Each run must exit 0 and, for `hostname`, print exactly N lines; otherwise the c
 """
 
 import argparse
-import datetime
 import json
 import os
 import shutil
@@ -32,7 +31,7 @@ import tempfile
 import time
 
 import benchlib
-from benchlib import (AGENT, NS_ENV, REPO, host_list, machine_info, markdown_table, mount_hosts_if_in_namespace,
+from benchlib import (AGENT, NS_ENV, REPO, host_list, markdown_table, mount_hosts_if_in_namespace,
                       reap_session, run_once, session_pids, summarize)
 
 ALL_LAUNCHERS = ["canopy", "canopy-nopmix", "canopy-agent", "hydra", "mpirun"]
@@ -283,11 +282,8 @@ def main(argv):
     env = dict(os.environ)
     env.pop(NS_ENV, None)
     env["LOCAL_AGENT_TMPDIR_ROOT"] = node_tmp  # each fake host gets its own TMPDIR, as a real node would
-    report = {"schema": "canopy.launch_bench/1",
-              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "command": " ".join([os.path.relpath(os.path.abspath(__file__), REPO)] + argv),
-              "machine": machine_info(), "hosts_namespace": bool(hosts_file),
-              "agent": os.path.relpath(AGENT, REPO), "results": []}
+    report = {**benchlib.report_header("canopy.launch_bench/1", __file__, argv),
+              "hosts_namespace": bool(hosts_file), "agent": os.path.relpath(AGENT, REPO), "results": []}
     print("machine: %(nproc)s CPUs, kernel %(kernel)s, mpich %(mpich)s, openmpi %(openmpi-bin)s, canopy %(canopy_git)s"
           % report["machine"], file=sys.stderr)
     try:

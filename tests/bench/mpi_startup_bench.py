@@ -19,7 +19,6 @@ script shows where the time goes. Needs root (private mount namespace with an /e
 """
 
 import argparse
-import datetime
 import json
 import os
 import re
@@ -351,10 +350,8 @@ def main(argv):
     env = dict(os.environ)
     env.pop(NS_ENV, None)
     env["LOCAL_AGENT_TMPDIR_ROOT"] = node_tmp  # each fake host gets its own TMPDIR, as a real node would
-    report = {"schema": "canopy.mpi_startup_bench/1",
-              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "command": " ".join([os.path.relpath(os.path.abspath(__file__), REPO)] + argv),
-              "machine": benchlib.machine_info(), "hosts_namespace": hosts_namespace,
+    report = {**benchlib.report_header("canopy.mpi_startup_bench/1", __file__, argv),
+              "hosts_namespace": hosts_namespace,
               # MPI and PMIx settings inherited by every launcher's ranks change what is measured: keep them
               "mpi_env": {k: v for k, v in os.environ.items() if k.startswith(("OMPI_MCA_", "PMIX_MCA_", "MPIR_CVAR_"))},
               "results": []}
