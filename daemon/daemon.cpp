@@ -48,15 +48,6 @@ void add_env_default(std::vector<std::string>& env, std::string setting)
     env.push_back(std::move(setting));
 }
 
-// Sets NAME=value, replacing what the environment carries: a rank must reach its own daemon, not the one of a
-// canopy job it was launched from.
-void set_env(std::vector<std::string>& env, std::string setting)
-{
-    auto name = setting.substr(0, setting.find('=') + 1);
-    std::erase_if(env, [&](const std::string& existing) { return existing.starts_with(name); });
-    env.push_back(std::move(setting));
-}
-
 // Simulated nodes share one host: Open MPI must keep each node's shared memory apart and send between
 // "nodes" over loopback, the only network a simulation may use (docs/pmix.md).
 std::vector<std::string> simulated_node_mpi_env(const std::string& node_tmpdir)
@@ -79,9 +70,11 @@ void add_stage_env(std::vector<std::string>& env, const std::string& interposer,
         else
             *it = prefix + interposer + ":" + it->substr(prefix.size());
     }
-    set_env(env, "CANOPY_STAGE_CACHE=" + cache_dir);
+    // Replaced, not defaulted: a rank must reach its own node's cache and daemon, not those of a canopy job it
+    // was launched from.
+    set_environment_value(env, "CANOPY_STAGE_CACHE", cache_dir);
     if (!fetch_socket.empty())
-        set_env(env, "CANOPY_STAGE_SOCKET=" + fetch_socket);   // lookups the index cannot answer, on demand
+        set_environment_value(env, "CANOPY_STAGE_SOCKET", fetch_socket);   // lookups the index cannot answer
 }
 
 // Re-encodes a received frame unchanged, for relaying.
@@ -653,7 +646,7 @@ void Daemon::start_ranks()
                 add_stage_env(launch.env, job.stage_interposer, stage_->cache_dir(),
                               stage_fetcher_ ? stage_fetcher_->path() : std::string());
             if (app_server_)
-                set_env(launch.env, "CANOPY_AGENT_SOCKET=" + app_server_->path());
+                set_environment_value(launch.env, "CANOPY_AGENT_SOCKET", app_server_->path());
             if (bind)
                 launch.cpus = cpus_for_local_rank(*bind, local, allowed);
             for (int cpu : launch.cpus)

@@ -53,4 +53,12 @@ std::string environment_value(const std::vector<std::string>& env, const std::st
     return {};
 }
 
+void set_environment_value(std::vector<std::string>& env, const std::string& name, const std::string& value)
+{
+    std::erase_if(env, [&](const std::string& entry) {
+        return entry.size() > name.size() && entry[name.size()] == '=' && entry.compare(0, name.size(), name) == 0;
+    });
+    env.push_back(name + "=" + value);
+}
+
 } // namespace canopy

@@ -25,4 +25,8 @@ std::vector<std::string> rank_environment(const std::vector<std::string>& base, 
 // The value of NAME in a NAME=VALUE list, or empty.
 std::string environment_value(const std::vector<std::string>& env, const std::string& name);
 
+// Sets NAME to VALUE, dropping every value the list carried for NAME (inherited from a launcher's own
+// environment, for instance).
+void set_environment_value(std::vector<std::string>& env, const std::string& name, const std::string& value);
+
 } // namespace canopy

@@ -55,6 +55,14 @@ TEST(RankEnv, ReplacesStaleValuesInsteadOfDuplicatingThem)
     EXPECT_EQ(environment_value(env, "HOME"), "/h");
 }
 
+TEST(RankEnv, SettingAValueReplacesEveryInheritedOneOfThatNameOnly)
+{
+    std::vector<std::string> env{"CANOPY_AGENT_SOCKET=/outer.sock", "CANOPY_AGENT_SOCKETS=keep",
+                                 "CANOPY_AGENT_SOCKET=/older.sock", "HOME=/h"};
+    set_environment_value(env, "CANOPY_AGENT_SOCKET", "/mine.sock");
+    EXPECT_EQ(env, (std::vector<std::string>{"CANOPY_AGENT_SOCKETS=keep", "HOME=/h", "CANOPY_AGENT_SOCKET=/mine.sock"}));
+}
+
 TEST(RankEnv, LookupMatchesWholeNamesOnly)
 {
     std::vector<std::string> env{"PATHX=/no", "PATH=/yes"};
