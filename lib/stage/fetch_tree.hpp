@@ -46,8 +46,6 @@ public:
 
     // A lookup for a local rank (or a test): answered from the cache, or once the parent answers.
     void fetch(stage::FetchKind kind, const std::string& path, stage::FetchCache::Done done);
-    // A stage-fetch from the child at `position`. A malformed one is one log line naming `peer`.
-    void on_child_request(long position, const wire::Frame& frame, const std::string& peer);
     // A stage-fetch-reply from the parent (daemons only).
     void on_parent_reply(const wire::Frame& frame);
     // The parent is gone or the job ends: every waiter gets "no answer" and falls back.
@@ -60,6 +58,9 @@ public:
     const std::string& cache_dir() const { return cache_->cache().dir(); }
 
 private:
+    // A stage-fetch from the child at `position` (through serve_child). A malformed one is one log line naming
+    // `peer`.
+    void on_child_request(long position, const wire::Frame& frame, const std::string& peer);
     struct Stream {
         long position = 0;
         wire::StageFetchReply first;   // the answer, sent with the first chunk
