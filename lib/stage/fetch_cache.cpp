@@ -73,26 +73,6 @@ bool plain_name(const std::string& name)
            name.find('\0') == std::string::npos;
 }
 
-Status copy_descriptor(int fd, const ContentFile& file, NodeCache& cache)
-{
-    auto writer = cache.begin_content(file);
-    if (!writer)
-        return writer.error();
-    std::vector<unsigned char> buffer(1 << 20);
-    for (;;) {
-        ssize_t n = ::read(fd, buffer.data(), buffer.size());
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return make_error("stage: reading {} failed ({})", file.mirror, std::strerror(errno));
-        if (n == 0)
-            break;
-        if (auto st = writer->append({buffer.data(), static_cast<std::size_t>(n)}); !st)
-            return st;
-    }
-    return writer->commit();
-}
-
 } // namespace
 
 bool FetchAnswer::serves(FetchKind kind) const
@@ -156,7 +136,7 @@ Result<FetchAnswer> read_local(FetchKind kind, const std::string& path, NodeCach
         }
         auto file = answer.content_file();
         // Another spelling of the same file may have brought its copy already.
-        Status copied = cache.has_content(file) ? Status{} : copy_descriptor(fd, file, cache);
+        Status copied = cache.has_content(file) ? Status{} : cache.copy_content_from(fd, file, file.mirror);
         ::close(fd);
         if (!copied)
             return copied.error();

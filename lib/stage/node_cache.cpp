@@ -168,29 +168,28 @@ Status NodeCache::copy_content(const ContentFile& file, const std::string& sourc
     if (in < 0)
         return make_error("stage: cannot read {} ({}); it changed since the index was built, refresh the manifest",
                           from, std::strerror(errno));
+    Status copied = copy_content_from(in, file, from);
+    ::close(in);
+    return copied;
+}
+
+Status NodeCache::copy_content_from(int fd, const ContentFile& file, const std::string& source)
+{
     auto writer = begin_content(file);
-    if (!writer) {
-        ::close(in);
+    if (!writer)
         return writer.error();
-    }
     std::vector<unsigned char> buffer(1 << 20);
     for (;;) {
-        ssize_t n = ::read(in, buffer.data(), buffer.size());
+        ssize_t n = ::read(fd, buffer.data(), buffer.size());
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0) {
-            int err = errno;
-            ::close(in);
-            return make_error("stage: reading {} failed ({})", from, std::strerror(err));
-        }
+        if (n < 0)
+            return make_error("stage: reading {} failed ({})", source, std::strerror(errno));
         if (n == 0)
             break;
-        if (auto st = writer->append({buffer.data(), static_cast<std::size_t>(n)}); !st) {
-            ::close(in);
+        if (auto st = writer->append({buffer.data(), static_cast<std::size_t>(n)}); !st)
             return st;
-        }
     }
-    ::close(in);
     return writer->commit();
 }
 

@@ -55,6 +55,8 @@ public:
     Result<ContentWriter> begin_content(const ContentFile& file);
     // Copies a file's content from `source` (default: file.mirror on this machine's filesystem).
     Status copy_content(const ContentFile& file, const std::string& source = {});
+    // The same from an open descriptor, read to its end; `source` names it in errors. The caller closes `fd`.
+    Status copy_content_from(int fd, const ContentFile& file, const std::string& source);
     // Copies every file the index stages (the root's path, or a node that can read the prefixes itself).
     Status copy_all_content(const Index& index);
     bool has_content(const ContentFile& file) const;
