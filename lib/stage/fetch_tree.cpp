@@ -17,6 +17,15 @@ namespace {
 
 spdlog::logger& stage_log() { return area_logger("stage"); }
 
+// "No answer" to a child's stage-fetch `id`: the asker falls back instead of waiting.
+std::vector<std::uint8_t> refused(std::uint64_t id, std::string why)
+{
+    wire::StageFetchReply reply;
+    reply.id = id;
+    reply.error = std::move(why);
+    return wire::to_frame(reply);
+}
+
 wire::StageFetchReply to_reply(std::uint64_t id, const stage::FetchAnswer& answer)
 {
     wire::StageFetchReply reply;
@@ -170,11 +179,8 @@ void StageFetchTree::on_child_request(long position, const wire::Frame& frame, c
     }
     if (!normalized_absolute(request->path)) {
         stage_log().warn("ignored a stage-fetch message from {} for a path that is not absolute and normalized", peer);
-        wire::StageFetchReply reply;
-        reply.id = request->id;
-        reply.error = "the path is not absolute and normalized";
         if (children_)
-            children_->send(position, wire::to_frame(reply));
+            children_->send(position, refused(request->id, "the path is not absolute and normalized"));
         return;
     }
     auto kind = static_cast<stage::FetchKind>(request->kind);
@@ -192,10 +198,7 @@ void StageFetchTree::answer_child(long position, std::uint64_t id, stage::FetchK
     if (!children_)
         return;
     if (!status.ok()) {
-        wire::StageFetchReply reply;
-        reply.id = id;
-        reply.error = status.error().message;
-        children_->send(position, wire::to_frame(reply));
+        children_->send(position, refused(id, status.error().message));
         return;
     }
     auto reply = to_reply(id, answer);
@@ -209,10 +212,8 @@ void StageFetchTree::answer_child(long position, std::uint64_t id, stage::FetchK
     auto path = cache_->cache().content_path(answer.mirror);
     UniqueFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!file) {
-        wire::StageFetchReply failed;
-        failed.id = id;
-        failed.error = fmt::format("cannot read the staged copy {} ({})", path, std::strerror(errno));
-        children_->send(position, wire::to_frame(failed));
+        children_->send(position,
+                        refused(id, fmt::format("cannot read the staged copy {} ({})", path, std::strerror(errno))));
         return;
     }
     Stream stream;
@@ -268,10 +269,7 @@ bool StageFetchTree::send_chunk(Stream& stream)
         if (got < 0 && errno == EINTR)
             continue;
         if (got <= 0) {
-            wire::StageFetchReply failed;
-            failed.id = reply.id;
-            failed.error = "the staged copy shrank while it was being sent";
-            children_->send(stream.position, wire::to_frame(failed));
+            children_->send(stream.position, refused(reply.id, "the staged copy shrank while it was being sent"));
             return false;
         }
         filled += static_cast<std::size_t>(got);
@@ -316,10 +314,7 @@ void StageFetchTree::serve_child(StageFetchTree* tree, ChildSet& children, long 
                          fetch.error().message);
         return;
     }
-    wire::StageFetchReply reply;
-    reply.id = fetch->id;
-    reply.error = "on-demand staging is off here";
-    children.send(position, wire::to_frame(reply));
+    children.send(position, refused(fetch->id, "on-demand staging is off here"));
 }
 
 void StageFetchTree::fail_all(const std::string& why)
