@@ -782,8 +782,7 @@ void Daemon::maybe_report_done()
     if (stage_fetch_) {
         // On-demand staging, as counts: what this node answered itself and what it had to ask its parent.
         const auto& counts = stage_fetch_->counters();
-        auto local = counts.from_cache + counts.inferred_missing + counts.merged;
-        phases_.add("daemon.stage_local_messages", static_cast<double>(local), node_);
+        phases_.add("daemon.stage_local_messages", static_cast<double>(counts.answered_here()), node_);
         phases_.add("daemon.stage_up_messages", static_cast<double>(counts.sent_up), node_);
     }
     if (collectives_ && collectives_->frames_received() > 0)

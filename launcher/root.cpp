@@ -214,8 +214,7 @@ void Root::end_stage_fetch()
         return;
     const auto& counts = stage_fetch_->counters();
     // Counts: lookups the root answered from its cache, and those it read from the filesystem (once each).
-    phases_.add("root.stage_local_messages",
-                static_cast<double>(counts.from_cache + counts.inferred_missing + counts.merged), "launcher");
+    phases_.add("root.stage_local_messages", static_cast<double>(counts.answered_here()), "launcher");
     phases_.add("root.stage_read_messages", static_cast<double>(counts.sent_up), "launcher");
     std::string dir = stage_fetch_->cache_dir();
     stage_fetch_.reset();   // joins the reader threads

@@ -62,6 +62,8 @@ public:
         std::uint64_t sent_up = 0;          // requests sent to the parent (the root: filesystem reads)
         std::uint64_t failed = 0;
         std::uint64_t content_bytes = 0;    // written into this position's cache
+        // Questions this position answered without asking its parent (the root: without reading).
+        std::uint64_t answered_here() const { return from_cache + inferred_missing + merged; }
     };
 
     FetchCache(NodeCache cache, SendUp send_up);
