@@ -15,6 +15,7 @@
 #include <boost/asio/write.hpp>
 
 #include "private_socket.hpp"
+#include "stage/board_format.h"
 #include "stage/fetch_protocol.h"
 #include "util/log.hpp"
 
@@ -29,8 +30,9 @@ spdlog::logger& stage_log() { return area_logger("stage"); }
 } // namespace
 
 struct StageFetcher::Connection : std::enable_shared_from_this<Connection> {
-    Connection(local::socket socket, StageFetchTree& tree, std::shared_ptr<bool> alive)
-        : socket(std::move(socket)), tree(tree), alive(std::move(alive))
+    Connection(local::socket socket, StageFetchTree& tree, std::shared_ptr<bool> alive,
+               std::shared_ptr<stage::AnswerBoard> board)
+        : socket(std::move(socket)), tree(tree), alive(std::move(alive)), board(std::move(board))
     {
     }
 
@@ -68,6 +70,9 @@ struct StageFetcher::Connection : std::enable_shared_from_this<Connection> {
                 self->reply_failure(EIO);
                 return;
             }
+            // On the board first: the node's other ranks (and this one, again) read it there without asking.
+            if (self->board)
+                self->board->publish(self->path, answer);
             self->reply_answer(answer);
         });
     }
@@ -119,6 +124,7 @@ struct StageFetcher::Connection : std::enable_shared_from_this<Connection> {
     local::socket socket;
     StageFetchTree& tree;
     std::shared_ptr<bool> alive;
+    std::shared_ptr<stage::AnswerBoard> board;
     canopy_stage_fetch_request request{};
     canopy_stage_fetch_reply reply{};
     std::string path;
@@ -136,6 +142,11 @@ Result<std::unique_ptr<StageFetcher>> StageFetcher::start(boost::asio::io_contex
     std::unique_ptr<StageFetcher> server(new StageFetcher(io, path, tree));
     if (auto listening = listen_private(server->acceptor_, path, "on-demand staging"); !listening.ok())
         return listening.error();
+    auto board = stage::AnswerBoard::create(tree.cache_dir() + "/" CANOPY_STAGE_BOARD_NAME);
+    if (board)
+        server->board_ = std::move(*board);
+    else
+        stage_log().warn("{}; every on-demand lookup of a rank goes over the socket", board.error().message);
     server->accept_next();
     return server;
 }
@@ -160,7 +171,7 @@ void StageFetcher::accept_next()
             return;
         }
         ++requests_;
-        std::make_shared<Connection>(std::move(socket), tree_, alive_)->read_request();
+        std::make_shared<Connection>(std::move(socket), tree_, alive_, board_)->read_request();
         accept_next();
     });
 }

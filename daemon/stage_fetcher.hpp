@@ -7,13 +7,15 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 
+#include "stage/answer_board.hpp"
 #include "stage/fetch_tree.hpp"
 #include "util/result.hpp"
 
 namespace canopy {
 
 // Protocol: lib/stage/fetch_protocol.h, one lookup per connection. Only this user's processes are served
-// (SO_PEERCRED); a malformed request gets a "no answer" reply (the rank falls back) and a log line.
+// (SO_PEERCRED); a malformed request gets a "no answer" reply (the rank falls back) and a log line. Every answer
+// is also published on the node's answer board (lib/stage/board_format.h), where ranks look before they ask.
 class StageFetcher {
 public:
     // Listens on `path` (in the node's 0700 temp dir), answering from `tree`, which must outlive this object.
@@ -22,6 +24,7 @@ public:
     ~StageFetcher();
     const std::string& path() const { return path_; }
     std::uint64_t requests() const { return requests_; }
+    std::uint64_t published() const { return board_ ? board_->published() : 0; }
 
     struct Connection;   // one lookup (stage_fetcher.cpp)
 
@@ -33,6 +36,7 @@ private:
     std::string path_;
     StageFetchTree& tree_;
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+    std::shared_ptr<stage::AnswerBoard> board_;
     std::uint64_t requests_ = 0;
 };
 

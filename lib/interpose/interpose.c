@@ -23,6 +23,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "stage/board_format.h"
 #include "stage/fetch_protocol.h"
 #include "stage/index_format.h"
 
@@ -56,6 +57,7 @@ static struct {
     size_t dirs_alias_len;
     dev_t cache_dev;
     char socket_path[sizeof(((struct sockaddr_un*)0)->sun_path)]; /* on demand; empty: off */
+    struct canopy_stage_board_view board; /* answers the daemon already gave this node; base NULL: none */
     long fetch_timeout;
     int fetch_dead; /* the daemon did not answer once (gone, or hung): ask no more, use the real filesystem */
     char record[PMAX];
@@ -73,7 +75,7 @@ static struct {
 static struct {
     unsigned long served_meta, served_errno, served_open, served_dir, passed, outside, writes;
     unsigned long loader_redirect, loader_fail, loader_pass;
-    unsigned long fetched, fetch_failed;
+    unsigned long fetched, fetch_failed, board_hits;
 } stats;
 #define COUNT(field) __atomic_fetch_add(&stats.field, 1, __ATOMIC_RELAXED)
 
@@ -224,27 +226,38 @@ static void parse_prefixes(const char* text)
     }
 }
 
-static int map_index(void)
+/* Maps <cache><name> ("/index") read-only: its base and size, or NULL. */
+static const void* map_cache_file(const char* name, size_t name_size, uint64_t* size)
 {
     char path[PMAX];
-    if (g.cache_len + sizeof "/index" > sizeof path)
-        return -1;
+    if (g.cache_len + name_size > sizeof path)
+        return NULL;
     memcpy(path, g.cache, g.cache_len);
-    memcpy(path + g.cache_len, "/index", sizeof "/index");
+    memcpy(path + g.cache_len, name, name_size);
     int fd = raw_open(path, O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0)
-        return -1;
+        return NULL;
     struct stat st;
     if (syscall(SYS_fstat, fd, &st) != 0 || st.st_size <= 0) {
         raw_close(fd);
-        return -1;
+        return NULL;
     }
     void* base = (void*)syscall(SYS_mmap, NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
     raw_close(fd);
     if (base == MAP_FAILED || (uintptr_t)base > (uintptr_t)-4096)
+        return NULL;
+    *size = (uint64_t)st.st_size;
+    return base;
+}
+
+static int map_index(void)
+{
+    uint64_t size = 0;
+    const void* base = map_cache_file("/index", sizeof "/index", &size);
+    if (!base)
         return -1;
-    if (canopy_stage_view_open(&g.view, base, (uint64_t)st.st_size) != 0) {
-        syscall(SYS_munmap, base, (size_t)st.st_size);
+    if (canopy_stage_view_open(&g.view, base, size) != 0) {
+        syscall(SYS_munmap, base, (size_t)size);
         return -1;
     }
     const struct canopy_stage_view* v = &g.view;
@@ -295,8 +308,14 @@ static void init_once(void)
             if (map_index() == 0)
                 g.mode = MODE_SERVE;
             const char* socket_path = getenv("CANOPY_STAGE_SOCKET");
-            if (g.mode == MODE_SERVE && socket_path && socket_path[0] == '/')
+            if (g.mode == MODE_SERVE && socket_path && socket_path[0] == '/') {
                 copy_str(g.socket_path, sizeof g.socket_path, socket_path);
+                uint64_t size = 0;
+                const void* board = map_cache_file("/" CANOPY_STAGE_BOARD_NAME, sizeof "/" CANOPY_STAGE_BOARD_NAME,
+                                                   &size);
+                if (board && canopy_stage_board_open(&g.board, board, size) != 0)
+                    syscall(SYS_munmap, board, (size_t)size);
+            }
             const char* timeout = getenv("CANOPY_STAGE_FETCH_TIMEOUT");
             g.fetch_timeout = 120;
             if (timeout && *timeout) {
@@ -501,13 +520,60 @@ static int ask(int fd, int kind, const char* path, size_t len, struct canopy_sta
     return 0;
 }
 
+/* The reply the daemon would give, read from the node's answer board: 0, or -1 when the board cannot tell (no
+ * answer yet, or only metadata where an open needs the copy). Same fields and text as daemon/stage_fetcher.cpp. */
+static int board_answer(int kind, const char* path, size_t len, struct canopy_stage_fetch_reply* r, char* text)
+{
+    if (!g.board.base)
+        return -1;
+    const struct canopy_stage_board_record* b = canopy_stage_board_find(&g.board, path, len);
+    if (!b)
+        return -1;
+    int found = b->stat_errno == 0 && b->open_errno == 0;
+    if (kind == CANOPY_STAGE_FETCH_OPEN && found &&
+        ((S_ISREG(b->stat.mode) && !(b->flags & CANOPY_STAGE_FETCH_CONTENT)) ||
+         (S_ISDIR(b->stat.mode) && !(b->flags & CANOPY_STAGE_FETCH_LISTED))))
+        return -1;
+    const char* t = NULL;
+    uint32_t n = 0;
+    if (kind == CANOPY_STAGE_FETCH_OPEN && (b->flags & (CANOPY_STAGE_FETCH_CONTENT | CANOPY_STAGE_FETCH_LISTED))) {
+        t = canopy_stage_board_mirror(b);
+        n = b->mirror_len;
+    } else if (kind == CANOPY_STAGE_FETCH_METADATA && text) {
+        t = canopy_stage_board_link(b);
+        n = b->link_len;
+    }
+    if (n > 0 && !text)
+        return -1;
+    memset(r, 0, sizeof *r);
+    r->magic = CANOPY_STAGE_FETCH_MAGIC;
+    r->lstat_errno = b->lstat_errno;
+    r->stat_errno = b->stat_errno;
+    r->open_errno = b->open_errno;
+    r->flags = b->flags;
+    r->lstat = b->lstat;
+    r->stat = b->stat;
+    r->text_len = n;
+    if (text) {
+        memcpy(text, t ? t : "", n);
+        text[n] = '\0';
+    }
+    return 0;
+}
+
 /* Asks about path[0..len). text (PMAX bytes, or NULL) receives the reply's text, NUL-terminated. Returns 0
  * with *r filled, or -1: no answer (no daemon, timeout, the tree could not tell), the caller falls back to the
  * real filesystem. One connection per question: no descriptor is held between calls, so fork, threads and
  * programs that close "all other fds" need no care. errno is preserved. */
 static int fetch(int kind, const char* path, size_t len, struct canopy_stage_fetch_reply* r, char* text)
 {
-    if (!g.socket_path[0] || len >= PMAX || __atomic_load_n(&g.fetch_dead, __ATOMIC_RELAXED))
+    if (!g.socket_path[0] || len >= PMAX)
+        return -1;
+    if (board_answer(kind, path, len, r, text) == 0) {
+        COUNT(board_hits);
+        return 0;
+    }
+    if (__atomic_load_n(&g.fetch_dead, __ATOMIC_RELAXED))
         return -1;
     int saved = errno;
     int fd = (int)syscall(SYS_socket, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -1506,6 +1572,7 @@ __attribute__((destructor)) static void interpose_fini(void)
     FIELD(loader_pass)
     FIELD(fetched)
     FIELD(fetch_failed)
+    FIELD(board_hits)
 #undef FIELD
     *p++ = '\n';
     int fd = raw_open(g.stats, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);

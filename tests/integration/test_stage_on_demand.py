@@ -50,7 +50,8 @@ def test_on_demand_job_prints_the_same_and_the_root_reads_each_path_once(counted
     assert sorted(by_rank) == list(range(6))
     assert by_rank[0][0].startswith(f"0 {EXPECTED_TOTAL} ['alpha', 'beta', 'gamma']"), by_rank
     rows = assert_nothing_passed(stats, 6)
-    assert all(r["served_open"] > 0 and r["fetched"] > 0 for r in preload_rows(stats)), rows
+    # Each rank asked its daemon, or read what another rank on its node had asked from the node's answer board.
+    assert all(r["served_open"] > 0 and r["fetched"] + r["board_hits"] > 0 for r in preload_rows(stats)), rows
     assert six_ranks_ops > 4 * one_rank_ops, (one_rank_ops, six_ranks_ops)
     assert staged_ops <= one_rank_ops + ROOT_OVERHEAD_OPS, (staged_ops, one_rank_ops, six_ranks_ops)
     assert_caches_gone(reports, 6)
@@ -81,6 +82,45 @@ def test_many_ranks_opening_one_file_at_once_cause_one_read_at_the_root(counted)
     # Each node asked its parent once per path; the other ranks were answered from the node's cache.
     phases = timing_phases(timing)
     assert "daemon.stage_local_messages" in phases and phases["daemon.stage_local_messages"]["sum"] > 0, phases
+
+
+@needs_fuse
+def test_ranks_read_what_another_rank_on_their_node_asked_from_the_answer_board(case):
+    # The ranks of one node run the same lookups one after the other: only the first asks its daemon.
+    turns = case.root / "turns"
+    turns.mkdir()
+    program = case.root / "walk.py"
+    program.write_text(
+        "import os, sys, time\n"
+        "rank, root, turns = int(os.environ['RANK']), sys.argv[1], sys.argv[2]\n"
+        "deadline = time.monotonic() + 60\n"
+        "while rank and not os.path.exists(os.path.join(turns, str(rank - 1))):\n"
+        "    assert time.monotonic() < deadline, 'the previous rank never finished'\n"
+        "    time.sleep(0.02)\n"
+        "files = 0\n"
+        "for here, dirs, names in os.walk(root):\n"
+        "    for name in sorted(names):\n"
+        "        with open(os.path.join(here, name), 'rb') as f:\n"
+        "            f.read()\n"
+        "        files += 1\n"
+        "    os.path.exists(os.path.join(here, 'no-such-file'))\n"
+        "open(os.path.join(turns, str(rank)), 'w').close()\n"
+        "print(files)\n")
+    timing = case.root / "timing.json"
+    done, _, stats = case.job(["--sim-nodes", "1", "--ppn", "4", f"--timing={timing}",
+                               *case.staged_args(manifest=False)],
+                              [PYTHON, program, case.mnt, turns])
+    by_rank = ok(done)
+    assert sorted(by_rank) == [0, 1, 2, 3] and len({tuple(lines) for lines in by_rank.values()}) == 1, by_rank
+    assert int(by_rank[0][0]) > 3, by_rank
+    rows = assert_nothing_passed(stats, 4)
+    asked = sorted(r["fetched"] for r in preload_rows(stats))
+    assert asked[:3] == [0, 0, 0] and asked[3] > 0, rows
+    assert sum(1 for r in preload_rows(stats) if r["board_hits"] >= asked[3]) == 3, rows
+    # The daemon's socket served the first rank only.
+    phases = timing_phases(timing)
+    served = phases["daemon.stage_local_messages"]["sum"] + phases["daemon.stage_up_messages"]["sum"]
+    assert served == asked[3], (served, rows)
 
 
 @needs_fuse

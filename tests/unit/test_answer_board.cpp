@@ -1,0 +1,175 @@
+// Unit tests for the node's answer board: what canopyd publishes is what a rank's reader (board_format.h) finds.
+#include "stage/answer_board.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "stage/board_format.h"
+#include "stage/fetch_protocol.h"
+
+namespace canopy::stage {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A rank's view: the file mapped read-only, as the interposer maps it.
+class Reader {
+public:
+    explicit Reader(const std::string& path)
+    {
+        int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        struct stat st {};
+        if (fd < 0 || ::fstat(fd, &st) != 0)
+            return;
+        size_ = static_cast<std::size_t>(st.st_size);
+        base_ = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
+        ::close(fd);
+        if (base_ == MAP_FAILED || canopy_stage_board_open(&view_, base_, size_) != 0)
+            view_.base = nullptr;
+    }
+    ~Reader()
+    {
+        if (base_ && base_ != MAP_FAILED)
+            ::munmap(base_, size_);
+    }
+    bool open() const { return view_.base != nullptr; }
+    const canopy_stage_board_record* find(const std::string& path) const
+    {
+        return canopy_stage_board_find(&view_, path.data(), path.size());
+    }
+
+private:
+    void* base_ = nullptr;
+    std::size_t size_ = 0;
+    canopy_stage_board_view view_{};
+};
+
+class Board : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        char tmpl[] = "/tmp/canopy-test-board-XXXXXX";
+        ASSERT_NE(::mkdtemp(tmpl), nullptr);
+        dir_ = tmpl;
+        path_ = dir_ + "/" CANOPY_STAGE_BOARD_NAME;
+    }
+    void TearDown() override { fs::remove_all(dir_); }
+
+    static FetchAnswer file(std::int64_t size, bool content)
+    {
+        FetchAnswer a;
+        a.lstat.mode = a.stat.mode = S_IFREG | 0644;
+        a.lstat.size = a.stat.size = size;
+        a.stat.mtime_sec = 1700000000;
+        a.content = content;
+        if (content)
+            a.mirror = "/real/pkg/mod.py";
+        return a;
+    }
+
+    std::string dir_, path_;
+};
+
+TEST_F(Board, ARankFindsWhatTheDaemonPublished)
+{
+    auto board = AnswerBoard::create(path_);
+    ASSERT_TRUE(board) << board.error().message;
+    Reader reader(path_);
+    ASSERT_TRUE(reader.open());
+    EXPECT_EQ(reader.find("/soft/pkg/mod.py"), nullptr);
+
+    FetchAnswer link;
+    link.lstat.mode = S_IFLNK | 0777;
+    link.stat = file(5, false).stat;
+    link.link = "mod.py";
+    ASSERT_TRUE((*board)->publish("/soft/pkg/alias.py", link));
+    FetchAnswer missing;
+    missing.lstat_errno = missing.stat_errno = ENOENT;
+    ASSERT_TRUE((*board)->publish("/soft/pkg/gone.py", missing));
+
+    // Published after the rank mapped the file: a shared mapping sees it at once.
+    const auto* found = reader.find("/soft/pkg/alias.py");
+    ASSERT_NE(found, nullptr);
+    EXPECT_TRUE(S_ISLNK(found->lstat.mode));
+    EXPECT_EQ(found->stat.size, 5);
+    EXPECT_EQ(std::string(canopy_stage_board_link(found), found->link_len), "mod.py");
+    EXPECT_EQ(found->mirror_len, 0u);
+    const auto* gone = reader.find("/soft/pkg/gone.py");
+    ASSERT_NE(gone, nullptr);
+    EXPECT_EQ(gone->stat_errno, ENOENT);
+    EXPECT_EQ(reader.find("/soft/pkg/gone"), nullptr);
+}
+
+TEST_F(Board, TheCopyReplacesMetadataButMetadataNeverHidesTheCopy)
+{
+    auto board = AnswerBoard::create(path_);
+    ASSERT_TRUE(board) << board.error().message;
+    Reader reader(path_);
+    ASSERT_TRUE((*board)->publish("/soft/pkg/mod.py", file(3, false)));
+    ASSERT_NE(reader.find("/soft/pkg/mod.py"), nullptr);
+    EXPECT_EQ(reader.find("/soft/pkg/mod.py")->flags & CANOPY_STAGE_FETCH_CONTENT, 0u);
+
+    ASSERT_TRUE((*board)->publish("/soft/pkg/mod.py", file(3, true)));
+    const auto* rich = reader.find("/soft/pkg/mod.py");
+    ASSERT_NE(rich, nullptr);
+    EXPECT_NE(rich->flags & CANOPY_STAGE_FETCH_CONTENT, 0u);
+    EXPECT_EQ(std::string(canopy_stage_board_mirror(rich), rich->mirror_len), "/real/pkg/mod.py");
+
+    EXPECT_TRUE((*board)->publish("/soft/pkg/mod.py", file(3, false)));
+    EXPECT_NE(reader.find("/soft/pkg/mod.py")->flags & CANOPY_STAGE_FETCH_CONTENT, 0u);
+    EXPECT_EQ((*board)->published(), 2u);
+}
+
+TEST_F(Board, AFullBoardRefusesNewPathsAndKeepsTheOldOnes)
+{
+    auto board = AnswerBoard::create(path_, 8, 64 << 10);
+    ASSERT_TRUE(board) << board.error().message;
+    int accepted = 0;
+    for (int i = 0; i < 8; ++i)
+        accepted += (*board)->publish("/soft/f" + std::to_string(i), file(i, false)) ? 1 : 0;
+    EXPECT_EQ(accepted, 3);   // at most half the slots, less one: probe chains stay short, a miss ends
+    Reader reader(path_);
+    for (int i = 0; i < 8; ++i) {
+        const auto* r = reader.find("/soft/f" + std::to_string(i));
+        if (i < accepted) {
+            ASSERT_NE(r, nullptr) << i;
+            EXPECT_EQ(r->stat.size, i);
+        } else {
+            EXPECT_EQ(r, nullptr) << i;
+        }
+    }
+}
+
+TEST_F(Board, ADamagedBoardIsNotReadPastItsEnd)
+{
+    auto board = AnswerBoard::create(path_, 16, 64 << 10);
+    ASSERT_TRUE(board) << board.error().message;
+    ASSERT_TRUE((*board)->publish("/soft/a", file(1, false)));
+    Reader before(path_);
+    ASSERT_NE(before.find("/soft/a"), nullptr);
+
+    // Point every slot past the end of the file, as a corrupted board might.
+    int fd = ::open(path_.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    for (std::uint32_t i = 0; i < 16; ++i) {
+        std::uint32_t bad = (64u << 10) - 8;
+        ASSERT_EQ(::pwrite(fd, &bad, sizeof bad, static_cast<off_t>(sizeof(canopy_stage_board_header) + 4 * i)), 4);
+    }
+    std::uint32_t wrong_magic = 0;
+    Reader damaged(path_);
+    EXPECT_EQ(damaged.find("/soft/a"), nullptr);
+    ASSERT_EQ(::pwrite(fd, &wrong_magic, sizeof wrong_magic, 0), 4);
+    ::close(fd);
+    EXPECT_FALSE(Reader(path_).open());
+}
+
+} // namespace
+} // namespace canopy::stage
