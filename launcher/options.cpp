@@ -388,7 +388,7 @@ const std::vector<OptionSpec>& option_table()
              return Status{};
          }},
         {{"--stage-manifest"}, Takes::value, "FILE", "File staging",
-         "stage ahead what a `canopy stage record` run read (else: on demand)",
+         "stage ahead what FILE lists; if FILE does not exist, stage on demand and write it at the end",
          [](ParseState& s, ArgCursor& c) { return store_string(s.options.stage_manifest, c); }},
 
         // Timing

@@ -216,10 +216,31 @@ void Root::end_stage_fetch()
     // Counts: lookups the root answered from its cache, and those it read from the filesystem (once each).
     phases_.add("root.stage_local_messages", static_cast<double>(counts.answered_here()), "launcher");
     phases_.add("root.stage_read_messages", static_cast<double>(counts.sent_up), "launcher");
+    if (stage_ && !stage_->learn.empty())
+        write_learned_manifest();
     std::string dir = stage_fetch_->cache_dir();
     stage_fetch_.reset();   // joins the reader threads
     std::error_code ignored;
     std::filesystem::remove_all(dir, ignored);
+}
+
+void Root::write_learned_manifest()
+{
+    const auto& answers = stage_fetch_->answers();
+    if (answers.empty()) {
+        fmt::print(stderr, "canopy: no rank looked anything up under the staged prefixes; stage manifest {} not "
+                           "written\n", stage_->learn);
+        return;
+    }
+    auto learned = learn_manifest(stage_->learn, plan_.stage->prefixes, answers);
+    if (!learned) {
+        fmt::print(stderr, "canopy: {}\n", learned.error().message);
+        return;
+    }
+    fmt::print(stderr, "canopy: wrote stage manifest {}: {} paths, {} files ({:.1f} MiB) that jobs naming it stage "
+                       "up front\n",
+               stage_->learn, learned->size(), learned->content_files().size(),
+               static_cast<double>(learned->content_bytes()) / (1 << 20));
 }
 
 void Root::on_stage_prepared(Result<PreparedStage> prepared)
@@ -233,6 +254,9 @@ void Root::on_stage_prepared(Result<PreparedStage> prepared)
     stamp("stage_indexed");
     if (!prepared->warning.empty())
         fmt::print(stderr, "canopy: {}\n", prepared->warning);
+    if (!prepared->learn.empty())
+        tree_log().info("stage manifest {} does not exist yet: staging on demand, and writing it at the end",
+                        prepared->learn);
     stage_.emplace(std::move(*prepared));
     tree_log().info("stage index: {} entries, {} files, {} bytes of content", stage_->index.size(),
                     stage_->index.content_files().size(), stage_->index.content_bytes());

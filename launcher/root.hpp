@@ -80,6 +80,7 @@ private:
     std::unique_ptr<StageFetchTree> stage_fetch_;
     void start_stage_fetch();
     void end_stage_fetch();
+    void write_learned_manifest();   // the on-demand answers, as the manifest the job was told to learn
     asio::signal_set signals_;
     asio::steady_timer timeout_timer_;
     asio::steady_timer grace_timer_;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -25,16 +26,22 @@ bool covered_by(const std::string& prefix, const std::vector<std::string>& prefi
 
 Result<PreparedStage> prepare_stage(const StageSettings& settings)
 {
-    if (settings.manifest.empty()) {
+    std::error_code ignored;
+    bool learn = !settings.manifest.empty() && !std::filesystem::exists(settings.manifest, ignored);
+    if (learn && settings.prefixes.empty())
+        return make_error("stage manifest {} does not exist; name the directories to stage with --stage, and canopy "
+                          "writes it at the end of the job",
+                          settings.manifest);
+    if (settings.manifest.empty() || learn) {
         // On demand: the index holds the prefixes and their listings only (a handful of operations, where a walk
         // of the prefixes costs one per file); the nodes fetch everything else through the tree as ranks ask.
         std::vector<stage::PathRequest> requests;
         for (const auto& prefix : settings.prefixes)
             requests.push_back({prefix, false});
-        auto index = stage::build_index(requests, stage::BuildOptions{settings.prefixes, true});
+        auto index = stage::build_index(requests, stage::BuildOptions{settings.prefixes, true, {}});
         if (!index)
             return index.error();
-        return PreparedStage{std::move(*index), {}};
+        return PreparedStage{std::move(*index), {}, learn ? settings.manifest : std::string()};
     }
 
     auto index = stage::Index::load(settings.manifest);
@@ -47,7 +54,7 @@ Result<PreparedStage> prepare_stage(const StageSettings& settings)
                               settings.manifest, prefix, prefix);
     auto changes = stage::validate(*index);
     if (changes.empty())
-        return PreparedStage{std::move(*index), {}};
+        return PreparedStage{std::move(*index), {}, {}};
     auto refreshed = stage::refresh(*index);
     if (!refreshed)
         return make_error("stage manifest {} is stale and could not be refreshed: {}", settings.manifest,
@@ -58,7 +65,36 @@ Result<PreparedStage> prepare_stage(const StageSettings& settings)
         "index (record it again to skip this)",
         settings.manifest, changes.size(), changes.size() == 1 ? "" : "s", first.path, stage::to_string(first.kind),
         first.detail.empty() ? "" : ", " + first.detail);
-    return PreparedStage{std::move(*refreshed), std::move(warning)};
+    return PreparedStage{std::move(*refreshed), std::move(warning), {}};
+}
+
+Result<stage::Index> learn_manifest(const std::string& file, const std::vector<std::string>& prefixes,
+                                    const std::map<std::string, stage::FetchAnswer>& answers)
+{
+    std::vector<stage::PathRequest> requests;
+    std::map<std::string, stage::KnownPath> known;
+    for (const auto& [path, answer] : answers) {
+        requests.push_back({path, answer.content});
+        stage::KnownPath& k = known[path];
+        k.lstat_errno = answer.lstat_errno;
+        k.stat_errno = answer.stat_errno;
+        k.lstat = answer.lstat;
+        k.stat = answer.stat;
+        k.link = answer.link;
+        k.mirror = answer.mirror;
+        k.listed = answer.listed;
+        k.listing = answer.listing;
+    }
+    stage::BuildOptions options{prefixes, true, [&known](const std::string& path) -> const stage::KnownPath* {
+                                    auto it = known.find(path);
+                                    return it == known.end() ? nullptr : &it->second;
+                                }};
+    auto index = stage::build_index(requests, options);
+    if (!index)
+        return make_error("cannot learn the stage manifest {}: {}", file, index.error().message);
+    if (auto saved = index->save(file); !saved)
+        return make_error("cannot write the stage manifest {}: {}", file, saved.error().message);
+    return index;
 }
 
 StageSender::StageSender(boost::asio::io_context& io, ChildSet& children, const stage::Index& index)

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "launch_plan.hpp"
 #include "proc/process.hpp"
 #include "stage/directory_handles.hpp"
+#include "stage/fetch_cache.hpp"
 #include "stage/index.hpp"
 #include "tree/children.hpp"
 #include "util/result.hpp"
@@ -21,12 +23,19 @@ namespace canopy {
 struct PreparedStage {
     stage::Index index;
     std::string warning;   // set when a manifest was stale: what changed, for one line to the user
+    std::string learn;     // a manifest that does not exist yet: staged on demand, written from what was fetched
 };
 
 // Runs on a worker thread while the tree starts. A manifest is loaded and validated against the filesystem
 // (size, mtime, inode, listings) and refreshed if anything changed; without a manifest the index holds only the
 // prefixes and their listings, and the nodes fetch the rest on demand through the tree (StageFetchTree).
+// A manifest that does not exist yet is learned: the job stages on demand and learn_manifest writes it at the end.
 Result<PreparedStage> prepare_stage(const StageSettings& settings);
+
+// Builds a manifest from what the root fetched on demand (no filesystem lookups beyond the paths' ancestors)
+// and writes it to `file`. Returns the index written.
+Result<stage::Index> learn_manifest(const std::string& file, const std::vector<std::string>& prefixes,
+                                    const std::map<std::string, stage::FetchAnswer>& answers);
 
 // Streams the index, then every staged file in content order, to all children, chunk by chunk. It waits while
 // any child still has more than a few chunks queued, so memory stays bounded however large the files are and

@@ -83,6 +83,8 @@ public:
     const Counters& counters() const { return counters_; }
     std::size_t in_flight() const { return pending_.size(); }
     const FetchAnswer* cached(const std::string& path) const;
+    // Every answer this position holds, by path as the program spelled it.
+    const std::map<std::string, FetchAnswer>& answers() const { return answers_; }
 
 private:
     struct Pending {

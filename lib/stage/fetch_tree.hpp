@@ -56,6 +56,7 @@ public:
 
     const stage::FetchCache::Counters& counters() const { return cache_->counters(); }
     const std::string& cache_dir() const { return cache_->cache().dir(); }
+    const std::map<std::string, stage::FetchAnswer>& answers() const { return cache_->answers(); }
 
 private:
     // A stage-fetch from the child at `position` (through serve_child). A malformed one is one log line naming

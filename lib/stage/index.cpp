@@ -125,6 +125,18 @@ Probe probe(const std::string& path)
     return p;
 }
 
+Probe from_known(const KnownPath& known)
+{
+    Probe p;
+    p.lstat_errno = known.lstat_errno;
+    p.stat_errno = known.stat_errno;
+    p.lst = known.lstat;
+    p.st = known.stat;
+    p.link = known.link;
+    p.mirror = known.mirror;
+    return p;
+}
+
 // probe() without the canonical path, through cached directory handles: what validation needs.
 Probe probe_cheaply(DirectoryHandles& handles, const std::string& path)
 {
@@ -277,7 +289,8 @@ private:
         if (it != nodes_.end())
             return it->second;
         Node n;
-        n.p = probe(path);
+        const KnownPath* known = options_.known ? options_.known(path) : nullptr;
+        n.p = known ? from_known(*known) : probe(path);
         return nodes_.emplace(path, std::move(n)).first->second;
     }
 
@@ -376,6 +389,13 @@ Result<Index> Builder::finish()
             continue;
         if (listings.count(n.p.mirror))
             continue;
+        if (const KnownPath* known = options_.known ? options_.known(path) : nullptr; known && known->listed) {
+            std::vector<Listed> names;
+            for (const auto& name : known->listing)
+                names.push_back({name.name, name.type, 0, name.link_target});
+            listings.emplace(n.p.mirror, std::move(names));
+            continue;
+        }
         bool ok = false;
         auto names = list_directory(n.p.mirror, ok);
         if (ok)

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,13 +19,6 @@ namespace canopy::stage {
 struct PathRequest {
     std::string path; // absolute
     bool read_content = false;
-};
-
-struct BuildOptions {
-    std::vector<std::string> prefixes; // absolute; symlinked prefixes are added in their resolved form too
-    // Store the complete listing of every directory under a prefix that the index holds, so that a lookup of
-    // a name the recording never saw is answered ENOENT locally instead of reaching the shared filesystem.
-    bool list_directories = true;
 };
 
 // A file whose content the node cache must hold at <cache>/root<mirror>.
@@ -46,6 +40,28 @@ struct ListedName {
 struct ListedDirectory {
     std::string mirror;
     std::vector<ListedName> names;
+};
+
+// What the root already learned about a path from on-demand answers, so that building an index from them
+// needs no lookup of its own.
+struct KnownPath {
+    int lstat_errno = 0;
+    int stat_errno = 0;
+    canopy_stage_stat lstat{};
+    canopy_stage_stat stat{};
+    std::string link;
+    std::string mirror;              // canonical path; empty when it was only stat'ed, never opened
+    bool listed = false;
+    std::vector<ListedName> listing; // when listed
+};
+
+struct BuildOptions {
+    std::vector<std::string> prefixes; // absolute; symlinked prefixes are added in their resolved form too
+    // Store the complete listing of every directory under a prefix that the index holds, so that a lookup of
+    // a name the recording never saw is answered ENOENT locally instead of reaching the shared filesystem.
+    bool list_directories = true;
+    // Asked before the filesystem for each path the index needs (empty: the filesystem answers everything).
+    std::function<const KnownPath*(const std::string& path)> known;
 };
 
 // The read-only view of one entry (a path as the program spelled it).

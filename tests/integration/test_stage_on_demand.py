@@ -8,7 +8,7 @@ import pytest
 from conftest import parse_labelled, timing_phases
 from test_slowfs import _missing_fuse
 from test_stage import (EXPECTED_TOTAL, PYTHON, StageCase, assert_caches_gone, assert_nothing_passed,
-                        build_origin_app, ok, preload_rows)
+                        build_origin_app, messages, ok, preload_rows)
 
 needs_fuse = pytest.mark.skipif(_missing_fuse() is not None, reason=str(_missing_fuse()))
 
@@ -180,6 +180,42 @@ def test_with_a_manifest_what_the_recording_missed_is_fetched_on_demand(case):
     assert ok(staged) == ok(plain)
     assert_nothing_passed(stats, 2)
     assert all(r["served_open"] > 0 and r["fetched"] > 0 for r in preload_rows(stats)), preload_rows(stats)
+
+
+@needs_fuse
+def test_a_manifest_that_does_not_exist_is_learned_and_the_next_job_stages_it_up_front(counted):
+    case = counted
+    learned = case.root / "learned.manifest"
+    case.mount.reset()
+    first, _, first_stats = case.job(["--sim-nodes", "2", "--ppn", "2", "--stage", case.mnt,
+                                      "--stage-manifest", learned], case.python())
+    first_ops = case.settled_ops()["total"]
+    assert first.returncode == 0, first.describe()
+    wrote = [line for line in messages(first) if "wrote stage manifest" in line]
+    assert len(wrote) == 1 and str(learned) in wrote[0], first.describe()
+    assert learned.exists()
+    assert all(r["fetched"] + r["board_hits"] > 0 for r in preload_rows(first_stats)), preload_rows(first_stats)
+
+    case.mount.reset()
+    second, _, second_stats = case.job(["--sim-nodes", "2", "--ppn", "2", *case.staged_args(manifest=False),
+                                        "--stage-manifest", learned], case.python())
+    second_ops = case.settled_ops()["total"]
+    assert ok(second) == parse_labelled(first.stdout)
+    assert_nothing_passed(second_stats, 4)
+    # Everything the first job fetched on demand came with the learned manifest: no rank had to ask.
+    assert all(r["fetched"] == 0 and r["served_open"] > 0 for r in preload_rows(second_stats)), \
+        preload_rows(second_stats)
+    print(f"slowfs operations: learning job {first_ops}, job with the learned manifest {second_ops}")
+
+
+@needs_fuse
+def test_a_manifest_to_learn_needs_the_prefixes(case):
+    missing = case.root / "nowhere.manifest"
+    done, _, _ = case.job(["--sim-nodes", "1", "--stage-manifest", missing], case.python())
+    assert done.returncode != 0
+    lines = done.canopy_lines()
+    assert len(lines) == 1 and str(missing) in lines[0] and "--stage" in lines[0], done.describe()
+    assert not missing.exists()
 
 
 @pytest.fixture
