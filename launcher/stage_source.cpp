@@ -32,6 +32,16 @@ Result<PreparedStage> prepare_stage(const StageSettings& settings)
         return make_error("stage manifest {} does not exist; name the directories to stage with --stage, and canopy "
                           "writes it at the end of the job",
                           settings.manifest);
+    if (learn) {
+        // Found out now, not after the whole job has run.
+        auto dir = std::filesystem::path(settings.manifest).parent_path();
+        if (dir.empty())
+            dir = ".";
+        if (::access(dir.c_str(), W_OK | X_OK) != 0)
+            return make_error("stage manifest {} does not exist and cannot be written in {} ({}); give a writable "
+                              "path to learn it, or an existing manifest",
+                              settings.manifest, dir.string(), std::strerror(errno));
+    }
     if (settings.manifest.empty() || learn) {
         // On demand: the index holds the prefixes and their listings only (a handful of operations, where a walk
         // of the prefixes costs one per file); the nodes fetch everything else through the tree as ranks ask.
