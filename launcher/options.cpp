@@ -388,7 +388,7 @@ const std::vector<OptionSpec>& option_table()
              return Status{};
          }},
         {{"--stage-manifest"}, Takes::value, "FILE", "File staging",
-         "stage ahead what FILE lists; if FILE does not exist, stage on demand and write it at the end",
+         "stage ahead what FILE lists (a missing FILE: on demand, then written)",
          [](ParseState& s, ArgCursor& c) { return store_string(s.options.stage_manifest, c); }},
 
         // Timing
@@ -620,9 +620,9 @@ std::string help_text()
         "  canopy --profile polaris --timing=start.json -n 128 ./app\n"
         "                                               use the Polaris settings and save startup timing\n"
         "  canopy -n 2 -- ./app -n 5                    '--' ends canopy's options; ./app gets -n 5\n"
-        "  canopy stage record --stage /soft/venv -o torch.manifest -- python3 -c 'import torch'\n"
         "  canopy --stage /soft/venv --stage-manifest torch.manifest -n 4096 --ppn 4 python3 train.py\n"
-        "                                               record once; then every node imports from its cache\n";
+        "                                               the first job writes torch.manifest; later jobs stage\n"
+        "                                               it up front and every node imports from its cache\n";
     return text;
 }
 
