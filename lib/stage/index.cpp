@@ -289,8 +289,15 @@ private:
         if (it != nodes_.end())
             return it->second;
         Node n;
-        const KnownPath* known = options_.known ? options_.known(path) : nullptr;
-        n.p = known ? from_known(*known) : probe(path);
+        if (!options_.known) {
+            n.p = probe(path);
+        } else if (const KnownPath* known = options_.known(path)) {
+            n.p = from_known(*known);
+        } else {
+            // An ancestor nobody asked about: its stat data through its directory's handle, one lookup, and no
+            // canonical path (a full-path realpath costs a lookup per component).
+            n.p = probe_cheaply(handles_, path);
+        }
         return nodes_.emplace(path, std::move(n)).first->second;
     }
 
@@ -337,6 +344,7 @@ private:
     BuildOptions options_;
     std::vector<std::string> prefixes_;
     std::map<std::string, Node> nodes_;
+    DirectoryHandles handles_;   // with options_.known: the directories of the paths it did not know
 };
 
 class StringTable {
@@ -389,11 +397,15 @@ Result<Index> Builder::finish()
             continue;
         if (listings.count(n.p.mirror))
             continue;
-        if (const KnownPath* known = options_.known ? options_.known(path) : nullptr; known && known->listed) {
-            std::vector<Listed> names;
-            for (const auto& name : known->listing)
-                names.push_back({name.name, name.type, 0, name.link_target});
-            listings.emplace(n.p.mirror, std::move(names));
+        if (options_.known) {
+            // Only the listings that were fetched: listing a directory nobody opened costs the filesystem more
+            // than the lookups it would answer.
+            if (const KnownPath* known = options_.known(path); known && known->listed) {
+                std::vector<Listed> names;
+                for (const auto& name : known->listing)
+                    names.push_back({name.name, name.type, 0, name.link_target});
+                listings.emplace(n.p.mirror, std::move(names));
+            }
             continue;
         }
         bool ok = false;
