@@ -1,6 +1,7 @@
 // Unit tests for the stage index: building from looked-up paths, the blob and its C lookups, validate, refresh.
 #include "stage/index.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -263,6 +265,39 @@ TEST_F(StageIndex, WalkStagesEverythingUnderThePrefix)
     auto index = build(*requests);
     EXPECT_EQ(index.content_files().size(), 3u); // __init__.py, data.bin, mod.py (link.py is mod.py)
     EXPECT_EQ(ask(index, root_ + "/alias/sub/link.py").outcome, CANOPY_STAGE_FOUND);
+}
+
+TEST_F(StageIndex, KnownAnswersAreUsedAsGivenAndOnlyTheirListingsAreStored)
+{
+    // What the root fetched on demand: mod.py with its copy, and pkg's listing. The stat data differs from the
+    // disk on purpose, to show the builder took the answers rather than looking the paths up again.
+    std::map<std::string, KnownPath> known;
+    KnownPath& mod = known[root_ + "/pkg/sub/mod.py"];
+    mod.lstat.mode = mod.stat.mode = S_IFREG | 0644;
+    mod.lstat.size = mod.stat.size = 4242;
+    mod.mirror = root_ + "/pkg/sub/mod.py";
+    KnownPath& pkg = known[root_ + "/pkg"];
+    pkg.lstat.mode = pkg.stat.mode = S_IFDIR | 0755;
+    pkg.mirror = root_ + "/pkg";
+    pkg.listed = true;
+    pkg.listing = {{"__init__.py", DT_REG, {}}, {"sub", DT_DIR, {}}};   // data.bin left out, as if it appeared later
+    BuildOptions options{{root_}, true, [&](const std::string& path) -> const KnownPath* {
+                             auto it = known.find(path);
+                             return it == known.end() ? nullptr : &it->second;
+                         }};
+    auto index = build_index({{root_ + "/pkg/sub/mod.py", true}, {root_ + "/pkg", false}}, options);
+    ASSERT_TRUE(index) << index.error().message;
+
+    auto entry = index->find(root_ + "/pkg/sub/mod.py");
+    ASSERT_TRUE(entry);
+    EXPECT_EQ(entry->stat.size, 4242);
+    EXPECT_EQ(index->content_files().size(), 1u);
+    EXPECT_EQ(ask(*index, root_ + "/pkg/data.bin").errno_value, ENOENT);   // from the known listing
+    // sub was walked through but never listed: a name in it is not answered from the index.
+    auto sub = index->find(root_ + "/pkg/sub");
+    ASSERT_TRUE(sub);
+    EXPECT_TRUE(S_ISDIR(sub->stat.mode));
+    EXPECT_NE(ask(*index, root_ + "/pkg/sub/other.py").outcome, CANOPY_STAGE_ERROR);
 }
 
 TEST_F(StageIndex, RelativeOrEmptyPrefixesAreRejected)
