@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -30,26 +31,54 @@ Result<std::unique_ptr<AnswerBoard>> AnswerBoard::create(const std::string& path
         ::unlink(path.c_str());
         return make_error("cannot size the stage answer board {}: {}", path, std::strerror(error));
     }
-    void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    ::close(fd);
-    if (base == MAP_FAILED) {
+    // Pages are reserved before they are written (see reserve): a store into a hole of a full /dev/shm would be
+    // SIGBUS, not an error.
+    std::uint64_t start = canopy_stage_board_records_start(slots);
+    if (int error = ::posix_fallocate(fd, 0, static_cast<off_t>(start)); error != 0) {
+        ::close(fd);
         ::unlink(path.c_str());
-        return make_error("cannot map the stage answer board {}: {}", path, std::strerror(errno));
+        return make_error("cannot reserve the stage answer board {}: {}", path, std::strerror(error));
+    }
+    void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) {
+        int error = errno;
+        ::close(fd);
+        ::unlink(path.c_str());
+        return make_error("cannot map the stage answer board {}: {}", path, std::strerror(error));
     }
     auto* header = static_cast<canopy_stage_board_header*>(base);
     header->slots = slots;
     header->size = bytes;
     // The magic last: a rank that maps the file early sees no board rather than half of one.
     std::atomic_ref<std::uint32_t>(header->magic).store(CANOPY_STAGE_BOARD_MAGIC, std::memory_order_release);
-    return std::unique_ptr<AnswerBoard>(new AnswerBoard(path, static_cast<unsigned char*>(base), bytes, slots));
+    return std::unique_ptr<AnswerBoard>(new AnswerBoard(path, fd, static_cast<unsigned char*>(base), bytes, slots));
 }
 
-AnswerBoard::AnswerBoard(std::string path, unsigned char* base, std::uint64_t size, std::uint32_t slots)
-    : path_(std::move(path)), base_(base), size_(size), slots_(slots), used_(canopy_stage_board_records_start(slots))
+AnswerBoard::AnswerBoard(std::string path, int fd, unsigned char* base, std::uint64_t size, std::uint32_t slots)
+    : path_(std::move(path)), fd_(fd), base_(base), size_(size), slots_(slots),
+      used_(canopy_stage_board_records_start(slots)), reserved_(used_)
 {
 }
 
-AnswerBoard::~AnswerBoard() { ::munmap(base_, size_); }
+AnswerBoard::~AnswerBoard()
+{
+    ::munmap(base_, size_);
+    ::close(fd_);
+}
+
+bool AnswerBoard::reserve(std::uint64_t end)
+{
+    if (end <= reserved_)
+        return true;
+    // In steps of 1 MiB (one call per few thousand answers), or just what is needed when that much is not free.
+    for (std::uint64_t want : {std::min(size_, std::max(end, reserved_ + (1u << 20))), end}) {
+        if (::posix_fallocate(fd_, static_cast<off_t>(reserved_), static_cast<off_t>(want - reserved_)) == 0) {
+            reserved_ = want;
+            return true;
+        }
+    }
+    return false;
+}
 
 std::uint32_t* AnswerBoard::slot(std::uint32_t i) const
 {
@@ -66,7 +95,8 @@ bool AnswerBoard::publish(const std::string& path, const FetchAnswer& answer)
     std::uint64_t need = (sizeof(canopy_stage_board_record) + text + 7) & ~std::uint64_t{7};
     if (path.size() >= CANOPY_STAGE_PATH_MAX || answer.link.size() >= CANOPY_STAGE_PATH_MAX ||
         answer.mirror.size() >= CANOPY_STAGE_PATH_MAX || size_ - used_ < need ||
-        (known == known_.end() && known_.size() + 1 >= slots_ / 2))   // keep probe chains short
+        (known == known_.end() && known_.size() + 1 >= slots_ / 2) ||   // keep probe chains short
+        !reserve(used_ + need))
         return false;
 
     auto* record = reinterpret_cast<canopy_stage_board_record*>(base_ + used_);

@@ -23,22 +23,26 @@ public:
     AnswerBoard(const AnswerBoard&) = delete;
     AnswerBoard& operator=(const AnswerBoard&) = delete;
 
-    // Publishes the answer for `path` unless one that serves as much is there. False once the board is full
-    // (the ranks then keep asking over the socket, which is slower, not wrong).
+    // Publishes the answer for `path` unless one that serves as much is there. False once the board is full, or
+    // its filesystem is (the ranks then keep asking over the socket, which is slower, not wrong).
     bool publish(const std::string& path, const FetchAnswer& answer);
 
     const std::string& path() const { return path_; }
     std::uint64_t published() const { return published_; }
 
 private:
-    AnswerBoard(std::string path, unsigned char* base, std::uint64_t size, std::uint32_t slots);
+    AnswerBoard(std::string path, int fd, unsigned char* base, std::uint64_t size, std::uint32_t slots);
     std::uint32_t* slot(std::uint32_t i) const;
+    // Allocates the file's pages up to `end` (false when the filesystem is full: the board stops growing).
+    bool reserve(std::uint64_t end);
 
     std::string path_;
+    int fd_;
     unsigned char* base_;
     std::uint64_t size_;
     std::uint32_t slots_;
     std::uint64_t used_;   // end of the last record
+    std::uint64_t reserved_;
     std::uint64_t published_ = 0;
     struct Known {
         std::uint32_t slot;

@@ -2,12 +2,18 @@
 #include "stage/answer_board.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -146,6 +152,39 @@ TEST_F(Board, AFullBoardRefusesNewPathsAndKeepsTheOldOnes)
             EXPECT_EQ(r, nullptr) << i;
         }
     }
+}
+
+TEST_F(Board, WhenItsFilesystemIsFullTheBoardStopsGrowingInsteadOfFaulting)
+{
+    // A full /dev/shm, played by a 64 KiB tmpfs in a private mount namespace of a child process: a store into an
+    // unreserved page of the mapping would kill it with SIGBUS; the board must refuse the answer instead.
+    pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        if (::unshare(CLONE_NEWNS) != 0 || ::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+            ::mount("tmpfs", dir_.c_str(), "tmpfs", 0, "size=64k") != 0)
+            ::_exit(77);   // no privilege for a mount namespace here
+        auto board = AnswerBoard::create(path_, 256, 1 << 20);
+        if (!board)
+            ::_exit(2);
+        {
+            // Leave about two pages free.
+            std::ofstream filler(dir_ + "/filler", std::ios::binary);
+            filler << std::string(64 * 1024 - 3 * 4096, 'x');
+        }
+        int accepted = 0;
+        for (int i = 0; i < 100; ++i)   // about 30 KiB of records
+            accepted += (*board)->publish("/soft/f" + std::to_string(i), file(i, false)) ? 1 : 0;
+        Reader reader(path_);
+        bool first_found = reader.find("/soft/f0") != nullptr;
+        std::fprintf(stderr, "accepted %d of 100, first %s\n", accepted, first_found ? "found" : "missing");
+        ::_exit(accepted > 0 && accepted < 100 && first_found ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
+        GTEST_SKIP() << "cannot mount a tmpfs in a private mount namespace here (needs root)";
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "wait status " << status;
 }
 
 TEST_F(Board, ADamagedBoardIsNotReadPastItsEnd)
