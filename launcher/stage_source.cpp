@@ -82,22 +82,11 @@ Result<stage::Index> learn_manifest(const std::string& file, const std::vector<s
                                     const std::map<std::string, stage::FetchAnswer>& answers)
 {
     std::vector<stage::PathRequest> requests;
-    std::map<std::string, stage::KnownPath> known;
-    for (const auto& [path, answer] : answers) {
+    for (const auto& [path, answer] : answers)
         requests.push_back({path, answer.content});
-        stage::KnownPath& k = known[path];
-        k.lstat_errno = answer.lstat_errno;
-        k.stat_errno = answer.stat_errno;
-        k.lstat = answer.lstat;
-        k.stat = answer.stat;
-        k.link = answer.link;
-        k.mirror = answer.mirror;
-        k.listed = answer.listed;
-        k.listing = answer.listing;
-    }
-    stage::BuildOptions options{prefixes, true, [&known](const std::string& path) -> const stage::KnownPath* {
-                                    auto it = known.find(path);
-                                    return it == known.end() ? nullptr : &it->second;
+    stage::BuildOptions options{prefixes, true, [&answers](const std::string& path) -> const stage::KnownPath* {
+                                    auto it = answers.find(path);
+                                    return it == answers.end() ? nullptr : &it->second;
                                 }};
     auto index = stage::build_index(requests, options);
     if (!index)

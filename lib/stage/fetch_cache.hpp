@@ -23,17 +23,10 @@ enum class FetchKind : std::uint8_t {
 };
 
 // What the root's filesystem said about one path, as the program spelled it (absolute, normalized).
-struct FetchAnswer {
-    std::int32_t lstat_errno = 0;
-    std::int32_t stat_errno = 0;
+// `mirror` is set for content and listings; a listed directory's skeleton is at skeleton_path(mirror).
+struct FetchAnswer : KnownPath {
     std::int32_t open_errno = 0; // content of a regular file: opening it at the root failed with this
-    canopy_stage_stat lstat{};
-    canopy_stage_stat stat{};
-    std::string link;   // the lstat view is a symlink: its target
-    std::string mirror; // content or listed: canonical path of the followed object
-    bool content = false; // a regular file whose copy is at NodeCache::content_path(mirror)
-    bool listed = false;  // a directory: `listing` holds its names, the skeleton is at skeleton_path(mirror)
-    std::vector<ListedName> listing;
+    bool content = false;        // a regular file whose copy is at NodeCache::content_path(mirror)
 
     // Whether this answer also serves a request of `kind` (a metadata answer to a file lacks its content).
     bool serves(FetchKind kind) const;

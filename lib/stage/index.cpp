@@ -91,15 +91,8 @@ struct Listed {
     std::string link_target;
 };
 
-// What the filesystem says about one path now.
-struct Probe {
-    int lstat_errno = 0;
-    int stat_errno = 0;
-    canopy_stage_stat lst{};
-    canopy_stage_stat st{};
-    std::string link;
-    std::string mirror; // realpath, when the followed view exists
-};
+// What the filesystem says about one path now (mirror: its realpath, when the followed view exists).
+using Probe = KnownPath;
 
 Probe probe(const std::string& path)
 {
@@ -109,31 +102,19 @@ Probe probe(const std::string& path)
         p.lstat_errno = p.stat_errno = errno;
         return p;
     }
-    p.lst = to_stage_stat(s);
+    p.lstat = to_stage_stat(s);
     if (S_ISLNK(s.st_mode)) {
         p.link = read_link(path);
         struct stat t {};
         if (::stat(path.c_str(), &t) != 0)
             p.stat_errno = errno;
         else
-            p.st = to_stage_stat(t);
+            p.stat = to_stage_stat(t);
     } else {
-        p.st = p.lst;
+        p.stat = p.lstat;
     }
     if (p.stat_errno == 0)
         p.mirror = real_path(path);
-    return p;
-}
-
-Probe from_known(const KnownPath& known)
-{
-    Probe p;
-    p.lstat_errno = known.lstat_errno;
-    p.stat_errno = known.stat_errno;
-    p.lst = known.lstat;
-    p.st = known.stat;
-    p.link = known.link;
-    p.mirror = known.mirror;
     return p;
 }
 
@@ -157,9 +138,9 @@ Probe probe_cheaply(DirectoryHandles& handles, const std::string& path)
         p.lstat_errno = p.stat_errno = errno;
         return p;
     }
-    p.lst = to_stage_stat(s);
+    p.lstat = to_stage_stat(s);
     if (!S_ISLNK(s.st_mode)) {
-        p.st = p.lst;
+        p.stat = p.lstat;
         return p;
     }
     std::string target(PATH_MAX, '\0');
@@ -170,7 +151,7 @@ Probe probe_cheaply(DirectoryHandles& handles, const std::string& path)
     if (::fstatat(dir, name, &t, 0) != 0)
         p.stat_errno = errno;
     else
-        p.st = to_stage_stat(t);
+        p.stat = to_stage_stat(t);
     return p;
 }
 
@@ -292,7 +273,7 @@ private:
         if (!options_.known) {
             n.p = probe(path);
         } else if (const KnownPath* known = options_.known(path)) {
-            n.p = from_known(*known);
+            n.p = *known;
         } else {
             // An ancestor nobody asked about: its stat data through its directory's handle, one lookup, and no
             // canonical path (a full-path realpath costs a lookup per component).
@@ -325,7 +306,7 @@ private:
             const Node& n = node(cand);
             if (n.p.lstat_errno != 0)
                 return;
-            if (S_ISLNK(n.p.lst.mode)) {
+            if (S_ISLNK(n.p.lstat.mode)) {
                 if (++links > max_links || n.p.link.empty())
                     return;
                 auto target = split(n.p.link);
@@ -335,7 +316,7 @@ private:
                     done.clear();
                 continue;
             }
-            if (!rest.empty() && !S_ISDIR(n.p.lst.mode))
+            if (!rest.empty() && !S_ISDIR(n.p.lstat.mode))
                 return;
             done = cand;
         }
@@ -386,12 +367,12 @@ Result<Index> Builder::finish()
     // Content: every file read through any spelling; all spellings of it (and its canonical path) get it.
     std::set<std::string> content_mirrors;
     for (const auto& [path, n] : nodes_)
-        if ((n.flags & CANOPY_STAGE_READ) && n.p.stat_errno == 0 && S_ISREG(n.p.st.mode) && !n.p.mirror.empty())
+        if ((n.flags & CANOPY_STAGE_READ) && n.p.stat_errno == 0 && S_ISREG(n.p.stat.mode) && !n.p.mirror.empty())
             content_mirrors.insert(n.p.mirror);
 
     std::map<std::string, std::vector<Listed>> listings; // by mirror
     for (const auto& [path, n] : nodes_) {
-        if (!options_.list_directories || n.p.stat_errno != 0 || !S_ISDIR(n.p.st.mode) || n.p.mirror.empty())
+        if (!options_.list_directories || n.p.stat_errno != 0 || !S_ISDIR(n.p.stat.mode) || n.p.mirror.empty())
             continue;
         if (!under_prefix(path) && !under_prefix(n.p.mirror))
             continue;
@@ -451,20 +432,20 @@ Result<Index> Builder::finish()
         e.flags = n.flags;
         if (n.p.lstat_errno == 0) {
             e.lstat_stat = static_cast<std::uint32_t>(stats.size());
-            stats.push_back(n.p.lst);
-            if (S_ISLNK(n.p.lst.mode)) {
+            stats.push_back(n.p.lstat);
+            if (S_ISLNK(n.p.lstat.mode)) {
                 e.link_off = strings.add(n.p.link);
                 e.link_len = static_cast<std::uint32_t>(n.p.link.size());
                 if (n.p.stat_errno == 0) {
                     e.stat_stat = static_cast<std::uint32_t>(stats.size());
-                    stats.push_back(n.p.st);
+                    stats.push_back(n.p.stat);
                 }
             } else {
                 e.stat_stat = e.lstat_stat;
             }
         }
-        bool content = n.p.stat_errno == 0 && S_ISREG(n.p.st.mode) && content_mirrors.count(n.p.mirror);
-        auto listing = n.p.stat_errno == 0 && S_ISDIR(n.p.st.mode) ? listing_ranges.find(n.p.mirror)
+        bool content = n.p.stat_errno == 0 && S_ISREG(n.p.stat.mode) && content_mirrors.count(n.p.mirror);
+        auto listing = n.p.stat_errno == 0 && S_ISDIR(n.p.stat.mode) ? listing_ranges.find(n.p.mirror)
                                                                       : listing_ranges.end();
         if (content)
             e.flags |= CANOPY_STAGE_CONTENT;
@@ -872,7 +853,7 @@ void check_entry(const EntryInfo& old, const std::vector<std::string>& prefixes,
     if (!inside) {
         // An ancestor of a prefix (e.g. /home): only the path walk through it matters, not its times.
         bool same = old.lstat_errno == now.lstat_errno &&
-                    (old.lstat_errno != 0 || ((old.lstat.mode & S_IFMT) == (now.lst.mode & S_IFMT) &&
+                    (old.lstat_errno != 0 || ((old.lstat.mode & S_IFMT) == (now.lstat.mode & S_IFMT) &&
                                               old.link_target == now.link));
         if (!same)
             changes.push_back({old.path, ChangeKind::changed, "type or symlink target"});
@@ -889,7 +870,7 @@ void check_entry(const EntryInfo& old, const std::vector<std::string>& prefixes,
     if (old.lstat_errno != 0)
         return; // still missing (the errno may differ, ENOENT vs ENOTDIR: same answer for a loader)
     std::string detail;
-    if (!same_object(old.lstat, now.lst, detail)) {
+    if (!same_object(old.lstat, now.lstat, detail)) {
         changes.push_back({old.path, ChangeKind::changed, detail});
         return;
     }
@@ -904,7 +885,7 @@ void check_entry(const EntryInfo& old, const std::vector<std::string>& prefixes,
             return;
         }
         detail.clear();
-        if (old.stat_errno == 0 && !same_object(old.stat, now.st, detail)) {
+        if (old.stat_errno == 0 && !same_object(old.stat, now.stat, detail)) {
             changes.push_back({old.path, ChangeKind::changed, "symlink target: " + detail});
             return;
         }

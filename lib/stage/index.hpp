@@ -42,17 +42,17 @@ struct ListedDirectory {
     std::vector<ListedName> names;
 };
 
-// What the root already learned about a path from on-demand answers, so that building an index from them
-// needs no lookup of its own.
+// What is known about one path: what the filesystem says now, or what the root learned from on-demand answers
+// (so that building an index from them needs no lookup of its own).
 struct KnownPath {
-    int lstat_errno = 0;
-    int stat_errno = 0;
+    std::int32_t lstat_errno = 0;
+    std::int32_t stat_errno = 0;
     canopy_stage_stat lstat{};
     canopy_stage_stat stat{};
-    std::string link;
-    std::string mirror;              // canonical path; empty when it was only stat'ed, never opened
-    bool listed = false;
-    std::vector<ListedName> listing; // when listed
+    std::string link;                // the lstat view is a symlink: its target
+    std::string mirror;              // canonical path of the followed object; empty when not known
+    bool listed = false;             // a directory whose names `listing` holds
+    std::vector<ListedName> listing;
 };
 
 struct BuildOptions {
@@ -61,7 +61,7 @@ struct BuildOptions {
     // a name the recording never saw is answered ENOENT locally instead of reaching the shared filesystem.
     bool list_directories = true;
     // Asked before the filesystem for each path the index needs (empty: the filesystem answers everything).
-    std::function<const KnownPath*(const std::string& path)> known;
+    std::function<const KnownPath*(const std::string& path)> known = nullptr;
 };
 
 // The read-only view of one entry (a path as the program spelled it).
