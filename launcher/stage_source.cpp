@@ -48,7 +48,7 @@ Result<PreparedStage> prepare_stage(const StageSettings& settings)
         std::vector<stage::PathRequest> requests;
         for (const auto& prefix : settings.prefixes)
             requests.push_back({prefix, false});
-        auto index = stage::build_index(requests, stage::BuildOptions{settings.prefixes, true, {}});
+        auto index = stage::build_index(requests, stage::BuildOptions{settings.prefixes, true});
         if (!index)
             return index.error();
         return PreparedStage{std::move(*index), {}, learn ? settings.manifest : std::string()};
