@@ -145,6 +145,34 @@ def wait_until(predicate, timeout, interval=0.05):
         time.sleep(interval)
 
 
+def process_tree(root):
+    """One line per process under `root` (itself included): pid, parent, state, where the kernel has it waiting,
+    and the command, so that a job that hangs in a test says which process it is waiting for."""
+    parents, lines = {}, {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry}/wchan") as f:
+                wchan = f.read().strip() or "-"
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()[:160]
+        except OSError:
+            continue
+        parents[int(entry)] = int(fields[1])
+        lines[int(entry)] = f"{entry} ppid={fields[1]} state={fields[0]} wchan={wchan} {cmd}"
+    keep, grew = {root}, True
+    while grew:
+        grew = False
+        for pid, parent in parents.items():
+            if parent in keep and pid not in keep:
+                keep.add(pid)
+                grew = True
+    return "\n".join(lines[pid] for pid in sorted(keep) if pid in lines) or "(nothing)"
+
+
 class JobSandbox:
     """One test's jobs: a private TMPDIR, a marker in the environment, and every process started."""
 
@@ -183,10 +211,12 @@ class JobSandbox:
             data = input.encode() if isinstance(input, str) else input
             out, err = process.communicate(data, timeout=timeout)
         except subprocess.TimeoutExpired:
+            tree = process_tree(process.pid)
             process.kill()
             out, err = process.communicate()
             pytest.fail(f"canopy did not finish within {timeout} s: {command}\n"
-                        f"stderr: {err.decode(errors='replace')[:4000]}")
+                        f"stderr: {err.decode(errors='replace')[:4000]}\n"
+                        f"stdout: {out.decode(errors='replace')[-2000:]}\nstill running:\n{tree}")
         elapsed = time.monotonic() - started
         return Completed(command, process.returncode, out.decode(errors="replace"), err.decode(errors="replace"),
                          elapsed)
@@ -205,10 +235,11 @@ class JobSandbox:
         try:
             out, err = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
+            tree = process_tree(process.pid)
             process.kill()
             out, err = process.communicate()
             pytest.fail(f"canopy did not finish within {timeout} s: {process.args}\n"
-                        f"stderr: {err.decode(errors='replace')[:4000]}")
+                        f"stderr: {err.decode(errors='replace')[:4000]}\nstill running:\n{tree}")
         return Completed(process.args, process.returncode, out.decode(errors="replace"),
                          err.decode(errors="replace"), time.monotonic() - process.started_at)
 
