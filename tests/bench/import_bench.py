@@ -7,6 +7,8 @@ A copy of Debian's python3-torch environment (tests/tools/make_pyenv.sh) is moun
 operation. Then, one row each:
 
   plain      MOUNT/bin/python3 imports torch once, no launcher
+  local      the unstaged job with the environment's own copy (PYENV/bin/python3): no slowfs, no staging, the
+             floor that CPU alone sets for any staging on this machine (slowfs counts nothing for it)
   unstaged   canopy --sim-nodes 16 --ppn 4: 64 ranks import torch from the mount and compute a tiny matmul
   staged     the same job with --stage MOUNT --stage-manifest MANIFEST (or --staged-args): before any row, and
              outside every timed part, `canopy stage record` runs the rank code once from the mount and writes
@@ -27,7 +29,7 @@ Usage (as root, after `ninja -C build`; needs fuse3, libfuse3-dev and python3-to
   sudo /usr/bin/python3 tests/bench/import_bench.py --rows staged --staged-args "--stage {mount}"   # metadata only
 
 Options: --canopy PATH (canopyd is found next to it), --slowfs PATH, --pyenv DIR (built or refreshed with
-make_pyenv.sh, fast when up to date), --mount DIR, --rows plain,unstaged,staged, --manifest FILE
+make_pyenv.sh, fast when up to date), --mount DIR, --rows plain,unstaged,staged,local, --manifest FILE
 (--reuse-manifest: do not record it again), --staged-args ARGS ({mount} and {manifest} are replaced),
 --wait-idle S / --idle-cpus N (wait for an idle machine before each row), --json FILE, --timeout S.
 """
@@ -242,9 +244,10 @@ def run_plain(args, fs):
     return measure("plain", [python, "-c", RANK_CODE], fs, 1, args.timeout, args.workdir)
 
 
-def run_canopy(args, fs, name="unstaged", extra_args=()):
-    """The job under canopy; `extra_args` (e.g. ["--stage", MOUNT]) makes the staged row."""
-    python = os.path.join(args.mount, "bin", "python3")
+def run_canopy(args, fs, name="unstaged", extra_args=(), root=None):
+    """The job under canopy; `extra_args` (e.g. ["--stage", MOUNT]) makes the staged row, `root` (the pyenv)
+    the local one."""
+    python = os.path.join(root or args.mount, "bin", "python3")
     timing = os.path.join(args.workdir, f"timing-{name}.json")
     if os.path.exists(timing):
         os.unlink(timing)
@@ -346,7 +349,8 @@ def main():
     parser.add_argument("--nodes", type=int, default=16)
     parser.add_argument("--ppn", type=int, default=4)
     parser.add_argument("--delay-ms", type=float, default=1.0)
-    parser.add_argument("--rows", default="plain,unstaged,staged", help="comma-separated: plain, unstaged, staged")
+    parser.add_argument("--rows", default="plain,unstaged,staged",
+                        help="comma-separated: plain, unstaged, staged, local")
     parser.add_argument("--manifest", default=None, help="where to record the manifest (default: WORKDIR/torch.manifest)")
     parser.add_argument("--reuse-manifest", action="store_true",
                         help="use an existing --manifest instead of recording it again (recording takes minutes)")
@@ -363,9 +367,9 @@ def main():
     build_dir = os.path.dirname(os.path.dirname(args.canopy))
     args.slowfs = os.path.abspath(args.slowfs or os.path.join(build_dir, "tests", "tools", "slowfs", "slowfs"))
     rows_wanted = [r for r in args.rows.split(",") if r]
-    unknown = set(rows_wanted) - {"plain", "unstaged", "staged"}
+    unknown = set(rows_wanted) - {"plain", "unstaged", "staged", "local"}
     if unknown:
-        sys.exit(f"import_bench: unknown rows {sorted(unknown)}; the rows are plain, unstaged, staged")
+        sys.exit(f"import_bench: unknown rows {sorted(unknown)}; the rows are plain, unstaged, staged, local")
     args.manifest = os.path.abspath(args.manifest or os.path.join(args.workdir, "torch.manifest"))
     for path, what in ((args.slowfs, "slowfs (needs libfuse3-dev at meson setup)"),
                        (args.canopy, "canopy")):
@@ -386,7 +390,7 @@ def main():
                 log(f"reusing {args.manifest}; the staged job validates it and refreshes what changed")
             else:
                 recording = record_manifest(args, fs)
-        for name in ("plain", "unstaged", "staged"):
+        for name in ("plain", "unstaged", "staged", "local"):
             if name not in rows_wanted:
                 continue
             # The machine may be shared: wait a while for it to go idle, and keep the other work seen with the row.
@@ -395,6 +399,8 @@ def main():
                 row = run_plain(args, fs)
             elif name == "unstaged":
                 row = run_canopy(args, fs)
+            elif name == "local":
+                row = run_canopy(args, fs, "local", root=args.pyenv)
             else:
                 extra = [a.replace("{mount}", args.mount).replace("{manifest}", args.manifest)
                          for a in args.staged_args.split()]
