@@ -135,8 +135,8 @@ int Root::run()
         });
     }
 
+    start_stage_fetch();   // first: it forks the cache's guard, best before any other thread runs
     start_stage_preparation();
-    start_stage_fetch();
     children_->launch(std::move(launches), plan.window, plan.connect_timeout, plan.simulated);
     io_.run();
     if (stage_thread_.joinable())
@@ -199,6 +199,12 @@ void Root::start_stage_fetch()
     if (!plan_.stage)
         return;
     auto dir = stage::default_cache_dir(plan_.plan.job_id, "launcher", plan_.plan.job.stage_cache_base);
+    // Forked before the reader threads start. The cache can hold gigabytes of /dev/shm: a SIGKILL of the
+    // launcher must not leave it behind.
+    if (auto guard = NodeGuard::start({dir}, "canopy-guard"); guard)
+        stage_guard_ = std::move(*guard);
+    else
+        tree_log().warn("{}; a killed launcher would leave its stage cache {} behind", guard.error().message, dir);
     auto tree = StageFetchTree::for_root(io_, dir);
     if (!tree) {
         tree_log().warn("{}; ranks read what the stage index lacks from the shared filesystem", tree.error().message);
@@ -210,8 +216,11 @@ void Root::start_stage_fetch()
 
 void Root::end_stage_fetch()
 {
-    if (!stage_fetch_)
+    if (!stage_fetch_) {
+        if (stage_guard_)
+            stage_guard_->finish();
         return;
+    }
     const auto& counts = stage_fetch_->counters();
     // Counts: lookups the root answered from its cache, and those it read from the filesystem (once each).
     phases_.add("root.stage_local_messages", static_cast<double>(counts.answered_here()), "launcher");
@@ -222,6 +231,8 @@ void Root::end_stage_fetch()
     stage_fetch_.reset();   // joins the reader threads
     std::error_code ignored;
     std::filesystem::remove_all(dir, ignored);
+    if (stage_guard_)
+        stage_guard_->finish();
 }
 
 void Root::write_learned_manifest()

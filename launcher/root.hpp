@@ -17,6 +17,7 @@
 #include "launch_plan.hpp"
 #include "stage_source.hpp"
 #include "stage/fetch_tree.hpp"
+#include "proc/node_guard.hpp"
 #include "proc/process.hpp"
 #include "timing/report.hpp"
 #include "timing/sketch.hpp"
@@ -78,6 +79,7 @@ private:
     std::unique_ptr<StageSender> stage_sender_;
     // On-demand staging: the daemons' misses, read from this machine's filesystem into the launcher's cache.
     std::unique_ptr<StageFetchTree> stage_fetch_;
+    std::optional<NodeGuard> stage_guard_;   // removes the launcher's stage cache even if the launcher is killed
     void start_stage_fetch();
     void end_stage_fetch();
     void write_learned_manifest();   // the on-demand answers, as the manifest the job was told to learn

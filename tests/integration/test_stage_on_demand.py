@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from conftest import parse_labelled, timing_phases
+from conftest import parse_labelled, timing_phases, wait_until
 from test_slowfs import _missing_fuse
 from test_stage import (EXPECTED_TOTAL, PYTHON, StageCase, assert_caches_gone, assert_nothing_passed,
                         build_origin_app, messages, ok, preload_rows)
@@ -216,6 +216,25 @@ def test_a_manifest_to_learn_needs_the_prefixes(case):
     lines = done.canopy_lines()
     assert len(lines) == 1 and str(missing) in lines[0] and "--stage" in lines[0], done.describe()
     assert not missing.exists()
+
+
+@needs_fuse
+def test_killing_the_launcher_of_an_on_demand_job_removes_its_stage_cache(case, ready, tmp_path):
+    # The launcher keeps a copy of every file it fetched (gigabytes of /dev/shm for torch): a SIGKILL must not
+    # leave it behind, any more than the nodes' caches.
+    base = tmp_path / "cache-base"
+    base.mkdir()
+    config = tmp_path / "cache.toml"
+    config.write_text(f'[stage]\ncache_dir = "{base}"\n')
+    reader = f"cat {case.mnt}/site/note.txt >/dev/null && {ready.touch} && sleep 60"
+    job = case.sandbox.start(["--config", config, "--sim-nodes", "2", *case.staged_args(manifest=False),
+                              "sh", "-c", reader])
+    ready.wait(2, job)
+    launcher_caches = list(base.glob("canopy-*-launcher"))
+    assert len(launcher_caches) == 1 and any(launcher_caches[0].rglob("note.txt")), list(base.iterdir())
+    job.kill()
+    job.wait(timeout=5)
+    assert wait_until(lambda: not list(base.iterdir()), 2.0), f"left behind: {list(base.iterdir())}"
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 // A forked helper that outlives canopyd only to clean up: if the daemon dies, even by SIGKILL, it kills every
 // rank's process group (grandchildren included) and removes the node's temp dirs (the job's, the stage cache).
+// The launcher keeps one too, for its on-demand stage cache.
 #pragma once
 
 #include <sys/types.h>
@@ -15,7 +16,8 @@ namespace canopy {
 class NodeGuard {
 public:
     // Forks the guard. It waits for the daemon's end of a pipe to close, which happens however the daemon ends.
-    static Result<NodeGuard> start(std::vector<std::string> dirs);
+    // `name` is what ps shows for it.
+    static Result<NodeGuard> start(std::vector<std::string> dirs, const char* name = "canopyd-guard");
 
     NodeGuard(NodeGuard&&) = default;
     NodeGuard& operator=(NodeGuard&&) = default;

@@ -1,5 +1,5 @@
-// A forked helper that outlives canopyd only to clean up after it.
-#include "node_guard.hpp"
+// A forked helper that outlives canopyd (or the launcher) only to clean up after it.
+#include "proc/node_guard.hpp"
 
 #include <fcntl.h>
 #include <linux/close_range.h>
@@ -16,14 +16,14 @@
 namespace canopy {
 namespace {
 
-[[noreturn]] void guard_main(int pipe_fd, const std::vector<std::string>& dirs)
+[[noreturn]] void guard_main(int pipe_fd, const std::vector<std::string>& dirs, const char* name)
 {
     // Its own process group and deaf to the signals a teardown sends, so it is still there to clean up.
     ::setpgid(0, 0);
     ::signal(SIGTERM, SIG_IGN);
     ::signal(SIGINT, SIG_IGN);
     ::signal(SIGHUP, SIG_IGN);
-    ::prctl(PR_SET_NAME, "canopyd-guard");
+    ::prctl(PR_SET_NAME, name);
     int null_fd = ::open("/dev/null", O_RDWR);
     for (int fd = 0; fd < 3; ++fd)
         ::dup2(null_fd, fd);
@@ -54,7 +54,7 @@ namespace {
 
 } // namespace
 
-Result<NodeGuard> NodeGuard::start(std::vector<std::string> dirs)
+Result<NodeGuard> NodeGuard::start(std::vector<std::string> dirs, const char* name)
 {
     int fds[2];
     if (::pipe(fds) != 0)
@@ -67,7 +67,7 @@ Result<NodeGuard> NodeGuard::start(std::vector<std::string> dirs)
     }
     if (pid == 0) {
         ::close(fds[1]);
-        guard_main(fds[0], dirs);
+        guard_main(fds[0], dirs, name);
     }
     ::close(fds[0]);
     ::fcntl(fds[1], F_SETFD, FD_CLOEXEC);
