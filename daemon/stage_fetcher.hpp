@@ -24,7 +24,6 @@ public:
     ~StageFetcher();
     const std::string& path() const { return path_; }
     std::uint64_t requests() const { return requests_; }
-    std::uint64_t published() const { return board_ ? board_->published() : 0; }
 
     struct Connection;   // one lookup (stage_fetcher.cpp)
 

@@ -51,11 +51,11 @@ Result<std::unique_ptr<AnswerBoard>> AnswerBoard::create(const std::string& path
     header->size = bytes;
     // The magic last: a rank that maps the file early sees no board rather than half of one.
     std::atomic_ref<std::uint32_t>(header->magic).store(CANOPY_STAGE_BOARD_MAGIC, std::memory_order_release);
-    return std::unique_ptr<AnswerBoard>(new AnswerBoard(path, fd, static_cast<unsigned char*>(base), bytes, slots));
+    return std::unique_ptr<AnswerBoard>(new AnswerBoard(fd, static_cast<unsigned char*>(base), bytes, slots));
 }
 
-AnswerBoard::AnswerBoard(std::string path, int fd, unsigned char* base, std::uint64_t size, std::uint32_t slots)
-    : path_(std::move(path)), fd_(fd), base_(base), size_(size), slots_(slots),
+AnswerBoard::AnswerBoard(int fd, unsigned char* base, std::uint64_t size, std::uint32_t slots)
+    : fd_(fd), base_(base), size_(size), slots_(slots),
       used_(canopy_stage_board_records_start(slots)), reserved_(used_)
 {
 }

@@ -27,16 +27,14 @@ public:
     // its filesystem is (the ranks then keep asking over the socket, which is slower, not wrong).
     bool publish(const std::string& path, const FetchAnswer& answer);
 
-    const std::string& path() const { return path_; }
     std::uint64_t published() const { return published_; }
 
 private:
-    AnswerBoard(std::string path, int fd, unsigned char* base, std::uint64_t size, std::uint32_t slots);
+    AnswerBoard(int fd, unsigned char* base, std::uint64_t size, std::uint32_t slots);
     std::uint32_t* slot(std::uint32_t i) const;
     // Allocates the file's pages up to `end` (false when the filesystem is full: the board stops growing).
     bool reserve(std::uint64_t end);
 
-    std::string path_;
     int fd_;
     unsigned char* base_;
     std::uint64_t size_;
