@@ -1143,25 +1143,36 @@ static int mirror_target(const char* alias, size_t alias_len, size_t mirror_len,
     return 0;
 }
 
-/* An open answered on demand: the copy or the skeleton the node's canopyd made, or an error. */
-static int open_fetched(int want, struct decision* d, char* target)
+/* What settles an open before its copy or listing matters, from the index and on demand alike: -1 an error
+ * answer (errno set), 0 pass through (no stat view), 1 go on with *s, the stat view of what is opened. */
+static int open_prelude(struct decision* d, const struct canopy_stage_stat** s)
 {
     if (d->answer.outcome == CANOPY_STAGE_ERROR) {
         COUNT(served_errno);
         errno = d->answer.errno_value;
         return -1;
     }
-    const struct canopy_stage_stat* s = decision_stat(d);
-    const struct canopy_stage_fetch_reply* r = &d->reply;
-    if (!s) {
+    *s = decision_stat(d);
+    if (!*s) {
         COUNT(passed);
         return 0;
     }
-    if (S_ISLNK(s->mode)) { /* O_NOFOLLOW on a symlink */
+    if (S_ISLNK((*s)->mode)) { /* O_NOFOLLOW on a symlink */
         COUNT(served_errno);
         errno = ELOOP;
         return -1;
     }
+    return 1;
+}
+
+/* An open answered on demand: the copy or the skeleton the node's canopyd made, or an error. */
+static int open_fetched(int want, struct decision* d, char* target)
+{
+    const struct canopy_stage_stat* s;
+    int settled = open_prelude(d, &s);
+    if (settled <= 0)
+        return settled;
+    const struct canopy_stage_fetch_reply* r = &d->reply;
     if (r->open_errno && (S_ISDIR(s->mode) || S_ISREG(s->mode))) {
         COUNT(served_errno);
         errno = r->open_errno;
@@ -1199,22 +1210,11 @@ static int open_lookup(int dirfd, const char* path, int follow, int want, struct
         return 0;
     if (d->fetched)
         return open_fetched(want, d, target);
-    if (d->answer.outcome == CANOPY_STAGE_ERROR) {
-        COUNT(served_errno);
-        errno = d->answer.errno_value;
-        return -1;
-    }
-    const struct canopy_stage_stat* s = canopy_stage_answer_stat(&g.view, &d->answer);
+    const struct canopy_stage_stat* s;
+    int settled = open_prelude(d, &s);
+    if (settled <= 0)
+        return settled;
     const struct canopy_stage_entry* e = d->answer.entry;
-    if (!s) {
-        COUNT(passed);
-        return 0;
-    }
-    if (S_ISLNK(s->mode)) { /* O_NOFOLLOW on a symlink */
-        COUNT(served_errno);
-        errno = ELOOP;
-        return -1;
-    }
     if (S_ISDIR(s->mode)) {
         if ((e->flags & CANOPY_STAGE_LISTED) && cache_path(e, g.dirs_alias, g.dirs_alias_len, target) == 0) {
             COUNT(served_dir);
