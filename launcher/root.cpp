@@ -142,6 +142,8 @@ int Root::run()
     if (stage_thread_.joinable())
         stage_thread_.join();
     end_stage_fetch();
+    if (stage_guard_)
+        stage_guard_->finish();   // the cache is gone already; this only reaps the guard
     return exit_code_;
 }
 
@@ -216,11 +218,8 @@ void Root::start_stage_fetch()
 
 void Root::end_stage_fetch()
 {
-    if (!stage_fetch_) {
-        if (stage_guard_)
-            stage_guard_->finish();
+    if (!stage_fetch_)
         return;
-    }
     const auto& counts = stage_fetch_->counters();
     // Counts: lookups the root answered from its cache, and those it read from the filesystem (once each).
     phases_.add("root.stage_local_messages", static_cast<double>(counts.answered_here()), "launcher");
@@ -231,8 +230,6 @@ void Root::end_stage_fetch()
     stage_fetch_.reset();   // joins the reader threads
     std::error_code ignored;
     std::filesystem::remove_all(dir, ignored);
-    if (stage_guard_)
-        stage_guard_->finish();
 }
 
 void Root::write_learned_manifest()
