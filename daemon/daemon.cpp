@@ -411,6 +411,9 @@ void Daemon::start_collectives()
         }
         wire::Reader reader(payload);
         auto rank = static_cast<long>(reader.varint());
+        // Another node's rank wants one of ours: the server must run for it even if no rank here connected yet.
+        if (op == wire::RoutedOp::direct_modex && !pmix_ && pmix_relay_)
+            (void)pmix_server_uri();
         if (op != wire::RoutedOp::direct_modex || !reader.ok() || !reader.at_end() || !pmix_) {
             reply(make_error("{} cannot serve this {}-byte request", node_, payload.size()), {});
             return;
@@ -419,22 +422,76 @@ void Daemon::start_collectives()
     };
     collectives_ = std::make_unique<TreeCollectives>(tree(), plan.job.ranks_per_node, args_.position,
                                                      std::move(links), std::move(serve));
-    if (!plan.job.pmix)
-        return;
+    if (plan.job.pmix == PmixMode::eager) {
+        start_pmix_server();
+    } else if (plan.job.pmix == PmixMode::on_demand) {
+        long index = Topology::position_to_node(args_.position);
+        auto address = plan.simulated ? simulated_node_address(index) : std::string("127.0.0.1");
+        auto relay = PmixRelay::listen(io_, address, [this] { return pmix_server_uri(); });
+        if (!relay)
+            report_error(node_, fmt::format("cannot start the PMIx server on {}: {}", node_, relay.error().message));
+        else
+            pmix_relay_ = std::move(*relay);
+    }
+}
 
+PmixJob Daemon::pmix_job() const
+{
     PmixJob job;
-    job.nspace = "canopy." + plan.job_id;
-    job.hosts = plan.hosts;
-    job.ranks_per_node = plan.job.ranks_per_node;
+    job.nspace = "canopy." + plan_->job_id;
+    job.hosts = plan_->hosts;
+    job.ranks_per_node = plan_->job.ranks_per_node;
     job.node_index = Topology::position_to_node(args_.position);
     job.tmpdir = tmpdir_;
-    auto host = PmixHost::start(io_, std::move(job), pmix_tree());
+    return job;
+}
+
+bool Daemon::start_pmix_server()
+{
+    auto host = PmixHost::start(io_, pmix_job(), pmix_tree());
     if (!host) {
         report_error(node_, fmt::format("cannot start the PMIx server on {}: {}", node_, host.error().message));
-        return;
+        return false;
     }
     pmix_ = std::move(*host);
     node_phase("daemon.pmix_ready", since_launch(timing::now_ns()));
+    return true;
+}
+
+Result<std::string> Daemon::pmix_server_uri()
+{
+    if (!pmix_server_uri_.empty())
+        return pmix_server_uri_;
+    if (pmix_failed_ || shutting_down_ || exiting_)
+        return make_error("no PMIx server on {}", node_);
+    pmix_failed_ = true;   // until it is up: one attempt, one error line
+    if (!start_pmix_server())
+        return make_error("no PMIx server on {}", node_);
+    // The ranks are running already; PMIx must know them before their handshakes reach it.
+    auto layout = RankLayout::make(pmix_job());
+    long index = Topology::position_to_node(args_.position);
+    for (long local = 0; layout && local < static_cast<long>(layout->local_size(index)); ++local) {
+        long rank = layout->first_rank(index) + local;
+        auto env = pmix_->prepare_rank(rank, ::getuid(), ::getgid());
+        if (!env) {
+            report_error(node_, fmt::format("cannot register rank {} with PMIx on {}: {}", rank, node_,
+                                            env.error().message));
+            return make_error("no PMIx server on {}", node_);
+        }
+        if (pmix_server_uri_.empty())
+            for (const auto& setting : *env)
+                if (setting.starts_with("PMIX_SERVER_URI41="))
+                    pmix_server_uri_ = setting.substr(setting.find(';') + 1);
+    }
+    for (auto [rank, status] : exits_before_pmix_)
+        pmix_->rank_exited(rank, status);
+    exits_before_pmix_.clear();
+    if (pmix_server_uri_.empty()) {
+        report_error(node_, fmt::format("the PMIx server on {} gave its ranks no address", node_));
+        return make_error("no PMIx server on {}", node_);
+    }
+    pmix_failed_ = false;
+    return pmix_server_uri_;
 }
 
 PmixTree Daemon::pmix_tree()
@@ -555,6 +612,8 @@ void Daemon::make_rank_spawner()
     events.exited = [this](long rank, int status, std::int64_t time_ns) {
         if (pmix_)
             pmix_->rank_exited(rank, status);
+        else if (pmix_relay_)
+            exits_before_pmix_.emplace(rank, status);   // judged by the server if another rank starts it
         phases_.add("rank.exited", since_launch(time_ns), rank_label(rank));
         phases_.add("rank.runtime", static_cast<double>(time_ns - rank_spawn_ns_[rank]) / 1e9, rank_label(rank));
         trace(rank, "run", since_launch(time_ns), static_cast<double>(time_ns - rank_spawn_ns_[rank]) / 1e9);
@@ -624,9 +683,11 @@ void Daemon::start_ranks()
             RankLaunch launch;
             launch.rank = who.rank;
             launch.env = rank_environment(job.env, who);
-            if (pmix_) {
-                auto pmix_env = pmix_->prepare_rank(who.rank, ::getuid(), ::getgid());
-                if (!pmix_env) {
+            if (pmix_ || pmix_relay_) {
+                if (pmix_relay_) {
+                    for (auto& setting : pmix_rank_env(pmix_job(), who.rank, pmix_relay_->uri()))
+                        add_env_default(launch.env, std::move(setting));
+                } else if (auto pmix_env = pmix_->prepare_rank(who.rank, ::getuid(), ::getgid()); !pmix_env) {
                     report_error(node_, fmt::format("cannot register rank {} with PMIx on {}: {}", who.rank, node_,
                                                     pmix_env.error().message));
                 } else {
@@ -867,6 +928,7 @@ void Daemon::clean_up_node()
         collectives_->fail_all(fmt::format("the job is ending on {}", node_));
     if (ranks_)
         ranks_->kill_all();
+    pmix_relay_.reset();
     pmix_.reset();   // before the temp dir goes: PMIx keeps its rendezvous files there
     app_server_.reset();
     stage_fetcher_.reset();

@@ -18,6 +18,7 @@
 #include "collective/job_store.hpp"
 #include "collective/tree_collectives.hpp"
 #include "pmix/pmix_host.hpp"
+#include "pmix/pmix_relay.hpp"
 #include "proc/node_guard.hpp"
 #include "proc/process.hpp"
 #include "rank_spawner.hpp"
@@ -63,6 +64,11 @@ private:
     // Fences and requests over the tree, and the PMIx server this node's ranks connect to.
     void start_collectives();
     PmixTree pmix_tree();
+    PmixJob pmix_job() const;
+    // Starts the PMIx server now (eager) and stamps daemon.pmix_ready; false after reporting why it failed.
+    bool start_pmix_server();
+    // On demand: the running server's own address, starting it (and registering the running ranks) first.
+    Result<std::string> pmix_server_uri();
     void make_rank_spawner();
     // The socket the ranks' libcanopy uses for phase marks and the job store.
     void start_app_server();
@@ -107,6 +113,10 @@ private:
     std::unique_ptr<RankSpawner> ranks_;
     std::unique_ptr<TreeCollectives> collectives_;
     std::unique_ptr<PmixHost> pmix_;
+    std::unique_ptr<PmixRelay> pmix_relay_;       // --pmix on: the ranks' PMIx address until a server runs
+    std::string pmix_server_uri_;                 // set once the on-demand server runs
+    bool pmix_failed_ = false;
+    std::map<long, int> exits_before_pmix_;       // rank -> wait status, reaped before the server started
     std::optional<StageReceiver> stage_;
     // On-demand staging: this node's fetch cache (misses go to the parent) and the ranks' socket to it.
     std::unique_ptr<StageFetchTree> stage_fetch_;

@@ -341,15 +341,17 @@ const std::vector<OptionSpec>& option_table()
         {{"--timeout", "-timeout"}, Takes::value, "SECONDS", "Job",
          "stop the job after SECONDS (fractions allowed)",
          set_timeout},
-        {{"--pmix"}, Takes::value, "on|off", "Job",
-         "PMIx server for MPI and PMIx programs (default on)",
+        {{"--pmix"}, Takes::value, "on|eager|off", "Job",
+         "PMIx server for MPI and PMIx programs: on (default) starts it when a rank first connects, eager before "
+         "the ranks, off never",
          [](ParseState& s, ArgCursor& c) {
              auto value = take_value(c);
              if (!value)
                  return Status{value.error()};
-             if (*value != "on" && *value != "off")
-                 return Status{make_error("{} takes on or off, got '{}'", c.spelling, *value)};
-             s.options.pmix = *value == "on";
+             auto mode = parse_pmix_mode(*value);
+             if (!mode)
+                 return Status{make_error("{} takes on, eager or off, got '{}'", c.spelling, *value)};
+             s.options.pmix = *mode;
              return Status{};
          }},
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "util/pmix_mode.hpp"
 #include "util/result.hpp"
 
 namespace canopy {
@@ -30,7 +31,7 @@ struct Options {
     long depth = 1;
     std::optional<std::string> wdir;
     std::optional<double> timeout_seconds;
-    std::optional<bool> pmix;   // --pmix on|off; unset: the config's [job] pmix
+    std::optional<PmixMode> pmix;   // --pmix on|eager|off; unset: the config's [job] pmix
     std::vector<std::string> stage_prefixes;   // --stage, comma-separated and repeatable
     std::optional<std::string> stage_manifest;
     std::optional<long> fanout, window;

@@ -64,6 +64,37 @@ int exit_status_code(int wait_status)
     return 1;
 }
 
+// The server's own PMIx identity; its clients find it in their PMIX_SERVER_URI* variables.
+std::string server_nspace(const PmixJob& job)
+{
+    return fmt::format("{}.daemon", job.nspace).substr(0, PMIX_MAX_NSLEN);
+}
+
+// PMIx's rule for its system temp dir, made explicit so a rank's environment can be written before the server runs.
+std::string system_tmpdir()
+{
+    for (const char* name : {"TMPDIR", "TEMP", "TMP"})
+        if (const char* value = std::getenv(name); value && *value)
+            return value;
+    return "/tmp";
+}
+
+// The robust choices from docs/pmix.md, unless the daemon's own environment says otherwise.
+std::string pmix_component(const char* variable, const char* fallback)
+{
+    const char* value = std::getenv(variable);
+    return value && *value ? value : fallback;
+}
+
+// "OpenPMIx 4.2.2rc2 (PMIx Standard: ...)" -> "4.2.2rc2", what PMIx_server_setup_fork puts in PMIX_VERSION.
+std::string library_version()
+{
+    std::string_view text = PMIx_Get_version();
+    auto start = text.find(' ');
+    text = start == std::string_view::npos ? text : text.substr(start + 1);
+    return std::string(text.substr(0, text.find(' ')));
+}
+
 std::string describe_exit(int wait_status)
 {
     if (WIFSIGNALED(wait_status))
@@ -750,27 +781,28 @@ Result<std::unique_ptr<PmixHost>> PmixHost::start(asio::io_context& io, PmixJob 
     if (::sigaction(SIGPIPE, nullptr, &pipe_action) == 0 && pipe_action.sa_handler == SIG_DFL)
         ::signal(SIGPIPE, SIG_IGN);
 
-    // The robust choices from docs/pmix.md; the daemon's own environment may still override them.
-    ::setenv("PMIX_MCA_gds", "hash", 0);
-    ::setenv("PMIX_MCA_psec", "native", 0);
+    ::setenv("PMIX_MCA_gds", pmix_component("PMIX_MCA_gds", "hash").c_str(), 1);
+    ::setenv("PMIX_MCA_psec", pmix_component("PMIX_MCA_psec", "native").c_str(), 1);
     // PMIx discovers this node's topology for locality strings; it never needs PCI, GPU or network devices.
     // Leaving I/O discovery and its plugins out cut PMIx's start-up from about 20 to 6 ms of CPU per daemon.
     ::setenv("HWLOC_COMPONENTS", "-pci,-opencl,-gl,-linuxio", 0);
     ::setenv("HWLOC_PLUGINS_BLACKLIST", "hwloc_xml_libxml,hwloc_opencl,hwloc_gl,hwloc_pci", 0);
 
-    std::string server_nspace = fmt::format("{}.daemon", j.nspace).substr(0, PMIX_MAX_NSLEN);
+    std::string nspace = server_nspace(j);
+    std::string system_dir = system_tmpdir();
     pmix_rank_t server_rank = static_cast<pmix_rank_t>(j.node_index);
     bool no = false;
     pmix_info_t* init_info = nullptr;
-    const std::size_t ninit = 6;
+    const std::size_t ninit = 7;
     PMIX_INFO_CREATE(init_info, ninit);
     PMIx_Info_load(&init_info[0], PMIX_SERVER_TMPDIR, j.tmpdir.c_str(), PMIX_STRING);
     PMIx_Info_load(&init_info[1], PMIX_HOSTNAME, node.c_str(), PMIX_STRING);
-    PMIx_Info_load(&init_info[2], PMIX_SERVER_NSPACE, server_nspace.c_str(), PMIX_STRING);
+    PMIx_Info_load(&init_info[2], PMIX_SERVER_NSPACE, nspace.c_str(), PMIX_STRING);
     PMIx_Info_load(&init_info[3], PMIX_SERVER_RANK, &server_rank, PMIX_PROC_RANK);
     // No system-wide rendezvous files and no tool connections: only this job's ranks talk to us.
     PMIx_Info_load(&init_info[4], PMIX_SERVER_SYSTEM_SUPPORT, &no, PMIX_BOOL);
     PMIx_Info_load(&init_info[5], PMIX_SERVER_TOOL_SUPPORT, &no, PMIX_BOOL);
+    PMIx_Info_load(&init_info[6], PMIX_SYSTEM_TMPDIR, system_dir.c_str(), PMIX_STRING);
 
     // Publish the host before init: PMIx may call back as soon as it starts.
     {
@@ -818,6 +850,28 @@ Result<std::unique_ptr<PmixHost>> PmixHost::start(asio::io_context& io, PmixJob 
 
 PmixHost::PmixHost(std::shared_ptr<State> state) : state_(std::move(state)) {}
 
+std::vector<std::string> pmix_rank_env(const PmixJob& job, long rank, const std::string& server_uri)
+{
+    std::string uri = fmt::format("{}.{};{}", server_nspace(job), job.node_index, server_uri);
+    std::vector<std::string> env;
+    // The order and values of PMIx_server_setup_fork in PMIx 4.2; newer clients read URI41 first.
+    for (const char* version : {"41", "4", "3", "21", "2"})
+        env.push_back(fmt::format("PMIX_SERVER_URI{}={}", version, uri));
+    env.push_back("PMIX_NAMESPACE=" + job.nspace);
+    env.push_back(fmt::format("PMIX_RANK={}", rank));
+    env.push_back("PMIX_SERVER_TMPDIR=" + job.tmpdir);
+    env.push_back("PMIX_SYSTEM_TMPDIR=" + system_tmpdir());
+    env.push_back("PMIX_SECURITY_MODE=" + pmix_component("PMIX_MCA_psec", "native"));
+    env.push_back("PMIX_BFROP_BUFFER_TYPE=PMIX_BFROP_BUFFER_NON_DESC");
+    env.push_back("PMIX_GDS_MODULE=" + pmix_component("PMIX_MCA_gds", "hash"));
+    env.push_back("PMIX_HOSTNAME=" + job.hosts.at(static_cast<std::size_t>(job.node_index)));
+    env.push_back("PMIX_VERSION=" + library_version());
+    env.push_back("PMIX_MCA_gds=hash");
+    for (auto& kv : open_mpi_direct_launch_env())
+        env.push_back(kv);
+    return env;
+}
+
 Result<std::vector<std::string>> PmixHost::prepare_rank(long rank, uid_t uid, gid_t gid)
 {
     State& s = *state_;
@@ -849,7 +903,7 @@ Result<std::vector<std::string>> PmixHost::prepare_rank(long rank, uid_t uid, gi
     if (rc != PMIX_SUCCESS)
         return make_error("PMIx host on {}: PMIx_server_setup_fork for rank {} failed: {}", node, rank,
                           pmix_error(rc));
-    out.emplace_back("PMIX_MCA_gds=hash");
+    out.emplace_back("PMIX_MCA_gds=" + pmix_component("PMIX_MCA_gds", "hash"));
     for (auto& kv : open_mpi_direct_launch_env())
         out.push_back(kv);
     return out;

@@ -80,6 +80,11 @@ private:
     std::shared_ptr<State> state_;
 };
 
+// The environment additions for a rank whose server will answer at `server_uri` ("tcp4://A:P") but need not run
+// yet (a PmixRelay's address): what prepare_rank gives once it does, with that address. tests/integration/
+// test_pmix.py holds the two to the same variables and values.
+std::vector<std::string> pmix_rank_env(const PmixJob& job, long rank, const std::string& server_uri);
+
 // The environment that makes Open MPI 4.1 use the PMIx server instead of running as a singleton (docs/pmix.md).
 std::vector<std::string> open_mpi_direct_launch_env();
 

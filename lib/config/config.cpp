@@ -203,10 +203,15 @@ const KeySpec key_table[] = {
     {"job", "kill_grace", apply_kill_grace},
     {"job", "tmpdir", apply_tmpdir},
     {"job", "pmix", [](const Node& n, Config& c) -> std::optional<Problem> {
-         if (!n.is_boolean())
-             return problem(n, "pmix must be true or false");
-         c.pmix = n.as_boolean()->get();
-         return std::nullopt;
+         if (n.is_boolean()) {
+             c.pmix = n.as_boolean()->get() ? PmixMode::on_demand : PmixMode::off;
+             return std::nullopt;
+         }
+         if (n.is_string() && n.as_string()->get() == "eager") {
+             c.pmix = PmixMode::eager;
+             return std::nullopt;
+         }
+         return problem(n, "pmix must be true, false or \"eager\"");
      }},
     {"stage", "prefixes", apply_stage_prefixes},
     {"stage", "manifest", [](const Node& n, Config& c) { return read_absolute_path(n, "manifest", c.stage_manifest, true); }},

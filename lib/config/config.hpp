@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "util/pmix_mode.hpp"
 #include "util/result.hpp"
 
 namespace canopy {
@@ -22,7 +23,7 @@ struct Config {
     std::string bind_address;             // address daemons listen on; empty = the one facing the parent
     double kill_grace = 3.0;              // SIGTERM -> SIGKILL grace, seconds
     std::string tmpdir;                   // base of per-job temp dirs; empty = $TMPDIR or /tmp
-    bool pmix = true;                     // [job] pmix: a PMIx server on every node for MPI and PMIx programs
+    PmixMode pmix = PmixMode::on_demand;  // [job] pmix: a PMIx server on every node for MPI and PMIx programs
     std::vector<std::string> stage_prefixes;   // [stage] prefixes: absolute paths the ranks read from
     std::string stage_manifest;           // [stage] manifest: from `canopy stage record`; empty = none
     std::string stage_cache_dir = "/dev/shm";   // [stage] cache_dir: node-local base of the stage cache

@@ -208,7 +208,7 @@ void encode(Writer& writer, const LaunchPlan& message)
         writer.varint(count);
     writer.string(job.master_addr);
     writer.u32(job.master_port);
-    writer.boolean(job.pmix);
+    writer.u8(static_cast<std::uint8_t>(job.pmix));
     writer.boolean(job.trace);
     writer.boolean(job.stage);
     writer.string(job.stage_cache_base);
@@ -253,7 +253,10 @@ Status decode(Reader& reader, LaunchPlan& message)
         job.ranks_per_node.push_back(reader.varint());
     job.master_addr = reader.string();
     job.master_port = reader.u32();
-    job.pmix = reader.boolean();
+    std::uint8_t pmix = reader.u8();
+    if (pmix > static_cast<std::uint8_t>(PmixMode::eager))
+        reader.fail();
+    job.pmix = static_cast<PmixMode>(pmix);
     job.trace = reader.boolean();
     job.stage = reader.boolean();
     job.stage_cache_base = reader.string();

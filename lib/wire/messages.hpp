@@ -8,6 +8,7 @@
 
 #include "stage/index_format.h"
 #include "timing/sketch.hpp"
+#include "util/pmix_mode.hpp"
 #include "util/result.hpp"
 #include "wire/codec.hpp"
 
@@ -85,7 +86,7 @@ struct JobSpec {
     std::vector<std::uint64_t> ranks_per_node;   // by node index
     std::string master_addr;
     std::uint32_t master_port = 0;
-    bool pmix = true;                      // run a PMIx server for the ranks on every node
+    PmixMode pmix = PmixMode::on_demand;   // when each node starts a PMIx server for its ranks
     bool trace = false;                    // --trace: send every node's and rank's events up for a timeline
     // File staging (docs/staging.md): when on, the index and contents follow the plan down the tree, and each
     // node starts its ranks once its cache is installed.

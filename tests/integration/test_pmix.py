@@ -1,9 +1,10 @@
 # PMIx under canopy: PMIx clients, Open MPI 4.1 and mpi4py run across simulated nodes with no mpirun.
+import json
 import re
 
 import pytest
 
-from conftest import BUILD_DIR
+from conftest import BUILD_DIR, timing_phases
 
 PROGRAMS = BUILD_DIR / "tests" / "pmix"
 PYTHON = "/usr/bin/python3"
@@ -123,8 +124,9 @@ def test_mpi4py_ringtest(run_canopy):
     assert re.search(r"time for 1 loops = [0-9.e-]+ seconds \(8 processes", result.stdout), result.describe()
 
 
-def test_mpi4py_allreduce_is_correct(run_canopy):
-    result = run_canopy(shape_args(4, 2) + [PYTHON, "-c", MPI4PY_ALLREDUCE], timeout=90)
+@pytest.mark.parametrize("mode", ["on", "eager"])
+def test_mpi4py_allreduce_is_correct(run_canopy, mode):
+    result = run_canopy(shape_args(4, 2) + ["--pmix", mode, PYTHON, "-c", MPI4PY_ALLREDUCE], timeout=90)
     assert result.returncode == 0, result.describe()
     assert len(re.findall(r"mpi4py rank \d of 8: allreduce 36 OK", result.stdout)) == 8, result.describe()
 
@@ -139,10 +141,42 @@ def test_pmix_off_runs_plain_programs_without_a_server(run_canopy):
     assert result.stdout.splitlines() == ["uri=none", "uri=none"], result.describe()
 
 
+def pmix_environment(result, job_id):
+    """Each rank's PMIx and Open MPI settings, with what differs from job to job (its id, ports) masked."""
+    lines = [re.sub(r"tcp4://127\.[0-9.]+:\d+", "tcp4://ADDRESS", line.replace(job_id, "JOB"))
+             for line in result.stdout.splitlines() if re.match(r"(PMIX|OMPI)_", line)]
+    return sorted(lines)
+
+
+def test_ranks_get_the_same_pmix_environment_on_demand_as_from_a_running_server(run_canopy, sandbox):
+    # On demand, the daemon writes the environment PMIx_server_setup_fork would, before any server runs.
+    environments = {}
+    for mode in ["on", "eager"]:
+        timing = sandbox.root / f"{mode}.json"
+        result = run_canopy(shape_args(2, 2) + ["--pmix", mode, f"--timing={timing}", "env"], timeout=30)
+        assert result.returncode == 0, result.describe()
+        job_id = json.loads(timing.read_text())["job_id"]
+        environments[mode] = pmix_environment(result, job_id)
+    assert len([line for line in environments["eager"] if line.startswith("PMIX_SERVER_URI41=")]) == 4
+    assert environments["on"] == environments["eager"]
+
+
+def test_a_job_that_never_calls_pmix_starts_no_pmix_server(run_canopy, sandbox):
+    plain = sandbox.root / "plain.json"
+    result = run_canopy(shape_args(2, 2) + [f"--timing={plain}", "true"], timeout=30)
+    assert result.returncode == 0, result.describe()
+    assert "daemon.pmix_ready" not in timing_phases(plain)
+    # The same job shape with a PMIx program: each node starts its server when its first rank connects.
+    mpi = sandbox.root / "mpi.json"
+    result = run_canopy(shape_args(2, 2) + [f"--timing={mpi}", program("mpi_hello")], timeout=60)
+    assert result.returncode == 0, result.describe()
+    assert timing_phases(mpi)["daemon.pmix_ready"]["count"] == 2
+
+
 def test_bad_pmix_value_is_a_usage_error(run_canopy):
     result = run_canopy(["--pmix", "maybe", "true"], timeout=30)
     assert result.returncode == 2, result.describe()
-    assert "--pmix takes on or off, got 'maybe'" in result.stderr, result.describe()
+    assert "--pmix takes on, eager or off, got 'maybe'" in result.stderr, result.describe()
 
 
 def test_config_can_turn_pmix_off_and_the_option_wins(run_canopy, sandbox):

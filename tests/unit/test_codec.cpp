@@ -102,6 +102,7 @@ TEST(Messages, LaunchPlanRoundTripsWithCompressedHosts)
     plan.job.env = {"PATH=/usr/bin", "HOME=/root"};
     plan.job.master_addr = "nid1000";
     plan.job.master_port = 29500;
+    plan.job.pmix = PmixMode::eager;
     plan.simulated = true;
     plan.fanout = 4;
     plan.root_offset_ns = -12345;
@@ -116,6 +117,13 @@ TEST(Messages, LaunchPlanRoundTripsWithCompressedHosts)
     EXPECT_EQ(decoded->job.env, plan.job.env);
     EXPECT_EQ(decoded->root_offset_ns, -12345);
     EXPECT_TRUE(decoded->simulated);
+    EXPECT_EQ(decoded->job.pmix, PmixMode::eager);
+    // A PMIx mode this build does not know is a malformed plan, not a guess.
+    plan.job.pmix = static_cast<PmixMode>(7);
+    auto unknown_bytes = to_frame(plan);
+    Frame unknown{static_cast<std::uint8_t>(MessageType::launch_plan),
+                  std::vector<std::uint8_t>(unknown_bytes.begin() + header_size, unknown_bytes.end())};
+    EXPECT_FALSE(decode_frame<LaunchPlan>(unknown).ok());
     // 100 host names travel as one short hostlist, not 100 strings.
     EXPECT_LT(frame_bytes.size(), 400u);
 }

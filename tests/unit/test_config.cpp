@@ -120,7 +120,7 @@ interposer = "/opt/canopy/lib/libcanopy_interpose.so"
     EXPECT_EQ(applied->bind_address, "10.0.0.1");
     EXPECT_DOUBLE_EQ(applied->kill_grace, 0.5);
     EXPECT_EQ(applied->tmpdir, "/dev/shm");
-    EXPECT_FALSE(applied->pmix);
+    EXPECT_EQ(applied->pmix, PmixMode::off);
     EXPECT_EQ(applied->stage_prefixes, (std::vector<std::string>{"/soft/venv", "/soft/frameworks"}));
     EXPECT_EQ(applied->stage_manifest, "/home/u/torch.manifest");
     EXPECT_EQ(applied->stage_cache_dir, "/local/scratch");
@@ -129,7 +129,12 @@ interposer = "/opt/canopy/lib/libcanopy_interpose.so"
 
 TEST(ApplyConfig, StageAndPmixValuesAreChecked)
 {
-    EXPECT_NE(apply_error("[job]\npmix = 1\n").find("pmix must be true or false"), std::string::npos);
+    EXPECT_NE(apply_error("[job]\npmix = 1\n").find("pmix must be true, false or \"eager\""), std::string::npos);
+    EXPECT_NE(apply_error("[job]\npmix = \"later\"\n").find("pmix must be true, false or \"eager\""),
+              std::string::npos);
+    auto eager = apply_config("[job]\npmix = \"eager\"\n", "eager.toml", Config{});
+    ASSERT_TRUE(eager.ok()) << eager.error().message;
+    EXPECT_EQ(eager->pmix, PmixMode::eager);
     EXPECT_NE(apply_error("[stage]\nprefixes = [\"venv\"]\n").find("absolute paths"), std::string::npos);
     EXPECT_NE(apply_error("[stage]\ncache_dir = \"\"\n").find("cache_dir must be an absolute path"),
               std::string::npos);

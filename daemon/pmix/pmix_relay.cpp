@@ -1,0 +1,186 @@
+// The PMIx relay: each accepted rank connection gets a twin connection to the real server, and bytes are copied
+// both ways until both ends have closed. PMIx's wire protocol passes through untouched.
+#include "pmix/pmix_relay.hpp"
+
+#include <array>
+
+#include <boost/asio/write.hpp>
+#include <fmt/format.h>
+#include <spdlog/logger.h>
+
+#include "util/log.hpp"
+
+namespace canopy {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+spdlog::logger& relay_log() { return area_logger("pmix"); }
+
+// PMIx messages are a header and a payload, sent separately; Nagle would hold the payload back for an ACK.
+void set_no_delay(tcp::socket& socket)
+{
+    boost::system::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+}
+
+} // namespace
+
+Result<tcp::endpoint> parse_pmix_uri(const std::string& uri)
+{
+    std::string_view text = uri;
+    bool v6 = text.starts_with("tcp6://");
+    if (!v6 && !text.starts_with("tcp4://"))
+        return make_error("PMIx server address '{}' is not tcp4://ADDRESS:PORT or tcp6://[ADDRESS]:PORT", uri);
+    text.remove_prefix(7);
+    auto colon = text.rfind(':');
+    if (colon == std::string_view::npos)
+        return make_error("PMIx server address '{}' has no port", uri);
+    std::string_view host = text.substr(0, colon);
+    if (v6 && host.size() >= 2 && host.front() == '[' && host.back() == ']')
+        host = host.substr(1, host.size() - 2);
+    unsigned port = 0;
+    for (char c : text.substr(colon + 1)) {
+        if (c < '0' || c > '9' || (port = port * 10 + static_cast<unsigned>(c - '0')) > 65535)
+            return make_error("PMIx server address '{}' has a bad port", uri);
+    }
+    boost::system::error_code error;
+    auto address = asio::ip::make_address(std::string(host), error);
+    if (error || port == 0 || address.is_v6() != v6)
+        return make_error("PMIx server address '{}' is not usable", uri);
+    return tcp::endpoint(address, static_cast<unsigned short>(port));
+}
+
+struct PmixRelay::Pipe : std::enable_shared_from_this<Pipe> {
+    Pipe(tcp::socket rank_socket, asio::io_context& io) : rank(std::move(rank_socket)), server(io) {}
+
+    void connect(const tcp::endpoint& endpoint)
+    {
+        server.async_connect(endpoint, [self = shared_from_this()](boost::system::error_code error) {
+            if (error) {
+                relay_log().warn("pmix relay: cannot reach the PMIx server: {}", error.message());
+                self->close();
+                return;
+            }
+            set_no_delay(self->server);
+            self->pump(self->rank, self->server, self->to_server);
+            self->pump(self->server, self->rank, self->to_rank);
+        });
+    }
+
+    // Copies `from` to `to` until `from` ends; a clean end is passed on as a half-close, so a reply still in
+    // flight the other way is delivered.
+    void pump(tcp::socket& from, tcp::socket& to, std::array<char, 65536>& buffer)
+    {
+        from.async_read_some(asio::buffer(buffer), [self = shared_from_this(), &from, &to,
+                                                    &buffer](boost::system::error_code error, std::size_t size) {
+            if (error == asio::error::eof) {
+                boost::system::error_code ignored;
+                to.shutdown(tcp::socket::shutdown_send, ignored);
+                if (--self->open_directions == 0)
+                    self->close();
+                return;
+            }
+            if (error) {
+                self->close();
+                return;
+            }
+            asio::async_write(to, asio::buffer(buffer.data(), size),
+                              [self, &from, &to, &buffer](boost::system::error_code error, std::size_t) {
+                                  if (error) {
+                                      self->close();
+                                      return;
+                                  }
+                                  self->pump(from, to, buffer);
+                              });
+        });
+    }
+
+    void close()
+    {
+        boost::system::error_code ignored;
+        rank.close(ignored);
+        server.close(ignored);
+    }
+
+    tcp::socket rank;
+    tcp::socket server;
+    std::array<char, 65536> to_server{};
+    std::array<char, 65536> to_rank{};
+    int open_directions = 2;
+};
+
+PmixRelay::PmixRelay(asio::io_context& io, StartServer start_server)
+    : io_(io), acceptor_(io), start_server_(std::move(start_server))
+{
+}
+
+Result<std::unique_ptr<PmixRelay>> PmixRelay::listen(asio::io_context& io, const std::string& address,
+                                                     StartServer start_server)
+{
+    std::unique_ptr<PmixRelay> relay(new PmixRelay(io, std::move(start_server)));
+    boost::system::error_code error;
+    auto ip = asio::ip::make_address(address, error);
+    tcp::endpoint endpoint(ip, 0);
+    if (!error)
+        relay->acceptor_.open(endpoint.protocol(), error);
+    if (!error)
+        relay->acceptor_.bind(endpoint, error);
+    if (!error)
+        relay->acceptor_.listen(asio::socket_base::max_listen_connections, error);
+    if (error)
+        return make_error("cannot listen for PMIx clients on {}: {}", address, error.message());
+    relay->accept_next();
+    return relay;
+}
+
+std::string PmixRelay::uri() const
+{
+    boost::system::error_code error;
+    auto endpoint = acceptor_.local_endpoint(error);
+    if (endpoint.address().is_v6())
+        return fmt::format("tcp6://[{}]:{}", endpoint.address().to_string(), endpoint.port());
+    return fmt::format("tcp4://{}:{}", endpoint.address().to_string(), endpoint.port());
+}
+
+void PmixRelay::accept_next()
+{
+    acceptor_.async_accept([this](boost::system::error_code error, tcp::socket rank) {
+        if (error == asio::error::operation_aborted)
+            return;
+        if (!error)
+            relay(std::move(rank));
+        accept_next();
+    });
+}
+
+void PmixRelay::relay(tcp::socket rank)
+{
+    auto server_uri = start_server_();
+    if (!server_uri)
+        return;   // the daemon reported why; closing the socket makes the rank's PMIx_Init fail
+    auto endpoint = parse_pmix_uri(*server_uri);
+    if (!endpoint) {
+        relay_log().error("pmix relay: {}", endpoint.error().message);
+        return;
+    }
+    set_no_delay(rank);
+    auto pipe = std::make_shared<Pipe>(std::move(rank), io_);
+    std::erase_if(pipes_, [](const std::weak_ptr<Pipe>& p) { return p.expired(); });
+    pipes_.push_back(pipe);
+    ++relayed_;
+    pipe->connect(*endpoint);
+}
+
+PmixRelay::~PmixRelay()
+{
+    boost::system::error_code ignored;
+    acceptor_.close(ignored);
+    for (auto& weak : pipes_)
+        if (auto pipe = weak.lock())
+            pipe->close();
+}
+
+} // namespace canopy

@@ -1,0 +1,55 @@
+// Stands at the address a node's ranks are given for its PMIx server, so the server need not run until a rank
+// first connects: most jobs that never call PMIx_Init then never pay for one (docs/pmix.md, "On demand").
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include "util/result.hpp"
+
+namespace canopy {
+
+class PmixRelay {
+public:
+    // Called for every connection the relay accepts, before it is relayed: starts the server if it is not running
+    // yet and returns its own address ("tcp4://A:P" or "tcp6://[A]:P"), or why it cannot run.
+    using StartServer = std::function<Result<std::string>()>;
+
+    // Listens on `address` (an IPv4 or IPv6 literal) on a port the kernel picks.
+    static Result<std::unique_ptr<PmixRelay>> listen(boost::asio::io_context& io, const std::string& address,
+                                                     StartServer start_server);
+
+    // The relay's address in PMIx's URI form, for the ranks' PMIX_SERVER_URI* variables.
+    std::string uri() const;
+    // Connections accepted and connected through to the server so far.
+    std::size_t relayed() const { return relayed_; }
+
+    // Closes the listener and every relayed connection.
+    ~PmixRelay();
+    PmixRelay(const PmixRelay&) = delete;
+    PmixRelay& operator=(const PmixRelay&) = delete;
+
+    struct Pipe;   // one rank's connection and its twin to the server (pmix_relay.cpp)
+
+private:
+    PmixRelay(boost::asio::io_context& io, StartServer start_server);
+    void accept_next();
+    void relay(boost::asio::ip::tcp::socket rank);
+
+    boost::asio::io_context& io_;
+    boost::asio::ip::tcp::acceptor acceptor_;
+    StartServer start_server_;
+    std::vector<std::weak_ptr<Pipe>> pipes_;
+    std::size_t relayed_ = 0;
+};
+
+// "tcp4://127.0.0.1:4000" or "tcp6://[::1]:4000" to an endpoint; an error names the text.
+Result<boost::asio::ip::tcp::endpoint> parse_pmix_uri(const std::string& uri);
+
+} // namespace canopy

@@ -1,0 +1,133 @@
+// The PMIx relay on its own: a server that exists only once the first client connects, bytes both ways, half-close.
+#include <atomic>
+#include <future>
+#include <optional>
+#include <thread>
+
+#include <boost/asio.hpp>
+#include <gtest/gtest.h>
+
+#include "pmix/pmix_relay.hpp"
+
+namespace canopy {
+namespace {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+
+// The relay's io_context on its own thread, as canopyd runs it; the test talks to it with blocking sockets.
+struct RelayFixture : ::testing::Test {
+    asio::io_context io;
+    std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work{asio::make_work_guard(io)};
+    std::thread runner;
+    std::unique_ptr<PmixRelay> relay;
+
+    void start(PmixRelay::StartServer start_server)
+    {
+        auto listening = PmixRelay::listen(io, "127.0.0.1", std::move(start_server));
+        ASSERT_TRUE(listening.ok()) << listening.error().message;
+        relay = std::move(*listening);
+        runner = std::thread([this] { io.run(); });
+    }
+
+    void TearDown() override
+    {
+        asio::post(io, [this] { relay.reset(); });
+        work.reset();
+        if (runner.joinable())
+            runner.join();
+    }
+
+    // What the relay has relayed, read on its own thread.
+    std::size_t relayed()
+    {
+        std::promise<std::size_t> count;
+        asio::post(io, [&] { count.set_value(relay->relayed()); });
+        return count.get_future().get();
+    }
+
+    tcp::socket connect_client(asio::io_context& client_io)
+    {
+        auto endpoint = parse_pmix_uri(relay->uri());
+        EXPECT_TRUE(endpoint.ok());
+        tcp::socket socket(client_io);
+        socket.connect(*endpoint);
+        return socket;
+    }
+};
+
+std::string read_to_end(tcp::socket& socket)
+{
+    std::string out;
+    boost::system::error_code error;
+    char buffer[256];
+    for (;;) {
+        std::size_t n = socket.read_some(asio::buffer(buffer), error);
+        out.append(buffer, n);
+        if (error)
+            return out;
+    }
+}
+
+TEST_F(RelayFixture, StartsTheServerOnTheFirstConnectionAndCarriesBothDirectionsThroughAHalfClose)
+{
+    // The "server" does not exist until the relay asks for it: the whole point of starting on demand.
+    asio::io_context server_io;
+    std::optional<tcp::acceptor> server;
+    std::promise<std::string> received;
+    std::thread server_thread;
+    std::atomic<int> starts = 0;
+    start([&]() -> Result<std::string> {
+        ++starts;
+        if (!server) {
+            server.emplace(server_io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+            server_thread = std::thread([&] {
+                tcp::socket peer = server->accept();
+                std::string request = read_to_end(peer);   // ends at the client's half-close
+                received.set_value(request);
+                asio::write(peer, asio::buffer("pong:" + request));
+            });
+        }
+        return "tcp4://127.0.0.1:" + std::to_string(server->local_endpoint().port());
+    });
+    EXPECT_EQ(starts, 0);
+
+    asio::io_context client_io;
+    tcp::socket client = connect_client(client_io);
+    asio::write(client, asio::buffer(std::string("ping")));
+    client.shutdown(tcp::socket::shutdown_send);
+    auto request = received.get_future();
+    ASSERT_EQ(request.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    EXPECT_EQ(request.get(), "ping");
+    EXPECT_EQ(read_to_end(client), "pong:ping");   // then EOF: the server's close came through
+    server_thread.join();
+    EXPECT_EQ(starts, 1);
+    EXPECT_EQ(relayed(), 1u);
+}
+
+TEST_F(RelayFixture, AServerThatCannotStartClosesTheClientsConnection)
+{
+    start([]() -> Result<std::string> { return make_error("no PMIx here"); });
+    asio::io_context client_io;
+    tcp::socket client = connect_client(client_io);
+    EXPECT_EQ(read_to_end(client), "");
+    EXPECT_EQ(relayed(), 0u);
+}
+
+TEST(PmixUri, ParsesWhatPmixWritesAndRejectsTheRest)
+{
+    auto v4 = parse_pmix_uri("tcp4://127.0.0.1:4000");
+    ASSERT_TRUE(v4.ok()) << v4.error().message;
+    EXPECT_EQ(v4->address().to_string(), "127.0.0.1");
+    EXPECT_EQ(v4->port(), 4000);
+    auto v6 = parse_pmix_uri("tcp6://[::1]:4001");
+    ASSERT_TRUE(v6.ok()) << v6.error().message;
+    EXPECT_EQ(v6->address().to_string(), "::1");
+    EXPECT_EQ(v6->port(), 4001);
+    for (const char* bad : {"", "127.0.0.1:4000", "tcp4://127.0.0.1", "tcp4://127.0.0.1:70000", "tcp4://127.0.0.1:x",
+                            "tcp4://host:4000", "tcp6://127.0.0.1:4000", "tcp4://127.0.0.1:0"})
+        EXPECT_FALSE(parse_pmix_uri(bad).ok()) << bad;
+}
+
+} // namespace
+} // namespace canopy
