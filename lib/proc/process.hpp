@@ -66,7 +66,7 @@ struct SpawnRequest {
 inline constexpr std::size_t exec_report_size = 2 * sizeof(int);
 std::string describe_exec_failure(std::span<const std::uint8_t> record, const SpawnRequest& request);
 
-// fork/exec; returns the pid, or the reason the child could not start (bad wdir, exec error) when waiting.
+// vfork/exec; returns the pid, or the reason the child could not start (bad wdir, exec error) when waiting.
 Result<pid_t> spawn_process(const SpawnRequest& request);
 
 // PATH search the way execvp does it, but against the ranks' PATH rather than ours.
