@@ -82,8 +82,8 @@ std::vector<std::uint8_t> relay(const wire::Frame& frame) { return wire::encode_
 
 } // namespace
 
-Daemon::Daemon(asio::io_context& io, DaemonArgs args, const auth::Key& key)
-    : io_(io), args_(std::move(args)), key_(key), reaper_(io), signals_(io, SIGTERM, SIGHUP)
+Daemon::Daemon(asio::io_context& io, DaemonArgs args, const auth::Key& key, std::optional<NodeGuard> guard)
+    : io_(io), args_(std::move(args)), key_(key), reaper_(io), signals_(io, SIGTERM, SIGHUP), guard_(std::move(guard))
 {
     node_ = args_.node_name.empty() ? fmt::format("position {}", args_.position) : args_.node_name;
 }
@@ -253,6 +253,8 @@ void Daemon::on_plan(wire::LaunchPlan plan)
     node_phase("daemon.job_received", since_launch(received_ns));
 
     tmpdir_ = node_temp_dir(plan_->tmpdir, plan_->job_id, node_);
+    if (guard_)
+        guard_->watch_path(tmpdir_);
     std::error_code error;
     std::filesystem::create_directories(tmpdir_, error);
     if (!error)
@@ -264,15 +266,12 @@ void Daemon::on_plan(wire::LaunchPlan plan)
     std::string stage_dir;
     if (plan_->job.stage) {
         stage_dir = stage::default_cache_dir(plan_->job_id, node_, plan_->job.stage_cache_base);
+        if (guard_)
+            guard_->watch_path(stage_dir);
         stage_.emplace(stage_dir);
         start_stage_fetcher(stage_dir);
     }
     app_socket_ = node_socket_path(tmpdir_, plan_->job_id, node_, "app.sock");
-    std::string stage_socket = stage_fetcher_ ? stage_fetcher_->path() : std::string();
-    if (auto guard = NodeGuard::start({tmpdir_, stage_dir, app_socket_, stage_socket}); guard)
-        guard_ = std::move(*guard);
-    else
-        tree_log().warn("{}; ranks may outlive a crashed daemon", guard.error().message);
 
     // Children first: they are on the critical path of the whole tree, our ranks only of this node. A leaf
     // reports itself up before spawning, so tree_up measures the tree, not rank start-up.
@@ -341,6 +340,8 @@ void Daemon::start_app_server()
                             std::function<void(std::uint8_t, std::vector<std::uint8_t>)> reply) {
         store_cache_->request(op, std::move(payload), std::move(reply));
     };
+    if (guard_)
+        guard_->watch_path(app_socket_);   // it may live outside the temp dir
     auto server = AppServer::start(io_, app_socket_, std::move(handlers));
     if (!server) {
         tree_log().warn("{}; libcanopy marks and store are unavailable on {}", server.error().message, node_);
@@ -363,6 +364,8 @@ void Daemon::start_stage_fetcher(const std::string& stage_dir)
     if (tmpdir_.empty())
         return;
     std::string path = node_socket_path(tmpdir_, plan_->job_id, node_, "stage.sock");
+    if (guard_)
+        guard_->watch_path(path);   // it may live outside the temp dir
     auto fetcher = StageFetcher::start(io_, path, *stage_fetch_);
     if (!fetcher) {
         tree_log().warn("{}; ranks on {} read what the stage index lacks from the shared filesystem",

@@ -48,7 +48,8 @@ struct DaemonArgs {
 
 class Daemon {
 public:
-    Daemon(asio::io_context& io, DaemonArgs args, const auth::Key& key);
+    // `guard` was forked at start-up, while canopyd was small; without one, ranks may outlive a crashed daemon.
+    Daemon(asio::io_context& io, DaemonArgs args, const auth::Key& key, std::optional<NodeGuard> guard);
     ~Daemon();
 
     // Connects to the parent; the io_context then runs until the daemon is done. Returns the exit code.

@@ -115,10 +115,18 @@ int main(int argc, char** argv)
         return 2;
     }
 
+    // Forked now, before the daemon grows: see NodeGuard::start.
+    std::optional<canopy::NodeGuard> guard;
+    if (auto started = canopy::NodeGuard::start(); started)
+        guard = std::move(*started);
+    else
+        std::fprintf(stderr, "%s: %s; ranks may outlive a crashed daemon\n", prefix.c_str(),
+                     started.error().message.c_str());
+
     boost::asio::io_context io(1);
     int exit_code;
     {
-        canopy::Daemon daemon(io, std::move(*args), *key);
+        canopy::Daemon daemon(io, std::move(*args), *key, std::move(guard));
         daemon.start();
         io.run();
         exit_code = daemon.exit_code();

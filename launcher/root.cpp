@@ -203,9 +203,10 @@ void Root::start_stage_fetch()
     auto dir = stage::default_cache_dir(plan_.plan.job_id, "launcher", plan_.plan.job.stage_cache_base);
     // Forked before the reader threads start. The cache can hold gigabytes of /dev/shm: a SIGKILL of the
     // launcher must not leave it behind.
-    if (auto guard = NodeGuard::start({dir}, "canopy-guard"); guard)
+    if (auto guard = NodeGuard::start("canopy-guard"); guard) {
         stage_guard_ = std::move(*guard);
-    else
+        stage_guard_->watch_path(dir);
+    } else
         tree_log().warn("{}; a killed launcher would leave its stage cache {} behind", guard.error().message, dir);
     auto tree = StageFetchTree::for_root(io_, dir);
     if (!tree) {

@@ -6,7 +6,7 @@
 #include <sys/types.h>
 
 #include <string>
-#include <vector>
+#include <string_view>
 
 #include "proc/process.hpp"
 #include "util/result.hpp"
@@ -16,12 +16,16 @@ namespace canopy {
 class NodeGuard {
 public:
     // Forks the guard. It waits for the daemon's end of a pipe to close, which happens however the daemon ends.
-    // `name` is what ps shows for it.
-    static Result<NodeGuard> start(std::vector<std::string> dirs, const char* name = "canopyd-guard");
+    // `name` is what ps shows for it. Start it early, while the process is small: the fork then copies little,
+    // and what the process writes afterwards costs it no copy-on-write faults.
+    static Result<NodeGuard> start(const char* name = "canopyd-guard");
 
     NodeGuard(NodeGuard&&) = default;
     NodeGuard& operator=(NodeGuard&&) = default;
 
+    // Tells the guard about a directory or file to remove. Tell it before creating the path, so no moment is
+    // left in which a SIGKILL would leave the path behind.
+    void watch_path(std::string_view path);
     // Tells the guard about a rank's process group.
     void watch_process_group(pid_t group);
     // On an orderly exit: lets the guard clean up now and reaps it, so it leaves no zombie behind.
@@ -29,6 +33,7 @@ public:
 
 private:
     NodeGuard(UniqueFd pipe, pid_t pid) : pipe_(std::move(pipe)), pid_(pid) {}
+    void send(char kind, std::string_view payload);
 
     UniqueFd pipe_;
     pid_t pid_ = -1;
