@@ -20,6 +20,7 @@
 #include "tree/agent.hpp"
 #include "tree/topology.hpp"
 #include "util/log.hpp"
+#include "util/remove_tree.hpp"
 
 namespace canopy {
 namespace {
@@ -800,10 +801,8 @@ void Daemon::on_child_closed(long position, const std::string& reason)
     report_error(host, fmt::format("lost canopyd on {}: {}", host,
                                    reason.empty() ? "it exited before its ranks finished" : reason));
     // A simulated node shares our disk: clean up after a child that could not.
-    if (plan_->simulated) {
-        std::error_code ignored;
-        std::filesystem::remove_all(node_temp_dir(plan_->tmpdir, plan_->job_id, host), ignored);
-    }
+    if (plan_->simulated)
+        remove_tree(node_temp_dir(plan_->tmpdir, plan_->job_id, host));
 }
 
 void Daemon::maybe_report_up()
@@ -937,14 +936,9 @@ void Daemon::clean_up_node()
     stage_fetcher_.reset();
     if (stage_fetch_)
         stage_fetch_->fail_all(fmt::format("the job is ending on {}", node_));
-    if (stage_) {
-        std::error_code ignored;
-        std::filesystem::remove_all(stage_->cache_dir(), ignored);
-    }
-    if (!tmpdir_.empty()) {
-        std::error_code ignored;
-        std::filesystem::remove_all(tmpdir_, ignored);
-    }
+    if (stage_)
+        remove_tree(stage_->cache_dir());
+    remove_tree(tmpdir_);
     if (guard_)
         guard_->finish();
 }

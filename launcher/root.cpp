@@ -15,6 +15,7 @@
 #include "tree/agent.hpp"
 #include "tree/topology.hpp"
 #include "util/log.hpp"
+#include "util/remove_tree.hpp"
 
 namespace canopy {
 namespace {
@@ -436,10 +437,8 @@ void Root::on_child_closed(long position, const std::string& reason)
     fail(exit_infrastructure, fmt::format("lost canopyd on {}: {}", host,
                                           reason.empty() ? "it exited before its ranks finished" : reason));
     // A simulated node shares our disk: clean up after a child that could not.
-    if (plan_.plan.simulated) {
-        std::error_code ignored;
-        std::filesystem::remove_all(node_temp_dir(plan_.plan.tmpdir, plan_.plan.job_id, host), ignored);
-    }
+    if (plan_.plan.simulated)
+        remove_tree(node_temp_dir(plan_.plan.tmpdir, plan_.plan.job_id, host));
 }
 
 void Root::fail(int exit_code, const std::string& line)

@@ -12,9 +12,10 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
-#include <filesystem>
 #include <string>
 #include <vector>
+
+#include "util/remove_tree.hpp"
 
 namespace canopy {
 namespace {
@@ -77,9 +78,8 @@ bool read_exactly(int fd, void* data, std::size_t size)
     }
     for (pid_t group : groups)
         ::kill(-group, SIGKILL);
-    std::error_code ignored;
     for (const auto& path : paths)
-        std::filesystem::remove_all(path, ignored);
+        remove_tree(path);
     ::_exit(0);
 }
 
