@@ -452,7 +452,12 @@ PmixJob Daemon::pmix_job() const
 
 bool Daemon::start_pmix_server()
 {
-    auto host = PmixHost::start(io_, pmix_job(), pmix_tree());
+    auto module = load_pmix_module();
+    if (!module) {
+        report_error(node_, fmt::format("cannot start the PMIx server on {}: {}", node_, module.error().message));
+        return false;
+    }
+    auto host = (*module)->start(io_, pmix_job(), pmix_tree());
     if (!host) {
         report_error(node_, fmt::format("cannot start the PMIx server on {}: {}", node_, host.error().message));
         return false;
@@ -472,10 +477,11 @@ Result<std::string> Daemon::pmix_server_uri()
     if (!start_pmix_server())
         return make_error("no PMIx server on {}", node_);
     // The ranks are running already; PMIx must know them before their handshakes reach it.
-    auto layout = RankLayout::make(pmix_job());
-    long index = Topology::position_to_node(args_.position);
-    for (long local = 0; layout && local < static_cast<long>(layout->local_size(index)); ++local) {
-        long rank = layout->first_rank(index) + local;
+    const auto& counts = plan_->job.ranks_per_node;
+    auto index = static_cast<std::size_t>(Topology::position_to_node(args_.position));
+    long first = static_cast<long>(std::accumulate(counts.begin(), counts.begin() + static_cast<long>(index),
+                                                   std::uint64_t{0}));
+    for (long rank = first; rank < first + static_cast<long>(counts[index]); ++rank) {
         auto env = pmix_->prepare_rank(rank, ::getuid(), ::getgid());
         if (!env) {
             report_error(node_, fmt::format("cannot register rank {} with PMIx on {}: {}", rank, node_,

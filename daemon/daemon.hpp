@@ -18,6 +18,7 @@
 #include "collective/job_store.hpp"
 #include "collective/tree_collectives.hpp"
 #include "pmix/pmix_host.hpp"
+#include "pmix/pmix_module.hpp"
 #include "pmix/pmix_relay.hpp"
 #include "proc/node_guard.hpp"
 #include "proc/process.hpp"

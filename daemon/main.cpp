@@ -131,7 +131,7 @@ int main(int argc, char** argv)
         io.run();
         exit_code = daemon.exit_code();
     }
-    if (canopy::pmix_server_abandoned()) {
+    if (canopy::loaded_pmix_server_abandoned()) {
         // PMIx's progress thread still runs after an abnormal end; static destructors under it can crash.
         spdlog::shutdown();
         std::fflush(nullptr);

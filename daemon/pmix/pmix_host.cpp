@@ -36,9 +36,12 @@ namespace asio = boost::asio;
 
 namespace {
 
+// canopyd's own "pmix" logger when loaded as canopyd-pmix.so (this copy of the logging setup is not configured).
+spdlog::logger* g_log = nullptr;
+
 spdlog::logger& pmix_log()
 {
-    return area_logger("pmix");
+    return g_log ? *g_log : area_logger("pmix");
 }
 
 std::string pmix_error(pmix_status_t rc)
@@ -64,28 +67,6 @@ int exit_status_code(int wait_status)
     return 1;
 }
 
-// The server's own PMIx identity; its clients find it in their PMIX_SERVER_URI* variables.
-std::string server_nspace(const PmixJob& job)
-{
-    return fmt::format("{}.daemon", job.nspace).substr(0, PMIX_MAX_NSLEN);
-}
-
-// PMIx's rule for its system temp dir, made explicit so a rank's environment can be written before the server runs.
-std::string system_tmpdir()
-{
-    for (const char* name : {"TMPDIR", "TEMP", "TMP"})
-        if (const char* value = std::getenv(name); value && *value)
-            return value;
-    return "/tmp";
-}
-
-// The robust choices from docs/pmix.md, unless the daemon's own environment says otherwise.
-std::string pmix_component(const char* variable, const char* fallback)
-{
-    const char* value = std::getenv(variable);
-    return value && *value ? value : fallback;
-}
-
 // "OpenPMIx 4.2.2rc2 (PMIx Standard: ...)" -> "4.2.2rc2", what PMIx_server_setup_fork puts in PMIX_VERSION.
 std::string library_version()
 {
@@ -104,7 +85,22 @@ std::string describe_exit(int wait_status)
 
 } // namespace
 
-struct PmixHost::State : std::enable_shared_from_this<PmixHost::State> {
+// The host behind the PmixHost interface: PMIx's server state is global, so at most one per process.
+class PmixServerHost final : public PmixHost {
+public:
+    struct State;   // shared with PMIx's callbacks
+    explicit PmixServerHost(std::shared_ptr<State> state);
+    ~PmixServerHost() override;
+    Result<std::vector<std::string>> prepare_rank(long rank, uid_t uid, gid_t gid) override;
+    void serve_direct_modex(long rank, std::function<void(Status, Bytes)> done) override;
+    void rank_exited(long rank, int wait_status) override;
+    std::size_t pending_requests() const override;
+
+private:
+    std::shared_ptr<State> state_;
+};
+
+struct PmixServerHost::State : std::enable_shared_from_this<PmixServerHost::State> {
     State(asio::io_context& io_context, PmixJob pmix_job, RankLayout rank_layout, PmixTree pmix_tree)
         : io(io_context), job(std::move(pmix_job)), layout(std::move(rank_layout)), tree(std::move(pmix_tree))
     {
@@ -271,9 +267,9 @@ namespace {
 
 // PMIx keeps one server per process and its upcalls carry no host pointer, so the live host is global.
 std::mutex g_host_mutex;
-std::shared_ptr<PmixHost::State> g_host;
+std::shared_ptr<PmixServerHost::State> g_host;
 
-std::shared_ptr<PmixHost::State> current_host()
+std::shared_ptr<PmixServerHost::State> current_host()
 {
     std::lock_guard lock(g_host_mutex);
     return g_host;
@@ -302,7 +298,7 @@ void run_on_pmix_thread(const std::string& nspace, std::function<void()> fn)
     }
 }
 
-void answer_op(const PmixHost::State& host, pmix_op_cbfunc_t cbfunc, void* cbdata, pmix_status_t status)
+void answer_op(const PmixServerHost::State& host, pmix_op_cbfunc_t cbfunc, void* cbdata, pmix_status_t status)
 {
     if (cbfunc)
         run_on_pmix_thread(host.job.nspace, [cbfunc, cbdata, status] { cbfunc(status, cbdata); });
@@ -310,7 +306,7 @@ void answer_op(const PmixHost::State& host, pmix_op_cbfunc_t cbfunc, void* cbdat
 
 // Runs `work` on the io thread unless the host is being torn down (then PMIx_server_finalize cleans up).
 template <typename Work>
-void post_to_host(const std::shared_ptr<PmixHost::State>& host, Work work)
+void post_to_host(const std::shared_ptr<PmixServerHost::State>& host, Work work)
 {
     asio::post(host->io, [host, work = std::move(work)]() mutable {
         if (!host->closed)
@@ -318,7 +314,7 @@ void post_to_host(const std::shared_ptr<PmixHost::State>& host, Work work)
     });
 }
 
-bool our_nspace(const PmixHost::State& host, const char* nspace)
+bool our_nspace(const PmixServerHost::State& host, const char* nspace)
 {
     return PMIX_CHECK_NSPACE(nspace, host.job.nspace.c_str());
 }
@@ -368,7 +364,7 @@ pmix_status_t on_client_connected(const pmix_proc_t* proc, void*, pmix_op_cbfunc
         host->ranks[rank].connected = true;
     }
     // 4.2.2 passes no callback here; if a later version does, answer it from our loop.
-    post_to_host(host, [rank, cbfunc, cbdata](PmixHost::State& h) {
+    post_to_host(host, [rank, cbfunc, cbdata](PmixServerHost::State& h) {
         pmix_log().debug("pmix: {} connected", h.rank_label(rank));
         // A registered rank that already exited without connecting would hang every whole-job fence.
         if (!h.exited_unconnected.empty()) {
@@ -394,7 +390,7 @@ pmix_status_t on_client_finalized(const pmix_proc_t* proc, void*, pmix_op_cbfunc
         host->ranks[rank].finalized = true;
     }
     // Returning SUCCESS obliges us to call cbfunc, or the client hangs in PMIx_Finalize.
-    post_to_host(host, [rank, cbfunc, cbdata](PmixHost::State& h) {
+    post_to_host(host, [rank, cbfunc, cbdata](PmixServerHost::State& h) {
         pmix_log().debug("pmix: {} finalized", h.rank_label(rank));
         answer_op(h, cbfunc, cbdata, PMIX_SUCCESS);
     });
@@ -414,14 +410,14 @@ pmix_status_t on_abort(const pmix_proc_t* proc, void*, int status, const char ms
         host->ranks[rank].aborted = true;
         host->ranks[rank].reported = true;
     }
-    post_to_host(host, [host, rank, status, message = std::move(message), cbfunc, cbdata](PmixHost::State& h) {
+    post_to_host(host, [host, rank, status, message = std::move(message), cbfunc, cbdata](PmixServerHost::State& h) {
         pmix_log().info("pmix: {} called PMIx_Abort with status {}: {}", h.rank_label(rank), status, message);
         // Release the client first and only then start the teardown: killing ranks while PMIx still holds the
         // abort request crashes PMIx 4.2.2's progress thread (seen with MALLOC_PERTURB_).
         run_on_pmix_thread(h.job.nspace, [host, rank, status, message, cbfunc, cbdata] {
             if (cbfunc)
                 cbfunc(PMIX_SUCCESS, cbdata);
-            post_to_host(host, [rank, status, message](PmixHost::State& state) {
+            post_to_host(host, [rank, status, message](PmixServerHost::State& state) {
                 std::string line = fmt::format("{} called PMIx_Abort with status {}", state.rank_label(rank), status);
                 if (!message.empty())
                     line += ": " + message;
@@ -463,12 +459,12 @@ pmix_status_t on_fence_nb(const pmix_proc_t procs[], std::size_t nprocs, const p
     Bytes local(reinterpret_cast<const std::uint8_t*>(data), reinterpret_cast<const std::uint8_t*>(data) + ndata);
 
     post_to_host(host, [participants = std::move(participants), collect, local_status, timeout_s,
-                        local = std::move(local), cbfunc, cbdata](PmixHost::State& h) mutable {
+                        local = std::move(local), cbfunc, cbdata](PmixServerHost::State& h) mutable {
         auto answer = [&h, cbfunc, cbdata](pmix_status_t status, Bytes bytes) {
             answer_modex(h.job.nspace, cbfunc, cbdata, status, std::move(bytes));
         };
         std::uint64_t id =
-            h.add_pending(PmixHost::State::Pending::Kind::fence, participants, std::move(answer), timeout_s);
+            h.add_pending(PmixServerHost::State::Pending::Kind::fence, participants, std::move(answer), timeout_s);
         pmix_log().debug("pmix: fence {} over {} ranks, collect={}, {} bytes from {}", id,
                          participants.empty() ? h.layout.job_size() : participants.size(), collect, local.size(),
                          h.job.hosts[static_cast<std::size_t>(h.job.node_index)]);
@@ -517,7 +513,7 @@ pmix_status_t on_direct_modex(const pmix_proc_t* proc, const pmix_info_t info[],
         return PMIX_ERR_NOT_FOUND;
     long rank = static_cast<long>(proc->rank);
     int timeout_s = timeout_from(info, ninfo);
-    post_to_host(host, [rank, timeout_s, cbfunc, cbdata](PmixHost::State& h) {
+    post_to_host(host, [rank, timeout_s, cbfunc, cbdata](PmixServerHost::State& h) {
         if (h.layout.node_of(rank) < 0) {
             answer_modex(h.job.nspace, cbfunc, cbdata, PMIX_ERR_NOT_FOUND, {});
             return;
@@ -526,7 +522,7 @@ pmix_status_t on_direct_modex(const pmix_proc_t* proc, const pmix_info_t info[],
             answer_modex(h.job.nspace, cbfunc, cbdata, status, std::move(bytes));
         };
         std::uint64_t id =
-            h.add_pending(PmixHost::State::Pending::Kind::direct_modex, {rank}, std::move(answer), timeout_s);
+            h.add_pending(PmixServerHost::State::Pending::Kind::direct_modex, {rank}, std::move(answer), timeout_s);
         pmix_log().debug("pmix: direct modex {} for rank {} (on node {})", id, rank, h.layout.node_of(rank));
         h.tree.direct_modex(rank, h.tree_reply(id, "direct modex"));
     });
@@ -604,7 +600,7 @@ pmix_status_t on_publish(const pmix_proc_t* proc, const pmix_info_t info[], std:
             return PMIX_ERR_BAD_PARAM;
         copied->values.emplace_back(info[i].key, value);
     }
-    post_to_host(host, [copied, cbfunc, cbdata](PmixHost::State& h) {
+    post_to_host(host, [copied, cbfunc, cbdata](PmixServerHost::State& h) {
         std::vector<std::pair<std::string, Bytes>> data;
         for (auto& [key, value] : copied->values) {
             auto packed = pack_published(copied->publisher, value);
@@ -617,7 +613,7 @@ pmix_status_t on_publish(const pmix_proc_t* proc, const pmix_info_t info[], std:
             data.emplace_back(key, std::move(*packed));
         }
         std::uint64_t id = h.add_pending(
-            PmixHost::State::Pending::Kind::publish, {},
+            PmixServerHost::State::Pending::Kind::publish, {},
             [&h, cbfunc, cbdata](pmix_status_t status, Bytes) { answer_op(h, cbfunc, cbdata, status); },
             0);
         h.tree.publish(std::move(data), [weak = h.weak_from_this(), id](Status status) {
@@ -643,11 +639,11 @@ pmix_status_t on_lookup(const pmix_proc_t*, char** keys, const pmix_info_t info[
     for (std::size_t i = 0; keys && keys[i]; ++i)
         wanted.emplace_back(keys[i]);
     int timeout_s = timeout_from(info, ninfo);
-    post_to_host(host, [wanted = std::move(wanted), timeout_s, cbfunc, cbdata](PmixHost::State& h) mutable {
+    post_to_host(host, [wanted = std::move(wanted), timeout_s, cbfunc, cbdata](PmixServerHost::State& h) mutable {
         // The found values ride through the pending table as one packed vector so timeouts can answer too.
         auto found_store = std::make_shared<std::vector<std::pair<std::string, Bytes>>>();
         std::uint64_t id = h.add_pending(
-            PmixHost::State::Pending::Kind::lookup, {},
+            PmixServerHost::State::Pending::Kind::lookup, {},
             [&h, cbfunc, cbdata, found_store](pmix_status_t status, Bytes) {
                 if (!cbfunc)
                     return;
@@ -694,9 +690,9 @@ pmix_status_t on_unpublish(const pmix_proc_t*, char** keys, const pmix_info_t[],
     std::vector<std::string> doomed;
     for (std::size_t i = 0; keys && keys[i]; ++i)
         doomed.emplace_back(keys[i]);
-    post_to_host(host, [doomed = std::move(doomed), cbfunc, cbdata](PmixHost::State& h) mutable {
+    post_to_host(host, [doomed = std::move(doomed), cbfunc, cbdata](PmixServerHost::State& h) mutable {
         std::uint64_t id = h.add_pending(
-            PmixHost::State::Pending::Kind::unpublish, {},
+            PmixServerHost::State::Pending::Kind::unpublish, {},
             [&h, cbfunc, cbdata](pmix_status_t status, Bytes) { answer_op(h, cbfunc, cbdata, status); },
             0);
         h.tree.unpublish(std::move(doomed), [weak = h.weak_from_this(), id](Status status) {
@@ -751,14 +747,7 @@ struct OpWait {
 
 } // namespace
 
-std::vector<std::string> open_mpi_direct_launch_env()
-{
-    // Open MPI 4.1's "orte" schizo component declares every app it cannot place a singleton and pins
-    // OMPI_MCA_ess=singleton; excluding it lets the PMIx-based ess (pmi) win. See docs/pmix.md.
-    return {"OMPI_MCA_schizo=^orte"};
-}
-
-Result<std::unique_ptr<PmixHost>> PmixHost::start(asio::io_context& io, PmixJob job, PmixTree tree)
+Result<std::unique_ptr<PmixHost>> start_pmix_host(asio::io_context& io, PmixJob job, PmixTree tree)
 {
     auto layout = RankLayout::make(job);
     if (!layout)
@@ -771,7 +760,7 @@ Result<std::unique_ptr<PmixHost>> PmixHost::start(asio::io_context& io, PmixJob 
             return make_error("PMIx host for job {}: a PMIx server already runs in this process ({})", job.nspace,
                               g_host->job.nspace);
     }
-    auto state = std::make_shared<State>(io, std::move(job), std::move(*layout), std::move(tree));
+    auto state = std::make_shared<PmixServerHost::State>(io, std::move(job), std::move(*layout), std::move(tree));
     const PmixJob& j = state->job;
     const std::string& node = j.hosts[static_cast<std::size_t>(j.node_index)];
 
@@ -788,8 +777,8 @@ Result<std::unique_ptr<PmixHost>> PmixHost::start(asio::io_context& io, PmixJob 
     ::setenv("HWLOC_COMPONENTS", "-pci,-opencl,-gl,-linuxio", 0);
     ::setenv("HWLOC_PLUGINS_BLACKLIST", "hwloc_xml_libxml,hwloc_opencl,hwloc_gl,hwloc_pci", 0);
 
-    std::string nspace = server_nspace(j);
-    std::string system_dir = system_tmpdir();
+    std::string nspace = pmix_server_nspace(j);
+    std::string system_dir = pmix_system_tmpdir();
     pmix_rank_t server_rank = static_cast<pmix_rank_t>(j.node_index);
     bool no = false;
     pmix_info_t* init_info = nullptr;
@@ -819,6 +808,11 @@ Result<std::unique_ptr<PmixHost>> PmixHost::start(asio::io_context& io, PmixJob 
                           node, j.tmpdir, pmix_error(rc));
     }
 
+    if (auto loaded = library_version(); loaded != pmix_build_version())
+        pmix_log().warn("pmix: canopyd was built against PMIx {} but runs with {}; ranks started on demand are "
+                        "told {}",
+                        pmix_build_version(), loaded, pmix_build_version());
+
     // The regex generators need an initialized PMIx, so the job info is built only now.
     auto job_info = make_job_info(j, state->layout);
     if (!job_info) {
@@ -845,34 +839,12 @@ Result<std::unique_ptr<PmixHost>> PmixHost::start(asio::io_context& io, PmixJob 
     }
     pmix_log().info("pmix: server up on {} for {} ({} ranks here of {}, tmpdir {})", node, j.nspace,
                     state->layout.local_size(j.node_index), state->layout.job_size(), j.tmpdir);
-    return std::unique_ptr<PmixHost>(new PmixHost(std::move(state)));
+    return std::unique_ptr<PmixHost>(new PmixServerHost(std::move(state)));
 }
 
-PmixHost::PmixHost(std::shared_ptr<State> state) : state_(std::move(state)) {}
+PmixServerHost::PmixServerHost(std::shared_ptr<State> state) : state_(std::move(state)) {}
 
-std::vector<std::string> pmix_rank_env(const PmixJob& job, long rank, const std::string& server_uri)
-{
-    std::string uri = fmt::format("{}.{};{}", server_nspace(job), job.node_index, server_uri);
-    std::vector<std::string> env;
-    // The order and values of PMIx_server_setup_fork in PMIx 4.2; newer clients read URI41 first.
-    for (const char* version : {"41", "4", "3", "21", "2"})
-        env.push_back(fmt::format("PMIX_SERVER_URI{}={}", version, uri));
-    env.push_back("PMIX_NAMESPACE=" + job.nspace);
-    env.push_back(fmt::format("PMIX_RANK={}", rank));
-    env.push_back("PMIX_SERVER_TMPDIR=" + job.tmpdir);
-    env.push_back("PMIX_SYSTEM_TMPDIR=" + system_tmpdir());
-    env.push_back("PMIX_SECURITY_MODE=" + pmix_component("PMIX_MCA_psec", "native"));
-    env.push_back("PMIX_BFROP_BUFFER_TYPE=PMIX_BFROP_BUFFER_NON_DESC");
-    env.push_back("PMIX_GDS_MODULE=" + pmix_component("PMIX_MCA_gds", "hash"));
-    env.push_back("PMIX_HOSTNAME=" + job.hosts.at(static_cast<std::size_t>(job.node_index)));
-    env.push_back("PMIX_VERSION=" + library_version());
-    env.push_back("PMIX_MCA_gds=hash");
-    for (auto& kv : open_mpi_direct_launch_env())
-        env.push_back(kv);
-    return env;
-}
-
-Result<std::vector<std::string>> PmixHost::prepare_rank(long rank, uid_t uid, gid_t gid)
+Result<std::vector<std::string>> PmixServerHost::prepare_rank(long rank, uid_t uid, gid_t gid)
 {
     State& s = *state_;
     const std::string& node = s.job.hosts[static_cast<std::size_t>(s.job.node_index)];
@@ -909,7 +881,7 @@ Result<std::vector<std::string>> PmixHost::prepare_rank(long rank, uid_t uid, gi
     return out;
 }
 
-void PmixHost::serve_direct_modex(long rank, std::function<void(Status, Bytes)> done)
+void PmixServerHost::serve_direct_modex(long rank, std::function<void(Status, Bytes)> done)
 {
     auto& s = *state_;
     const std::string& node = s.job.hosts[static_cast<std::size_t>(s.job.node_index)];
@@ -960,7 +932,7 @@ void PmixHost::serve_direct_modex(long rank, std::function<void(Status, Bytes)> 
     }
 }
 
-void PmixHost::rank_exited(long rank, int wait_status)
+void PmixServerHost::rank_exited(long rank, int wait_status)
 {
     State& s = *state_;
     RankPmixState st;
@@ -997,12 +969,12 @@ void PmixHost::rank_exited(long rank, int wait_status)
     }
 }
 
-std::size_t PmixHost::pending_requests() const
+std::size_t PmixServerHost::pending_requests() const
 {
     return state_->pending.size();
 }
 
-PmixHost::~PmixHost()
+PmixServerHost::~PmixServerHost()
 {
     State& s = *state_;
     {
@@ -1050,5 +1022,7 @@ PmixHost::~PmixHost()
 }
 
 bool pmix_server_abandoned() { return g_server_abandoned; }
+
+void use_pmix_logger(spdlog::logger* log) { g_log = log; }
 
 } // namespace canopy

@@ -11,7 +11,9 @@
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
+#include <spdlog/fwd.h>
 
+#include "pmix/client_env.hpp"
 #include "pmix/job_info.hpp"
 #include "util/result.hpp"
 
@@ -44,52 +46,40 @@ struct PmixTree {
     std::function<void(long rank, int status, std::string message)> abort;
 };
 
+// One node's PMIx server. The implementation lives in canopyd-pmix.so (see pmix_module.hpp), which alone links
+// libpmix, so canopyd calls it only through this interface.
 class PmixHost {
 public:
-    // PMIx_server_init + PMIx_server_register_nspace. Only one PmixHost may exist per process (PMIx's server
-    // state is global); a second start() fails. Sets SIGPIPE to ignored if it was at its default: libpmix writes
-    // to client sockets that may have just closed.
-    static Result<std::unique_ptr<PmixHost>> start(boost::asio::io_context& io, PmixJob job, PmixTree tree);
-
-    // Register a local rank and return the environment additions ("NAME=value") for its exec: what
-    // PMIx_server_setup_fork produces plus the settings in docs/pmix.md (Open MPI joins the job, gds=hash).
-    Result<std::vector<std::string>> prepare_rank(long rank, uid_t uid, gid_t gid);
-
-    // On the daemon hosting `rank`: this node's PMIx blob for that rank, once the rank has committed it.
-    void serve_direct_modex(long rank, std::function<void(Status, Bytes)> done);
-
-    // The daemon reaped a local rank. A rank that connected and did not finalize is lost: pending fences that
-    // include it fail, the other local ranks get a PMIX_ERR_PROC_TERM_WO_SYNC event, and tree.abort is called.
-    void rank_exited(long rank, int wait_status);
-
-    // Fences, lookups and other requests waiting on the tree right now (for tests and status lines).
-    std::size_t pending_requests() const;
-
     // Answers what is still pending with an error, deregisters the nspace and calls PMIx_server_finalize (bounded
     // to 20 s). After an abnormal end (an abort, or ranks that never finalized) it skips the PMIx teardown, which
     // crashes in PMIx 4.2.2 once clients were killed inside a fence: the process must exit soon after.
-    ~PmixHost();
+    virtual ~PmixHost() = default;
 
-    PmixHost(const PmixHost&) = delete;
-    PmixHost& operator=(const PmixHost&) = delete;
+    // Register a local rank and return the environment additions ("NAME=value") for its exec: what
+    // PMIx_server_setup_fork produces plus the settings in docs/pmix.md (Open MPI joins the job, gds=hash).
+    virtual Result<std::vector<std::string>> prepare_rank(long rank, uid_t uid, gid_t gid) = 0;
 
-    struct State;   // shared with PMIx's callbacks (defined in pmix_host.cpp)
+    // On the daemon hosting `rank`: this node's PMIx blob for that rank, once the rank has committed it.
+    virtual void serve_direct_modex(long rank, std::function<void(Status, Bytes)> done) = 0;
 
-private:
-    explicit PmixHost(std::shared_ptr<State> state);
-    std::shared_ptr<State> state_;
+    // The daemon reaped a local rank. A rank that connected and did not finalize is lost: pending fences that
+    // include it fail, the other local ranks get a PMIX_ERR_PROC_TERM_WO_SYNC event, and tree.abort is called.
+    virtual void rank_exited(long rank, int wait_status) = 0;
+
+    // Fences, lookups and other requests waiting on the tree right now (for tests and status lines).
+    virtual std::size_t pending_requests() const = 0;
 };
 
-// The environment additions for a rank whose server will answer at `server_uri` ("tcp4://A:P") but need not run
-// yet (a PmixRelay's address): what prepare_rank gives once it does, with that address. tests/integration/
-// test_pmix.py holds the two to the same variables and values.
-std::vector<std::string> pmix_rank_env(const PmixJob& job, long rank, const std::string& server_uri);
-
-// The environment that makes Open MPI 4.1 use the PMIx server instead of running as a singleton (docs/pmix.md).
-std::vector<std::string> open_mpi_direct_launch_env();
+// PMIx_server_init + PMIx_server_register_nspace. Only one host may exist per process (PMIx's server state is
+// global); a second start fails. Sets SIGPIPE to ignored if it was at its default: libpmix writes to client
+// sockets that may have just closed.
+Result<std::unique_ptr<PmixHost>> start_pmix_host(boost::asio::io_context& io, PmixJob job, PmixTree tree);
 
 // True once a host skipped PMIx_server_finalize after an abnormal end. PMIx's progress thread then still runs:
 // leave with std::_Exit after flushing, rather than running static destructors under it.
 bool pmix_server_abandoned();
+
+// Logs through `log` instead of this copy's own "pmix" area logger (canopyd-pmix.so gets canopyd's).
+void use_pmix_logger(spdlog::logger* log);
 
 } // namespace canopy

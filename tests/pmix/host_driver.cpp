@@ -174,7 +174,7 @@ public:
         job.node_index = node_;
         job.tmpdir = tmpdir_;
 
-        auto host = PmixHost::start(io_, job, make_tree());
+        auto host = start_pmix_host(io_, job, make_tree());
         if (!host) {
             say("{}", host.error().message);
             cleanup_tmpdir();
