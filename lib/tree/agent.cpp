@@ -1,6 +1,10 @@
 // Launch agents: how a parent starts canopyd on a child's host.
 #include "tree/agent.hpp"
 
+#include <linux/magic.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -149,9 +153,19 @@ std::string node_temp_dir(const std::string& configured_base, const std::string&
     std::string base = configured_base;
     if (base.empty()) {
         const char* env_tmp = std::getenv("TMPDIR");
-        base = env_tmp && *env_tmp ? env_tmp : "/tmp";
+        base = env_tmp && *env_tmp ? env_tmp : default_temp_base();
     }
     return fmt::format("{}/canopy-{}-{}", base, job_id, node);
+}
+
+std::string default_temp_base()
+{
+    static const std::string base = [] {
+        struct statfs info;
+        bool tmpfs = ::statfs("/dev/shm", &info) == 0 && info.f_type == TMPFS_MAGIC;
+        return tmpfs && ::access("/dev/shm", W_OK | X_OK) == 0 ? std::string("/dev/shm") : std::string("/tmp");
+    }();
+    return base;
 }
 
 } // namespace canopy

@@ -36,7 +36,13 @@ std::string simulated_node_address(long node_index);
 // Simulated node names: sim0000, sim0001, ...
 std::string simulated_node_name(long node_index);
 
-// A node's per-job temp dir: BASE/canopy-JOB-NODE, where BASE is the configured dir, else $TMPDIR, else /tmp.
+// A node's per-job temp dir: BASE/canopy-JOB-NODE, where BASE is the configured dir, else $TMPDIR, else
+// default_temp_base().
 std::string node_temp_dir(const std::string& configured_base, const std::string& job_id, const std::string& node);
+
+// /dev/shm when it is a tmpfs this user may write, else /tmp. The dir holds sockets, PMIx's session files and
+// shared-memory backing files, none of which should outlive the node's boot, and on a tmpfs creating and removing
+// it costs a tenth of what it costs on a disk file system's journal (docs/performance.md).
+std::string default_temp_base();
 
 } // namespace canopy

@@ -59,6 +59,21 @@ def test_every_rank_on_64_nodes_gets_its_identity(run_canopy, sandbox):
         assert env["CANOPY_IT_MARKER"] == sandbox.marker, "ranks inherit the launcher's environment by default"
 
 
+def shm_is_a_writable_tmpfs():
+    mounts = Path("/proc/mounts").read_text().splitlines()
+    return any(line.split()[1:3] == ["/dev/shm", "tmpfs"] for line in mounts) and os.access("/dev/shm", os.W_OK)
+
+
+def test_without_tmpdir_node_dirs_live_on_dev_shm_and_are_removed(run_canopy):
+    base = "/dev/shm" if shm_is_a_writable_tmpfs() else "/tmp"
+    result = run_canopy(["--sim-nodes", "2", "sh", "-c", 'test -d "$CANOPY_NODE_TMPDIR" && echo "$CANOPY_NODE_TMPDIR"'],
+                        env={"TMPDIR": ""})
+    assert result.returncode == 0, result.describe()
+    dirs = sorted(result.stdout.split())
+    assert len(dirs) == 2 and all(d.startswith(f"{base}/canopy-") for d in dirs), result.describe()
+    assert not [d for d in dirs if Path(d).exists()], "the job's node dirs must be gone when canopy returns"
+
+
 def test_ppn_places_blocks_of_ranks_per_node(run_canopy):
     result = run_canopy(["--sim-nodes", "4", "--ppn", "3", "-n", "10", "-l"] + WHERE)
     assert result.returncode == 0, result.describe()
