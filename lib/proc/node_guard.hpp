@@ -1,4 +1,4 @@
-// A forked helper that outlives canopyd only to clean up: if the daemon dies, even by SIGKILL, it kills every
+// A helper process that outlives canopyd only to clean up: if the daemon dies, even by SIGKILL, it kills every
 // rank's process group (grandchildren included) and removes the node's temp dirs (the job's, the stage cache).
 // The launcher keeps one too, for its on-demand stage cache.
 #pragma once
@@ -15,13 +15,12 @@ namespace canopy {
 
 class NodeGuard {
 public:
-    // Forks the guard. It waits for the daemon's end of a pipe to close, which happens however the daemon ends.
-    // `name` is what ps shows for it. Start it early, while the process is small: the fork then copies little,
-    // and what the process writes afterwards costs it no copy-on-write faults.
+    // Starts the guard (node_guard.cpp says how it shares our memory). It waits for the daemon's end of a pipe to
+    // close, which happens however the daemon ends. `name` (a string literal) is what ps shows for it.
     static Result<NodeGuard> start(const char* name = "canopyd-guard");
 
-    NodeGuard(NodeGuard&&) = default;
-    NodeGuard& operator=(NodeGuard&&) = default;
+    NodeGuard(NodeGuard&& other) noexcept;
+    NodeGuard& operator=(NodeGuard&& other) noexcept;
 
     // Tells the guard about a directory or file to remove. Tell it before creating the path, so no moment is
     // left in which a SIGKILL would leave the path behind.
@@ -32,11 +31,12 @@ public:
     void finish();
 
 private:
-    NodeGuard(UniqueFd pipe, pid_t pid) : pipe_(std::move(pipe)), pid_(pid) {}
+    NodeGuard(UniqueFd pipe, pid_t pid, void* stack) : pipe_(std::move(pipe)), pid_(pid), stack_(stack) {}
     void send(char kind, std::string_view payload);
 
     UniqueFd pipe_;
     pid_t pid_ = -1;
+    void* stack_ = nullptr;   // the guard's own stack, unmapped once it has exited
 };
 
 } // namespace canopy
