@@ -62,8 +62,9 @@ def port_of(pid, address):
     return ports[0]
 
 
-# Seven nodes with fanout 2: the launcher and the daemons of sim0000..sim0002 listen for children.
-JOB = ["--sim-nodes", "7", "--fanout", "2", "-l", "sh", "-c"]
+# Seven nodes with fanout 2: the launcher and the daemons of sim0000..sim0002 listen for children. Without PMIx,
+# the tree port is the only one a daemon listens on (the PMIx relay's port has its own test below).
+JOB = ["--sim-nodes", "7", "--fanout", "2", "--pmix", "off", "-l", "sh", "-c"]
 
 
 def rank_script(touch):
@@ -110,6 +111,30 @@ def test_strangers_on_the_tree_port_do_not_disturb_the_job(target, sandbox, read
     check_job_unharmed(result)
     assert result.seconds < 10, "a silent stranger must not hold the job up"
     silent.close()
+
+
+def test_strangers_on_the_pmix_port_do_not_disturb_the_job(sandbox, ready):
+    # The relay answers on the address ranks get for PMIx; a stranger there must neither break the job nor hold
+    # its end up (a silent one is cut off when the job ends).
+    script = f'{ready.touch}; [ "$RANK" = 0 ] && echo "uri $PMIX_SERVER_URI41" >&2; sleep 3; echo "done $RANK"'
+    job = sandbox.start(["--sim-nodes", "2", "-l", "sh", "-c", script])
+    ready.wait(2, job)
+    uri = None
+    for _ in range(50):
+        line = job.stderr.readline().decode()
+        match = re.search(r"tcp4://([0-9.]+):(\d+)", line)
+        if match:
+            uri = (match.group(1), int(match.group(2)))
+            break
+    assert uri, "rank 0 should have printed its PMIx server address"
+    silent = connect(uri)
+    garbage = connect(uri)
+    garbage.sendall(os.urandom(2048))
+    result = sandbox.finish(job, timeout=30)
+    assert result.returncode == 0, result.describe()
+    assert parse_labelled(result.stdout) == {r: [f"done {r}"] for r in range(2)}, result.describe()
+    assert result.seconds < 10, "strangers on the PMIx port must not hold the job up"
+    assert closed_by_peer(silent, timeout=5) and closed_by_peer(garbage, timeout=5)
 
 
 AGENT_SCRIPT = """#!/bin/sh
