@@ -951,7 +951,8 @@ void Daemon::clean_up_node()
 
 void Daemon::report_error(const std::string& node, const std::string& message)
 {
-    tree_log().error("{}", message);
+    // The launcher prints what reaches it, once; our own stderr says it only when nobody above will.
+    tree_log().log(parent_ ? spdlog::level::debug : spdlog::level::err, "{}", message);
     send_up(wire::to_frame(wire::DaemonError{node, message}));
 }
 

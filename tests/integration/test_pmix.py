@@ -1,10 +1,12 @@
 # PMIx under canopy: PMIx clients, Open MPI 4.1 and mpi4py run across simulated nodes with no mpirun.
 import json
 import re
+import shutil
+import subprocess
 
 import pytest
 
-from conftest import BUILD_DIR, timing_phases
+from conftest import BUILD_DIR, CANOPY, CANOPYD, timing_phases
 
 PROGRAMS = BUILD_DIR / "tests" / "pmix"
 PYTHON = "/usr/bin/python3"
@@ -171,6 +173,23 @@ def test_a_job_that_never_calls_pmix_starts_no_pmix_server(run_canopy, sandbox):
     result = run_canopy(shape_args(2, 2) + [f"--timing={mpi}", program("mpi_hello")], timeout=60)
     assert result.returncode == 0, result.describe()
     assert timing_phases(mpi)["daemon.pmix_ready"]["count"] == 2
+
+
+def test_a_canopyd_without_its_pmix_module_says_so_in_one_line(sandbox):
+    # canopy and canopyd copied away from the build tree: canopyd looks for canopyd-pmix.so in the install's libdir.
+    moved = sandbox.root / "moved"
+    moved.mkdir()
+    for binary in (CANOPY, CANOPYD):
+        shutil.copy2(binary, moved / binary.name)
+    result = subprocess.run([str(moved / "canopy"), "--sim-nodes", "2", program("mpi_hello")], env=sandbox.env,
+                            capture_output=True, text=True, timeout=60)
+    lines = [line for line in result.stderr.splitlines() if line.startswith("canopy: ")]
+    if not lines and result.returncode == 0:
+        pytest.skip("a canopyd-pmix.so is installed in this machine's libdir")
+    assert result.returncode != 0, result.stderr
+    assert len(lines) == 1, result.stderr
+    assert re.search(r"cannot start the PMIx server on sim000[01]: cannot load the PMIx server module: \S+"
+                     r"canopyd-pmix\.so", lines[0]), lines[0]
 
 
 def test_bad_pmix_value_is_a_usage_error(run_canopy):
