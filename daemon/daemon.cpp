@@ -677,6 +677,13 @@ void Daemon::start_ranks()
         auto bind = parse_cpu_bind(job.cpu_bind, static_cast<long>(job.depth));
         auto allowed = allowed_cpus();
         int unusable_cpu = -1;
+        // On demand, every rank gets the relay's address; the server behind it starts when one connects.
+        std::optional<PmixJob> relay_job;
+        std::string relay_uri;
+        if (pmix_relay_) {
+            relay_job = pmix_job();
+            relay_uri = pmix_relay_->uri();
+        }
         for (long local = 0; local < local_size; ++local) {
             RankIdentity who;
             who.rank = first_rank + local;
@@ -694,8 +701,8 @@ void Daemon::start_ranks()
             launch.rank = who.rank;
             launch.env = rank_environment(job.env, who);
             if (pmix_ || pmix_relay_) {
-                if (pmix_relay_) {
-                    for (auto& setting : pmix_rank_env(pmix_job(), who.rank, pmix_relay_->uri()))
+                if (relay_job) {
+                    for (auto& setting : pmix_rank_env(*relay_job, who.rank, relay_uri))
                         add_env_default(launch.env, std::move(setting));
                 } else if (auto pmix_env = pmix_->prepare_rank(who.rank, ::getuid(), ::getgid()); !pmix_env) {
                     report_error(node_, fmt::format("cannot register rank {} with PMIx on {}: {}", who.rank, node_,
