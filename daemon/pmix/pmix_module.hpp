@@ -15,7 +15,8 @@
 namespace canopy {
 
 // What the module hands canopyd. Both sides come from one build (the module sits next to canopyd), so C++ types
-// cross; `abi` and `canopy_version` catch a module from another build.
+// cross; `abi` and `canopy_version` catch a module from another build. The module has its own copies of asio's
+// code, but asio finds an io_context's services by type name, so its timers and posts use canopyd's reactor.
 struct PmixModule {
     std::uint32_t abi = 0;
     const char* canopy_version = nullptr;
