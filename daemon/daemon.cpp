@@ -959,7 +959,7 @@ void Daemon::clean_up_node()
 void Daemon::report_error(const std::string& node, const std::string& message)
 {
     // The launcher prints what reaches it, once; our own stderr says it only when nobody above will.
-    tree_log().log(parent_ ? spdlog::level::debug : spdlog::level::err, "{}", message);
+    tree_log().log(parent_ && parent_->is_open() ? spdlog::level::debug : spdlog::level::err, "{}", message);
     send_up(wire::to_frame(wire::DaemonError{node, message}));
 }
 
