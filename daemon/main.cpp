@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <filesystem>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -115,9 +116,11 @@ int main(int argc, char** argv)
         return 2;
     }
 
-    // Forked now, before the daemon grows: see NodeGuard::start.
+    // Started first: the daemon tells it each path before creating it.
     std::optional<canopy::NodeGuard> guard;
-    if (auto started = canopy::NodeGuard::start(); started)
+    std::error_code no_exe;
+    auto self = std::filesystem::read_symlink("/proc/self/exe", no_exe);
+    if (auto started = canopy::NodeGuard::start(canopy::guard_program_beside(self.string())); started)
         guard = std::move(*started);
     else
         std::fprintf(stderr, "%s: %s; ranks may outlive a crashed daemon\n", prefix.c_str(),

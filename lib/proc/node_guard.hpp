@@ -1,6 +1,6 @@
-// A helper process that outlives canopyd only to clean up: if the daemon dies, even by SIGKILL, it kills every
-// rank's process group (grandchildren included) and removes the node's temp dirs (the job's, the stage cache).
-// The launcher keeps one too, for its on-demand stage cache.
+// A helper process (canopy-guard) that outlives canopyd only to clean up: if the daemon dies, even by SIGKILL, it
+// kills every rank's process group (grandchildren included) and removes the node's temp dirs (the job's, the stage
+// cache). The launcher keeps one too, for its on-demand stage cache.
 #pragma once
 
 #include <sys/types.h>
@@ -13,11 +13,15 @@
 
 namespace canopy {
 
+// canopy-guard in the directory of `executable` (canopyd's, or the launcher's canopyd): where meson builds and
+// installs it.
+std::string guard_program_beside(const std::string& executable);
+
 class NodeGuard {
 public:
-    // Starts the guard (node_guard.cpp says how it shares our memory). It waits for the daemon's end of a pipe to
-    // close, which happens however the daemon ends. `name` (a string literal) is what ps shows for it.
-    static Result<NodeGuard> start(const char* name = "canopyd-guard");
+    // Starts `program` (canopy-guard) as the guard. It waits for the daemon's end of a pipe to close, which happens
+    // however the daemon ends. `name` is what ps shows for it.
+    static Result<NodeGuard> start(const std::string& program, const char* name = "canopyd-guard");
 
     NodeGuard(NodeGuard&& other) noexcept;
     NodeGuard& operator=(NodeGuard&& other) noexcept;
@@ -31,12 +35,11 @@ public:
     void finish();
 
 private:
-    NodeGuard(UniqueFd pipe, pid_t pid, void* stack) : pipe_(std::move(pipe)), pid_(pid), stack_(stack) {}
+    NodeGuard(UniqueFd pipe, pid_t pid) : pipe_(std::move(pipe)), pid_(pid) {}
     void send(char kind, std::string_view payload);
 
     UniqueFd pipe_;
     pid_t pid_ = -1;
-    void* stack_ = nullptr;   // the guard's own stack, unmapped once it has exited
 };
 
 } // namespace canopy

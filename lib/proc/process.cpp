@@ -124,9 +124,11 @@ Result<pid_t> spawn_process(const SpawnRequest& request)
         for (int signo = 1; signo < NSIG; ++signo)
             if (signo != SIGKILL && signo != SIGSTOP)
                 ::signal(signo, SIG_DFL);
-        sigset_t none;
-        sigemptyset(&none);
-        ::sigprocmask(SIG_SETMASK, &none, nullptr);
+        if (!request.keep_signals_blocked) {
+            sigset_t none;
+            sigemptyset(&none);
+            ::sigprocmask(SIG_SETMASK, &none, nullptr);
+        }
         if (!request.cpus.empty() && ::sched_setaffinity(0, sizeof cpus, &cpus) != 0)
             fail_in_child(report_fd, 2);
         for (int target = 0; target < 3; ++target)

@@ -55,6 +55,7 @@ struct SpawnRequest {
     bool own_process_group = true;   // so a whole rank (and what it forks) can be signalled at once
     std::vector<int> cpus;           // sched_setaffinity set; empty: unchanged
     int parent_death_signal = 0;     // PR_SET_PDEATHSIG, 0 for none
+    bool keep_signals_blocked = false;   // start the program with every signal blocked (a node guard)
     // Wait until the child has exec'd, to report why it could not. Without waiting, many children start in
     // parallel, and a child that cannot exec exits with code 127.
     bool wait_for_exec = true;
