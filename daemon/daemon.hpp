@@ -49,7 +49,7 @@ struct DaemonArgs {
 
 class Daemon {
 public:
-    // `guard` was forked at start-up, while canopyd was small; without one, ranks may outlive a crashed daemon.
+    // `guard` was started before anything it guards exists; without one, ranks may outlive a crashed daemon.
     Daemon(asio::io_context& io, DaemonArgs args, const auth::Key& key, std::optional<NodeGuard> guard);
     ~Daemon();
 

@@ -89,7 +89,7 @@ Result<pid_t> spawn_process(const SpawnRequest& request)
     if (!report)
         return report.error();
 
-    // Everything the child touches is prepared here: after fork only async-signal-safe calls are allowed.
+    // Everything the child touches is prepared here: after vfork only async-signal-safe calls are allowed.
     auto argv = c_strings(request.argv);
     auto envp = request.env ? c_strings(*request.env) : std::vector<char*>{};
     cpu_set_t cpus;

@@ -1,4 +1,4 @@
-// Starting and reaping child processes: file descriptors, fork/exec with binding, and SIGCHLD dispatch.
+// Starting and reaping child processes: file descriptors, vfork/exec with binding, and SIGCHLD dispatch.
 #pragma once
 
 #include <sys/types.h>
