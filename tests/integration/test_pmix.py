@@ -176,10 +176,10 @@ def test_a_job_that_never_calls_pmix_starts_no_pmix_server(run_canopy, sandbox):
 
 
 def test_a_canopyd_without_its_pmix_module_says_so_in_one_line(sandbox):
-    # canopy and canopyd copied away from the build tree: canopyd looks for canopyd-pmix.so in the install's libdir.
+    # The programs copied away from the build tree: canopyd looks for canopyd-pmix.so in the install's libdir.
     moved = sandbox.root / "moved"
     moved.mkdir()
-    for binary in (CANOPY, CANOPYD):
+    for binary in (CANOPY, CANOPYD, CANOPYD.parent / "canopy-guard"):
         shutil.copy2(binary, moved / binary.name)
     result = subprocess.run([str(moved / "canopy"), "--sim-nodes", "2", program("mpi_hello")], env=sandbox.env,
                             capture_output=True, text=True, timeout=60)
