@@ -28,11 +28,11 @@ std::string pmix_component(const char* variable, const char* fallback)
 
 std::string pmix_build_version() { return CANOPY_PMIX_VERSION; }
 
-std::vector<std::string> open_mpi_direct_launch_env()
+std::vector<std::string> canopy_pmix_settings()
 {
     // Open MPI 4.1's "orte" schizo component declares every app it cannot place a singleton and pins
     // OMPI_MCA_ess=singleton; excluding it lets the PMIx-based ess (pmi) win. See docs/pmix.md.
-    return {"OMPI_MCA_schizo=^orte"};
+    return {"PMIX_MCA_gds=" + pmix_component("PMIX_MCA_gds", "hash"), "OMPI_MCA_schizo=^orte"};
 }
 
 std::vector<std::string> pmix_rank_env(const PmixJob& job, long rank, const std::string& server_uri)
@@ -51,9 +51,8 @@ std::vector<std::string> pmix_rank_env(const PmixJob& job, long rank, const std:
     env.push_back("PMIX_GDS_MODULE=" + pmix_component("PMIX_MCA_gds", "hash"));
     env.push_back("PMIX_HOSTNAME=" + job.hosts.at(static_cast<std::size_t>(job.node_index)));
     env.push_back("PMIX_VERSION=" + pmix_build_version());
-    env.push_back("PMIX_MCA_gds=" + pmix_component("PMIX_MCA_gds", "hash"));
-    for (auto& kv : open_mpi_direct_launch_env())
-        env.push_back(kv);
+    for (auto& setting : canopy_pmix_settings())
+        env.push_back(std::move(setting));
     return env;
 }
 

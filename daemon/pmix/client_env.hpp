@@ -22,8 +22,9 @@ std::string pmix_component(const char* variable, const char* fallback);
 // The PMIx release canopyd was built against ("4.2.2rc2"), what PMIx_server_setup_fork puts in PMIX_VERSION.
 std::string pmix_build_version();
 
-// The environment that makes Open MPI 4.1 use the PMIx server instead of running as a singleton (docs/pmix.md).
-std::vector<std::string> open_mpi_direct_launch_env();
+// What canopy adds to a rank's PMIx environment beyond PMIx_server_setup_fork's (docs/pmix.md): gds=hash for the
+// client too, and what makes Open MPI 4.1 use the PMIx server instead of running as a singleton.
+std::vector<std::string> canopy_pmix_settings();
 
 // The environment additions for a rank whose server will answer at `server_uri` ("tcp4://A:P") but need not run
 // yet (a PmixRelay's address): what PmixHost::prepare_rank gives once it does, with that address.

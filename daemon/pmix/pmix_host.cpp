@@ -875,9 +875,8 @@ Result<std::vector<std::string>> PmixServerHost::prepare_rank(long rank, uid_t u
     if (rc != PMIX_SUCCESS)
         return make_error("PMIx host on {}: PMIx_server_setup_fork for rank {} failed: {}", node, rank,
                           pmix_error(rc));
-    out.emplace_back("PMIX_MCA_gds=" + pmix_component("PMIX_MCA_gds", "hash"));
-    for (auto& kv : open_mpi_direct_launch_env())
-        out.push_back(kv);
+    for (auto& setting : canopy_pmix_settings())
+        out.push_back(std::move(setting));
     return out;
 }
 
