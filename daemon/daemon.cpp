@@ -32,13 +32,6 @@ spdlog::logger& spawn_log() { return area_logger("spawn"); }
 constexpr double abort_grace_seconds = 0.5;
 constexpr double connect_to_parent_timeout_seconds = 30.0;
 
-std::string own_executable()
-{
-    std::error_code error;
-    auto path = std::filesystem::read_symlink("/proc/self/exe", error);
-    return error ? std::string("canopyd") : path.string();
-}
-
 // Adds NAME=value to an environment unless NAME is set already: the user's settings win over canopy's defaults.
 void add_env_default(std::vector<std::string>& env, std::string setting)
 {
@@ -592,7 +585,8 @@ void Daemon::start_children()
     }
 
     bool same_binary = plan.simulated || plan.agent == "local" || plan.daemon_path.empty();
-    std::string daemon_path = same_binary ? own_executable() : plan.daemon_path;
+    std::string self = own_executable();
+    std::string daemon_path = !same_binary ? plan.daemon_path : self.empty() ? std::string("canopyd") : self;
     std::vector<ChildLaunch> launches;
     for (long position : positions) {
         auto launch = plan_child_launch(plan, position, children_->endpoint(), daemon_path);

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <charconv>
-#include <filesystem>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -118,9 +117,7 @@ int main(int argc, char** argv)
 
     // Started first: the daemon tells it each path before creating it.
     std::optional<canopy::NodeGuard> guard;
-    std::error_code no_exe;
-    auto self = std::filesystem::read_symlink("/proc/self/exe", no_exe);
-    if (auto started = canopy::NodeGuard::start(canopy::guard_program_beside(self.string())); started)
+    if (auto started = canopy::NodeGuard::start(canopy::guard_program_beside(canopy::own_executable())); started)
         guard = std::move(*started);
     else
         std::fprintf(stderr, "%s: %s; ranks may outlive a crashed daemon\n", prefix.c_str(),

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "build_config.hpp"
+#include "proc/process.hpp"
 #include "util/log.hpp"
 
 namespace canopy {
@@ -18,10 +19,9 @@ std::optional<Error> g_load_error;
 
 std::string module_path()
 {
-    std::error_code error;
-    auto exe = std::filesystem::read_symlink("/proc/self/exe", error);
-    if (!error) {
-        auto beside = exe.parent_path() / "pmix" / "canopyd-pmix.so";   // a build tree
+    if (std::string exe = own_executable(); !exe.empty()) {
+        auto beside = std::filesystem::path(exe).parent_path() / "pmix" / "canopyd-pmix.so";   // a build tree
+        std::error_code error;
         if (std::filesystem::exists(beside, error))
             return beside.string();
     }

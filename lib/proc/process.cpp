@@ -15,6 +15,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -180,6 +181,13 @@ std::string describe_exec_failure(std::span<const std::uint8_t> record, const Sp
     case 2: return fmt::format("cannot bind to the requested CPUs: {}", std::strerror(failure.error));
     default: return fmt::format("cannot set up standard streams: {}", std::strerror(failure.error));
     }
+}
+
+std::string own_executable()
+{
+    std::error_code error;
+    auto path = std::filesystem::read_symlink("/proc/self/exe", error);
+    return error ? std::string() : path.string();
 }
 
 Result<std::string> find_program(const std::string& name, const std::string& path_variable)

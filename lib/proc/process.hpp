@@ -73,6 +73,9 @@ Result<pid_t> spawn_process(const SpawnRequest& request);
 // PATH search the way execvp does it, but against the ranks' PATH rather than ours.
 Result<std::string> find_program(const std::string& name, const std::string& path_variable);
 
+// This process's executable (/proc/self/exe), or "" when it cannot be read.
+std::string own_executable();
+
 // Turns SIGCHLD into callbacks on the io_context, one per watched pid.
 class ProcessReaper {
 public:
