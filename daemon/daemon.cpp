@@ -20,7 +20,7 @@
 #include "tree/agent.hpp"
 #include "tree/topology.hpp"
 #include "util/log.hpp"
-#include "util/remove_tree.hpp"
+#include "util/remove_tree.h"
 
 namespace canopy {
 namespace {
@@ -809,7 +809,7 @@ void Daemon::on_child_closed(long position, const std::string& reason)
                                    reason.empty() ? "it exited before its ranks finished" : reason));
     // A simulated node shares our disk: clean up after a child that could not.
     if (plan_->simulated)
-        remove_tree(node_temp_dir(plan_->tmpdir, plan_->job_id, host));
+        canopy_remove_tree(node_temp_dir(plan_->tmpdir, plan_->job_id, host).c_str());
 }
 
 void Daemon::maybe_report_up()
@@ -944,8 +944,9 @@ void Daemon::clean_up_node()
     if (stage_fetch_)
         stage_fetch_->fail_all(fmt::format("the job is ending on {}", node_));
     if (stage_)
-        remove_tree(stage_->cache_dir());
-    remove_tree(tmpdir_);
+        canopy_remove_tree(stage_->cache_dir().c_str());
+    if (!tmpdir_.empty())
+        canopy_remove_tree(tmpdir_.c_str());
     if (guard_)
         guard_->finish();
 }

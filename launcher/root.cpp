@@ -15,7 +15,7 @@
 #include "tree/agent.hpp"
 #include "tree/topology.hpp"
 #include "util/log.hpp"
-#include "util/remove_tree.hpp"
+#include "util/remove_tree.h"
 
 namespace canopy {
 namespace {
@@ -437,7 +437,7 @@ void Root::on_child_closed(long position, const std::string& reason)
                                           reason.empty() ? "it exited before its ranks finished" : reason));
     // A simulated node shares our disk: clean up after a child that could not.
     if (plan_.plan.simulated)
-        remove_tree(node_temp_dir(plan_.plan.tmpdir, plan_.plan.job_id, host));
+        canopy_remove_tree(node_temp_dir(plan_.plan.tmpdir, plan_.plan.job_id, host).c_str());
 }
 
 void Root::fail(int exit_code, const std::string& line)

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <vector>
 
+#include "util/remove_tree.h"
+
 namespace canopy::stage {
 namespace {
 
@@ -31,33 +33,6 @@ Status make_dirs(const std::string& path)
             return make_error("stage cache: cannot create directory {} ({}); check space and permissions on the "
                               "cache directory", partial, std::strerror(errno));
     }
-    return {};
-}
-
-Status remove_tree(const std::string& path)
-{
-    struct stat s {};
-    if (::lstat(path.c_str(), &s) != 0)
-        return errno == ENOENT ? Status{} : Status{make_error("stage cache: cannot remove {} ({})", path,
-                                                              std::strerror(errno))};
-    if (S_ISDIR(s.st_mode)) {
-        ::chmod(path.c_str(), 0700); // a copied read-only directory would block unlinking its children
-        if (DIR* d = ::opendir(path.c_str())) {
-            std::vector<std::string> names;
-            while (struct dirent* e = ::readdir(d))
-                if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
-                    names.emplace_back(e->d_name);
-            ::closedir(d);
-            for (const auto& n : names)
-                if (auto st = remove_tree(path + "/" + n); !st)
-                    return st;
-        }
-        if (::rmdir(path.c_str()) != 0)
-            return make_error("stage cache: cannot remove {} ({})", path, std::strerror(errno));
-        return {};
-    }
-    if (::unlink(path.c_str()) != 0)
-        return make_error("stage cache: cannot remove {} ({})", path, std::strerror(errno));
     return {};
 }
 
@@ -244,7 +219,9 @@ Status NodeCache::install_index(const Index& index)
 
 Status NodeCache::remove()
 {
-    return remove_tree(dir_);
+    if (int error = canopy_remove_tree(dir_.c_str()); error != 0)
+        return make_error("stage cache: cannot remove all of {} ({})", dir_, std::strerror(-error));
+    return {};
 }
 
 } // namespace canopy::stage
