@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <filesystem>
 #include <thread>
 
 #include <fmt/format.h>
@@ -229,8 +228,7 @@ void Root::end_stage_fetch()
         write_learned_manifest();
     std::string dir = stage_fetch_->cache_dir();
     stage_fetch_.reset();   // joins the reader threads
-    std::error_code ignored;
-    std::filesystem::remove_all(dir, ignored);
+    canopy_remove_tree(dir.c_str());
 }
 
 void Root::write_learned_manifest()
