@@ -79,9 +79,15 @@ def test_many_ranks_opening_one_file_at_once_cause_one_read_at_the_root(counted)
     assert ops["ops"].get("open", 0) == 1, ops
     assert ops["bytes_read"] == 300_000, ops
     assert_nothing_passed(stats, 8)
-    # Each node asked its parent once per path; the other ranks were answered from the node's cache.
+    # Each node asked its parent once. Its other ranks were answered on the node: by the daemon (from its
+    # cache, or merged with the question in flight), or from the node's answer board without asking at all.
     phases = timing_phases(timing)
-    assert "daemon.stage_local_messages" in phases and phases["daemon.stage_local_messages"]["sum"] > 0, phases
+    up = phases["daemon.stage_up_messages"]
+    assert (up["count"], up["max"], up["sum"]) == (2, 1, 2), up
+    rows = preload_rows(stats)
+    asked_daemon = sum(r["fetched"] for r in rows)
+    assert asked_daemon == up["sum"] + phases["daemon.stage_local_messages"]["sum"], (phases, rows)
+    assert all(r["fetched"] + r["board_hits"] > 0 for r in rows), rows
 
 
 @needs_fuse
