@@ -722,28 +722,38 @@ pmix_server_module_t make_module()
 
 pmix_server_module_t g_module = make_module();
 
-// Waits on the calling (io) thread for a PMIx operation that completes through an op callback.
-struct OpWait {
-    std::mutex mutex;
-    std::condition_variable cv;
-    bool done = false;
-    pmix_status_t status = PMIX_SUCCESS;
-
-    static void callback(pmix_status_t status, void* cbdata)
-    {
-        auto* self = static_cast<OpWait*>(cbdata);
-        std::lock_guard lock(self->mutex);
-        self->status = status;
-        self->done = true;
-        self->cv.notify_all();
+// Starts a PMIx operation that completes through an op callback, `start(cbfunc, cbdata)`, and waits at most
+// `limit` for it: a PMIx that never answers must not hang the daemon. The callback shares the wait's state, so
+// one that comes after the wait gave up still writes into live memory.
+pmix_status_t wait_for_op(std::chrono::milliseconds limit,
+                          const std::function<pmix_status_t(pmix_op_cbfunc_t, void*)>& start)
+{
+    struct Wait {
+        std::mutex mutex;
+        std::condition_variable cv;
+        bool done = false;
+        pmix_status_t status = PMIX_SUCCESS;
+    };
+    auto wait = std::make_shared<Wait>();
+    auto* callback_ref = new std::shared_ptr<Wait>(wait);
+    pmix_status_t rc = start(
+        [](pmix_status_t status, void* cbdata) {
+            std::unique_ptr<std::shared_ptr<Wait>> ref(static_cast<std::shared_ptr<Wait>*>(cbdata));
+            std::lock_guard lock((*ref)->mutex);
+            (*ref)->status = status;
+            (*ref)->done = true;
+            (*ref)->cv.notify_all();
+        },
+        callback_ref);
+    if (rc != PMIX_SUCCESS) {   // no callback will come
+        delete callback_ref;
+        return rc == PMIX_OPERATION_SUCCEEDED ? PMIX_SUCCESS : rc;
     }
-    // Bounded: a PMIx that never answers must not hang the daemon.
-    bool wait(std::chrono::seconds limit)
-    {
-        std::unique_lock lock(mutex);
-        return cv.wait_for(lock, limit, [this] { return done; });
-    }
-};
+    std::unique_lock lock(wait->mutex);
+    if (!wait->cv.wait_for(lock, limit, [&] { return wait->done; }))
+        return PMIX_ERR_TIMEOUT;
+    return wait->status;
+}
 
 } // namespace
 
@@ -821,16 +831,12 @@ Result<std::unique_ptr<PmixHost>> start_pmix_host(asio::io_context& io, PmixJob 
         g_host.reset();
         return job_info.error();
     }
-    OpWait registered;
-    rc = PMIx_server_register_nspace(j.nspace.c_str(), static_cast<int>(state->layout.local_size(j.node_index)),
-                                     static_cast<pmix_info_t*>(job_info->data()), job_info->size(),
-                                     OpWait::callback, &registered);
-    if (rc == PMIX_SUCCESS && !registered.wait(std::chrono::seconds(30)))
-        rc = PMIX_ERR_TIMEOUT;
-    else if (rc == PMIX_SUCCESS)
-        rc = registered.status;
-    else if (rc == PMIX_OPERATION_SUCCEEDED)
-        rc = PMIX_SUCCESS;
+    rc = wait_for_op(std::chrono::seconds(30), [&](pmix_op_cbfunc_t cbfunc, void* cbdata) {
+        return PMIx_server_register_nspace(j.nspace.c_str(),
+                                           static_cast<int>(state->layout.local_size(j.node_index)),
+                                           static_cast<pmix_info_t*>(job_info->data()), job_info->size(), cbfunc,
+                                           cbdata);
+    });
     if (rc != PMIX_SUCCESS) {
         PMIx_server_finalize();
         std::lock_guard lock(g_host_mutex);
@@ -853,14 +859,9 @@ Result<std::vector<std::string>> PmixServerHost::prepare_rank(long rank, uid_t u
     pmix_proc_t proc;
     PMIX_LOAD_PROCID(&proc, s.job.nspace.c_str(), static_cast<pmix_rank_t>(rank));
 
-    OpWait registered;
-    pmix_status_t rc = PMIx_server_register_client(&proc, uid, gid, nullptr, OpWait::callback, &registered);
-    if (rc == PMIX_SUCCESS && !registered.wait(std::chrono::seconds(30)))
-        rc = PMIX_ERR_TIMEOUT;
-    else if (rc == PMIX_SUCCESS)
-        rc = registered.status;
-    else if (rc == PMIX_OPERATION_SUCCEEDED)
-        rc = PMIX_SUCCESS;
+    pmix_status_t rc = wait_for_op(std::chrono::seconds(30), [&](pmix_op_cbfunc_t cbfunc, void* cbdata) {
+        return PMIx_server_register_client(&proc, uid, gid, nullptr, cbfunc, cbdata);
+    });
     if (rc != PMIX_SUCCESS)
         return make_error("PMIx host on {}: registering rank {} failed: {}", node, rank, pmix_error(rc));
 
@@ -1007,10 +1008,20 @@ PmixServerHost::~PmixServerHost()
     auto result = finished->get_future();
     std::string nspace = s.job.nspace;
     std::thread([nspace, finished] {
-        OpWait deregistered;
-        PMIx_server_deregister_nspace(nspace.c_str(), OpWait::callback, &deregistered);
-        if (!deregistered.wait(std::chrono::seconds(10)))
-            pmix_log().warn("pmix: deregistering {} did not complete within 10 s", nspace);
+        auto deregistered = wait_for_op(std::chrono::seconds(1), [&](pmix_op_cbfunc_t cbfunc, void* cbdata) {
+            PMIx_server_deregister_nspace(nspace.c_str(), cbfunc, cbdata);
+            return PMIX_SUCCESS;
+        });
+        if (deregistered == PMIX_ERR_TIMEOUT) {
+            // PMIx 4.2.2 reads a new connection's handshake with a blocking recv on its progress thread, so
+            // anyone who connects to its port and stays silent stalls it; PMIx_server_finalize would then wait
+            // for that thread forever. Leave PMIx to process exit instead.
+            pmix_log().warn("pmix: PMIx's progress thread did not answer within 1 s (a connection to its port "
+                            "that never sent its handshake?); skipping PMIx_server_finalize");
+            g_server_abandoned = true;
+            finished->set_value();
+            return;
+        }
         pmix_status_t rc = PMIx_server_finalize();
         if (rc != PMIX_SUCCESS)
             pmix_log().warn("pmix: PMIx_server_finalize: {}", pmix_error(rc));

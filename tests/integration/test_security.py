@@ -6,7 +6,9 @@ import struct
 
 import pytest
 
-from conftest import daemon_for_node, daemon_pids, listening_ports, parse_labelled, read_proc
+from conftest import BUILD_DIR, daemon_for_node, daemon_pids, listening_ports, parse_labelled, read_proc
+
+MPI_HELLO = BUILD_DIR / "tests" / "pmix" / "mpi_hello"
 
 HELLO = 2
 CHALLENGE = 1
@@ -135,6 +137,28 @@ def test_strangers_on_the_pmix_port_do_not_disturb_the_job(sandbox, ready):
     assert parse_labelled(result.stdout) == {r: [f"done {r}"] for r in range(2)}, result.describe()
     assert result.seconds < 10, "strangers on the PMIx port must not hold the job up"
     assert closed_by_peer(silent, timeout=5) and closed_by_peer(garbage, timeout=5)
+
+
+@pytest.mark.parametrize("mode", ["on", "eager"])
+def test_a_silent_stranger_on_the_pmix_servers_own_port_does_not_hold_up_the_jobs_end(mode, sandbox, ready):
+    # PMIx 4.2.2 waits on its progress thread for a new connection's handshake, so a silent connection stalls the
+    # server and would keep PMIx_server_finalize from returning; each daemon must still leave on time.
+    script = f'{MPI_HELLO} && {ready.touch}; sleep 2; echo "done $RANK"'
+    job = sandbox.start(["--sim-nodes", "2", "--pmix", mode, "-l", "sh", "-c", script])
+    ready.wait(2, job)
+    strangers = []
+    for node in ("sim0000", "sim0001"):
+        pid = daemon_for_node(node, sandbox.marker)
+        assert pid, f"no canopyd for {node}"
+        strangers.append(connect(port_of(pid, "127.0.0.1")))   # PMIx listens on loopback, canopy on the node's
+    result = sandbox.finish(job, timeout=30)
+    assert result.returncode == 0, result.describe()
+    assert parse_labelled(result.stdout) == {r: [f"mpi_hello: rank {r} of 2 on {socket.gethostname()}",
+                                                 f"done {r}"] for r in range(2)}, result.describe()
+    assert not result.canopy_lines(), result.describe()   # no daemon had to be killed
+    assert result.seconds < 8, result.describe()
+    for stranger in strangers:
+        stranger.close()
 
 
 AGENT_SCRIPT = """#!/bin/sh
