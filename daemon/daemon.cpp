@@ -410,7 +410,7 @@ void Daemon::start_collectives()
         auto rank = static_cast<long>(reader.varint());
         // Another node's rank wants one of ours: the server must run for it even if no rank here connected yet.
         if (op == wire::RoutedOp::direct_modex && !pmix_ && pmix_relay_)
-            (void)pmix_server_uri();
+            (void)pmix_relay_->start_server();
         if (op != wire::RoutedOp::direct_modex || !reader.ok() || !reader.at_end() || !pmix_) {
             reply(make_error("{} cannot serve this {}-byte request", node_, payload.size()), {});
             return;

@@ -3,11 +3,13 @@
 #include "pmix/pmix_relay.hpp"
 
 #include <array>
+#include <utility>
 
 #include <boost/asio/write.hpp>
 #include <fmt/format.h>
 #include <spdlog/logger.h>
 
+#include "pmix/server_gate.hpp"
 #include "util/log.hpp"
 
 namespace canopy {
@@ -54,10 +56,15 @@ Result<tcp::endpoint> parse_pmix_uri(const std::string& uri)
 }
 
 struct PmixRelay::Pipe : std::enable_shared_from_this<Pipe> {
-    Pipe(tcp::socket rank_socket, asio::io_context& io) : rank(std::move(rank_socket)), server(io) {}
+    Pipe(tcp::socket rank_socket, asio::io_context& io, std::shared_ptr<ServerGate> gate)
+        : rank(std::move(rank_socket)), server(io), gate(std::move(gate))
+    {
+    }
 
     void connect(const tcp::endpoint& endpoint)
     {
+        if (gate)
+            pass_gate(endpoint);
         server.async_connect(endpoint, [self = shared_from_this()](boost::system::error_code error) {
             if (error) {
                 relay_log().warn("pmix relay: cannot reach the PMIx server: {}", error.message());
@@ -98,15 +105,36 @@ struct PmixRelay::Pipe : std::enable_shared_from_this<Pipe> {
         });
     }
 
+    // Binds the connection to the server to a port of its own and has the gate admit that port.
+    void pass_gate(const tcp::endpoint& endpoint)
+    {
+        boost::system::error_code error;
+        server.open(endpoint.protocol(), error);
+        if (!error)
+            server.bind(tcp::endpoint(endpoint.address(), 0), error);
+        if (!error)
+            admitted_port = server.local_endpoint(error).port();
+        Status admitted = error ? Status(make_error("{}", error.message())) : gate->admit(admitted_port);
+        if (!admitted) {
+            relay_log().warn("pmix relay: PMIx's own port is open to anyone on this node from now: {}",
+                             admitted.error().message);
+            gate->open();
+        }
+    }
+
     void close()
     {
         boost::system::error_code ignored;
         rank.close(ignored);
         server.close(ignored);
+        if (gate && admitted_port)
+            gate->revoke(std::exchange(admitted_port, 0));
     }
 
     tcp::socket rank;
     tcp::socket server;
+    std::shared_ptr<ServerGate> gate;   // null when the server's port could not be gated
+    std::uint16_t admitted_port = 0;
     std::array<char, 65536> to_server{};
     std::array<char, 65536> to_rank{};
     int open_directions = 2;
@@ -156,18 +184,35 @@ void PmixRelay::accept_next()
     });
 }
 
-void PmixRelay::relay(tcp::socket rank)
+Result<tcp::endpoint> PmixRelay::start_server()
 {
     auto server_uri = start_server_();
     if (!server_uri)
-        return;   // the daemon reported why; closing the socket makes the rank's PMIx_Init fail
+        return server_uri.error();
     auto endpoint = parse_pmix_uri(*server_uri);
     if (!endpoint) {
         relay_log().error("pmix relay: {}", endpoint.error().message);
-        return;
+        return endpoint;
     }
+    if (!gate_tried_) {
+        gate_tried_ = true;
+        auto gate = ServerGate::close(*endpoint);
+        if (gate)
+            gate_ = std::move(*gate);
+        else
+            relay_log().warn("pmix relay: PMIx's own port stays open to anyone on this node: {}",
+                             gate.error().message);
+    }
+    return endpoint;
+}
+
+void PmixRelay::relay(tcp::socket rank)
+{
+    auto endpoint = start_server();
+    if (!endpoint)
+        return;   // reported already; closing the socket makes the rank's PMIx_Init fail
     set_no_delay(rank);
-    auto pipe = std::make_shared<Pipe>(std::move(rank), io_);
+    auto pipe = std::make_shared<Pipe>(std::move(rank), io_, gate_);
     std::erase_if(pipes_, [](const std::weak_ptr<Pipe>& p) { return p.expired(); });
     pipes_.push_back(pipe);
     ++relayed_;

@@ -15,6 +15,8 @@
 
 namespace canopy {
 
+class ServerGate;
+
 class PmixRelay {
 public:
     // Called for every connection the relay accepts, before it is relayed: starts the server if it is not running
@@ -24,6 +26,10 @@ public:
     // Listens on `address` (an IPv4 or IPv6 literal) on a port the kernel picks.
     static Result<std::unique_ptr<PmixRelay>> listen(boost::asio::io_context& io, const std::string& address,
                                                      StartServer start_server);
+
+    // Starts the server if it is not running yet, and returns its address. The first time, it also closes the
+    // server's own port to everyone but the relay (server_gate.hpp).
+    Result<boost::asio::ip::tcp::endpoint> start_server();
 
     // The relay's address in PMIx's URI form, for the ranks' PMIX_SERVER_URI* variables.
     std::string uri() const;
@@ -45,6 +51,8 @@ private:
     boost::asio::io_context& io_;
     boost::asio::ip::tcp::acceptor acceptor_;
     StartServer start_server_;
+    std::shared_ptr<ServerGate> gate_;
+    bool gate_tried_ = false;
     std::vector<std::weak_ptr<Pipe>> pipes_;
     std::size_t relayed_ = 0;
 };

@@ -1,4 +1,11 @@
-// The PMIx relay on its own: a server that exists only once the first client connects, bytes both ways, half-close.
+// The PMIx relay on its own: a server that exists only once the first client connects, bytes both ways, half-close;
+// and the gate on the server's own port, which only the relay's connections pass.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <future>
 #include <optional>
@@ -8,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "pmix/pmix_relay.hpp"
+#include "pmix/server_gate.hpp"
 
 namespace canopy {
 namespace {
@@ -127,6 +135,90 @@ TEST(PmixUri, ParsesWhatPmixWritesAndRejectsTheRest)
     for (const char* bad : {"", "127.0.0.1:4000", "tcp4://127.0.0.1", "tcp4://127.0.0.1:70000", "tcp4://127.0.0.1:x",
                             "tcp4://host:4000", "tcp6://127.0.0.1:4000", "tcp4://127.0.0.1:0"})
         EXPECT_FALSE(parse_pmix_uri(bad).ok()) << bad;
+}
+
+// Whether a connection attempt from `source` to `server` completes within `limit` (a dropped SYN never does).
+bool connects_within(const tcp::endpoint& source, const tcp::endpoint& server, int limit_ms)
+{
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    EXPECT_GE(fd, 0);
+    int reuse = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, sizeof reuse);
+    sockaddr_in from{AF_INET, htons(source.port()), {htonl(source.address().to_v4().to_uint())}, {}};
+    sockaddr_in to{AF_INET, htons(server.port()), {htonl(server.address().to_v4().to_uint())}, {}};
+    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from), 0) << std::strerror(errno);
+    int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to);
+    bool connected = rc == 0;
+    if (rc != 0 && errno == EINPROGRESS) {
+        pollfd wait{fd, POLLOUT, 0};
+        int error = 0;
+        socklen_t size = sizeof error;
+        connected = ::poll(&wait, 1, limit_ms) == 1 && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size) == 0 &&
+                    error == 0;
+    }
+    ::close(fd);
+    return connected;
+}
+
+TEST(ServerGate, LetsOnlyAdmittedPortsOfTheServersAddressThrough)
+{
+    asio::io_context io;
+    tcp::acceptor server(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    auto loopback = asio::ip::make_address("127.0.0.1");
+    auto gate = ServerGate::close(server.local_endpoint());
+    ASSERT_TRUE(gate.ok()) << gate.error().message;
+
+    EXPECT_FALSE(connects_within(tcp::endpoint(loopback, 0), server.local_endpoint(), 300)) << "a stranger got in";
+
+    tcp::socket member(io);
+    member.open(tcp::v4());
+    member.bind(tcp::endpoint(loopback, 0));
+    auto port = member.local_endpoint().port();
+    ASSERT_TRUE((*gate)->admit(port).ok());
+    // The admitted port from another loopback address is still a stranger.
+    EXPECT_FALSE(connects_within(tcp::endpoint(asio::ip::make_address("127.0.0.2"), port), server.local_endpoint(),
+                                 300));
+    member.connect(server.local_endpoint());
+    tcp::socket accepted = server.accept();
+
+    // Revoking the port closes the gate behind the member, not the member's connection.
+    (*gate)->revoke(port);
+    asio::write(member, asio::buffer(std::string("ping")));
+    std::array<char, 4> got{};
+    asio::read(accepted, asio::buffer(got));
+    EXPECT_EQ(std::string(got.data(), got.size()), "ping");
+    EXPECT_FALSE(connects_within(tcp::endpoint(loopback, 0), server.local_endpoint(), 300));
+
+    // Opened for good, it lets anyone in.
+    (*gate)->open();
+    EXPECT_TRUE(connects_within(tcp::endpoint(loopback, 0), server.local_endpoint(), 2000));
+}
+
+TEST(ServerGate, NeedsAnIpv4LoopbackServerOfThisProcess)
+{
+    asio::io_context io;
+    tcp::acceptor other(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    auto port = other.local_endpoint().port();
+    other.close();
+    EXPECT_FALSE(ServerGate::close(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port)).ok());
+    EXPECT_FALSE(ServerGate::close(tcp::endpoint(asio::ip::make_address("::1"), port)).ok());
+}
+
+TEST_F(RelayFixture, ConnectsToAGatedServerThroughItsGate)
+{
+    asio::io_context server_io;
+    tcp::acceptor server(server_io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    auto server_uri = "tcp4://127.0.0.1:" + std::to_string(server.local_endpoint().port());
+    start([&]() -> Result<std::string> { return server_uri; });
+
+    asio::io_context client_io;
+    tcp::socket client = connect_client(client_io);
+    asio::write(client, asio::buffer(std::string("hello")));
+    tcp::socket peer = server.accept();   // the relay passed the gate it just closed
+    std::array<char, 5> got{};
+    asio::read(peer, asio::buffer(got));
+    EXPECT_EQ(std::string(got.data(), got.size()), "hello");
+    EXPECT_FALSE(connects_within(tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0), server.local_endpoint(), 300));
 }
 
 } // namespace
