@@ -36,7 +36,8 @@ bool listens_on(int fd, const tcp::endpoint& server)
 Result<std::shared_ptr<ServerGate>> ServerGate::close(const tcp::endpoint& server)
 {
     if (!server.address().is_v4() || !server.address().is_loopback())
-        return make_error("the PMIx server listens on {}, not on an IPv4 loopback address", server.address().to_string());
+        return make_error("the PMIx server listens on {}, not on an IPv4 loopback address",
+                          server.address().to_string());
     DIR* fds = ::opendir("/proc/self/fd");
     if (!fds)
         return make_error("cannot list this process's descriptors in /proc/self/fd");
