@@ -8,6 +8,7 @@
 #include <regex>
 #include <string_view>
 #include <system_error>
+#include <utility>
 
 #include "api/agent_protocol.hpp"
 #include "util/suggest.hpp"
@@ -464,6 +465,20 @@ Error unknown_option(std::string_view name)
                               name.substr(digits));
         }
     }
+    // Slurm's and Open MPI's names for what canopy spells otherwise: name the equivalent instead of a near miss.
+    static constexpr std::pair<std::string_view, std::string_view> other_launchers[] = {
+        {"--ntasks", "-n N"},
+        {"--nprocs", "-n N"},
+        {"--ntasks-per-node", "--ppn N"},
+        {"--nodelist", "--hosts LIST"},
+        {"--chdir", "--wdir DIR"},
+        {"--bind-to", "--cpu-bind none|core|depth|list:..."},
+        {"--time", "--timeout SECONDS"},
+        {"--export", "--env K=V, --envlist K1,K2 or --envall"},
+    };
+    for (auto [theirs, ours] : other_launchers)
+        if (name == theirs)
+            return make_error("unknown option '{}'; canopy's equivalent is {}", name, ours);
     std::string lowered(name);
     std::transform(lowered.begin(), lowered.end(), lowered.begin(),
                    [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });

@@ -203,6 +203,15 @@ TEST(Options, GluedOrEqualsValueOnSingleDashOptionExplainsTheFix)
     EXPECT_EQ(parse_error({"-np=4", "prog"}), "unknown option '-np=4'; give the value as the next argument: -np 4");
 }
 
+TEST(Options, OtherLaunchersSpellingsNameCanopysEquivalent)
+{
+    EXPECT_EQ(parse_error({"--ntasks=8", "prog"}), "unknown option '--ntasks'; canopy's equivalent is -n N");
+    EXPECT_EQ(parse_error({"--ntasks-per-node", "4", "prog"}),
+              "unknown option '--ntasks-per-node'; canopy's equivalent is --ppn N");
+    EXPECT_EQ(parse_error({"--time", "10", "prog"}),
+              "unknown option '--time'; canopy's equivalent is --timeout SECONDS");
+}
+
 TEST(Options, UnknownOptionFarFromAnySpellingPointsToHelp)
 {
     EXPECT_EQ(parse_error({"--frobnicate-everything", "prog"}),
