@@ -3,8 +3,12 @@
 #include "pmix/pmix_relay.hpp"
 
 #include <array>
+#include <cstring>
 #include <utility>
+#include <vector>
 
+#include <boost/asio/read.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <fmt/format.h>
 #include <spdlog/logger.h>
@@ -27,6 +31,12 @@ void set_no_delay(tcp::socket& socket)
     boost::system::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
 }
+
+// PMIx 4's connect-ack, the first thing a client sends: a header {int32 pindex, uint32 tag, size_t nbytes, padded
+// to 16 bytes} in the client's byte order, then `nbytes` of identity and credential.
+constexpr std::size_t hello_header_size = 16;
+constexpr std::size_t hello_size_offset = 8;
+constexpr std::size_t max_hello_body = 131072;   // PMIX_MAX_CRED_SIZE: PMIx refuses more anyway
 
 } // namespace
 
@@ -56,24 +66,70 @@ Result<tcp::endpoint> parse_pmix_uri(const std::string& uri)
 }
 
 struct PmixRelay::Pipe : std::enable_shared_from_this<Pipe> {
-    Pipe(tcp::socket rank_socket, asio::io_context& io, std::shared_ptr<ServerGate> gate)
-        : rank(std::move(rank_socket)), server(io), gate(std::move(gate))
+    Pipe(tcp::socket rank_socket, PmixRelay& relay)
+        : relay(&relay), rank(std::move(rank_socket)), server(relay.io_), deadline(relay.io_)
     {
     }
 
-    void connect(const tcp::endpoint& endpoint)
+    // PMIx 4.2.2 reads a connect-ack with blocking recvs on its progress thread, so a client that stops halfway
+    // would stall the server. The relay collects the whole connect-ack first, within the deadline, and only then
+    // starts the server (if need be), connects and hands it over in one piece.
+    void await_hello(std::chrono::milliseconds limit)
     {
+        deadline.expires_after(limit);
+        deadline.async_wait([self = shared_from_this()](boost::system::error_code error) {
+            if (!error && !self->closed) {
+                relay_log().info("pmix relay: dropping a connection that sent no PMIx connect-ack in time");
+                self->close();
+            }
+        });
+        hello.resize(hello_header_size);
+        asio::async_read(rank, asio::buffer(hello), [self = shared_from_this()](boost::system::error_code error,
+                                                                                 std::size_t) {
+            if (error || self->closed)
+                return self->close();
+            std::size_t body = 0;
+            std::memcpy(&body, self->hello.data() + hello_size_offset, sizeof body);
+            if (body > max_hello_body) {
+                relay_log().info("pmix relay: dropping a connection whose connect-ack claims {} bytes", body);
+                return self->close();
+            }
+            self->hello.resize(hello_header_size + body);
+            asio::async_read(self->rank, asio::buffer(self->hello.data() + hello_header_size, body),
+                             [self](boost::system::error_code error, std::size_t) {
+                                 if (error || self->closed)
+                                     return self->close();
+                                 self->deadline.cancel();
+                                 self->hello_received();
+                             });
+        });
+    }
+
+    void hello_received()
+    {
+        auto endpoint = relay->start_server();
+        if (!endpoint)
+            return close();   // reported already; the closed socket makes the rank's PMIx_Init fail
+        ++relay->relayed_;
+        gate = relay->gate_;
         if (gate)
-            pass_gate(endpoint);
-        server.async_connect(endpoint, [self = shared_from_this()](boost::system::error_code error) {
+            pass_gate(*endpoint);
+        server.async_connect(*endpoint, [self = shared_from_this()](boost::system::error_code error) {
+            if (self->closed)
+                return;
             if (error) {
                 relay_log().warn("pmix relay: cannot reach the PMIx server: {}", error.message());
-                self->close();
-                return;
+                return self->close();
             }
             set_no_delay(self->server);
-            self->pump(self->rank, self->server, self->to_server);
-            self->pump(self->server, self->rank, self->to_rank);
+            asio::async_write(self->server, asio::buffer(self->hello),
+                              [self](boost::system::error_code error, std::size_t) {
+                                  if (error || self->closed)
+                                      return self->close();
+                                  self->hello = {};
+                                  self->pump(self->rank, self->server, self->to_server);
+                                  self->pump(self->server, self->rank, self->to_rank);
+                              });
         });
     }
 
@@ -122,17 +178,24 @@ struct PmixRelay::Pipe : std::enable_shared_from_this<Pipe> {
         }
     }
 
+    // Also called when the relay goes: handlers that run later see `closed` and touch nothing else.
     void close()
     {
+        closed = true;
         boost::system::error_code ignored;
         rank.close(ignored);
         server.close(ignored);
+        deadline.cancel();
         if (gate && admitted_port)
             gate->revoke(std::exchange(admitted_port, 0));
     }
 
+    PmixRelay* relay;
     tcp::socket rank;
     tcp::socket server;
+    asio::steady_timer deadline;
+    std::vector<char> hello;
+    bool closed = false;
     std::shared_ptr<ServerGate> gate;   // null when the server's port could not be gated
     std::uint16_t admitted_port = 0;
     std::array<char, 65536> to_server{};
@@ -140,15 +203,16 @@ struct PmixRelay::Pipe : std::enable_shared_from_this<Pipe> {
     int open_directions = 2;
 };
 
-PmixRelay::PmixRelay(asio::io_context& io, StartServer start_server)
-    : io_(io), acceptor_(io), start_server_(std::move(start_server))
+PmixRelay::PmixRelay(asio::io_context& io, StartServer start_server, std::chrono::milliseconds hello_deadline)
+    : io_(io), acceptor_(io), start_server_(std::move(start_server)), hello_deadline_(hello_deadline)
 {
 }
 
 Result<std::unique_ptr<PmixRelay>> PmixRelay::listen(asio::io_context& io, const std::string& address,
-                                                     StartServer start_server)
+                                                     StartServer start_server,
+                                                     std::chrono::milliseconds hello_deadline)
 {
-    std::unique_ptr<PmixRelay> relay(new PmixRelay(io, std::move(start_server)));
+    std::unique_ptr<PmixRelay> relay(new PmixRelay(io, std::move(start_server), hello_deadline));
     boost::system::error_code error;
     auto ip = asio::ip::make_address(address, error);
     tcp::endpoint endpoint(ip, 0);
@@ -208,15 +272,11 @@ Result<tcp::endpoint> PmixRelay::start_server()
 
 void PmixRelay::relay(tcp::socket rank)
 {
-    auto endpoint = start_server();
-    if (!endpoint)
-        return;   // reported already; closing the socket makes the rank's PMIx_Init fail
     set_no_delay(rank);
-    auto pipe = std::make_shared<Pipe>(std::move(rank), io_, gate_);
+    auto pipe = std::make_shared<Pipe>(std::move(rank), *this);
     std::erase_if(pipes_, [](const std::weak_ptr<Pipe>& p) { return p.expired(); });
     pipes_.push_back(pipe);
-    ++relayed_;
-    pipe->connect(*endpoint);
+    pipe->await_hello(hello_deadline_);
 }
 
 PmixRelay::~PmixRelay()

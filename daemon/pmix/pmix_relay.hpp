@@ -2,6 +2,7 @@
 // first connects: most jobs that never call PMIx_Init then never pay for one (docs/pmix.md, "On demand").
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -19,13 +20,18 @@ class ServerGate;
 
 class PmixRelay {
 public:
-    // Called for every connection the relay accepts, before it is relayed: starts the server if it is not running
-    // yet and returns its own address ("tcp4://A:P" or "tcp6://[A]:P"), or why it cannot run.
+    static constexpr std::chrono::milliseconds default_hello_deadline{10000};
+
+    // Called for every connection once it has sent its connect-ack, before it is relayed, and by start_server():
+    // starts the server if it is not running yet and returns its own address ("tcp4://A:P" or "tcp6://[A]:P"), or
+    // why it cannot run.
     using StartServer = std::function<Result<std::string>()>;
 
-    // Listens on `address` (an IPv4 or IPv6 literal) on a port the kernel picks.
+    // Listens on `address` (an IPv4 or IPv6 literal) on a port the kernel picks. A connection is relayed once it
+    // has sent its whole PMIx connect-ack; one that has not within `hello_deadline` is closed.
     static Result<std::unique_ptr<PmixRelay>> listen(boost::asio::io_context& io, const std::string& address,
-                                                     StartServer start_server);
+                                                     StartServer start_server,
+                                                     std::chrono::milliseconds hello_deadline = default_hello_deadline);
 
     // Starts the server if it is not running yet, and returns its address. The first time, it also closes the
     // server's own port to everyone but the relay (server_gate.hpp).
@@ -33,7 +39,7 @@ public:
 
     // The relay's address in PMIx's URI form, for the ranks' PMIX_SERVER_URI* variables.
     std::string uri() const;
-    // Connections accepted and connected through to the server so far.
+    // Connections that sent their connect-ack and were connected through to the server so far.
     std::size_t relayed() const { return relayed_; }
 
     // Closes the listener and every relayed connection.
@@ -44,13 +50,14 @@ public:
     struct Pipe;   // one rank's connection and its twin to the server (pmix_relay.cpp)
 
 private:
-    PmixRelay(boost::asio::io_context& io, StartServer start_server);
+    PmixRelay(boost::asio::io_context& io, StartServer start_server, std::chrono::milliseconds hello_deadline);
     void accept_next();
     void relay(boost::asio::ip::tcp::socket rank);
 
     boost::asio::io_context& io_;
     boost::asio::ip::tcp::acceptor acceptor_;
     StartServer start_server_;
+    std::chrono::milliseconds hello_deadline_;
     std::shared_ptr<ServerGate> gate_;
     bool gate_tried_ = false;
     std::vector<std::weak_ptr<Pipe>> pipes_;

@@ -116,9 +116,12 @@ def test_strangers_on_the_tree_port_do_not_disturb_the_job(target, sandbox, read
 
 
 def test_strangers_on_the_pmix_port_do_not_disturb_the_job(sandbox, ready):
-    # The relay answers on the address ranks get for PMIx; a stranger there must neither break the job nor hold
-    # its end up (a silent one is cut off when the job ends).
-    script = f'{ready.touch}; [ "$RANK" = 0 ] && echo "uri $PMIX_SERVER_URI41" >&2; sleep 3; echo "done $RANK"'
+    # The relay answers on the address ranks get for PMIx. A stranger there must neither break the job nor stall
+    # the PMIx server the ranks then start (PMIx 4.2.2 would wait for a silent one's handshake), nor hold the
+    # job's end up.
+    go = sandbox.root / "go"
+    script = (f'{ready.touch}; [ "$RANK" = 0 ] && echo "uri $PMIX_SERVER_URI41" >&2; '
+              f'while [ ! -e {go} ]; do sleep 0.05; done; {MPI_HELLO} && echo "done $RANK"')
     job = sandbox.start(["--sim-nodes", "2", "-l", "sh", "-c", script])
     ready.wait(2, job)
     uri = None
@@ -130,13 +133,18 @@ def test_strangers_on_the_pmix_port_do_not_disturb_the_job(sandbox, ready):
             break
     assert uri, "rank 0 should have printed its PMIx server address"
     silent = connect(uri)
+    halfway = connect(uri)
+    halfway.sendall(b"\xff" * 8)   # the start of a connect-ack header
     garbage = connect(uri)
     garbage.sendall(os.urandom(2048))
+    go.touch()
     result = sandbox.finish(job, timeout=30)
     assert result.returncode == 0, result.describe()
-    assert parse_labelled(result.stdout) == {r: [f"done {r}"] for r in range(2)}, result.describe()
+    assert parse_labelled(result.stdout) == {r: [f"mpi_hello: rank {r} of 2 on {socket.gethostname()}",
+                                                 f"done {r}"] for r in range(2)}, result.describe()
     assert result.seconds < 10, "strangers on the PMIx port must not hold the job up"
-    assert closed_by_peer(silent, timeout=5) and closed_by_peer(garbage, timeout=5)
+    for stranger in (silent, halfway, garbage):
+        assert closed_by_peer(stranger, timeout=5)
 
 
 @pytest.mark.parametrize("mode", ["on", "eager"])

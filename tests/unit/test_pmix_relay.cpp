@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 #include <future>
 #include <optional>
 #include <thread>
@@ -30,9 +31,10 @@ struct RelayFixture : ::testing::Test {
     std::thread runner;
     std::unique_ptr<PmixRelay> relay;
 
-    void start(PmixRelay::StartServer start_server)
+    void start(PmixRelay::StartServer start_server,
+               std::chrono::milliseconds hello_deadline = PmixRelay::default_hello_deadline)
     {
-        auto listening = PmixRelay::listen(io, "127.0.0.1", std::move(start_server));
+        auto listening = PmixRelay::listen(io, "127.0.0.1", std::move(start_server), hello_deadline);
         ASSERT_TRUE(listening.ok()) << listening.error().message;
         relay = std::move(*listening);
         runner = std::thread([this] { io.run(); });
@@ -63,6 +65,15 @@ struct RelayFixture : ::testing::Test {
         return socket;
     }
 };
+
+// A PMIx 4 connect-ack as a client sends it: a 16-byte header whose size_t at offset 8 counts the body.
+std::string hello(const std::string& body)
+{
+    std::string header(16, '\xff');
+    std::size_t size = body.size();
+    std::memcpy(header.data() + 8, &size, sizeof size);
+    return header + body;
+}
 
 std::string read_to_end(tcp::socket& socket)
 {
@@ -102,12 +113,12 @@ TEST_F(RelayFixture, StartsTheServerOnTheFirstConnectionAndCarriesBothDirections
 
     asio::io_context client_io;
     tcp::socket client = connect_client(client_io);
-    asio::write(client, asio::buffer(std::string("ping")));
+    asio::write(client, asio::buffer(hello("rank 0") + "ping"));
     client.shutdown(tcp::socket::shutdown_send);
     auto request = received.get_future();
     ASSERT_EQ(request.wait_for(std::chrono::seconds(10)), std::future_status::ready);
-    EXPECT_EQ(request.get(), "ping");
-    EXPECT_EQ(read_to_end(client), "pong:ping");   // then EOF: the server's close came through
+    EXPECT_EQ(request.get(), hello("rank 0") + "ping");
+    EXPECT_EQ(read_to_end(client), "pong:" + hello("rank 0") + "ping");   // then EOF: the server's close came through
     server_thread.join();
     EXPECT_EQ(starts, 1);
     EXPECT_EQ(relayed(), 1u);
@@ -115,10 +126,47 @@ TEST_F(RelayFixture, StartsTheServerOnTheFirstConnectionAndCarriesBothDirections
 
 TEST_F(RelayFixture, AServerThatCannotStartClosesTheClientsConnection)
 {
-    start([]() -> Result<std::string> { return make_error("no PMIx here"); });
+    std::atomic<int> starts = 0;
+    start([&]() -> Result<std::string> {
+        ++starts;
+        return make_error("no PMIx here");
+    });
     asio::io_context client_io;
     tcp::socket client = connect_client(client_io);
+    asio::write(client, asio::buffer(hello("rank 0")));
     EXPECT_EQ(read_to_end(client), "");
+    EXPECT_EQ(starts, 1);
+    EXPECT_EQ(relayed(), 0u);
+}
+
+// PMIx 4.2.2 would wait on its progress thread for the rest of a connect-ack: the server must never see a partial
+// one, nor be started for a client that has not sent one.
+TEST_F(RelayFixture, ClientsWithoutAWholeConnectAckInTimeAreDroppedBeforeReachingTheServer)
+{
+    std::atomic<int> starts = 0;
+    start(
+        [&]() -> Result<std::string> {
+            ++starts;
+            return make_error("must not be asked");
+        },
+        std::chrono::milliseconds(300));
+    asio::io_context client_io;
+    tcp::socket silent = connect_client(client_io);
+    tcp::socket halfway = connect_client(client_io);
+    std::string partial = hello("rank 0");
+    asio::write(halfway, asio::buffer(partial.substr(0, partial.size() - 2)));
+    tcp::socket boastful = connect_client(client_io);
+    std::string huge(16, '\0');
+    std::size_t claimed = std::size_t{1} << 40;
+    std::memcpy(huge.data() + 8, &claimed, sizeof claimed);
+    asio::write(boastful, asio::buffer(huge));
+
+    auto started = std::chrono::steady_clock::now();
+    EXPECT_EQ(read_to_end(boastful), "");   // at once
+    EXPECT_EQ(read_to_end(silent), "");     // at the deadline
+    EXPECT_EQ(read_to_end(halfway), "");
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
+    EXPECT_EQ(starts, 0);
     EXPECT_EQ(relayed(), 0u);
 }
 
@@ -213,11 +261,11 @@ TEST_F(RelayFixture, ConnectsToAGatedServerThroughItsGate)
 
     asio::io_context client_io;
     tcp::socket client = connect_client(client_io);
-    asio::write(client, asio::buffer(std::string("hello")));
+    asio::write(client, asio::buffer(hello("rank 0")));
     tcp::socket peer = server.accept();   // the relay passed the gate it just closed
-    std::array<char, 5> got{};
+    std::string got(hello("rank 0").size(), '\0');
     asio::read(peer, asio::buffer(got));
-    EXPECT_EQ(std::string(got.data(), got.size()), "hello");
+    EXPECT_EQ(got, hello("rank 0"));
     EXPECT_FALSE(connects_within(tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0), server.local_endpoint(), 300));
 }
 
