@@ -13,6 +13,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <fmt/format.h>
 
+#include "pmi/pmi_server.hpp"
 #include "private_socket.hpp"
 #include "proc/cpubind.hpp"
 #include "proc/rank_env.hpp"
@@ -419,6 +420,8 @@ void Daemon::start_collectives()
     };
     collectives_ = std::make_unique<TreeCollectives>(tree(), plan.job.ranks_per_node, args_.position,
                                                      std::move(links), std::move(serve));
+    if (plan.job.simple_pmi)
+        start_pmi_server();
     if (plan.job.pmix == PmixMode::eager) {
         start_pmix_server();
     } else if (plan.job.pmix == PmixMode::on_demand) {
@@ -497,6 +500,53 @@ Result<std::string> Daemon::pmix_server_uri()
     return pmix_server_uri_;
 }
 
+void Daemon::start_pmi_server()
+{
+    PmiJob job;
+    job.kvsname = "canopy." + plan_->job_id;
+    job.ranks_per_node = plan_->job.ranks_per_node;
+    job.node_index = Topology::position_to_node(args_.position);
+    job.node = node_;
+    PmiTree tree;
+    tree.fence = [this](Bytes local, std::function<void(Status, Bytes)> done) {
+        collectives_->fence({}, std::move(local), std::move(done), wire::FenceDomain::pmi);
+    };
+    // PMI's service names share the root's publish store with PMIx under a prefix of their own: the two never
+    // see each other's entries, whose values they encode differently.
+    tree.publish = [this](std::string name, std::string port, std::function<void(Status)> done) {
+        collectives_->request(0, wire::RoutedOp::publish,
+                              encode_key_values({{"pmi/" + name, Bytes(port.begin(), port.end())}}),
+                              [done = std::move(done)](Status status, Bytes) { done(status); });
+    };
+    tree.unpublish = [this](std::string name, std::function<void(Status)> done) {
+        collectives_->request(0, wire::RoutedOp::unpublish, encode_keys({"pmi/" + name}),
+                              [done = std::move(done)](Status status, Bytes) { done(status); });
+    };
+    tree.lookup = [this](std::string name, std::function<void(Status, std::optional<std::string>)> done) {
+        collectives_->request(0, wire::RoutedOp::lookup, encode_keys({"pmi/" + name}),
+                              [done = std::move(done)](Status status, Bytes reply) {
+                                  auto found = status ? decode_key_values(reply) : Result<KeyValues>(status.error());
+                                  if (!found)
+                                      done(found.error(), std::nullopt);
+                                  else if (found->empty())
+                                      done(Status{}, std::nullopt);
+                                  else
+                                      done(Status{}, std::string(found->front().second.begin(),
+                                                                 found->front().second.end()));
+                              });
+    };
+    tree.fail = [this](long rank, int exit_code, std::string message) {
+        if (shutting_down_)
+            return;
+        report_rank_failure({static_cast<std::uint64_t>(rank), node_, exit_code, 0, std::move(message),
+                             timing::now_ns() + clock_offset_ns_, wire::RankFailure::aborted});
+    };
+    tree.mark = [this](long rank, const std::string& what, std::int64_t time_ns) {
+        phases_.add("rank." + what, since_launch(time_ns), rank_label(rank));
+    };
+    rank_services_.push_back(std::make_unique<PmiServer>(io_, std::move(job), std::move(tree)));
+}
+
 PmixTree Daemon::pmix_tree()
 {
     PmixTree tree;
@@ -537,12 +587,10 @@ PmixTree Daemon::pmix_tree()
                               [done = std::move(done)](Status status, Bytes) { done(status); });
     };
     tree.abort = [this](long rank, int status, std::string message) {
-        if (reported_failure_ || shutting_down_)
+        if (shutting_down_)
             return;
-        reported_failure_ = true;
-        wire::RankFailed failed{static_cast<std::uint64_t>(rank), node_, status, 0, std::move(message),
-                                timing::now_ns() + clock_offset_ns_, wire::RankFailure::aborted};
-        send_up(wire::to_frame(failed));
+        report_rank_failure({static_cast<std::uint64_t>(rank), node_, status, 0, std::move(message),
+                             timing::now_ns() + clock_offset_ns_, wire::RankFailure::aborted});
     };
     return tree;
 }
@@ -627,11 +675,10 @@ void Daemon::make_rank_spawner()
                 failed.signal = WTERMSIG(status);
             else
                 failed.exit_code = WEXITSTATUS(status);
-            if (!reported_failure_) {
-                reported_failure_ = true;
-                send_up(wire::to_frame(failed));
-            }
+            report_rank_failure(failed);
         }
+        for (auto& service : rank_services_)
+            service->rank_exited(rank, status);
         maybe_report_done();
         maybe_exit();
     };
@@ -644,12 +691,8 @@ void Daemon::make_rank_spawner()
     };
     events.failed_to_start = [this](long rank, const std::string& message) {
         spawn_log().debug("rank {}: {}", rank, message);
-        if (!reported_failure_) {
-            reported_failure_ = true;
-            send_up(wire::to_frame(wire::RankFailed{static_cast<std::uint64_t>(rank), node_, 127, 0, message,
-                                                    timing::now_ns() + clock_offset_ns_,
-                                                    wire::RankFailure::never_started}));
-        }
+        report_rank_failure({static_cast<std::uint64_t>(rank), node_, 127, 0, message,
+                             timing::now_ns() + clock_offset_ns_, wire::RankFailure::never_started});
         maybe_report_done();
         maybe_exit();
     };
@@ -694,6 +737,9 @@ void Daemon::start_ranks()
             RankLaunch launch;
             launch.rank = who.rank;
             launch.env = rank_environment(job.env, who);
+            for (auto& service : rank_services_)
+                if (auto prepared = service->prepare_rank(launch); !prepared)
+                    report_error(node_, prepared.error().message);
             if (pmix_ || pmix_relay_) {
                 if (relay_job) {
                     for (auto& setting : pmix_rank_env(*relay_job, who.rank, relay_uri))
@@ -705,6 +751,8 @@ void Daemon::start_ranks()
                     for (auto& setting : *pmix_env)
                         add_env_default(launch.env, std::move(setting));
                 }
+            }
+            if (pmix_ || pmix_relay_ || plan_->job.simple_pmi) {
                 if (plan_->simulated)
                     for (auto& setting : simulated_node_mpi_env(tmpdir_))
                         add_env_default(launch.env, std::move(setting));
@@ -737,6 +785,8 @@ void Daemon::start_ranks()
         } else {
             ranks_->spawn(*program, job.argv, job.wdir, std::move(launches));
         }
+        for (auto& service : rank_services_)
+            service->ranks_started();
         return;   // all_started carries on
     }
     ranks_started_ = true;
@@ -777,11 +827,11 @@ void Daemon::on_child_frame(long position, wire::Frame frame)
         return;
     }
     case wire::MessageType::rank_failed:
-        if (reported_failure_)
-            return;   // the root needs the first failure, not every consequence of it
-        reported_failure_ = true;
-        send_up(relay(frame));
-        return;
+        if (auto failed = wire::decode_frame<wire::RankFailed>(frame)) {
+            report_rank_failure(*failed);
+            return;
+        }
+        break;
     case wire::MessageType::output:
     case wire::MessageType::daemon_error:
     case wire::MessageType::daemon_log:
@@ -937,6 +987,8 @@ void Daemon::clean_up_node()
         collectives_->fail_all(fmt::format("the job is ending on {}", node_));
     if (ranks_)
         ranks_->kill_all();
+    for (auto& service : rank_services_)
+        service->stop();
     pmix_relay_.reset();
     pmix_.reset();   // before the temp dir goes: PMIx keeps its rendezvous files there
     app_server_.reset();
@@ -956,6 +1008,14 @@ void Daemon::report_error(const std::string& node, const std::string& message)
     // The launcher prints what reaches it, once; our own stderr says it only when nobody above will.
     tree_log().log(parent_ && parent_->is_open() ? spdlog::level::debug : spdlog::level::err, "{}", message);
     send_up(wire::to_frame(wire::DaemonError{node, message}));
+}
+
+void Daemon::report_rank_failure(const wire::RankFailed& failed)
+{
+    if (reported_failure_)
+        return;
+    reported_failure_ = true;
+    send_up(wire::to_frame(failed));
 }
 
 void Daemon::send_up(std::vector<std::uint8_t> frame)

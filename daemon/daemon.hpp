@@ -20,6 +20,7 @@
 #include "pmix/pmix_host.hpp"
 #include "pmix/pmix_module.hpp"
 #include "pmix/pmix_relay.hpp"
+#include "rank_service.hpp"
 #include "proc/node_guard.hpp"
 #include "proc/process.hpp"
 #include "rank_spawner.hpp"
@@ -71,6 +72,8 @@ private:
     bool start_pmix_server();
     // On demand: the running server's own address, starting it (and registering the running ranks) first.
     Result<std::string> pmix_server_uri();
+    // Simple PMI (PMI-1, PMI-2) for MPICH-family ranks, registered as a rank service.
+    void start_pmi_server();
     void make_rank_spawner();
     // The socket the ranks' libcanopy uses for phase marks and the job store.
     void start_app_server();
@@ -93,6 +96,8 @@ private:
     // Kills what is left in the ranks' process groups and removes the node temp dir.
     void clean_up_node();
     void report_error(const std::string& node, const std::string& message);
+    // The root needs a job's first failure, not every consequence of it: later ones are dropped here.
+    void report_rank_failure(const wire::RankFailed& failed);
     void send_up(std::vector<std::uint8_t> frame);
 
     double since_launch(std::int64_t local_ns) const;
@@ -119,6 +124,7 @@ private:
     std::string pmix_server_uri_;                 // set once the on-demand server runs
     bool pmix_failed_ = false;
     std::map<long, int> exits_before_pmix_;       // rank -> wait status, reaped before the server started
+    std::vector<std::unique_ptr<RankService>> rank_services_;   // each adds to every rank's launch
     std::optional<StageReceiver> stage_;
     // On-demand staging: this node's fetch cache (misses go to the parent) and the ranks' socket to it.
     std::unique_ptr<StageFetchTree> stage_fetch_;

@@ -61,6 +61,7 @@ void RankSpawner::spawn(const std::string& program, const std::vector<std::strin
         request.stderr_fd = err->write_end.get();
         request.stdin_fd = in ? in->read_end.get() : -1;
         request.cpus = std::move(launch.cpus);
+        request.inherit_fds = std::move(launch.inherit_fds);
         request.parent_death_signal = SIGKILL;
         // Fork them all without waiting for each exec; the report pipes tell how each start went.
         request.wait_for_exec = false;

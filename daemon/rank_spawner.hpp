@@ -26,6 +26,7 @@ struct RankLaunch {
     std::vector<std::string> env;   // the rank's complete environment
     std::vector<int> cpus;          // empty: not bound
     bool takes_stdin = false;       // rank 0 reads the launcher's stdin
+    std::vector<int> inherit_fds;   // descriptors the rank keeps (its PMI_FD); their owner closes its copies
 };
 
 class RankSpawner {

@@ -207,7 +207,15 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
     wire::JobSpec& job = plan.job;
     job.argv = options.command;
     job.env = std::move(*env);
+    auto interfaces = options.pmi.value_or(config.pmi);
+    job.simple_pmi = serves_simple_pmi(interfaces);
     job.pmix = options.pmix.value_or(config.pmix);
+    if (!serves_pmix(interfaces)) {
+        if (options.pmix && *options.pmix != PmixMode::off)
+            return make_error("--pmix {} needs PMIx served, but --pmi leaves it out; use --pmi all or --pmi pmix",
+                              *options.pmix == PmixMode::eager ? "eager" : "on");
+        job.pmix = PmixMode::off;
+    }
     job.trace = options.trace_file.has_value();
     job.output_marks = options.output_marks;
     if (options.wdir) {

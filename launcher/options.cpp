@@ -342,6 +342,19 @@ const std::vector<OptionSpec>& option_table()
         {{"--timeout", "-timeout"}, Takes::value, "SECONDS", "Job",
          "stop the job after SECONDS (fractions allowed)",
          set_timeout},
+        {{"--pmi", "-pmi"}, Takes::value, "all|pmix|simple|none", "Job",
+         "what each node serves its ranks: all (default) serves PMIx for Open MPI and simple PMI (PMI-1, PMI-2 over "
+         "PMI_FD) for MPICH, Intel MPI, MVAPICH and Cray MPICH; a rank sees variables only for what is served",
+         [](ParseState& s, ArgCursor& c) {
+             auto value = take_value(c);
+             if (!value)
+                 return Status{value.error()};
+             auto interfaces = parse_pmi_interfaces(*value);
+             if (!interfaces)
+                 return Status{make_error("{} takes all, pmix, simple or none, got '{}'", c.spelling, *value)};
+             s.options.pmi = *interfaces;
+             return Status{};
+         }},
         {{"--pmix"}, Takes::value, "on|eager|off", "Job",
          "PMIx server for MPI and PMIx programs: on (default) starts it when a rank first connects, eager before "
          "the ranks, off never",

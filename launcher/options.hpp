@@ -32,6 +32,7 @@ struct Options {
     std::optional<std::string> wdir;
     std::optional<double> timeout_seconds;
     std::optional<PmixMode> pmix;   // --pmix on|eager|off; unset: the config's [job] pmix
+    std::optional<PmiInterfaces> pmi;   // --pmi all|pmix|simple|none; unset: the config's [job] pmi
     std::vector<std::string> stage_prefixes;   // --stage, comma-separated and repeatable
     std::optional<std::string> stage_manifest;
     std::optional<long> fanout, window;

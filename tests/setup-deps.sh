@@ -7,7 +7,7 @@ packages=(
   meson ninja-build pkgconf g++
   # libraries
   libboost-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev libsodium-dev
-  libopenmpi-dev libpmix-dev
+  libopenmpi-dev libpmix-dev libmpich-dev
   # unit tests
   libgtest-dev libgmock-dev
   # integration tests: a real sshd on loopback, MPI stacks, process and socket inspection, pytest

@@ -54,9 +54,9 @@ FenceRoute FenceTracker::route(const std::vector<long>& participants) const
     return route;
 }
 
-std::uint64_t FenceTracker::next_local_sequence(const std::vector<long>& participants)
+std::uint64_t FenceTracker::next_local_sequence(const std::vector<long>& participants, wire::FenceDomain domain)
 {
-    return local_sequence_[participants]++;
+    return local_sequence_[{domain, participants}]++;
 }
 
 std::optional<std::vector<std::uint8_t>> FenceTracker::contribute(const FenceId& id, long source,

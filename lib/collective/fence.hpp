@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tree/topology.hpp"
+#include "wire/messages.hpp"
 
 namespace canopy {
 
@@ -17,6 +18,7 @@ namespace canopy {
 struct FenceId {
     std::vector<long> participants;   // sorted ranks, or empty for the whole job
     std::uint64_t sequence = 0;
+    wire::FenceDomain domain = wire::FenceDomain::pmix;
     auto operator<=>(const FenceId&) const = default;
 };
 
@@ -34,7 +36,8 @@ public:
     FenceRoute route(const std::vector<long>& participants) const;
 
     // The next sequence number for a local fence over these participants.
-    std::uint64_t next_local_sequence(const std::vector<long>& participants);
+    std::uint64_t next_local_sequence(const std::vector<long>& participants,
+                                      wire::FenceDomain domain = wire::FenceDomain::pmix);
 
     // Records a contribution (source = this position for the local one, else the child's position), which may
     // arrive in chunks: `last` marks a source's final chunk. Returns every source's blob concatenated (each one
@@ -60,7 +63,7 @@ private:
     Topology topology_;
     std::vector<std::uint64_t> first_rank_;   // prefix sums: first rank of each node, plus the total at the end
     long position_;
-    std::map<std::vector<long>, std::uint64_t> local_sequence_;
+    std::map<std::pair<wire::FenceDomain, std::vector<long>>, std::uint64_t> local_sequence_;
     std::map<FenceId, Pending> pending_;
 };
 

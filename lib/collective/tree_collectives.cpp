@@ -24,6 +24,7 @@ void send_chunks(const Message& header, const Bytes& blob, const std::function<v
     do {
         std::size_t size = std::min(TreeCollectives::chunk_bytes, blob.size() - offset);
         Message chunk;
+        chunk.domain = header.domain;
         chunk.participants = header.participants;
         chunk.sequence = header.sequence;
         chunk.status = header.status;
@@ -53,10 +54,10 @@ TreeCollectives::TreeCollectives(Topology topology, std::vector<std::uint64_t> r
     };
 }
 
-void TreeCollectives::fence(std::vector<long> participants, Bytes local, Done done)
+void TreeCollectives::fence(std::vector<long> participants, Bytes local, Done done, wire::FenceDomain domain)
 {
-    FenceId id{std::move(participants), 0};
-    id.sequence = tracker_.next_local_sequence(id.participants);
+    FenceId id{std::move(participants), 0, domain};
+    id.sequence = tracker_.next_local_sequence(id.participants, domain);
     fence_waiters_[id] = std::move(done);
     if (auto blob = tracker_.contribute(id, position_, local))
         subtree_complete(id, fence_status_[id], std::move(*blob));
@@ -68,6 +69,7 @@ void TreeCollectives::subtree_complete(const FenceId& id, std::int32_t status, B
     if (position_ == 0) {
         // The root turns the fence around: its result goes down every subtree that took part.
         wire::FenceDown down;
+        down.domain = id.domain;
         down.participants = id.participants;
         down.sequence = id.sequence;
         down.status = status;
@@ -76,6 +78,7 @@ void TreeCollectives::subtree_complete(const FenceId& id, std::int32_t status, B
         return;
     }
     wire::FenceUp up;
+    up.domain = id.domain;
     up.participants = id.participants;
     up.sequence = id.sequence;
     up.status = status;
@@ -87,7 +90,7 @@ void TreeCollectives::subtree_complete(const FenceId& id, std::int32_t status, B
 
 void TreeCollectives::on_fence_down(const wire::FenceDown& chunk)
 {
-    FenceId id{chunk.participants, chunk.sequence};
+    FenceId id{chunk.participants, chunk.sequence, chunk.domain};
     auto route = tracker_.route(id.participants);
     for (long child : route.children)
         links_.to_child(child, wire::to_frame(chunk));
@@ -231,7 +234,7 @@ bool TreeCollectives::handle(long from, const wire::Frame& frame)
         auto chunk = wire::decode_frame<wire::FenceUp>(frame);
         if (!chunk || from == topology_.parent(position_))
             return false;
-        FenceId id{std::move(chunk->participants), chunk->sequence};
+        FenceId id{std::move(chunk->participants), chunk->sequence, chunk->domain};
         auto& status = fence_status_[id];
         if (chunk->status != 0)
             status = chunk->status;

@@ -41,7 +41,8 @@ public:
 
     // This node's part of a fence (participants: sorted ranks, or empty for the whole job). `done` gets every
     // participating node's blob concatenated, or an error if a participant failed.
-    void fence(std::vector<long> participants, Bytes local, Done done);
+    void fence(std::vector<long> participants, Bytes local, Done done,
+               wire::FenceDomain domain = wire::FenceDomain::pmix);
 
     // Sends a request to the position `target` (or serves it here) and calls `done` with its reply.
     void request(long target, wire::RoutedOp op, Bytes payload, Done done);

@@ -202,6 +202,13 @@ const KeySpec key_table[] = {
     {"tree", "bind_address", [](const Node& n, Config& c) { return read_string(n, "bind_address", c.bind_address); }},
     {"job", "kill_grace", apply_kill_grace},
     {"job", "tmpdir", apply_tmpdir},
+    {"job", "pmi", [](const Node& n, Config& c) -> std::optional<Problem> {
+         auto interfaces = n.is_string() ? parse_pmi_interfaces(n.as_string()->get()) : std::nullopt;
+         if (!interfaces)
+             return problem(n, "pmi must be \"all\", \"pmix\", \"simple\" or \"none\"");
+         c.pmi = *interfaces;
+         return std::nullopt;
+     }},
     {"job", "pmix", [](const Node& n, Config& c) -> std::optional<Problem> {
          if (n.is_boolean()) {
              c.pmix = n.as_boolean()->get() ? PmixMode::on_demand : PmixMode::off;

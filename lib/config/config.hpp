@@ -23,6 +23,7 @@ struct Config {
     std::string bind_address;             // address daemons listen on; empty = the one facing the parent
     double kill_grace = 3.0;              // SIGTERM -> SIGKILL grace, seconds
     std::string tmpdir;                   // base of per-job temp dirs; empty = $TMPDIR, /dev/shm or /tmp
+    PmiInterfaces pmi = PmiInterfaces::all;  // [job] pmi: what every node serves its ranks
     PmixMode pmix = PmixMode::on_demand;  // [job] pmix: a PMIx server on every node for MPI and PMIx programs
     std::vector<std::string> stage_prefixes;   // [stage] prefixes: absolute paths the ranks read from
     std::string stage_manifest;           // [stage] manifest: from `canopy stage record`; empty = none

@@ -138,6 +138,9 @@ Result<pid_t> spawn_process(const SpawnRequest& request)
         // Asio's sockets are not close-on-exec: without this a rank would inherit the tree's authenticated
         // links (and keep a dead daemon's link open).
         ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+        for (int fd : request.inherit_fds)
+            if (::fcntl(fd, F_SETFD, 0) != 0)
+                fail_in_child(report_fd, 3);
         if (!request.wdir.empty() && ::chdir(request.wdir.c_str()) != 0)
             fail_in_child(report_fd, 0);
         ::execve(argv[0], argv.data(), request.env ? envp.data() : environ);

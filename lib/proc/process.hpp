@@ -52,6 +52,7 @@ struct SpawnRequest {
     int stdin_fd = -1;                             // -1: /dev/null
     int stdout_fd = -1;
     int stderr_fd = -1;
+    std::vector<int> inherit_fds;    // kept open, at the same numbers, across exec (a rank's PMI_FD)
     bool own_process_group = true;   // so a whole rank (and what it forks) can be signalled at once
     std::vector<int> cpus;           // sched_setaffinity set; empty: unchanged
     int parent_death_signal = 0;     // PR_SET_PDEATHSIG, 0 for none

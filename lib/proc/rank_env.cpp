@@ -2,6 +2,7 @@
 #include "proc/rank_env.hpp"
 
 #include <map>
+#include <set>
 
 namespace canopy {
 
@@ -16,10 +17,6 @@ std::vector<std::string> rank_environment(const std::vector<std::string>& base, 
         {"GROUP_RANK", std::to_string(who.node_rank)},
         {"MASTER_ADDR", who.master_addr},
         {"MASTER_PORT", std::to_string(who.master_port)},
-        {"PMI_RANK", std::to_string(who.rank)},
-        {"PMI_SIZE", std::to_string(who.world_size)},
-        {"PMI_LOCAL_RANK", std::to_string(who.local_rank)},
-        {"PMI_LOCAL_SIZE", std::to_string(who.local_size)},
         {"PALS_RANKID", std::to_string(who.rank)},
         {"PALS_LOCAL_RANKID", std::to_string(who.local_rank)},
         {"PALS_NODEID", std::to_string(who.node_rank)},
@@ -33,11 +30,16 @@ std::vector<std::string> rank_environment(const std::vector<std::string>& base, 
         {"CANOPY_JOBID", who.job_id},
         {"CANOPY_NODE_TMPDIR", who.node_tmpdir},
     };
+    // A simple-PMI identity inherited from an outer launcher would point the rank at a server that is not its
+    // own; the node's PMI server sets these afresh when canopy serves simple PMI, and otherwise none may reach it.
+    static const std::set<std::string, std::less<>> outer_pmi = {
+        "PMI_FD",      "PMI_PORT",       "PMI_ID",         "PMI_RANK",  "PMI_SIZE",
+        "PMI_JOBID",   "PMI_SPAWNED",    "PMI_LOCAL_RANK", "PMI_LOCAL_SIZE"};
     std::vector<std::string> env;
     env.reserve(base.size() + set.size());
     for (const auto& entry : base) {
         auto name = entry.substr(0, entry.find('='));
-        if (!set.contains(name))
+        if (!set.contains(name) && !outer_pmi.contains(name))
             env.push_back(entry);
     }
     for (const auto& [name, value] : set)

@@ -19,7 +19,8 @@ struct RankIdentity {
 };
 
 // Sets the variables training frameworks and MPI-era tools read (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
-// PMI_RANK, PALS_RANKID, CANOPY_*) over `base`, replacing any stale values it carries.
+// PALS_RANKID, CANOPY_*) over `base`, replacing any stale values it carries. Simple PMI's variables (PMI_FD,
+// PMI_RANK, ...) are dropped: only the node's PMI server sets them, when the job serves simple PMI.
 std::vector<std::string> rank_environment(const std::vector<std::string>& base, const RankIdentity& who);
 
 // The value of NAME in a NAME=VALUE list, or empty.

@@ -209,6 +209,7 @@ void encode(Writer& writer, const LaunchPlan& message)
     writer.string(job.master_addr);
     writer.u32(job.master_port);
     writer.u8(static_cast<std::uint8_t>(job.pmix));
+    writer.boolean(job.simple_pmi);
     writer.boolean(job.trace);
     writer.boolean(job.stage);
     writer.string(job.stage_cache_base);
@@ -257,6 +258,7 @@ Status decode(Reader& reader, LaunchPlan& message)
     if (pmix > static_cast<std::uint8_t>(PmixMode::eager))
         reader.fail();
     job.pmix = static_cast<PmixMode>(pmix);
+    job.simple_pmi = reader.boolean();
     job.trace = reader.boolean();
     job.stage = reader.boolean();
     job.stage_cache_base = reader.string();
@@ -556,6 +558,7 @@ namespace {
 template <typename Fence>
 void encode_fence(Writer& writer, const Fence& message)
 {
+    writer.u8(static_cast<std::uint8_t>(message.domain));
     encode_ranks(writer, message.participants);
     writer.varint(message.sequence);
     writer.i64(message.status);
@@ -566,6 +569,10 @@ void encode_fence(Writer& writer, const Fence& message)
 template <typename Fence>
 Status decode_fence(Reader& reader, Fence& message)
 {
+    auto domain = reader.u8();
+    if (domain > static_cast<std::uint8_t>(FenceDomain::pmi))
+        return make_error("fence names unknown domain {}", domain);
+    message.domain = static_cast<FenceDomain>(domain);
     decode_ranks(reader, message.participants);
     message.sequence = reader.varint();
     message.status = static_cast<std::int32_t>(reader.i64());

@@ -87,6 +87,7 @@ struct JobSpec {
     std::string master_addr;
     std::uint32_t master_port = 0;
     PmixMode pmix = PmixMode::on_demand;   // when each node starts a PMIx server for its ranks
+    bool simple_pmi = true;                // each node serves PMI-1 and PMI-2 over every rank's PMI_FD
     bool trace = false;                    // --trace: send every node's and rank's events up for a timeline
     // File staging (docs/staging.md): when on, the index and contents follow the plan down the tree, and each
     // node starts its ranks once its cache is installed.
@@ -249,9 +250,14 @@ struct StageFetchReply {
     std::vector<std::uint8_t> chunk;
 };
 
+// Which protocol a fence serves: each numbers its fences on its own, so a job whose ranks speak PMIx and simple
+// PMI at once (libcanopy in an MPICH program) never pairs one protocol's fence with the other's.
+enum class FenceDomain : std::uint8_t { pmix = 0, pmi = 1 };
+
 // A fence's contribution from one subtree, sent when every participant below has arrived.
 struct FenceUp {
     static constexpr MessageType type = MessageType::fence_up;
+    FenceDomain domain = FenceDomain::pmix;
     std::vector<long> participants;   // sorted ranks; empty = the whole job
     std::uint64_t sequence = 0;
     std::int32_t status = 0;          // non-zero: a participant below failed, the fence fails everywhere
@@ -262,6 +268,7 @@ struct FenceUp {
 // A fence's result, broadcast from the root to the subtrees that took part.
 struct FenceDown {
     static constexpr MessageType type = MessageType::fence_down;
+    FenceDomain domain = FenceDomain::pmix;
     std::vector<long> participants;
     std::uint64_t sequence = 0;
     std::int32_t status = 0;

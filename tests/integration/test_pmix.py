@@ -80,8 +80,10 @@ def test_open_mpi_program_runs_with_the_right_world(run_canopy, name, expect, no
     result = run_canopy(shape_args(nodes, ppn) + ["-l", program(name), str(n)], timeout=90)
     assert result.returncode == 0, result.describe()
     if expect is None:
-        ranks = sorted(int(m) for m in re.findall(rf"mpi_hello: rank (\d+) of {n} on", result.stdout))
-        assert ranks == list(range(n)), result.describe()
+        found = {int(rank): int(local) for rank, local in
+                 re.findall(rf"mpi_hello: rank (\d+) of {n} on \S+, (\d+) on this node", result.stdout)}
+        assert sorted(found) == list(range(n)), result.describe()
+        assert set(found.values()) == {ppn}, result.describe()   # shared memory exactly within each node
     else:
         assert re.search(expect.format(n=n), result.stdout), result.describe()
 

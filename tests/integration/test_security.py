@@ -140,7 +140,7 @@ def test_strangers_on_the_pmix_port_do_not_disturb_the_job(sandbox, ready):
     go.touch()
     result = sandbox.finish(job, timeout=30)
     assert result.returncode == 0, result.describe()
-    assert parse_labelled(result.stdout) == {r: [f"mpi_hello: rank {r} of 2 on {socket.gethostname()}",
+    assert parse_labelled(result.stdout) == {r: [f"mpi_hello: rank {r} of 2 on {socket.gethostname()}, 1 on this node",
                                                  f"done {r}"] for r in range(2)}, result.describe()
     assert result.seconds < 10, "strangers on the PMIx port must not hold the job up"
     for stranger in (silent, halfway, garbage):
@@ -167,7 +167,7 @@ def test_strangers_on_the_pmix_servers_own_port_neither_get_in_nor_hold_up_the_j
             strangers.append(connect(server))
     result = sandbox.finish(job, timeout=30)
     assert result.returncode == 0, result.describe()
-    assert parse_labelled(result.stdout) == {r: [f"mpi_hello: rank {r} of 2 on {socket.gethostname()}",
+    assert parse_labelled(result.stdout) == {r: [f"mpi_hello: rank {r} of 2 on {socket.gethostname()}, 1 on this node",
                                                  f"done {r}"] for r in range(2)}, result.describe()
     assert not result.canopy_lines(), result.describe()
     assert result.seconds < 8, result.describe()   # no daemon waited to be killed
@@ -217,14 +217,21 @@ def test_secret_never_appears_in_daemon_argv_or_environment(sandbox, ready, loop
     assert secret not in secrets.read_text(), "each job must get a fresh secret"
 
 
-def test_ranks_hold_no_descriptor_but_their_standard_streams(run_canopy):
+@pytest.mark.parametrize("served", ["all", "pmix"])
+def test_ranks_hold_no_descriptor_but_their_standard_streams_and_pmi_fd(run_canopy, served):
     # An inherited tree socket would let any rank talk on its daemon's authenticated link, and keeps a dead
-    # daemon's connection open so its parent never notices.
-    result = run_canopy(["--sim-nodes", "3", "--fanout", "2", "--ppn", "2", "-l", "sh", "-c",
-                         "ls -l /proc/$$/fd"])   # the rank's own descriptors, listed by a child
+    # daemon's connection open so its parent never notices. The one extra a rank may hold is its own end of its
+    # simple-PMI socketpair, named by PMI_FD, and only when simple PMI is served.
+    result = run_canopy(["--sim-nodes", "3", "--fanout", "2", "--ppn", "2", "--pmi", served, "-l", "sh", "-c",
+                         "echo PMI_FD=${PMI_FD:-none}; ls -l /proc/$$/fd"])   # listed by a child of the rank
     assert result.returncode == 0, result.describe()
     by_rank = parse_labelled(result.stdout)
     assert sorted(by_rank) == list(range(6))
     for rank, lines in by_rank.items():
+        pmi_fd = next(line.split("=", 1)[1] for line in lines if line.startswith("PMI_FD="))
         fds = dict(re.search(r"(\d+) -> (.*)$", line).groups() for line in lines if "->" in line)
-        assert sorted(fds, key=int) == ["0", "1", "2"], f"rank {rank} inherited descriptors: {fds}"
+        expected = ["0", "1", "2"] + ([pmi_fd] if served == "all" else [])
+        assert pmi_fd != "none" if served == "all" else pmi_fd == "none", f"rank {rank}: PMI_FD={pmi_fd}"
+        assert sorted(fds, key=int) == sorted(expected, key=int), f"rank {rank} inherited descriptors: {fds}"
+        if served == "all":
+            assert fds[pmi_fd].startswith("socket:"), f"rank {rank}: PMI_FD is {fds[pmi_fd]}"

@@ -1,4 +1,4 @@
-/* Open MPI test: every pair of ranks exchanges a message both ways (all-pairs connectivity).
+/* MPI test (built with Open MPI and with MPICH): every pair of ranks exchanges a message both ways (all-pairs connectivity).
  * usage: mpi_allpairs [EXPECTED_SIZE] */
 #include "mpi_common.h"
 

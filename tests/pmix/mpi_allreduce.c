@@ -1,4 +1,4 @@
-/* Open MPI test: allreduce of rank+1 (sum, max) and of a 1000-double vector; every rank checks the result.
+/* MPI test (built with Open MPI and with MPICH): allreduce of rank+1 (sum, max) and of a 1000-double vector; every rank checks the result.
  * usage: mpi_allreduce [EXPECTED_SIZE] */
 #include "mpi_common.h"
 

@@ -1,4 +1,4 @@
-/* Shared start of the Open MPI test programs: MPI_Init, rank and size, and the optional EXPECTED_SIZE check. */
+/* Shared start of the MPI test programs (Open MPI and MPICH builds): MPI_Init, rank and size, and the optional EXPECTED_SIZE check. */
 #ifndef CANOPY_TESTS_MPI_COMMON_H
 #define CANOPY_TESTS_MPI_COMMON_H
 

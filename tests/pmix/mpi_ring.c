@@ -1,4 +1,4 @@
-/* Open MPI test: a token goes around the ring LAPS times, each rank adding its rank; rank 0 checks the sum.
+/* MPI test (built with Open MPI and with MPICH): a token goes around the ring LAPS times, each rank adding its rank; rank 0 checks the sum.
  * usage: mpi_ring [EXPECTED_SIZE] */
 #include "mpi_common.h"
 

@@ -203,9 +203,27 @@ TEST(Messages, FenceParticipantsTravelAsCompactRuns)
     EXPECT_LT(to_frame(up).size(), 30u);
 }
 
+TEST(Messages, FencesKeepTheirDomainSoPmixAndPmiNeverMeet)
+{
+    FenceDown down;
+    down.domain = FenceDomain::pmi;
+    down.sequence = 2;
+    auto decoded = round_trip(down);
+    ASSERT_TRUE(decoded.ok()) << decoded.error().message;
+    EXPECT_EQ(decoded->domain, FenceDomain::pmi);
+    auto bytes = to_frame(down);
+    bytes[header_size] = 7;   // no such domain
+    Frame frame{static_cast<std::uint8_t>(MessageType::fence_down),
+                std::vector<std::uint8_t>(bytes.begin() + header_size, bytes.end())};
+    auto bad = decode_frame<FenceDown>(frame);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.error().message.find("unknown domain 7"), std::string::npos);
+}
+
 TEST(Messages, HostileRankRunsAreRejectedBeforeAllocating)
 {
     Writer writer;
+    writer.u8(0);                  // the PMIx domain
     writer.varint(1);              // one run
     writer.varint(0);              // first rank
     writer.varint(1ull << 40);     // absurd length

@@ -100,6 +100,7 @@ bind_address = "10.0.0.1"
 [job]
 kill_grace = 0.5
 tmpdir = "/dev/shm"
+pmi = "simple"
 pmix = false
 [stage]
 prefixes = ["/soft/venv", "/soft/frameworks"]
@@ -121,6 +122,7 @@ interposer = "/opt/canopy/lib/libcanopy_interpose.so"
     EXPECT_DOUBLE_EQ(applied->kill_grace, 0.5);
     EXPECT_EQ(applied->tmpdir, "/dev/shm");
     EXPECT_EQ(applied->pmix, PmixMode::off);
+    EXPECT_EQ(applied->pmi, PmiInterfaces::simple);
     EXPECT_EQ(applied->stage_prefixes, (std::vector<std::string>{"/soft/venv", "/soft/frameworks"}));
     EXPECT_EQ(applied->stage_manifest, "/home/u/torch.manifest");
     EXPECT_EQ(applied->stage_cache_dir, "/local/scratch");
@@ -132,6 +134,9 @@ TEST(ApplyConfig, StageAndPmixValuesAreChecked)
     EXPECT_NE(apply_error("[job]\npmix = 1\n").find("pmix must be true, false or \"eager\""), std::string::npos);
     EXPECT_NE(apply_error("[job]\npmix = \"later\"\n").find("pmix must be true, false or \"eager\""),
               std::string::npos);
+    EXPECT_NE(apply_error("[job]\npmi = \"mpich\"\n").find("pmi must be \"all\", \"pmix\", \"simple\" or \"none\""),
+              std::string::npos);
+    EXPECT_NE(apply_error("[job]\npmi = true\n").find("pmi must be"), std::string::npos);
     auto eager = apply_config("[job]\npmix = \"eager\"\n", "eager.toml", Config{});
     ASSERT_TRUE(eager.ok()) << eager.error().message;
     EXPECT_EQ(eager->pmix, PmixMode::eager);

@@ -43,6 +43,21 @@ TEST(FenceTracker, SubsetFenceInvolvesOnlySubtreesHostingParticipants)
     EXPECT_TRUE(at_four.children.empty());
 }
 
+TEST(FenceTracker, EachDomainNumbersItsOwnFences)
+{
+    // A rank may use PMIx (libcanopy) and simple PMI (MPICH) at once: their fences never share a number.
+    auto tracker = tracker_at(5);
+    std::vector<long> all;
+    EXPECT_EQ(tracker.next_local_sequence(all), 0u);
+    EXPECT_EQ(tracker.next_local_sequence(all), 1u);
+    EXPECT_EQ(tracker.next_local_sequence(all, wire::FenceDomain::pmi), 0u);
+    auto pmix = tracker.contribute({all, 0}, 5, {'x'});
+    auto pmi = tracker.contribute({all, 0, wire::FenceDomain::pmi}, 5, {'y'});
+    ASSERT_TRUE(pmix && pmi);
+    EXPECT_EQ(*pmix, std::vector<std::uint8_t>{'x'});
+    EXPECT_EQ(*pmi, std::vector<std::uint8_t>{'y'});
+}
+
 TEST(FenceTracker, BackToBackFencesAreKeptApartBySequence)
 {
     auto tracker = tracker_at(5);   // a leaf: only the local contribution

@@ -138,6 +138,16 @@ TEST(Options, WorkingDirectoryAndTimeout)
     EXPECT_DOUBLE_EQ(*parse_ok({"-timeout", "30", "prog"}).timeout_seconds, 30.0);
 }
 
+TEST(Options, PmiChoosesWhatIsServed)
+{
+    EXPECT_FALSE(parse_ok({"prog"}).pmi.has_value());   // the config's [job] pmi, "all" by default
+    EXPECT_EQ(*parse_ok({"--pmi", "simple", "prog"}).pmi, PmiInterfaces::simple);
+    EXPECT_EQ(*parse_ok({"-pmi", "pmi2", "prog"}).pmi, PmiInterfaces::simple);
+    EXPECT_EQ(*parse_ok({"--pmi=none", "prog"}).pmi, PmiInterfaces::none);
+    EXPECT_EQ(*parse_ok({"--pmi", "pmix", "prog"}).pmi, PmiInterfaces::pmix);
+    EXPECT_EQ(parse_error({"--pmi", "mpich", "prog"}), "--pmi takes all, pmix, simple or none, got 'mpich'");
+}
+
 TEST(Options, TreeAndAgentSpellings)
 {
     Options options = parse_ok({"--fanout", "16", "--window=8", "prog"});

@@ -34,14 +34,20 @@ TEST(RankEnv, SetsTorchMpiAndPalsNames)
     EXPECT_EQ(environment_value(env, "GROUP_RANK"), "2");
     EXPECT_EQ(environment_value(env, "MASTER_ADDR"), "nid001");
     EXPECT_EQ(environment_value(env, "MASTER_PORT"), "23456");
-    EXPECT_EQ(environment_value(env, "PMI_RANK"), "5");
-    EXPECT_EQ(environment_value(env, "PMI_SIZE"), "8");
-    EXPECT_EQ(environment_value(env, "PMI_LOCAL_RANK"), "1");
-    EXPECT_EQ(environment_value(env, "PMI_LOCAL_SIZE"), "2");
     EXPECT_EQ(environment_value(env, "PALS_RANKID"), "5");
     EXPECT_EQ(environment_value(env, "PALS_LOCAL_RANKID"), "1");
     EXPECT_EQ(environment_value(env, "CANOPY_NODE"), "nid003");
     EXPECT_EQ(environment_value(env, "PATH"), "/usr/bin");
+}
+
+TEST(RankEnv, DropsAnOuterLaunchersSimplePmiIdentity)
+{
+    // Set by the node's PMI server when canopy serves simple PMI; never inherited from a batch step or an outer
+    // mpiexec, whose PMI_FD would point the rank at a server that is not its own.
+    auto env = rank_environment({"PMI_FD=5", "PMI_RANK=0", "PMI_SIZE=1", "PMI_PORT=h:1", "PMI_DEBUG=1"}, rank_five());
+    for (const char* name : {"PMI_FD", "PMI_RANK", "PMI_SIZE", "PMI_PORT", "PMI_LOCAL_RANK"})
+        EXPECT_EQ(environment_value(env, name), "") << name;
+    EXPECT_EQ(environment_value(env, "PMI_DEBUG"), "1");   // a setting, not an identity
 }
 
 TEST(RankEnv, ReplacesStaleValuesInsteadOfDuplicatingThem)
