@@ -1,21 +1,41 @@
 #!/usr/bin/python3
-# MPI start-up benchmark: MPI_Init + one checked Allreduce + MPI_Finalize under canopy, Open MPI mpirun and MPICH hydra.
+# MPI start-up benchmark: MPI_Init + one checked Allreduce + MPI_Finalize, each MPI build under canopy and its own launcher.
 """Times tests/bench/mpi_startup.c (MPI_Init, one MPI_Allreduce whose sum every rank checks, MPI_Finalize)
-on N simulated nodes x P ranks, launched by:
+on N simulated nodes x P ranks. The same binary runs under canopy and under its own MPI's launcher:
 
-  canopy   canopy --sim-nodes N --ppn P --timing=FILE.json mpi_startup.ompi N*P        (Open MPI 4.1 build)
-  mpirun   mpirun.openmpi --mca plm_rsh_agent local_agent.sh --host sim0000:P,... -np N*P sh -c ... mpi_startup.ompi
-  hydra    mpiexec.hydra -launcher ssh -launcher-exec local_agent.sh -hosts sim0000,... -ppn P -n N*P mpi_startup.mpich
+  Open MPI 4.1 build (mpi_startup.ompi; canopy serves it PMIx):
+    canopy              canopy (Open MPI build): canopy --sim-nodes N --ppn P --timeout T --timing=FILE
+                        mpi_startup.ompi N*P
+    canopy-agent        canopy --hosts sim0000,... --ppn P --agent "exec:local_agent.sh %h" --timeout T
+                        --timing=FILE --env OMPI_MCA_btl_tcp_if_include=lo --env OMPI_MCA_oob_tcp_if_include=lo
+                        sh -c 'OMPI_MCA_btl_vader_backing_directory="$CANOPY_NODE_TMPDIR" exec "$0" "$@"'
+                        mpi_startup.ompi N*P
+    mpirun              mpirun.openmpi --mca plm_rsh_agent local_agent.sh --host sim0000:P,... -np N*P
+                        sh -c ... mpi_startup.ompi N*P
+  MPICH 4.0 build (mpi_startup.mpich; canopy serves it simple PMI over PMI_FD):
+    canopy-mpich        canopy --sim-nodes N --ppn P --timeout T --timing=FILE mpi_startup.mpich N*P
+    canopy-mpich-agent  canopy --hosts sim0000,... --ppn P --agent "exec:local_agent.sh %h" --timeout T
+                        --timing=FILE mpi_startup.mpich N*P
+    hydra               mpiexec.hydra -launcher ssh -launcher-exec local_agent.sh -hosts sim0000,... -ppn P
+                        -n N*P mpi_startup.mpich N*P
 
-local_agent.sh stands in for ssh (see launch_bench.py), so every launcher starts N daemons on this machine.
-Under mpirun each rank goes through `sh -c` to set OMPI_MCA_btl_vader_backing_directory to its fake host's
-TMPDIR: Open MPI names shared-memory segments after the real host name and the local rank, so ranks of two
-fake hosts collide and crash (4 x 16 segfaulted without it). canopy sets the same variable itself.
+local_agent.sh stands in for ssh (see launch_bench.py), so every launcher starts N daemons on this machine;
+the *-agent rows start canopy's daemons through it too, as hydra and mpirun start theirs. Open MPI names
+shared-memory segments after the real host name and the local rank, so ranks of two fake hosts collide and
+crash (4 x 16 segfaulted) unless each fake host's ranks get their own OMPI_MCA_btl_vader_backing_directory:
+under mpirun each rank goes through `sh -c` to set it to its host's TMPDIR (local_agent.sh), under
+canopy-agent to CANOPY_NODE_TMPDIR (canopy's per-node directory), and both keep TCP on loopback. With
+--sim-nodes canopy knows the nodes share a host and sets all of that itself. MPICH needs nothing.
+
+Ratios compare like with like, the same binary: canopy / mpirun and canopy-agent / mpirun (Open MPI),
+canopy-mpich / hydra and canopy-mpich-agent / hydra (MPICH), for median wall time and median CPU of the
+whole launch. Targets at 256 x 1: canopy-mpich at most 0.5 x hydra's time, canopy at most 0.5 x mpirun's.
 
 Runs are interleaved (one run of each launcher per round, the order rotating); a run counts only if it exits 0
 and prints "mpi_startup: N ranks, sum S OK" and one "mpi_startup_times" line per rank. From those lines (wall
 clock stamps on entering main and after each MPI call, and each rank's CPU) and canopy's --timing JSON the
-script shows where the time goes. Needs root (private mount namespace with an /etc/hosts for sim0000...).
+script shows where the time goes, per canopy row. Needs root (private mount namespace with an /etc/hosts for
+sim0000...).
 """
 
 import argparse
@@ -31,8 +51,14 @@ import tempfile
 import benchlib
 from benchlib import AGENT, NS_ENV, REPO, host_list, markdown_table, run_once, summarize
 
-ALL_LAUNCHERS = ["canopy", "mpirun", "hydra"]
-PEERS = ["mpirun", "hydra"]
+ALL_LAUNCHERS = ["canopy", "canopy-agent", "mpirun", "canopy-mpich", "canopy-mpich-agent", "hydra"]
+# canopy rows: which binary they run, and whether canopy starts its daemons through local_agent.sh
+CANOPY_LAUNCHERS = {"canopy": ("ompi", False), "canopy-agent": ("ompi", True),
+                    "canopy-mpich": ("mpich", False), "canopy-mpich-agent": ("mpich", True)}
+# like-for-like ratios (same binary): (canopy row, the MPI's own launcher, target at 256 x 1 or None)
+RATIOS = [("canopy", "mpirun", 0.5), ("canopy-agent", "mpirun", None),
+          ("canopy-mpich", "hydra", 0.5), ("canopy-mpich-agent", "hydra", None)]
+TARGET_SIZE = (256, 1)
 SOURCE = os.path.join(benchlib.HERE, "mpi_startup.c")
 TIMES_RE = re.compile(r"^mpi_startup_times rank (\d+) main ([\d.]+) init ([\d.]+) allreduce ([\d.]+) "
                       r"finalize ([\d.]+) cpu ([\d.]+)$", re.M)
@@ -40,11 +66,13 @@ TIMES_RE = re.compile(r"^mpi_startup_times rank (\d+) main ([\d.]+) init ([\d.]+
 # canopy launcher steps and phases shown in the breakdown, in the order they happen.
 BREAKDOWN = [
     ("tree_up", "step", None, "every daemon connected (launcher)"),
-    ("daemon.pmix_ready", "phase", "max", "last daemon's PMIx server ready"),
+    ("daemon.pmix_ready", "phase", "max", "last daemon's PMIx server ready (Open MPI)"),
     ("rank.spawned", "phase", "max", "last rank forked"),
     ("main", "rank", "max", "last rank entered main() (exec + loading libmpi)"),
+    ("rank.pmi_init", "phase", "max", "last rank's simple-PMI init reached its daemon (MPICH)"),
     ("init", "rank", "max", "last rank left MPI_Init"),
     ("allreduce", "rank", "max", "last rank left MPI_Allreduce"),
+    ("rank.pmi_finalize", "phase", "max", "last rank's simple-PMI finalize reached its daemon (MPICH)"),
     ("finalize", "rank", "max", "last rank left MPI_Finalize"),
     ("ranks_exited", "step", None, "every rank exited (launcher)"),
     ("teardown_done", "step", None, "daemons gone (launcher)"),
@@ -73,9 +101,19 @@ def build_programs(workdir, args):
 
 def command_for(launcher, nodes, ppn, programs, timing_path, args):
     n = nodes * ppn
-    if launcher == "canopy":
-        return [args.canopy, "--sim-nodes", str(nodes), "--ppn", str(ppn), "--timeout", str(int(args.timeout)),
-                "--timing=" + timing_path, programs["ompi"], str(n)]
+    if launcher in CANOPY_LAUNCHERS:
+        flavour, agent = CANOPY_LAUNCHERS[launcher]
+        if agent:
+            where = ["--hosts", host_list(nodes), "--ppn", str(ppn), "--agent", "exec:%s %%h" % AGENT]
+        else:
+            where = ["--sim-nodes", str(nodes), "--ppn", str(ppn)]
+        argv = [args.canopy] + where + ["--timeout", str(int(args.timeout)), "--timing=" + timing_path]
+        if flavour == "ompi" and agent:
+            # canopy cannot tell that the agent's hosts are one machine: do what mpirun's row does, keep TCP on
+            # loopback and give each node's ranks their own shared-memory directory (canopy's per-node one)
+            argv += ["--env", "OMPI_MCA_btl_tcp_if_include=lo", "--env", "OMPI_MCA_oob_tcp_if_include=lo",
+                     "sh", "-c", 'OMPI_MCA_btl_vader_backing_directory="$CANOPY_NODE_TMPDIR" exec "$0" "$@"']
+        return argv + [programs[flavour], str(n)]
     if launcher == "mpirun":
         hosts = ",".join("%s:%d" % (h, ppn) for h in host_list(nodes).split(","))
         return [args.mpirun, "--allow-run-as-root", "--oversubscribe", "--mca", "plm_rsh_agent", AGENT,
@@ -150,9 +188,9 @@ def bench_size(nodes, ppn, launchers, programs, args, env, tmp):
                    r["cgroup_cpu_seconds"] is not None else "wait4", "waited_cpu_seconds": r["cpu_seconds"],
                    "rc": r["rc"],
                    "ranks": rank_summary(ranks), "loadavg": benchlib.loadavg()}
-            if launcher == "canopy":
+            if launcher in CANOPY_LAUNCHERS:
                 run["timing"] = benchlib.read_timing(timing_path)
-            label = "%dx%d %-6s %s %d" % (nodes, ppn, launcher, "run" if timed else "warm-up",
+            label = "%dx%d %-18s %s %d" % (nodes, ppn, launcher, "run" if timed else "warm-up",
                                           round_ - args.warmup + 1 if timed else round_ + 1)
             if problem:
                 cell["errors"].append(problem)
@@ -177,16 +215,30 @@ def fmt_s(value):
     return "-" if value is None else "%.2f" % value
 
 
-def fastest_peer(entry):
-    peers = [(c["summary"]["median"], l) for l, c in entry["launchers"].items() if l in PEERS and c["summary"]]
-    return min(peers) if peers else None
+def ratio_pairs(launchers):
+    """The like-for-like ratios whose two launchers both ran."""
+    return [r for r in RATIOS if r[0] in launchers and r[1] in launchers]
+
+
+def ratio_cells(entry, pairs, summary_key):
+    """One cell per pair: median(canopy row) / median(its MPI's launcher), with the target verdict at 256 x 1."""
+    cells = []
+    for canopy, peer, target in pairs:
+        a, b = entry["launchers"][canopy][summary_key], entry["launchers"][peer][summary_key]
+        if not a or not b or not b["median"]:
+            cells.append("-")
+            continue
+        ratio = a["median"] / b["median"]
+        cell = "%.2f" % ratio
+        if target is not None and summary_key == "summary" and (entry["nodes"], entry["ppn"]) == TARGET_SIZE:
+            cell += ", target <= %g: %s" % (target, "met" if ratio <= target else "not met")
+        cells.append(cell)
+    return cells
 
 
 def print_wall_table(results, launchers, args, out=sys.stdout):
-    header = ["nodes x ppn", "ranks"] + ["%s [s]" % l for l in launchers]
-    with_ratio = "canopy" in launchers and any(l in PEERS for l in launchers)
-    if with_ratio:
-        header += ["canopy / fastest peer", "target <= 0.33"]
+    pairs = ratio_pairs(launchers)
+    header = ["nodes x ppn", "ranks"] + ["%s [s]" % l for l in launchers] + ["%s / %s" % p[:2] for p in pairs]
     rows = []
     for e in results:
         row = ["%d x %d" % (e["nodes"], e["ppn"]), str(e["ranks"])]
@@ -194,19 +246,22 @@ def print_wall_table(results, launchers, args, out=sys.stdout):
             s = e["launchers"][l]["summary"]
             row.append("failed" if not s else "%.2f" % s["median"] + ("" if s["runs"] == args.runs else
                                                                       " (%d)" % s["runs"]))
-        if with_ratio:
-            peer = fastest_peer(e)
-            canopy = e["launchers"]["canopy"]["summary"]
-            if peer and canopy:
-                ratio = canopy["median"] / peer[0]
-                row += ["%.2f (%s)" % (ratio, peer[1]),
-                        ("met" if ratio <= 1 / 3 else "not met") if (e["nodes"], e["ppn"]) == (256, 1) else ""]
-            else:
-                row += ["-", ""]
-        rows.append(row)
+        rows.append(row + ratio_cells(e, pairs, "summary"))
     markdown_table(header, rows, out)
-    print("Median wall time of %d run(s), launch to exit; (k) = only k runs counted. Target applies at 256 x 1."
-          % args.runs, file=out)
+    print("Median wall time of %d run(s), launch to exit; (k) = only k runs counted. Ratios compare the same binary:\n"
+          "Open MPI build under canopy vs mpirun, MPICH build under canopy vs hydra (- = a cell failed or did not run).\n"
+          "Targets, at %d x %d only: canopy / mpirun <= 0.5 and canopy-mpich / hydra <= 0.5."
+          % ((args.runs,) + TARGET_SIZE), file=out)
+
+
+def print_cpu_ratio_table(results, launchers, out=sys.stdout):
+    pairs = ratio_pairs(launchers)
+    if not pairs:
+        return
+    header = ["nodes x ppn"] + ["%s / %s CPU" % p[:2] for p in pairs]
+    rows = [["%d x %d" % (e["nodes"], e["ppn"])] + ratio_cells(e, pairs, "cpu_summary") for e in results]
+    markdown_table(header, rows, out)
+    print("Median CPU-seconds of the whole launch (as above), canopy row / the same binary's own launcher.", file=out)
 
 
 def print_cpu_table(results, launchers, out=sys.stdout):
@@ -241,36 +296,38 @@ def breakdown_value(run, key, kind, stat):
     return phase[stat] if phase else None
 
 
-def print_breakdown(results, out=sys.stdout):
-    """canopy's median-wall run per size: when each step finished (s since launch), and its delta."""
-    entries = [e for e in results if e["launchers"].get("canopy", {}).get("median_run")]
+def print_breakdown(results, launcher, out=sys.stdout):
+    """One canopy row's median-wall run per size: when each step finished (s since launch), and its delta."""
+    entries = [e for e in results if e["launchers"].get(launcher, {}).get("median_run")]
     if not entries:
-        return
-    header = ["step (canopy, s since launch)"] + ["%d x %d" % (e["nodes"], e["ppn"]) for e in entries] + ["what"]
+        return False
+    runs = {id(e): e["launchers"][launcher]["median_run"] for e in entries}
+    header = ["step (%s, s since launch)" % launcher] + ["%d x %d" % (e["nodes"], e["ppn"]) for e in entries] + \
+             ["what"]
     rows = []
     previous = {id(e): 0.0 for e in entries}
     for key, kind, stat, what in BREAKDOWN:
         row = [key + (" (%s)" % stat if stat else "")]
         for e in entries:
-            v = breakdown_value(e["launchers"]["canopy"]["median_run"], key, kind, stat)
+            v = breakdown_value(runs[id(e)], key, kind, stat)
             if v is None:
                 row.append("-")
                 continue
-            row.append("%.2f (+%.2f)" % (v, v - previous[id(e)]))
+            row.append("%.2f (%+.2f)" % (v, v - previous[id(e)]))
             previous[id(e)] = v
         rows.append(row + [what])
     rows.append(["MPI_Init per rank (median / max)"] + [
-        "%.2f / %.2f" % (e["launchers"]["canopy"]["median_run"]["ranks"]["init_seconds"]["median"],
-                         e["launchers"]["canopy"]["median_run"]["ranks"]["init_seconds"]["max"]) for e in entries] +
+        "%.2f / %.2f" % (runs[id(e)]["ranks"]["init_seconds"]["median"],
+                         runs[id(e)]["ranks"]["init_seconds"]["max"]) for e in entries] +
         ["main() to end of MPI_Init, each rank"])
-    rows.append(["tree messages per daemon (median / max)"] + [
-        tree_messages(e["launchers"]["canopy"]["median_run"]) for e in entries] +
-        ["daemon.tree_messages: fence and routed frames"])
-    rows.append(["wall"] + ["%.2f" % e["launchers"]["canopy"]["median_run"]["seconds"] for e in entries] +
-                ["the run shown (median wall)"])
+    rows.append(["tree messages per daemon (median / max)"] + [tree_messages(runs[id(e)]) for e in entries] +
+                ["daemon.tree_messages: fence and routed frames"])
+    rows.append(["wall"] + ["%.2f" % runs[id(e)]["seconds"] for e in entries] + ["the run shown (median wall)"])
     markdown_table(header, rows, out)
-    print("(+x) = time since the row above. Rank stamps are the wall clock of each rank relative to the moment\n"
-          "the benchmark started canopy (about 1 ms before canopy's own start).", file=out)
+    print("(+x) = time since the row above that has a value; - = not recorded in this run (daemon.pmix_ready only\n"
+          "with PMIx, rank.pmi_* only with simple PMI). Rank stamps are the wall clock of each rank relative to the\n"
+          "moment the benchmark started canopy (about 1 ms before canopy's own start).", file=out)
+    return True
 
 
 def tree_messages(run):
@@ -329,11 +386,12 @@ def main(argv):
     if bad or not launchers:
         p.error("unknown launcher %s; choose from %s" % (",".join(bad), ",".join(ALL_LAUNCHERS)))
     args.canopy = os.path.abspath(args.canopy)
-    if "canopy" in launchers and not os.access(args.canopy, os.X_OK):
+    if any(l in CANOPY_LAUNCHERS for l in launchers) and not os.access(args.canopy, os.X_OK):
         p.error("canopy binary %s not found; build it (meson setup build && ninja -C build) or pass --canopy"
                 % args.canopy)
     tools = {"hydra": [args.hydra, args.mpicc_mpich], "mpirun": [args.mpirun, args.mpicc_ompi],
-             "canopy": [args.mpicc_ompi]}
+             "canopy": [args.mpicc_ompi], "canopy-agent": [args.mpicc_ompi],
+             "canopy-mpich": [args.mpicc_mpich], "canopy-mpich-agent": [args.mpicc_mpich]}
     for launcher in launchers:
         for tool in tools[launcher]:
             if not shutil.which(tool):
@@ -376,9 +434,13 @@ def main(argv):
     print_wall_table(results, launchers, args)
     print("\n## CPU\n")
     print_cpu_table(results, launchers)
-    if "canopy" in launchers:
-        print("\n## Where canopy's time goes\n")
-        print_breakdown(results)
+    if ratio_pairs(launchers):
+        print("\n## CPU ratios\n")
+        print_cpu_ratio_table(results, launchers)
+    for launcher in launchers:
+        if launcher in CANOPY_LAUNCHERS and any(e["launchers"][launcher]["median_run"] for e in results):
+            print("\n## Where %s's time goes\n" % launcher)
+            print_breakdown(results, launcher)
     print("\n## Rank-side stamps, every launcher\n")
     print_rank_table(results, launchers)
     print()
