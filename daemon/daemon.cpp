@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <numeric>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -15,6 +14,7 @@
 
 #include "pmi/pmi_server.hpp"
 #include "private_socket.hpp"
+#include "hosts/rank_blocks.hpp"
 #include "proc/cpubind.hpp"
 #include "proc/rank_env.hpp"
 #include "timing/clock.hpp"
@@ -473,11 +473,10 @@ Result<std::string> Daemon::pmix_server_uri()
     if (!start_pmix_server())
         return make_error("no PMIx server on {}", node_);
     // The ranks are running already; PMIx must know them before their handshakes reach it.
-    const auto& counts = plan_->job.ranks_per_node;
-    auto index = static_cast<std::size_t>(Topology::position_to_node(args_.position));
-    long first = static_cast<long>(std::accumulate(counts.begin(), counts.begin() + static_cast<long>(index),
-                                                   std::uint64_t{0}));
-    for (long rank = first; rank < first + static_cast<long>(counts[index]); ++rank) {
+    RankBlocks blocks(plan_->job.ranks_per_node);
+    long index = Topology::position_to_node(args_.position);
+    long first = blocks.first_rank(index);
+    for (long rank = first; rank < first + blocks.local_size(index); ++rank) {
         auto env = pmix_->prepare_rank(rank, ::getuid(), ::getgid());
         if (!env) {
             report_error(node_, fmt::format("cannot register rank {} with PMIx on {}: {}", rank, node_,
@@ -703,11 +702,10 @@ void Daemon::start_ranks()
 {
     const auto& job = plan_->job;
     long index = Topology::position_to_node(args_.position);
-    long first_rank = static_cast<long>(std::accumulate(job.ranks_per_node.begin(),
-                                                        job.ranks_per_node.begin() + index, std::uint64_t{0}));
-    long local_size = static_cast<long>(job.ranks_per_node[static_cast<std::size_t>(index)]);
-    long world_size = static_cast<long>(
-        std::accumulate(job.ranks_per_node.begin(), job.ranks_per_node.end(), std::uint64_t{0}));
+    RankBlocks blocks(job.ranks_per_node);
+    long first_rank = blocks.first_rank(index);
+    long local_size = blocks.local_size(index);
+    long world_size = blocks.world_size();
 
     if (local_size > 0) {
         std::vector<RankLaunch> launches;

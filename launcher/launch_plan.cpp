@@ -186,10 +186,9 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
 
     wire::LaunchPlan& plan = root.plan;
     plan.job_id = new_job_id();
-    for (const auto& node : root.placement.nodes) {
+    for (const auto& node : root.placement.nodes)
         plan.hosts.push_back(node.host);
-        plan.job.ranks_per_node.push_back(static_cast<std::uint64_t>(node.count));
-    }
+    plan.job.ranks_per_node = root.placement.blocks().counts();
     plan.simulated = simulated;
     plan.agent = agent;
     plan.ssh_command = config.ssh_command;

@@ -8,13 +8,13 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
-#include <numeric>
 
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <fmt/format.h>
 
+#include "hosts/rank_blocks.hpp"
 #include "pmi/process_mapping.hpp"
 #include "pmi/wire.hpp"
 #include "proc/process.hpp"
@@ -92,13 +92,12 @@ struct PmiServer::Connection {
 PmiServer::PmiServer(asio::io_context& io, PmiJob job, PmiTree tree)
     : io_(io), job_(std::move(job)), tree_(std::move(tree))
 {
-    const auto& counts = job_.ranks_per_node;
-    auto index = static_cast<std::size_t>(job_.node_index);
-    first_rank_ = static_cast<long>(std::accumulate(counts.begin(), counts.begin() + static_cast<long>(index),
-                                                    std::uint64_t{0}));
-    local_size_ = index < counts.size() ? static_cast<long>(counts[index]) : 0;
-    world_size_ = static_cast<long>(std::accumulate(counts.begin(), counts.end(), std::uint64_t{0}));
-    process_mapping_ = pmi::process_mapping(counts);
+    RankBlocks blocks(job_.ranks_per_node);
+    bool on_a_node = job_.node_index >= 0 && job_.node_index < blocks.nodes();
+    first_rank_ = on_a_node ? blocks.first_rank(job_.node_index) : 0;
+    local_size_ = on_a_node ? blocks.local_size(job_.node_index) : 0;
+    world_size_ = blocks.world_size();
+    process_mapping_ = pmi::process_mapping(job_.ranks_per_node);
 }
 
 PmiServer::~PmiServer()

@@ -25,8 +25,6 @@ Result<RankLayout> RankLayout::make(const PmixJob& job)
                           job.hosts.size() - 1);
     RankLayout layout;
     layout.hosts_ = job.hosts;
-    layout.ranks_per_node_ = job.ranks_per_node;
-    layout.first_rank_.reserve(job.hosts.size() + 1);
     std::uint64_t next = 0;
     for (std::size_t i = 0; i < job.hosts.size(); ++i) {
         // PMIx_generate_ppn cannot express an empty node, and a daemon without ranks hosts no PMIx clients.
@@ -39,28 +37,13 @@ Result<RankLayout> RankLayout::make(const PmixJob& job)
         if (job.ranks_per_node[i] > 65535)
             return make_error("PMIx job {}: node {} ({}) has {} ranks; PMIx local ranks stop at 65535",
                               job.nspace, i, job.hosts[i], job.ranks_per_node[i]);
-        layout.first_rank_.push_back(next);
         next += job.ranks_per_node[i];
     }
     // pmix_rank_t is 32 bits and its top values are reserved (WILDCARD, UNDEF, ...).
     if (next >= 0xffff0000ULL)
         return make_error("PMIx job {}: {} ranks is more than PMIx can name", job.nspace, next);
-    layout.first_rank_.push_back(next);
+    layout.blocks_ = RankBlocks(job.ranks_per_node);
     return layout;
-}
-
-long RankLayout::node_of(long rank) const
-{
-    if (rank < 0 || static_cast<std::uint64_t>(rank) >= job_size())
-        return -1;
-    auto it = std::upper_bound(first_rank_.begin(), first_rank_.end(), static_cast<std::uint64_t>(rank));
-    return static_cast<long>(it - first_rank_.begin()) - 1;
-}
-
-std::uint16_t RankLayout::local_rank(long rank) const
-{
-    long node = node_of(rank);
-    return node < 0 ? 0 : static_cast<std::uint16_t>(rank - first_rank(node));
 }
 
 std::string RankLayout::node_list() const
@@ -71,16 +54,12 @@ std::string RankLayout::node_list() const
 std::string RankLayout::ppn_list() const
 {
     std::string out;
-    for (std::size_t i = 0; i < ranks_per_node_.size(); ++i) {
-        if (i > 0)
+    for (long node = 0; node < blocks_.nodes(); ++node) {
+        if (node > 0)
             out += ';';
         // Every rank spelled out: PMIx 4.2.2 hands each node's field back verbatim as PMIX_LOCAL_PEERS and counts
         // commas for PMIX_LOCAL_SIZE, so "0-3" would read as one peer. The regex still compresses the list.
-        for (std::uint64_t r = first_rank_[i]; r < first_rank_[i + 1]; ++r) {
-            if (r > first_rank_[i])
-                out += ',';
-            out += std::to_string(r);
-        }
+        out += local_peers(node);
     }
     return out;
 }
@@ -88,8 +67,8 @@ std::string RankLayout::ppn_list() const
 std::string RankLayout::local_peers(long node) const
 {
     std::string out;
-    auto first = first_rank_[static_cast<std::size_t>(node)], end = first_rank_[static_cast<std::size_t>(node) + 1];
-    out.reserve((end - first) * 6);
+    long first = blocks_.first_rank(node), end = first + blocks_.local_size(node);
+    out.reserve(static_cast<std::size_t>(end - first) * 6);
     for (auto r = first; r < end; ++r) {
         if (r > first)
             out += ',';

@@ -1,10 +1,12 @@
 // The job as PMIx sees it: which rank runs on which node, and the job info canopyd registers with PMIx.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "hosts/rank_blocks.hpp"
 #include "util/result.hpp"
 
 namespace canopy {
@@ -23,12 +25,13 @@ public:
     // Checks the job: names set, one count per host, every node has at least one rank, node_index in range.
     static Result<RankLayout> make(const PmixJob& job);
 
-    std::uint64_t job_size() const { return first_rank_.back(); }
-    std::size_t node_count() const { return ranks_per_node_.size(); }
-    long node_of(long rank) const;                  // -1 if the rank is not in the job
-    long first_rank(long node) const { return static_cast<long>(first_rank_[static_cast<std::size_t>(node)]); }
-    std::uint64_t local_size(long node) const { return ranks_per_node_[static_cast<std::size_t>(node)]; }
-    std::uint16_t local_rank(long rank) const;      // rank's index on its node (also its node rank)
+    std::uint64_t job_size() const { return static_cast<std::uint64_t>(blocks_.world_size()); }
+    std::size_t node_count() const { return static_cast<std::size_t>(blocks_.nodes()); }
+    long node_of(long rank) const { return blocks_.node_of(rank); }   // -1 if the rank is not in the job
+    long first_rank(long node) const { return blocks_.first_rank(node); }
+    std::uint64_t local_size(long node) const { return static_cast<std::uint64_t>(blocks_.local_size(node)); }
+    // The rank's index on its node (also its node rank); 0 for a rank outside the job.
+    std::uint16_t local_rank(long rank) const { return static_cast<std::uint16_t>(std::max(0L, blocks_.local_rank(rank))); }
     bool is_local(long rank, long node) const { return node_of(rank) == node; }
 
     std::string node_list() const;                  // "a,b,c": input to PMIx_generate_regex
@@ -37,8 +40,7 @@ public:
 
 private:
     std::vector<std::string> hosts_;
-    std::vector<std::uint64_t> ranks_per_node_;
-    std::vector<std::uint64_t> first_rank_;         // size node_count()+1; last entry is the job size
+    RankBlocks blocks_;
 };
 
 // Owns a pmix_info_t array built for PMIx_server_register_nspace (kept opaque here so this header needs no PMIx).

@@ -6,23 +6,8 @@
 namespace canopy {
 
 FenceTracker::FenceTracker(Topology topology, std::vector<std::uint64_t> ranks_per_node, long position)
-    : topology_(topology), position_(position)
+    : topology_(topology), blocks_(std::move(ranks_per_node)), position_(position)
 {
-    first_rank_.reserve(ranks_per_node.size() + 1);
-    std::uint64_t total = 0;
-    for (auto count : ranks_per_node) {
-        first_rank_.push_back(total);
-        total += count;
-    }
-    first_rank_.push_back(total);
-}
-
-long FenceTracker::node_of_rank(long rank) const
-{
-    if (rank < 0 || static_cast<std::uint64_t>(rank) >= first_rank_.back())
-        return -1;
-    auto after = std::upper_bound(first_rank_.begin(), first_rank_.end() - 1, static_cast<std::uint64_t>(rank));
-    return static_cast<long>(after - first_rank_.begin()) - 1;
 }
 
 FenceRoute FenceTracker::route(const std::vector<long>& participants) const

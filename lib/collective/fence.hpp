@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "hosts/rank_blocks.hpp"
 #include "tree/topology.hpp"
 #include "wire/messages.hpp"
 
@@ -51,7 +52,7 @@ public:
     void drop(const FenceId& id);
 
     // The node index hosting a rank, or -1.
-    long node_of_rank(long rank) const;
+    long node_of_rank(long rank) const { return blocks_.node_of(rank); }
 
 private:
     struct Pending {
@@ -61,7 +62,7 @@ private:
     };
 
     Topology topology_;
-    std::vector<std::uint64_t> first_rank_;   // prefix sums: first rank of each node, plus the total at the end
+    RankBlocks blocks_;
     long position_;
     std::map<std::pair<wire::FenceDomain, std::vector<long>>, std::uint64_t> local_sequence_;
     std::map<FenceId, Pending> pending_;

@@ -5,21 +5,13 @@
 
 namespace canopy {
 
-std::size_t Placement::node_of_rank(long rank) const
+RankBlocks Placement::blocks() const
 {
-    if (rank < 0 || rank >= world_size || nodes.empty())
-        return nodes.size();
-    auto after = std::upper_bound(nodes.begin(), nodes.end(), rank,
-                                  [](long r, const NodeRanks& node) { return r < node.first_rank; });
-    return static_cast<std::size_t>(after - nodes.begin()) - 1;
-}
-
-long Placement::local_rank(long rank) const
-{
-    std::size_t node = node_of_rank(rank);
-    if (node == nodes.size())
-        return -1;
-    return rank - nodes[node].first_rank;
+    std::vector<std::uint64_t> counts;
+    counts.reserve(nodes.size());
+    for (const NodeRanks& node : nodes)
+        counts.push_back(static_cast<std::uint64_t>(node.count));
+    return RankBlocks(std::move(counts));
 }
 
 namespace {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "hosts/hostfile.hpp"
+#include "hosts/rank_blocks.hpp"
 #include "util/result.hpp"
 
 namespace canopy {
@@ -26,10 +27,8 @@ struct Placement {
     long world_size = 0;
     std::vector<NodeRanks> nodes; // only nodes that get at least one rank, in host order
 
-    // Index into nodes of the node running `rank` (binary search); nodes.size() if rank is out of range.
-    std::size_t node_of_rank(long rank) const;
-    // The rank's index among the ranks of its node; -1 if rank is out of range.
-    long local_rank(long rank) const;
+    // The rank counts by node, for the arithmetic on them (which node runs a rank, its local rank).
+    RankBlocks blocks() const;
 };
 
 // With ppn: blocks of ppn ranks per host in order (the last node may get fewer); -n omitted means

@@ -137,30 +137,36 @@ TEST(PlaceRanks, HugePpnWithoutRanksIsAnErrorNotAnOverflow)
 
 TEST(Placement, NodeOfRankAndLocalRank)
 {
-    Placement placement = place_ok(10, 4, hosts(4));
-    std::vector<std::size_t> expected_node{0, 0, 0, 0, 1, 1, 1, 1, 2, 2};
+    auto blocks = place_ok(10, 4, hosts(4)).blocks();
+    std::vector<long> expected_node{0, 0, 0, 0, 1, 1, 1, 1, 2, 2};
+    EXPECT_EQ(blocks.world_size(), 10);
+    EXPECT_EQ(blocks.nodes(), 3);
     for (long rank = 0; rank < 10; ++rank) {
-        EXPECT_EQ(placement.node_of_rank(rank), expected_node[static_cast<std::size_t>(rank)]) << rank;
-        EXPECT_EQ(placement.local_rank(rank), rank % 4) << rank;
+        EXPECT_EQ(blocks.node_of(rank), expected_node[static_cast<std::size_t>(rank)]) << rank;
+        EXPECT_EQ(blocks.local_rank(rank), rank % 4) << rank;
     }
+    EXPECT_EQ(blocks.first_rank(2), 8);
+    EXPECT_EQ(blocks.local_size(2), 2);
 }
 
 TEST(Placement, OutOfRangeRankHasNoNode)
 {
-    Placement placement = place_ok(10, 4, hosts(4));
-    EXPECT_EQ(placement.node_of_rank(-1), placement.nodes.size());
-    EXPECT_EQ(placement.node_of_rank(10), placement.nodes.size());
-    EXPECT_EQ(placement.local_rank(10), -1);
+    auto blocks = place_ok(10, 4, hosts(4)).blocks();
+    EXPECT_EQ(blocks.node_of(-1), -1);
+    EXPECT_EQ(blocks.node_of(10), -1);
+    EXPECT_EQ(blocks.local_rank(10), -1);
 }
 
 TEST(Placement, NodeOfRankOnUnevenLargePlacement)
 {
     Placement placement = place_ok(100003, std::nullopt, hosts(1000));
     ASSERT_EQ(placement.nodes.size(), 1000u);
+    auto blocks = placement.blocks();
     for (long rank : {0L, 100L, 101L, 2999L, 3000L, 100002L}) {
-        std::size_t node = placement.node_of_rank(rank);
-        ASSERT_LT(node, placement.nodes.size());
-        const NodeRanks& owner = placement.nodes[node];
+        long node = blocks.node_of(rank);
+        ASSERT_GE(node, 0);
+        ASSERT_LT(node, static_cast<long>(placement.nodes.size()));
+        const NodeRanks& owner = placement.nodes[static_cast<std::size_t>(node)];
         EXPECT_GE(rank, owner.first_rank);
         EXPECT_LT(rank, owner.first_rank + owner.count);
     }
