@@ -11,10 +11,11 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 
-#include "api/agent_protocol.hpp"
 #include "private_socket.hpp"
+#include "timing/mark_name.hpp"
 #include "util/log.hpp"
 #include "wire/codec.hpp"
+#include "wire/rank_socket.hpp"
 
 namespace canopy {
 namespace {
@@ -23,7 +24,6 @@ namespace asio = boost::asio;
 using local = asio::local::stream_protocol;
 
 constexpr std::uint32_t max_request = 64u << 20;
-constexpr std::uint8_t op_mark = 1;
 
 spdlog::logger& app_log() { return area_logger("app"); }
 
@@ -67,7 +67,7 @@ struct AppServer::Connection : std::enable_shared_from_this<Connection> {
         wire::Reader in(body);
         std::uint8_t op = in.u8();
         auto id = in.u64();
-        if (op == op_mark) {
+        if (op == static_cast<std::uint8_t>(wire::RankSocketOp::mark)) {
             Mark mark;
             mark.rank = in.u32();
             mark.time_ns = in.i64();
@@ -78,7 +78,7 @@ struct AppServer::Connection : std::enable_shared_from_this<Connection> {
                 return;
             }
             mark.name.assign(name.begin(), name.end());
-            if (!api::agent::valid_mark_name(mark.name)) {
+            if (!timing::valid_mark_name(mark.name)) {
                 app_log().warn("ignored a mark from rank {} with a bad name (1-64 of A-Z a-z 0-9 _ . : -)", mark.rank);
                 return;
             }

@@ -10,7 +10,7 @@
 #include <system_error>
 #include <utility>
 
-#include "api/agent_protocol.hpp"
+#include "timing/mark_name.hpp"
 #include "util/suggest.hpp"
 
 namespace canopy {
@@ -424,7 +424,7 @@ const std::vector<OptionSpec>& option_table()
              auto equals = value->rfind('=');
              std::string name = equals == std::string::npos ? std::string() : value->substr(equals + 1);
              std::string pattern = equals == std::string::npos ? std::string() : value->substr(0, equals);
-             if (pattern.empty() || !api::agent::valid_mark_name(name))
+             if (pattern.empty() || !timing::valid_mark_name(name))
                  return Status{make_error("{} needs REGEX=NAME (NAME: letters, digits, _ . : -), got '{}'",
                                           c.spelling, *value)};
              try {

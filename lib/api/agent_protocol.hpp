@@ -9,40 +9,15 @@
 #include <vector>
 
 #include "api/failure.hpp"
+#include "wire/rank_socket.hpp"
 
 namespace canopy::api::agent {
 
-enum class Op : std::uint8_t {
-    mark = 1,
-    set = 2,
-    get = 3,
-    add = 4,
-    compare_set = 5,
-    check = 6,
-    delete_key = 7,
-    num_keys = 8,
-    wait = 9,
-};
-
-enum class ReplyStatus : std::uint8_t { ok = 0, not_found = 1, error = 2, timeout = 3 };
+using Op = wire::RankSocketOp;
+using ReplyStatus = wire::RankSocketAnswer;
 
 // Request: u32 len | u8 op | u64 id | payload (len counts every byte after itself; all little-endian).
 std::string encode_request(Op op, std::uint64_t id, std::string_view payload);
-
-// Mark names are short and plain (1 to CANOPY_MARK_NAME_MAX of A-Z a-z 0-9 _ . : -), so they read well in
-// reports and cannot break the JSON or the table. The library, the daemon and --mark-on-output all check this.
-inline bool valid_mark_name(std::string_view name)
-{
-    if (name.empty() || name.size() > CANOPY_MARK_NAME_MAX)
-        return false;
-    for (char c : name) {
-        bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
-                  c == '.' || c == ':' || c == '-';
-        if (!ok)
-            return false;
-    }
-    return true;
-}
 
 // MARK carries no reply, so its id is 0.
 std::string encode_mark(std::uint32_t rank, std::int64_t time_ns, std::int64_t duration_ns, std::string_view name);

@@ -11,6 +11,8 @@
 #include <ctime>
 #include <string_view>
 
+#include "timing/mark_name.hpp"
+
 extern char** environ;
 
 namespace canopy::api {
@@ -198,7 +200,7 @@ Checked Library::ready()
 
 Checked Library::mark(const char* name, std::optional<std::int64_t> duration_ns)
 {
-    if (!name || !agent::valid_mark_name(name))
+    if (!name || !timing::valid_mark_name(name))
         return fail(CANOPY_ERR_INVALID, "mark name '{}' is not valid: use 1 to {} of A-Z a-z 0-9 _ . : -",
                     name ? std::string_view(name).substr(0, 80) : "(null)", CANOPY_MARK_NAME_MAX);
     if (duration_ns && *duration_ns < 0)

@@ -159,7 +159,7 @@ void JobStore::serve(std::uint8_t op, const Bytes& payload, Respond respond, std
     case Op::get: case Op::wait: case Op::check: case Op::num_keys:
         ++counts_[from].reads;
         break;
-    case Op::set: case Op::add: case Op::compare_set: case Op::remove:
+    case Op::set: case Op::add: case Op::compare_set: case Op::delete_key:
         ++counts_[from].writes;
         break;
     default:
@@ -256,7 +256,7 @@ void JobStore::serve(std::uint8_t op, const Bytes& payload, Respond respond, std
         respond({Answer::ok, Bytes{static_cast<std::uint8_t>(all ? 1 : 0)}});
         return;
     }
-    case Op::remove: {
+    case Op::delete_key: {
         auto key = rest_text(in);
         bool existed = values_.erase(key) > 0;
         if (existed)

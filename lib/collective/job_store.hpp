@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "util/result.hpp"
+#include "wire/rank_socket.hpp"
 
 namespace canopy {
 
@@ -21,11 +22,10 @@ namespace canopy {
 // drop its copy: a write returns only once every invalidation of its key sent so far has been acknowledged.
 class JobStore {
 public:
-    enum class Op : std::uint8_t {
-        set = 2, get = 3, add = 4, compare_set = 5, check = 6, remove = 7, num_keys = 8, wait = 9,
-        invalidate = 10,   // root -> daemon only (see encode_invalidate); a rank sending it gets an error
-    };
-    enum class Answer : std::uint8_t { ok = 0, not_found = 1, error = 2, timeout = 3 };
+    // The ranks' socket numbering; invalidate goes root -> daemon only (encode_invalidate), a rank sending it
+    // gets an error, and so does mark, which never leaves a daemon.
+    using Op = wire::RankSocketOp;
+    using Answer = wire::RankSocketAnswer;
     struct Reply {
         Answer answer = Answer::ok;
         std::vector<std::uint8_t> payload;

@@ -117,8 +117,8 @@ TEST(JobStore, CheckDeleteNumKeysAndWait)
     std::int64_t keys = 0;
     std::memcpy(&keys, ask(store, Op::num_keys, {})->payload.data(), sizeof keys);
     EXPECT_EQ(keys, 2);
-    EXPECT_EQ(ask(store, Op::remove, text("a"))->payload, Bytes{1});
-    EXPECT_EQ(ask(store, Op::remove, text("a"))->payload, Bytes{0});
+    EXPECT_EQ(ask(store, Op::delete_key, text("a"))->payload, Bytes{1});
+    EXPECT_EQ(ask(store, Op::delete_key, text("a"))->payload, Bytes{0});
 }
 
 TEST(JobStore, MalformedOrUnknownRequestsAreErrors)
@@ -208,9 +208,9 @@ TEST(JobStore, OnlyWritesThatChangeAKeyInvalidateButAllWaitForThoseOut)
     EXPECT_EQ(t.ask(Op::compare_set, cat(cat(sized("c"), sized("nope")), text("z")), 1)->payload, text("v"));
     EXPECT_TRUE(t.sent.empty());
     // A delete of a missing key changes nothing either.
-    EXPECT_EQ(t.ask(Op::remove, text("other"), 1)->payload, Bytes{0});
+    EXPECT_EQ(t.ask(Op::delete_key, text("other"), 1)->payload, Bytes{0});
     // A delete that removes a cached key invalidates; a set of the same key behind it waits for that too.
-    EXPECT_FALSE(t.ask(Op::remove, text("c"), 1));
+    EXPECT_FALSE(t.ask(Op::delete_key, text("c"), 1));
     EXPECT_FALSE(t.ask(Op::set, cat(sized("c"), text("w")), 3));
     EXPECT_FALSE(t.ask(Op::compare_set, cat(cat(sized("c"), sized("nope")), text("z")), 1));
     EXPECT_EQ(t.store.writes_held(), 3u);

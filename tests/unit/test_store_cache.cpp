@@ -237,7 +237,7 @@ TEST(StoreCache, AWriteWaitsForInvalidationsAnEarlierWriteOfTheKeyStillHasOut)
     job.run();
     job.ask(2, Op::get, get_request("k"));
     job.run();
-    auto removed = job.ask(1, Op::remove, text("k"));
+    auto removed = job.ask(1, Op::delete_key, text("k"));
     job.deliver_up(1);
     auto written = job.ask(3, Op::set, set_request("k", "v1"));
     job.deliver_up(3);
