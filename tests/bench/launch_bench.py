@@ -4,12 +4,19 @@
 
   canopy        canopy --sim-nodes N PROG                      (daemons started directly, agent "local")
   canopy-nopmix canopy --sim-nodes N --pmix off PROG                 (no PMIx server on the nodes)
+  canopy-nopmi  canopy --sim-nodes N --pmi none PROG      (neither PMIx nor simple PMI: no PMI_FD either)
   canopy-agent  canopy --hosts sim0000,... --agent "exec:local_agent.sh %h" PROG
   hydra         mpiexec.hydra -launcher ssh -launcher-exec local_agent.sh -hosts sim0000,... -ppn 1 -n N PROG
   mpirun        Open MPI mpirun --mca plm_rsh_agent local_agent.sh --host sim0000,... -np N PROG
 
 local_agent.sh stands in for ssh: it drops the host and runs the daemon command on this machine,
 so every launcher really starts N daemons (proxies/orteds/canopyds), one per fake host.
+
+canopy serves PMIx and simple PMI (a socketpair per rank, its end given to the rank as PMI_FD) by default;
+canopy-nopmix still serves simple PMI, canopy-nopmi serves neither. Neither program speaks PMI, so canopy vs
+canopy-nopmi is what serving both costs ranks that never use them, and canopy-nopmix vs canopy-nopmi what
+serving simple PMI alone costs. canopy-nopmi is not in the default list (--launchers adds it), so a default run
+is the one docs/performance.md reports.
 
 The fake host names must resolve without DNS (Open MPI looks up every --host name; an unknown name
 costs a resolver round trip to a non-loopback server). So, as root, the script re-runs itself in a
@@ -34,7 +41,12 @@ import benchlib
 from benchlib import (AGENT, NS_ENV, REPO, host_list, markdown_table, mount_hosts_if_in_namespace,
                       reap_session, run_once, session_pids, summarize)
 
-ALL_LAUNCHERS = ["canopy", "canopy-nopmix", "canopy-agent", "hydra", "mpirun"]
+ALL_LAUNCHERS = ["canopy", "canopy-nopmix", "canopy-nopmi", "canopy-agent", "hydra", "mpirun"]
+# what runs without --launchers: the rows of the default run docs/performance.md reports
+DEFAULT_LAUNCHERS = ["canopy", "canopy-nopmix", "canopy-agent", "hydra", "mpirun"]
+# (numerator, denominator) ratio columns of the wall-time table, each shown when both launchers ran
+RATIO_COLUMNS = [("canopy", "hydra"), ("canopy", "mpirun"), ("canopy", "canopy-nopmi"),
+                 ("canopy-nopmix", "canopy-nopmi")]
 
 
 def command_for(launcher, n, program, args):
@@ -44,6 +56,10 @@ def command_for(launcher, n, program, args):
     if launcher == "canopy-nopmix":
         # Without the per-node PMIx server: what the tree itself costs (programs that need no PMI).
         return [args.canopy, "--sim-nodes", str(n), "--pmix", "off", program]
+    if launcher == "canopy-nopmi":
+        # Neither PMIx nor simple PMI served (no socketpair and no PMI_FD per rank): against canopy and
+        # canopy-nopmix, what serving PMI costs ranks that never speak it.
+        return [args.canopy, "--sim-nodes", str(n), "--pmi", "none", program]
     if launcher == "canopy-agent":
         return [args.canopy, "--hosts", host_list(n), "--agent", "exec:%s %%h" % AGENT, program]
     if launcher == "hydra":
@@ -203,11 +219,8 @@ def print_cpu_table(results, launchers, out=sys.stdout):
 
 def print_table(results, launchers, runs, out=sys.stdout):
     cols = [l for l in launchers]
-    header = ["program", "nodes"] + ["%s [s]" % c for c in cols]
-    if "canopy" in cols and "hydra" in cols:
-        header.append("canopy/hydra")
-    if "canopy" in cols and "mpirun" in cols:
-        header.append("canopy/mpirun")
+    pairs = [(a, b) for a, b in RATIO_COLUMNS if a in cols and b in cols]
+    header = ["program", "nodes"] + ["%s [s]" % c for c in cols] + ["%s/%s" % pair for pair in pairs]
     rows = []
     for entry in results:
         cells = entry["launchers"]
@@ -215,10 +228,7 @@ def print_table(results, launchers, runs, out=sys.stdout):
         for c in cols:
             s = cells[c]["summary"]
             row.append(fmt_seconds(s) + ("" if not s or s["runs"] == runs else " (%d)" % s["runs"]))
-        if "canopy/hydra" in header:
-            row.append(ratio(cells["canopy"]["summary"], cells["hydra"]["summary"]))
-        if "canopy/mpirun" in header:
-            row.append(ratio(cells["canopy"]["summary"], cells["mpirun"]["summary"]))
+        row += [ratio(cells[a]["summary"], cells[b]["summary"]) for a, b in pairs]
         rows.append(row)
     markdown_table(header, rows, out)
     print("Median wall time of the runs; (k) = only k runs. Ratios < 1 mean canopy is faster.", file=out)
@@ -236,8 +246,8 @@ def main(argv):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--nodes", default="16,64,256", help="comma-separated node counts (default 16,64,256)")
     p.add_argument("--programs", default="true,hostname", help="programs to launch (default true,hostname)")
-    p.add_argument("--launchers", default=",".join(ALL_LAUNCHERS),
-                   help="subset of %s (default all)" % ",".join(ALL_LAUNCHERS))
+    p.add_argument("--launchers", default=",".join(DEFAULT_LAUNCHERS),
+                   help="subset of %s (default %s)" % (",".join(ALL_LAUNCHERS), ",".join(DEFAULT_LAUNCHERS)))
     p.add_argument("--runs", type=int, default=5, help="timed runs per cell (default 5)")
     p.add_argument("--warmup", type=int, default=1, help="untimed runs per cell first (default 1)")
     p.add_argument("--slow-threshold", type=float, default=5.0,
