@@ -533,6 +533,30 @@ void PmiServer::fence_done(Status status, Bytes result)
     }
 }
 
+std::function<void(const Command&)> PmiServer::reply_later(long rank)
+{
+    return [this, rank, alive = alive_](const Command& answer) {
+        auto it = connections_.find(rank);
+        if (*alive && it != connections_.end())
+            reply(*it->second, answer);
+    };
+}
+
+namespace {
+
+// A publish or unpublish answer; pre-4 MPICH PMI-1 clients check info=, later ones rc=.
+Command name_service_answer(bool v1, const char* v1_name, const char* v2_name, const Status& status)
+{
+    auto answer = make(v1 ? v1_name : v2_name).add("rc", status ? "0" : "1");
+    if (!status)
+        answer.add(v1 ? "msg" : "errmsg", status.error().message);
+    if (v1)
+        answer.add("info", status ? "ok" : "fail");
+    return answer;
+}
+
+} // namespace
+
 void PmiServer::on_publish(Connection& c, const Command& command)
 {
     bool v1 = c.wire() == Wire::v1;
@@ -542,17 +566,8 @@ void PmiServer::on_publish(Connection& c, const Command& command)
         refuse(c, command, "publish without a service name and a port");
         return;
     }
-    long rank = c.rank;
-    tree_.publish(std::string(*name), std::string(*port), [this, rank, v1, alive = alive_](Status status) {
-        auto it = connections_.find(rank);
-        if (!*alive || it == connections_.end())
-            return;
-        auto answer = make(v1 ? "publish_result" : "name-publish-response").add("rc", status ? "0" : "1");
-        if (!status)
-            answer.add(v1 ? "msg" : "errmsg", status.error().message);
-        if (v1)
-            answer.add("info", status ? "ok" : "fail");   // what pre-4 MPICH clients check
-        reply(*it->second, answer);
+    tree_.publish(std::string(*name), std::string(*port), [v1, answer = reply_later(c.rank)](Status status) {
+        answer(name_service_answer(v1, "publish_result", "name-publish-response", status));
     });
 }
 
@@ -564,17 +579,8 @@ void PmiServer::on_unpublish(Connection& c, const Command& command)
         refuse(c, command, "unpublish without a service name");
         return;
     }
-    long rank = c.rank;
-    tree_.unpublish(std::string(*name), [this, rank, v1, alive = alive_](Status status) {
-        auto it = connections_.find(rank);
-        if (!*alive || it == connections_.end())
-            return;
-        auto answer = make(v1 ? "unpublish_result" : "name-unpublish-response").add("rc", status ? "0" : "1");
-        if (!status)
-            answer.add(v1 ? "msg" : "errmsg", status.error().message);
-        if (v1)
-            answer.add("info", status ? "ok" : "fail");
-        reply(*it->second, answer);
+    tree_.unpublish(std::string(*name), [v1, answer = reply_later(c.rank)](Status status) {
+        answer(name_service_answer(v1, "unpublish_result", "name-unpublish-response", status));
     });
 }
 
@@ -586,26 +592,22 @@ void PmiServer::on_lookup(Connection& c, const Command& command)
         refuse(c, command, "lookup without a service name");
         return;
     }
-    long rank = c.rank;
     std::string service(*name);
-    tree_.lookup(service, [this, rank, v1, service, alive = alive_](Status status, std::optional<std::string> port) {
-        auto it = connections_.find(rank);
-        if (!*alive || it == connections_.end())
-            return;
-        Command answer = make(v1 ? "lookup_result" : "name-lookup-response");
+    tree_.lookup(service, [v1, service, answer = reply_later(c.rank)](Status status, std::optional<std::string> port) {
+        Command result = make(v1 ? "lookup_result" : "name-lookup-response");
         if (status && port) {
-            answer.add("rc", "0");
+            result.add("rc", "0");
             // MPICH 4's PMI-2 client reads port, older clients and Slurm's read value.
             if (v1)
-                answer.add("info", "ok").add("port", *port);
+                result.add("info", "ok").add("port", *port);
             else
-                answer.add("found", "TRUE").add("port", *port).add("value", *port);
+                result.add("found", "TRUE").add("port", *port).add("value", *port);
         } else {
             std::string why = status ? fmt::format("service '{}' is not published", service) : status.error().message;
-            answer.add("rc", "1").add(v1 ? "msg" : "errmsg", why);
-            answer.add(v1 ? "info" : "found", v1 ? "fail" : "FALSE");
+            result.add("rc", "1").add(v1 ? "msg" : "errmsg", why);
+            result.add(v1 ? "info" : "found", v1 ? "fail" : "FALSE");
         }
-        reply(*it->second, answer);
+        answer(result);
     });
 }
 

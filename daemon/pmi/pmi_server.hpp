@@ -82,6 +82,8 @@ private:
     void on_command(Connection& connection, const pmi::Command& command);
     void reply(Connection& connection, const pmi::Command& response);
     void flush(const std::shared_ptr<Connection>& connection);
+    // A reply to send when the tree answers; dropped if the rank or the server is gone by then.
+    std::function<void(const pmi::Command&)> reply_later(long rank);
     // Answers a command that cannot be served with rc != 0, and says so once in the log, naming the rank.
     void refuse(Connection& connection, const pmi::Command& command, const std::string& why);
     void on_closed(Connection& connection, const std::string& why);
