@@ -11,6 +11,7 @@
 #include "util/pmix_mode.hpp"
 #include "util/result.hpp"
 #include "wire/codec.hpp"
+#include "wire/fields.hpp"
 
 namespace canopy::wire {
 
@@ -49,31 +50,93 @@ const char* message_name(std::uint8_t type);
 
 using Bytes32 = std::array<std::uint8_t, 32>;
 
+// Fields with an encoding of their own (messages.cpp).
+// A host list, sent compressed ("nid[0001-4096]"); a list that does not expand fails the message.
+struct HostList {
+    std::vector<std::string>& hosts;
+};
+// Sorted ranks, sent as runs (first, length): a whole node's or a contiguous block's ranks cost a few bytes.
+struct RankRuns {
+    std::vector<long>& ranks;
+};
+void wire_put(Writer& writer, const HostList& list);
+void wire_get(Decoding& decoding, HostList& list);
+void wire_put(Writer& writer, const RankRuns& runs);
+void wire_get(Decoding& decoding, RankRuns& runs);
+void wire_put(Writer& writer, const timing::PhaseSet& phases);
+void wire_get(Decoding& decoding, timing::PhaseSet& phases);
+void wire_put(Writer& writer, const canopy_stage_stat& stat);
+void wire_get(Decoding& decoding, canopy_stage_stat& stat);
+
+} // namespace canopy::wire
+
+namespace canopy {
+// Beside PmixMode, so that argument-dependent lookup finds it.
+constexpr wire::EnumLimit wire_limit(PmixMode) { return {static_cast<std::uint8_t>(PmixMode::eager), "PMIx mode"}; }
+} // namespace canopy
+
+namespace canopy::wire {
+
 struct Challenge {
     static constexpr MessageType type = MessageType::challenge;
+    static constexpr const char* name = "challenge";
     Bytes32 parent_nonce{};
+
+    template <typename Archive>
+    void fields(Archive& a)
+    {
+        a(parent_nonce);
+    }
 };
 
 struct Hello {
     static constexpr MessageType type = MessageType::hello;
+    static constexpr const char* name = "hello";
     std::uint64_t position = 0;
     Bytes32 child_nonce{};
     Bytes32 proof{};
+
+    template <typename Archive>
+    void fields(Archive& a)
+    {
+        a(position, child_nonce, proof);
+    }
 };
 
 struct Welcome {
     static constexpr MessageType type = MessageType::welcome;
+    static constexpr const char* name = "welcome";
     Bytes32 proof{};
+
+    template <typename Archive>
+    void fields(Archive& a)
+    {
+        a(proof);
+    }
 };
 
 struct ClockPing {
     static constexpr MessageType type = MessageType::clock_ping;
+    static constexpr const char* name = "clock-ping";
     std::int64_t t0 = 0;
+
+    template <typename Archive>
+    void fields(Archive& a)
+    {
+        a(t0);
+    }
 };
 
 struct ClockPong {
     static constexpr MessageType type = MessageType::clock_pong;
+    static constexpr const char* name = "clock-pong";
     std::int64_t t0 = 0, t1 = 0, t2 = 0;
+
+    template <typename Archive>
+    void fields(Archive& a)
+    {
+        a(t0, t1, t2);
+    }
 };
 
 // What every daemon runs: the same for all nodes, so it is computed once at the root.
@@ -96,11 +159,19 @@ struct JobSpec {
     std::string stage_interposer;          // libcanopy_interpose.so on the nodes
     // --mark-on-output: when a rank first prints a line matching the regex, stamp app.<name> for it.
     std::vector<std::pair<std::string, std::string>> output_marks;   // (regex, name)
+
+    template <typename Archive>
+    void fields(Archive& a)
+    {
+        a(argv, env, wdir, cpu_bind, depth, ranks_per_node, master_addr, master_port, pmix, simple_pmi, trace, stage,
+          stage_cache_base, stage_interposer, output_marks);
+    }
 };
 
 // Everything a daemon needs to build its part of the tree and run its ranks.
 struct LaunchPlan {
     static constexpr MessageType type = MessageType::launch_plan;
+    static constexpr const char* name = "launch-plan";
     std::string job_id;
     std::uint64_t position = 0;          // the receiving daemon's position
     std::vector<std::string> hosts;      // by node index (compressed hostlist on the wire)
@@ -120,33 +191,88 @@ struct LaunchPlan {
     std::int64_t launcher_start_ns = 0;   // root clock
     std::int64_t root_offset_ns = 0;      // the receiver's clock + this = root clock
     JobSpec job;
+
+    template <typename Archive>
+    void fields(Archive& a)
+    {
+        a(job_id, position, HostList{hosts}, simulated, agent, ssh_command, ssh_args, rsh_command, daemon_path,
+          bind_address, fanout, window, connect_timeout, kill_grace, tmpdir, verbosity, launcher_start_ns,
+          root_offset_ns, job);
+    }
+    Status check() const
+    {
+        if (hosts.size() != job.ranks_per_node.size() || fanout == 0)
+            return make_error("launch-plan lists {} hosts but {} rank counts", hosts.size(), job.ranks_per_node.size());
+        return {};
+    }
 };
 
 struct StdinData {
     static constexpr MessageType type = MessageType::stdin_data;
+    static constexpr const char* name = "stdin";
     std::uint64_t target_position = 0;
     std::string data;
     bool eof = false;
+
+    template <typename Archive>
+    void fields(Archive& a)
+    {
+        a(target_position, data, eof);
+    }
 };
 
 struct Signal {
     static constexpr MessageType type = MessageType::signal;
+    static constexpr const char* name = "signal";
     std::int32_t signo = 0;
+
+    template <typename Archive>
+    void fields(Archive& a)
+    {
+        a(signo);
+    }
+    Status check() const
+    {
+        if (signo <= 0 || signo >= 65)
+            return make_error("signal message carries invalid signal {}", signo);
+        return {};
+    }
 };
 
 struct Shutdown {
     static constexpr MessageType type = MessageType::shutdown;
+    static constexpr const char* name = "shutdown";
     bool abort = false;       // failure teardown: short grace before SIGKILL
+
+    template <typename Archive>
+    void fields(Archive& a)
+    {
+        a(abort);
+    }
 };
 
 struct SubtreeUp {
     static constexpr MessageType type = MessageType::subtree_up;
+    static constexpr const char* name = "subtree-up";
     std::uint64_t daemons = 0;
+
+    template <typename Archive>
+    void fields(Archive& a)
+    {
+        a(daemons);
+    }
 };
 
 struct SubtreeSpawned {
     static constexpr MessageType type = MessageType::subtree_spawned;
+    static constexpr const char* name = "subtree-spawned";
     std::uint64_t ranks = 0;
+
+    template <typename Archive>
+    void fields(Archive& a)
+    {
+        a(ranks);
+    }
 };
 
 // One entry of a --trace timeline: a point (duration < 0) or a slice ending at `end`, on a node's or a rank's track.
@@ -156,20 +282,46 @@ struct TraceEvent {
     std::string name;
     double end = 0;                  // seconds since launcher start
     double duration = -1;
+
+    template <typename Archive>
+    void fields(Archive& a)
+    {
+        a(node, rank, name, end, duration);
+    }
 };
 
 struct SubtreeDone {
     static constexpr MessageType type = MessageType::subtree_done;
+    static constexpr const char* name = "subtree-done";
     std::uint64_t ranks = 0;
     timing::PhaseSet phases;
     std::vector<TraceEvent> trace;   // only with --trace: every node's and rank's events in this subtree
+
+    template <typename Archive>
+    void fields(Archive& a)
+    {
+        a(ranks, phases, trace);
+    }
 };
 
 struct Output {
     static constexpr MessageType type = MessageType::output;
+    static constexpr const char* name = "output";
     std::uint64_t rank = 0;
     std::uint8_t stream = 1;   // 1 stdout, 2 stderr
     std::string data;          // whole lines, except a final partial line at exit
+
+    template <typename Archive>
+    void fields(Archive& a)
+    {
+        a(rank, stream, data);
+    }
+    Status check() const
+    {
+        if (stream != 1 && stream != 2)
+            return make_error("output message names stream {}", stream);
+        return {};
+    }
 };
 
 enum class RankFailure : std::uint8_t {
@@ -178,9 +330,11 @@ enum class RankFailure : std::uint8_t {
     aborted = 2,         // the rank asked to end the job (PMIx_Abort, MPI_Abort), or left PMIx without finalizing;
                          // message is the whole line for the user, exit_code the job's status
 };
+constexpr EnumLimit wire_limit(RankFailure) { return {static_cast<std::uint8_t>(RankFailure::aborted), "failure kind"}; }
 
 struct RankFailed {
     static constexpr MessageType type = MessageType::rank_failed;
+    static constexpr const char* name = "rank-failed";
     std::uint64_t rank = 0;
     std::string node;
     std::int32_t exit_code = 0;
@@ -188,54 +342,108 @@ struct RankFailed {
     std::string message;       // set when the rank never started or aborted
     std::int64_t time_ns = 0;  // root clock
     RankFailure kind = RankFailure::exited;
+
+    template <typename Archive>
+    void fields(Archive& a)
+    {
+        a(rank, node, exit_code, signal, message, time_ns, kind);
+    }
 };
 
 struct DaemonError {
     static constexpr MessageType type = MessageType::daemon_error;
+    static constexpr const char* name = "daemon-error";
     std::string node;
     std::string message;
+
+    template <typename Archive>
+    void fields(Archive& a)
+    {
+        a(node, message);
+    }
 };
 
 struct DaemonLog {
     static constexpr MessageType type = MessageType::daemon_log;
+    static constexpr const char* name = "daemon-log";
     std::string node;
     std::string line;
+
+    template <typename Archive>
+    void fields(Archive& a)
+    {
+        a(node, line);
+    }
 };
 
 // The stage index for the node caches, in chunks; forwarded by every daemon as each chunk arrives.
 struct StageIndex {
     static constexpr MessageType type = MessageType::stage_index;
+    static constexpr const char* name = "stage-index";
     bool more = false;
     std::vector<std::uint8_t> chunk;
+
+    template <typename Archive>
+    void fields(Archive& a)
+    {
+        a(more, chunk);
+    }
 };
 
 // A piece of a staged file: files come in the index's content order, each in order from its first byte, so a
 // daemon writes and forwards chunks as they arrive (a pipelined broadcast, not a store-and-forward per file).
 struct StageContent {
     static constexpr MessageType type = MessageType::stage_content;
+    static constexpr const char* name = "stage-content";
     std::uint32_t file = 0;           // position in Index::content_files()
     bool last = false;                // the file's final chunk
     std::vector<std::uint8_t> chunk;
+
+    template <typename Archive>
+    void fields(Archive& a)
+    {
+        a(file, last, chunk);
+    }
 };
 
 // On-demand staging (docs/staging.md): a daemon asks its parent about a path none of its caches could answer.
 struct StageFetch {
     static constexpr MessageType type = MessageType::stage_fetch;
+    static constexpr const char* name = "stage-fetch";
     std::uint64_t id = 0;        // unique per requesting daemon; the reply carries it back
     std::uint8_t kind = 1;       // 1 metadata, 2 content (a file's bytes, a directory's listing)
     std::string path;            // absolute, normalized, as the program spelled it
+
+    template <typename Archive>
+    void fields(Archive& a)
+    {
+        a(id, kind, path);
+    }
+    Status check() const
+    {
+        if (kind < 1 || kind > 2)
+            return make_error("stage-fetch message with unknown kind {}", kind);
+        return {};
+    }
 };
 
 struct StageListedName {
     std::string name;
     std::uint8_t type = 0;       // DT_*
     std::string link_target;     // DT_LNK
+
+    template <typename Archive>
+    void fields(Archive& a)
+    {
+        a(name, type, link_target);
+    }
 };
 
 // The answer, from the parent's cache or the root's filesystem. A file's content follows in chunks: the first
 // reply carries the answer and the first chunk, the next ones only chunks, the final one `last`.
 struct StageFetchReply {
     static constexpr MessageType type = MessageType::stage_fetch_reply;
+    static constexpr const char* name = "stage-fetch-reply";
     std::uint64_t id = 0;
     std::string error;           // non-empty: no answer (the requester falls back); nothing else is set
     bool has_answer = false;
@@ -248,106 +456,112 @@ struct StageFetchReply {
     std::vector<StageListedName> listing;
     bool last = true;            // content: this chunk ends the file
     std::vector<std::uint8_t> chunk;
+
+    template <typename Archive>
+    void fields(Archive& a)
+    {
+        a(id, error, has_answer);
+        if (has_answer)
+            a(lstat_errno, stat_errno, open_errno, lstat, stat, link, mirror, content, listed, listing);
+        a(last, chunk);
+    }
 };
 
 // Which protocol a fence serves: each numbers its fences on its own, so a job whose ranks speak PMIx and simple
 // PMI at once (libcanopy in an MPICH program) never pairs one protocol's fence with the other's.
 enum class FenceDomain : std::uint8_t { pmix = 0, pmi = 1 };
+constexpr EnumLimit wire_limit(FenceDomain) { return {static_cast<std::uint8_t>(FenceDomain::pmi), "domain"}; }
 
 // A fence's contribution from one subtree, sent when every participant below has arrived.
 struct FenceUp {
     static constexpr MessageType type = MessageType::fence_up;
+    static constexpr const char* name = "fence-up";
     FenceDomain domain = FenceDomain::pmix;
     std::vector<long> participants;   // sorted ranks; empty = the whole job
     std::uint64_t sequence = 0;
     std::int32_t status = 0;          // non-zero: a participant below failed, the fence fails everywhere
     bool more = false;                // blobs travel in chunks; the last chunk of a subtree's blob has more = false
     std::vector<std::uint8_t> blob;
+
+    template <typename Archive>
+    void fields(Archive& a)
+    {
+        a(domain, RankRuns{participants}, sequence, status, more, blob);
+    }
 };
 
 // A fence's result, broadcast from the root to the subtrees that took part.
 struct FenceDown {
     static constexpr MessageType type = MessageType::fence_down;
+    static constexpr const char* name = "fence-down";
     FenceDomain domain = FenceDomain::pmix;
     std::vector<long> participants;
     std::uint64_t sequence = 0;
     std::int32_t status = 0;
     bool more = false;                // forwarded chunk by chunk, so a big blob pipelines down the tree
     std::vector<std::uint8_t> blob;
+
+    template <typename Archive>
+    void fields(Archive& a)
+    {
+        a(domain, RankRuns{participants}, sequence, status, more, blob);
+    }
 };
 
 // What a routed request asks for.
 // store: a JobStore request (payload: u8 operation, then its payload); the reply carries u8 answer + payload.
 enum class RoutedOp : std::uint8_t { direct_modex = 1, publish = 2, lookup = 3, unpublish = 4, store = 5 };
+constexpr EnumLimit wire_limit(RoutedOp) { return {static_cast<std::uint8_t>(RoutedOp::store), "operation", 1}; }
 
 // A request for one position (the root for the job-wide store, a rank's node for direct modex), carried hop by
 // hop along tree links; the reply goes back to `from` the same way.
 struct RoutedRequest {
     static constexpr MessageType type = MessageType::routed_request;
+    static constexpr const char* name = "routed-request";
     std::uint64_t id = 0;          // unique per requester
     std::uint64_t from = 0;        // requester's position
     std::uint64_t target = 0;      // position that answers
     RoutedOp op = RoutedOp::direct_modex;
     std::vector<std::uint8_t> payload;
+
+    template <typename Archive>
+    void fields(Archive& a)
+    {
+        a(id, from, target, op, payload);
+    }
 };
 
 struct RoutedReply {
     static constexpr MessageType type = MessageType::routed_reply;
+    static constexpr const char* name = "routed-reply";
     std::uint64_t id = 0;
     std::uint64_t to = 0;          // the requester's position
     std::int32_t status = 0;
     std::vector<std::uint8_t> payload;
+
+    template <typename Archive>
+    void fields(Archive& a)
+    {
+        a(id, to, status, payload);
+    }
 };
 
-// One encode/decode pair per message; decode leaves trailing-byte checks to decode_frame.
-void encode(Writer& writer, const Challenge& message);
-Status decode(Reader& reader, Challenge& message);
-void encode(Writer& writer, const Hello& message);
-Status decode(Reader& reader, Hello& message);
-void encode(Writer& writer, const Welcome& message);
-Status decode(Reader& reader, Welcome& message);
-void encode(Writer& writer, const ClockPing& message);
-Status decode(Reader& reader, ClockPing& message);
-void encode(Writer& writer, const ClockPong& message);
-Status decode(Reader& reader, ClockPong& message);
-void encode(Writer& writer, const LaunchPlan& message);
-Status decode(Reader& reader, LaunchPlan& message);
-void encode(Writer& writer, const StdinData& message);
-Status decode(Reader& reader, StdinData& message);
-void encode(Writer& writer, const Signal& message);
-Status decode(Reader& reader, Signal& message);
-void encode(Writer& writer, const Shutdown& message);
-Status decode(Reader& reader, Shutdown& message);
-void encode(Writer& writer, const SubtreeUp& message);
-Status decode(Reader& reader, SubtreeUp& message);
-void encode(Writer& writer, const SubtreeSpawned& message);
-Status decode(Reader& reader, SubtreeSpawned& message);
-void encode(Writer& writer, const SubtreeDone& message);
-Status decode(Reader& reader, SubtreeDone& message);
-void encode(Writer& writer, const Output& message);
-Status decode(Reader& reader, Output& message);
-void encode(Writer& writer, const RankFailed& message);
-Status decode(Reader& reader, RankFailed& message);
-void encode(Writer& writer, const DaemonError& message);
-Status decode(Reader& reader, DaemonError& message);
-void encode(Writer& writer, const DaemonLog& message);
-Status decode(Reader& reader, DaemonLog& message);
-void encode(Writer& writer, const StageIndex& message);
-Status decode(Reader& reader, StageIndex& message);
-void encode(Writer& writer, const StageContent& message);
-Status decode(Reader& reader, StageContent& message);
-void encode(Writer& writer, const StageFetch& message);
-Status decode(Reader& reader, StageFetch& message);
-void encode(Writer& writer, const StageFetchReply& message);
-Status decode(Reader& reader, StageFetchReply& message);
-void encode(Writer& writer, const FenceUp& message);
-Status decode(Reader& reader, FenceUp& message);
-void encode(Writer& writer, const FenceDown& message);
-Status decode(Reader& reader, FenceDown& message);
-void encode(Writer& writer, const RoutedRequest& message);
-Status decode(Reader& reader, RoutedRequest& message);
-void encode(Writer& writer, const RoutedReply& message);
-Status decode(Reader& reader, RoutedReply& message);
+// Every message, listed once: the name table, the encoders and decoders and their round-trip test come from it.
+#define CANOPY_WIRE_MESSAGES(X)                                                                                  \
+    X(Challenge) X(Hello) X(Welcome) X(ClockPing) X(ClockPong) X(LaunchPlan) X(StdinData) X(Signal) X(Shutdown)     \
+    X(StageIndex) X(StageContent) X(StageFetchReply) X(SubtreeUp) X(SubtreeSpawned) X(SubtreeDone) X(Output)       \
+    X(RankFailed) X(DaemonError) X(DaemonLog) X(StageFetch) X(FenceUp) X(FenceDown) X(RoutedRequest) X(RoutedReply)
+
+// A listing name takes at least 3 bytes on the wire (two empty strings and its type).
+template <>
+inline constexpr std::size_t min_wire_size<StageListedName> = 3;
+
+// Encodes or decodes a message's fields; instantiated in messages.cpp for every message in the list. decode
+// leaves trailing-byte checks to decode_frame.
+template <typename M>
+void encode(Writer& writer, const M& message);
+template <typename M>
+Status decode(Reader& reader, M& message);
 
 template <typename M>
 std::vector<std::uint8_t> to_frame(const M& message)
