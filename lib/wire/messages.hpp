@@ -15,6 +15,14 @@
 
 namespace canopy::wire {
 
+// A message's (or a nested struct's) fields, listed once in the order they travel (wire/fields.hpp).
+#define CANOPY_WIRE_FIELDS(...)                                                                                  \
+    template <typename Archive>                                                                                  \
+    void fields(Archive& archive)                                                                                \
+    {                                                                                                            \
+        archive(__VA_ARGS__);                                                                                    \
+    }
+
 enum class MessageType : std::uint8_t {
     // Handshake, child <-> parent, before anything else.
     challenge = 1,
@@ -82,11 +90,7 @@ struct Challenge {
     static constexpr const char* name = "challenge";
     Bytes32 parent_nonce{};
 
-    template <typename Archive>
-    void fields(Archive& a)
-    {
-        a(parent_nonce);
-    }
+    CANOPY_WIRE_FIELDS(parent_nonce)
 };
 
 struct Hello {
@@ -96,11 +100,7 @@ struct Hello {
     Bytes32 child_nonce{};
     Bytes32 proof{};
 
-    template <typename Archive>
-    void fields(Archive& a)
-    {
-        a(position, child_nonce, proof);
-    }
+    CANOPY_WIRE_FIELDS(position, child_nonce, proof)
 };
 
 struct Welcome {
@@ -108,11 +108,7 @@ struct Welcome {
     static constexpr const char* name = "welcome";
     Bytes32 proof{};
 
-    template <typename Archive>
-    void fields(Archive& a)
-    {
-        a(proof);
-    }
+    CANOPY_WIRE_FIELDS(proof)
 };
 
 struct ClockPing {
@@ -120,11 +116,7 @@ struct ClockPing {
     static constexpr const char* name = "clock-ping";
     std::int64_t t0 = 0;
 
-    template <typename Archive>
-    void fields(Archive& a)
-    {
-        a(t0);
-    }
+    CANOPY_WIRE_FIELDS(t0)
 };
 
 struct ClockPong {
@@ -132,11 +124,7 @@ struct ClockPong {
     static constexpr const char* name = "clock-pong";
     std::int64_t t0 = 0, t1 = 0, t2 = 0;
 
-    template <typename Archive>
-    void fields(Archive& a)
-    {
-        a(t0, t1, t2);
-    }
+    CANOPY_WIRE_FIELDS(t0, t1, t2)
 };
 
 // What every daemon runs: the same for all nodes, so it is computed once at the root.
@@ -160,12 +148,8 @@ struct JobSpec {
     // --mark-on-output: when a rank first prints a line matching the regex, stamp app.<name> for it.
     std::vector<std::pair<std::string, std::string>> output_marks;   // (regex, name)
 
-    template <typename Archive>
-    void fields(Archive& a)
-    {
-        a(argv, env, wdir, cpu_bind, depth, ranks_per_node, master_addr, master_port, pmix, simple_pmi, trace, stage,
-          stage_cache_base, stage_interposer, output_marks);
-    }
+    CANOPY_WIRE_FIELDS(argv, env, wdir, cpu_bind, depth, ranks_per_node, master_addr, master_port, pmix, simple_pmi,
+                       trace, stage, stage_cache_base, stage_interposer, output_marks)
 };
 
 // Everything a daemon needs to build its part of the tree and run its ranks.
@@ -192,13 +176,9 @@ struct LaunchPlan {
     std::int64_t root_offset_ns = 0;      // the receiver's clock + this = root clock
     JobSpec job;
 
-    template <typename Archive>
-    void fields(Archive& a)
-    {
-        a(job_id, position, HostList{hosts}, simulated, agent, ssh_command, ssh_args, rsh_command, daemon_path,
-          bind_address, fanout, window, connect_timeout, kill_grace, tmpdir, verbosity, launcher_start_ns,
-          root_offset_ns, job);
-    }
+    CANOPY_WIRE_FIELDS(job_id, position, HostList{hosts}, simulated, agent, ssh_command, ssh_args, rsh_command,
+                       daemon_path, bind_address, fanout, window, connect_timeout, kill_grace, tmpdir, verbosity,
+                       launcher_start_ns, root_offset_ns, job)
     Status check() const
     {
         if (hosts.size() != job.ranks_per_node.size() || fanout == 0)
@@ -214,11 +194,7 @@ struct StdinData {
     std::string data;
     bool eof = false;
 
-    template <typename Archive>
-    void fields(Archive& a)
-    {
-        a(target_position, data, eof);
-    }
+    CANOPY_WIRE_FIELDS(target_position, data, eof)
 };
 
 struct Signal {
@@ -226,11 +202,7 @@ struct Signal {
     static constexpr const char* name = "signal";
     std::int32_t signo = 0;
 
-    template <typename Archive>
-    void fields(Archive& a)
-    {
-        a(signo);
-    }
+    CANOPY_WIRE_FIELDS(signo)
     Status check() const
     {
         if (signo <= 0 || signo >= 65)
@@ -244,11 +216,7 @@ struct Shutdown {
     static constexpr const char* name = "shutdown";
     bool abort = false;       // failure teardown: short grace before SIGKILL
 
-    template <typename Archive>
-    void fields(Archive& a)
-    {
-        a(abort);
-    }
+    CANOPY_WIRE_FIELDS(abort)
 };
 
 struct SubtreeUp {
@@ -256,11 +224,7 @@ struct SubtreeUp {
     static constexpr const char* name = "subtree-up";
     std::uint64_t daemons = 0;
 
-    template <typename Archive>
-    void fields(Archive& a)
-    {
-        a(daemons);
-    }
+    CANOPY_WIRE_FIELDS(daemons)
 };
 
 struct SubtreeSpawned {
@@ -268,11 +232,7 @@ struct SubtreeSpawned {
     static constexpr const char* name = "subtree-spawned";
     std::uint64_t ranks = 0;
 
-    template <typename Archive>
-    void fields(Archive& a)
-    {
-        a(ranks);
-    }
+    CANOPY_WIRE_FIELDS(ranks)
 };
 
 // One entry of a --trace timeline: a point (duration < 0) or a slice ending at `end`, on a node's or a rank's track.
@@ -283,11 +243,7 @@ struct TraceEvent {
     double end = 0;                  // seconds since launcher start
     double duration = -1;
 
-    template <typename Archive>
-    void fields(Archive& a)
-    {
-        a(node, rank, name, end, duration);
-    }
+    CANOPY_WIRE_FIELDS(node, rank, name, end, duration)
 };
 
 struct SubtreeDone {
@@ -297,11 +253,7 @@ struct SubtreeDone {
     timing::PhaseSet phases;
     std::vector<TraceEvent> trace;   // only with --trace: every node's and rank's events in this subtree
 
-    template <typename Archive>
-    void fields(Archive& a)
-    {
-        a(ranks, phases, trace);
-    }
+    CANOPY_WIRE_FIELDS(ranks, phases, trace)
 };
 
 struct Output {
@@ -311,11 +263,7 @@ struct Output {
     std::uint8_t stream = 1;   // 1 stdout, 2 stderr
     std::string data;          // whole lines, except a final partial line at exit
 
-    template <typename Archive>
-    void fields(Archive& a)
-    {
-        a(rank, stream, data);
-    }
+    CANOPY_WIRE_FIELDS(rank, stream, data)
     Status check() const
     {
         if (stream != 1 && stream != 2)
@@ -343,11 +291,7 @@ struct RankFailed {
     std::int64_t time_ns = 0;  // root clock
     RankFailure kind = RankFailure::exited;
 
-    template <typename Archive>
-    void fields(Archive& a)
-    {
-        a(rank, node, exit_code, signal, message, time_ns, kind);
-    }
+    CANOPY_WIRE_FIELDS(rank, node, exit_code, signal, message, time_ns, kind)
 };
 
 struct DaemonError {
@@ -356,11 +300,7 @@ struct DaemonError {
     std::string node;
     std::string message;
 
-    template <typename Archive>
-    void fields(Archive& a)
-    {
-        a(node, message);
-    }
+    CANOPY_WIRE_FIELDS(node, message)
 };
 
 struct DaemonLog {
@@ -369,11 +309,7 @@ struct DaemonLog {
     std::string node;
     std::string line;
 
-    template <typename Archive>
-    void fields(Archive& a)
-    {
-        a(node, line);
-    }
+    CANOPY_WIRE_FIELDS(node, line)
 };
 
 // The stage index for the node caches, in chunks; forwarded by every daemon as each chunk arrives.
@@ -383,11 +319,7 @@ struct StageIndex {
     bool more = false;
     std::vector<std::uint8_t> chunk;
 
-    template <typename Archive>
-    void fields(Archive& a)
-    {
-        a(more, chunk);
-    }
+    CANOPY_WIRE_FIELDS(more, chunk)
 };
 
 // A piece of a staged file: files come in the index's content order, each in order from its first byte, so a
@@ -399,11 +331,7 @@ struct StageContent {
     bool last = false;                // the file's final chunk
     std::vector<std::uint8_t> chunk;
 
-    template <typename Archive>
-    void fields(Archive& a)
-    {
-        a(file, last, chunk);
-    }
+    CANOPY_WIRE_FIELDS(file, last, chunk)
 };
 
 // On-demand staging (docs/staging.md): a daemon asks its parent about a path none of its caches could answer.
@@ -414,11 +342,7 @@ struct StageFetch {
     std::uint8_t kind = 1;       // 1 metadata, 2 content (a file's bytes, a directory's listing)
     std::string path;            // absolute, normalized, as the program spelled it
 
-    template <typename Archive>
-    void fields(Archive& a)
-    {
-        a(id, kind, path);
-    }
+    CANOPY_WIRE_FIELDS(id, kind, path)
     Status check() const
     {
         if (kind < 1 || kind > 2)
@@ -432,11 +356,7 @@ struct StageListedName {
     std::uint8_t type = 0;       // DT_*
     std::string link_target;     // DT_LNK
 
-    template <typename Archive>
-    void fields(Archive& a)
-    {
-        a(name, type, link_target);
-    }
+    CANOPY_WIRE_FIELDS(name, type, link_target)
 };
 
 // The answer, from the parent's cache or the root's filesystem. A file's content follows in chunks: the first
@@ -472,40 +392,28 @@ struct StageFetchReply {
 enum class FenceDomain : std::uint8_t { pmix = 0, pmi = 1 };
 constexpr EnumLimit wire_limit(FenceDomain) { return {static_cast<std::uint8_t>(FenceDomain::pmi), "domain"}; }
 
-// A fence's contribution from one subtree, sent when every participant below has arrived.
-struct FenceUp {
-    static constexpr MessageType type = MessageType::fence_up;
-    static constexpr const char* name = "fence-up";
+// One chunk of a fence going up (a subtree's contribution, sent when every participant below has arrived) or
+// down (the result, broadcast from the root to the subtrees that took part). Blobs travel in chunks: each
+// subtree's last chunk has more = false, and the down-sweep forwards each chunk as it arrives.
+struct FenceChunk {
     FenceDomain domain = FenceDomain::pmix;
     std::vector<long> participants;   // sorted ranks; empty = the whole job
     std::uint64_t sequence = 0;
-    std::int32_t status = 0;          // non-zero: a participant below failed, the fence fails everywhere
-    bool more = false;                // blobs travel in chunks; the last chunk of a subtree's blob has more = false
+    std::int32_t status = 0;          // non-zero: a participant failed, the fence fails everywhere
+    bool more = false;
     std::vector<std::uint8_t> blob;
 
-    template <typename Archive>
-    void fields(Archive& a)
-    {
-        a(domain, RankRuns{participants}, sequence, status, more, blob);
-    }
+    CANOPY_WIRE_FIELDS(domain, RankRuns{participants}, sequence, status, more, blob)
 };
 
-// A fence's result, broadcast from the root to the subtrees that took part.
-struct FenceDown {
+struct FenceUp : FenceChunk {
+    static constexpr MessageType type = MessageType::fence_up;
+    static constexpr const char* name = "fence-up";
+};
+
+struct FenceDown : FenceChunk {
     static constexpr MessageType type = MessageType::fence_down;
     static constexpr const char* name = "fence-down";
-    FenceDomain domain = FenceDomain::pmix;
-    std::vector<long> participants;
-    std::uint64_t sequence = 0;
-    std::int32_t status = 0;
-    bool more = false;                // forwarded chunk by chunk, so a big blob pipelines down the tree
-    std::vector<std::uint8_t> blob;
-
-    template <typename Archive>
-    void fields(Archive& a)
-    {
-        a(domain, RankRuns{participants}, sequence, status, more, blob);
-    }
 };
 
 // What a routed request asks for.
@@ -524,11 +432,7 @@ struct RoutedRequest {
     RoutedOp op = RoutedOp::direct_modex;
     std::vector<std::uint8_t> payload;
 
-    template <typename Archive>
-    void fields(Archive& a)
-    {
-        a(id, from, target, op, payload);
-    }
+    CANOPY_WIRE_FIELDS(id, from, target, op, payload)
 };
 
 struct RoutedReply {
@@ -539,11 +443,7 @@ struct RoutedReply {
     std::int32_t status = 0;
     std::vector<std::uint8_t> payload;
 
-    template <typename Archive>
-    void fields(Archive& a)
-    {
-        a(id, to, status, payload);
-    }
+    CANOPY_WIRE_FIELDS(id, to, status, payload)
 };
 
 // Every message, listed once: the name table, the encoders and decoders and their round-trip test come from it.
