@@ -12,8 +12,6 @@ runs the client once with K=0 (one fence) per node count so the per-fence figure
 receives 2 (c + 1) frames per fence when each blob fits in one frame; blobs over 256 KiB travel in chunks.
 """
 
-import argparse
-import json
 import os
 import re
 import shutil
@@ -23,7 +21,7 @@ import sys
 import tempfile
 
 import benchlib
-from benchlib import REPO, markdown_table, run_once
+from benchlib import markdown_table, run_once
 
 SOURCE = os.path.join(benchlib.HERE, "fence_client.c")
 RESULT_RE = re.compile(r"fence_client: (\d+) ranks, (\d+) fences, (\d+) bytes each: mean ([\d.]+) ms "
@@ -31,15 +29,11 @@ RESULT_RE = re.compile(r"fence_client: (\d+) ranks, (\d+) fences, (\d+) bytes ea
 
 
 def build_client(workdir, args):
-    path = os.path.join(workdir, "fence_client")
+    """Compiles fence_client.c against PMIx into workdir; returns its path."""
     flags = subprocess.run(["pkg-config", "--cflags", "--libs", "pmix"], capture_output=True, text=True, timeout=30)
     if flags.returncode != 0:
         sys.exit("fence_bench.py: pkg-config pmix failed (%s); install libpmix-dev" % flags.stderr.strip())
-    cmd = [args.cc, "-O2", "-o", path, SOURCE] + flags.stdout.split()
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    if r.returncode != 0:
-        sys.exit("fence_bench.py: %s failed: %s" % (" ".join(cmd), r.stderr.strip()[-500:]))
-    return path
+    return benchlib.compile_c(args.cc, SOURCE, os.path.join(workdir, "fence_client"), __file__, flags.stdout.split())
 
 
 def one_job(nodes, fences, client, args, tmp):
@@ -83,8 +77,7 @@ def bench_nodes(nodes, client, args, tmp):
     for i in range(args.runs):
         if len(entry["errors"]) >= args.max_failures:
             break
-        entry["background_cpus_before_rounds"].append(
-            round(benchlib.wait_for_idle(args.wait_idle, args.idle_cpus), 2))
+        entry["background_cpus_before_rounds"].append(benchlib.background_load(args))
         record, problem = one_job(nodes, args.fences, client, args, tmp)
         if problem:
             entry["errors"].append(problem)
@@ -144,8 +137,7 @@ def print_table(results, args, out=sys.stdout):
 
 
 def main(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = benchlib.arg_parser(__doc__)
     p.add_argument("--nodes", default="16,64,256", help="comma-separated node counts (default 16,64,256)")
     p.add_argument("--fences", type=int, default=50, help="timed fences per job, K (default 50)")
     p.add_argument("--bytes", type=int, default=1024, help="bytes each rank puts (default 1024)")
@@ -153,31 +145,22 @@ def main(argv):
     p.add_argument("--no-baseline", dest="baseline", action="store_false",
                    help="skip the K=0 job per node count that checks how many messages are not fences")
     p.add_argument("--fanout", type=int, default=0, help="canopy --fanout (default: canopy's own, 32)")
-    p.add_argument("--canopy", default=os.path.join(REPO, "build", "launcher", "canopy"),
-                   help="canopy binary (default build/launcher/canopy; canopyd is found next to it)")
+    benchlib.add_canopy_option(p)
     p.add_argument("--cc", default="gcc", help="C compiler for fence_client.c (default gcc)")
-    p.add_argument("--timeout", type=float, default=180.0, help="seconds before a job counts as hung (default 180)")
-    p.add_argument("--max-failures", type=int, default=2, help="stop a node count after this many failures")
-    p.add_argument("--wait-idle", type=float, default=60.0,
-                   help="before each job wait up to this many seconds for the machine to go idle (default 60)")
-    p.add_argument("--idle-cpus", type=float, default=0.3,
-                   help="idle means other work uses under this many CPUs (default 0.3)")
-    p.add_argument("--json", default="fence_bench.json", help="write results here (default ./fence_bench.json)")
+    benchlib.add_timeout_options(p, 180.0, "job", "stop a node count after this many failures")
+    benchlib.add_idle_options(p, 60.0, "job")
+    benchlib.add_json_option(p, "fence_bench.json")
     args = p.parse_args(argv)
     nodes_list = [int(x) for x in args.nodes.split(",") if x]
     if args.fences < 1:
         p.error("--fences must be at least 1")
-    args.canopy = os.path.abspath(args.canopy)
-    if not os.access(args.canopy, os.X_OK):
-        p.error("canopy binary %s not found; build it (meson setup build && ninja -C build) or pass --canopy"
-                % args.canopy)
+    benchlib.check_canopy(p, args)
 
     tmp = tempfile.mkdtemp(prefix="canopy-fence-bench-")
     report = {**benchlib.report_header("canopy.fence_bench/1", __file__, argv),
               "fences": args.fences, "bytes": args.bytes, "results": []}
     m = report["machine"]
-    print("machine: %s CPUs, kernel %s, pmix %s, canopy %s, loadavg %s" % (
-        m["nproc"], m["kernel"], m["libpmix"], m["canopy_git"], " ".join(m["loadavg_start"])), file=sys.stderr)
+    benchlib.print_machine(m, [("pmix", "libpmix")])
     try:
         client = build_client(tmp, args)
         for nodes in nodes_list:
@@ -185,17 +168,14 @@ def main(argv):
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     m["loadavg_end"] = benchlib.loadavg()
-    with open(args.json, "w") as f:
-        json.dump(report, f, indent=2)
+    benchlib.write_report(report, args.json)
 
     print()
     print_table(report["results"], args)
     for e in report["results"]:
         for problem in e["errors"]:
             print("%d nodes: failed: %s" % (e["nodes"], problem))
-    busiest = max((max(e["background_cpus_before_rounds"] or [0]) for e in report["results"]), default=0)
-    print("Load average at start %s, at end %s; busiest background load before a job: %.2f CPUs of %d."
-          % (" ".join(m["loadavg_start"]), " ".join(m["loadavg_end"]), busiest, m["nproc"] or 1))
+    benchlib.print_load_average(m, report["results"], "job")
     print("results written to %s" % args.json)
     return 0 if all(e.get("summary") for e in report["results"]) else 1
 

@@ -28,7 +28,6 @@ each round waits (up to --wait-idle s) for the machine to be idle; the load seen
 Each run must exit 0 and, for `hostname`, print exactly N lines; otherwise the cell is marked failed.
 """
 
-import argparse
 import json
 import os
 import shutil
@@ -38,8 +37,7 @@ import tempfile
 import time
 
 import benchlib
-from benchlib import (AGENT, NS_ENV, REPO, host_list, markdown_table, mount_hosts_if_in_namespace,
-                      reap_session, run_once, session_pids, summarize)
+from benchlib import AGENT, REPO, host_list, markdown_table, reap_session, run_once, session_pids, summarize
 
 ALL_LAUNCHERS = ["canopy", "canopy-nopmix", "canopy-nopmi", "canopy-agent", "hydra", "mpirun"]
 # what runs without --launchers: the rows of the default run docs/performance.md reports
@@ -82,11 +80,6 @@ def check(result, n, program):
     return None
 
 
-def wait_for_idle(args):
-    """Wait (up to --wait-idle s) until other work uses under --idle-cpus CPUs; returns the last sample."""
-    return benchlib.wait_for_idle(args.wait_idle, args.idle_cpus)
-
-
 def bench_cell(n, program, launchers, args, env):
     """Warm up, then interleave timed runs of every launcher for one (nodes, program) pair."""
     cells = {}
@@ -104,7 +97,7 @@ def bench_cell(n, program, launchers, args, env):
                 cells[launcher]["runs_planned"] = min(args.runs, args.slow_runs)
     background = []
     for round_ in range(args.runs):
-        background.append(round(wait_for_idle(args), 2))
+        background.append(benchlib.background_load(args))
         for launcher in launchers:
             cell = cells[launcher]
             if round_ >= cell["runs_planned"] or len(cell["errors"]) >= 2:
@@ -177,7 +170,7 @@ def timing_table(args, env, n, program, runs=3):
     """canopy's own --timing table (stderr) and JSON: of `runs` launches on an idle machine, the median one."""
     tables = []
     for _ in range(runs):
-        wait_for_idle(args)
+        benchlib.wait_for_idle(args.wait_idle, args.idle_cpus)
         tables.append(timing_once(args, env, n, program))
     tables.sort(key=lambda t: (t["json"] or {}).get("wall_seconds", float("inf")))
     chosen = tables[len(tables) // 2]
@@ -219,31 +212,23 @@ def print_cpu_table(results, launchers, out=sys.stdout):
 
 def print_table(results, launchers, runs, out=sys.stdout):
     cols = [l for l in launchers]
-    pairs = [(a, b) for a, b in RATIO_COLUMNS if a in cols and b in cols]
+    pairs = benchlib.ratio_pairs(RATIO_COLUMNS, cols)
     header = ["program", "nodes"] + ["%s [s]" % c for c in cols] + ["%s/%s" % pair for pair in pairs]
     rows = []
     for entry in results:
         cells = entry["launchers"]
         row = [entry["program"], str(entry["nodes"])]
-        for c in cols:
-            s = cells[c]["summary"]
-            row.append(fmt_seconds(s) + ("" if not s or s["runs"] == runs else " (%d)" % s["runs"]))
+        row += [benchlib.median_cell(cells[c]["summary"], runs, "%.3f") for c in cols]
         row += [ratio(cells[a]["summary"], cells[b]["summary"]) for a, b in pairs]
         rows.append(row)
     markdown_table(header, rows, out)
     print("Median wall time of the runs; (k) = only k runs. Ratios < 1 mean canopy is faster.", file=out)
-    busiest = max((max(e["background_cpus_before_rounds"] or [0]) for e in results), default=0)
-    print("Busiest background load seen before a round: %.2f CPUs of %d." % (busiest, os.cpu_count() or 1), file=out)
-
-
-def enter_namespace(args, argv):
-    """Re-run this script in a private mount namespace whose /etc/hosts knows the fake hosts."""
-    benchlib.enter_namespace(__file__, argv, max(args.nodes))
+    print("Busiest background load seen before a round: %.2f CPUs of %d."
+          % (benchlib.busiest_background(results), os.cpu_count() or 1), file=out)
 
 
 def main(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = benchlib.arg_parser(__doc__)
     p.add_argument("--nodes", default="16,64,256", help="comma-separated node counts (default 16,64,256)")
     p.add_argument("--programs", default="true,hostname", help="programs to launch (default true,hostname)")
     p.add_argument("--launchers", default=",".join(DEFAULT_LAUNCHERS),
@@ -253,21 +238,16 @@ def main(argv):
     p.add_argument("--slow-threshold", type=float, default=5.0,
                    help="a launcher whose warmup took longer than this many seconds ... (default 5)")
     p.add_argument("--slow-runs", type=int, default=3, help="... gets only this many timed runs (default 3)")
-    p.add_argument("--wait-idle", type=float, default=120.0,
-                   help="before each round wait up to this many seconds for the machine to go idle (default 120)")
-    p.add_argument("--idle-cpus", type=float, default=0.3,
-                   help="idle means other work uses under this many CPUs (default 0.3)")
+    benchlib.add_idle_options(p, 120.0)
     p.add_argument("--timeout", type=float, default=180.0, help="seconds before a run counts as hung")
-    p.add_argument("--canopy", default=os.path.join(REPO, "build", "launcher", "canopy"),
-                   help="canopy binary (default build/launcher/canopy; canopyd is found next to it)")
+    benchlib.add_canopy_option(p)
     p.add_argument("--hydra", default="mpiexec.hydra")
     p.add_argument("--mpirun", default="mpirun.openmpi")
-    p.add_argument("--json", default="launch_bench.json", help="write results here (default ./launch_bench.json)")
+    benchlib.add_json_option(p, "launch_bench.json")
     p.add_argument("--rss-nodes", type=int, default=4, help="--sim-nodes for the canopyd RSS probe (default 4)")
     p.add_argument("--no-rss", action="store_true", help="skip the canopyd RSS probe")
     p.add_argument("--no-timing", action="store_true", help="skip canopy's --timing table")
-    p.add_argument("--no-namespace", action="store_true",
-                   help="do not bind-mount /etc/hosts in a private mount namespace")
+    benchlib.add_namespace_option(p)
     args = p.parse_args(argv)
     args.nodes = [int(x) for x in args.nodes.split(",") if x]
     programs = [x for x in args.programs.split(",") if x]
@@ -275,34 +255,25 @@ def main(argv):
     bad = [l for l in launchers if l not in ALL_LAUNCHERS]
     if bad:
         p.error("unknown launcher %s; choose from %s" % (",".join(bad), ",".join(ALL_LAUNCHERS)))
-    args.canopy = os.path.abspath(args.canopy)
-    if any(l.startswith("canopy") for l in launchers) and not os.access(args.canopy, os.X_OK):
-        p.error("canopy binary %s not found; build it (meson setup build && ninja -C build) or pass --canopy"
-                % args.canopy)
+    benchlib.check_canopy(p, args, needed=any(l.startswith("canopy") for l in launchers))
     for tool, needed in ((args.hydra, "hydra"), (args.mpirun, "mpirun")):
         if needed in launchers and not shutil.which(tool):
             p.error("%s not found for launcher %s; install mpich / openmpi-bin or drop it with --launchers"
                     % (tool, needed))
 
-    if not args.no_namespace and not os.environ.get(NS_ENV):
-        enter_namespace(args, argv)  # does not return
-    hosts_file = mount_hosts_if_in_namespace()
-
+    hosts_namespace = benchlib.enter_hosts_namespace(__file__, argv, max(args.nodes), args.no_namespace)
     node_tmp = tempfile.mkdtemp(prefix="canopy-bench-nodes-")
-    env = dict(os.environ)
-    env.pop(NS_ENV, None)
-    env["LOCAL_AGENT_TMPDIR_ROOT"] = node_tmp  # each fake host gets its own TMPDIR, as a real node would
+    env = benchlib.agent_env(node_tmp)
     report = {**benchlib.report_header("canopy.launch_bench/1", __file__, argv),
-              "hosts_namespace": bool(hosts_file), "agent": os.path.relpath(AGENT, REPO), "results": []}
-    print("machine: %(nproc)s CPUs, kernel %(kernel)s, mpich %(mpich)s, openmpi %(openmpi-bin)s, canopy %(canopy_git)s"
-          % report["machine"], file=sys.stderr)
+              "hosts_namespace": hosts_namespace, "agent": os.path.relpath(AGENT, REPO), "results": []}
+    benchlib.print_machine(report["machine"], [("mpich", "mpich"), ("openmpi", "openmpi-bin")], with_loadavg=False)
     try:
         for n in args.nodes:
             for program in programs:
                 cells, background = bench_cell(n, program, launchers, args, env)
                 report["results"].append({"program": program, "nodes": n, "launchers": cells,
                                           "background_cpus_before_rounds": background})
-        report["machine"]["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
+        report["machine"]["loadavg_end"] = benchlib.loadavg()
         if "canopy" in launchers and not args.no_rss:
             report["canopyd_rss"] = measure_rss(args, env)
         if "canopy" in launchers and not args.no_timing:
@@ -310,20 +281,12 @@ def main(argv):
     finally:
         shutil.rmtree(node_tmp, ignore_errors=True)
 
-    with open(args.json, "w") as f:
-        json.dump(report, f, indent=2)
+    benchlib.write_report(report, args.json)
     print()
     print_table(report["results"], launchers, args.runs)
     print()
     print_cpu_table(report["results"], launchers)
-    for entry in report["results"]:
-        for launcher, cell in entry["launchers"].items():
-            if cell["errors"]:
-                print("%s %d nodes %s: %d failed run(s): %s" % (entry["program"], entry["nodes"], launcher,
-                      len(cell["errors"]), cell["errors"][0]))
-            if cell["stragglers"]:
-                print("%s %d nodes %s: %d process(es) outlived the launcher and were killed"
-                      % (entry["program"], entry["nodes"], launcher, cell["stragglers"]))
+    benchlib.print_failures(report["results"], lambda e: "%s %d nodes" % (e["program"], e["nodes"]))
     rss = report.get("canopyd_rss")
     if rss:
         print("\ncanopyd peak VmRSS %.1f MiB (VmHWM %.1f MiB) over %d daemons; canopy launcher VmRSS %.1f MiB  [%s, exit %s]"
