@@ -8,6 +8,7 @@
 
 #include <deque>
 
+#include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 
@@ -35,7 +36,11 @@ struct AppServer::Connection : std::enable_shared_from_this<Connection> {
     {
         ++*this->open;
     }
-    ~Connection() { --*open; }
+    ~Connection()
+    {
+        if (--*open == 0 && handlers->all_closed)
+            asio::post(socket.get_executor(), handlers->all_closed);
+    }
 
     void read_header()
     {

@@ -30,6 +30,8 @@ public:
         std::function<void(std::uint8_t op, std::vector<std::uint8_t> payload,
                            std::function<void(std::uint8_t answer, std::vector<std::uint8_t> payload)> reply)>
             store;
+        // Every rank's connection has closed (posted, never called from inside the server).
+        std::function<void()> all_closed;
     };
 
     // Listens on `path` (in the node's 0700 temp dir).

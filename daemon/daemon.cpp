@@ -335,6 +335,11 @@ void Daemon::start_app_server()
                             std::function<void(std::uint8_t, std::vector<std::uint8_t>)> reply) {
         store_cache_->request(op, std::move(payload), std::move(reply));
     };
+    // The job's end waits for the ranks' last marks (maybe_report_done): hear when the last connection closes.
+    handlers.all_closed = [this] {
+        if (!reported_done_)
+            maybe_report_done();
+    };
     if (guard_)
         guard_->watch_path(app_socket_);   // it may live outside the temp dir
     auto server = AppServer::start(io_, app_socket_, std::move(handlers));
@@ -888,15 +893,18 @@ void Daemon::maybe_report_done()
         // but not for long, since a rank's orphaned child could hold one open.
         if (!app_drain_timer_) {
             app_drain_timer_ = std::make_unique<asio::steady_timer>(io_, std::chrono::milliseconds(200));
-            app_drain_timer_->async_wait([this](const boost::system::error_code&) {
+            app_drain_timer_->async_wait([this](const boost::system::error_code& error) {
+                if (error)
+                    return;
                 app_drain_expired_ = true;
                 maybe_report_done();
             });
-            app_drain_poll();
         }
-        return;
+        return;   // all_closed or the timer carries on
     }
     reported_done_ = true;
+    if (app_drain_timer_)
+        app_drain_timer_->cancel();
     if (stage_fetch_) {
         // On-demand staging, as counts: what this node answered itself and what it had to ask its parent.
         const auto& counts = stage_fetch_->counters();
@@ -916,23 +924,6 @@ void Daemon::maybe_report_done()
     }
     send_up(wire::to_frame(wire::SubtreeDone{ranks_->total() + subtree_ranks_done_, phases_, std::move(trace_)}));
     maybe_exit();
-}
-
-void Daemon::app_drain_poll()
-{
-    // Connections close as their data is read; look again each millisecond until they all have.
-    auto poll = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(1));
-    poll->async_wait([this, poll](const boost::system::error_code& error) {
-        if (error || reported_done_ || app_drain_expired_)
-            return;
-        if (app_server_->open_connections() == 0) {
-            app_drain_expired_ = true;
-            app_drain_timer_->cancel();
-            maybe_report_done();
-            return;
-        }
-        app_drain_poll();
-    });
 }
 
 void Daemon::shutdown(bool abort)

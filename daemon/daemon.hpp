@@ -77,7 +77,6 @@ private:
     void make_rank_spawner();
     // The socket the ranks' libcanopy uses for phase marks and the job store.
     void start_app_server();
-    void app_drain_poll();
     void stamp_output_marks(long rank, const std::string& data);
     void start_ranks();
     // Stage index and contents from the parent: forwarded to the children, written to the node cache.
