@@ -23,6 +23,7 @@
 #include <pmix_server.h>
 #include <spdlog/logger.h>
 
+#include "pmix/pending_requests.hpp"
 #include "util/log.hpp"
 
 namespace canopy {
@@ -106,14 +107,6 @@ struct PmixServerHost::State : std::enable_shared_from_this<PmixServerHost::Stat
     {
     }
 
-    // A request PMIx is waiting on. `answer` calls PMIx's callback; it runs at most once.
-    struct Pending {
-        enum class Kind { fence, direct_modex, serve_modex, publish, lookup, unpublish } kind;
-        std::vector<long> participants;   // fences: empty = whole job; serve_modex: the rank
-        std::function<void(pmix_status_t, Bytes)> answer;
-        std::unique_ptr<asio::steady_timer> timer;
-    };
-
     asio::io_context& io;
     PmixJob job;
     RankLayout layout;
@@ -121,8 +114,7 @@ struct PmixServerHost::State : std::enable_shared_from_this<PmixServerHost::Stat
     bool closed = false;   // io thread only: set by ~PmixHost; posted work then does nothing
     bool abort_reported = false;   // io thread only: the daemon is tearing the job down; later losses follow from it
 
-    std::map<std::uint64_t, Pending> pending;   // io thread only
-    std::uint64_t next_id = 1;
+    PendingRequests pending{io, PMIX_ERR_TIMEOUT};   // io thread only
     // Fence contributions held back after a local participant died, until its loss is reported (io thread only).
     std::vector<std::function<void()>> after_loss;
 
@@ -135,40 +127,6 @@ struct PmixServerHost::State : std::enable_shared_from_this<PmixServerHost::Stat
         return fmt::format("rank {} on {}", rank, job.hosts[static_cast<std::size_t>(job.node_index)]);
     }
 
-    std::uint64_t add_pending(Pending::Kind kind, std::vector<long> participants,
-                              std::function<void(pmix_status_t, Bytes)> answer, int timeout_s)
-    {
-        std::uint64_t id = next_id++;
-        Pending& p = pending[id];
-        p.kind = kind;
-        p.participants = std::move(participants);
-        p.answer = std::move(answer);
-        if (timeout_s > 0) {
-            p.timer = std::make_unique<asio::steady_timer>(io, std::chrono::seconds(timeout_s));
-            p.timer->async_wait([weak = weak_from_this(), id, timeout_s](const boost::system::error_code& ec) {
-                auto self = weak.lock();
-                if (ec || !self || self->closed)
-                    return;
-                pmix_log().warn("pmix: request {} timed out after {} s (PMIX_TIMEOUT)", id, timeout_s);
-                self->complete(id, PMIX_ERR_TIMEOUT, {});
-            });
-        }
-        return id;
-    }
-
-    // Answers a pending request once; later answers (a late tree reply after a timeout) are dropped.
-    void complete(std::uint64_t id, pmix_status_t status, Bytes bytes)
-    {
-        auto it = pending.find(id);
-        if (it == pending.end())
-            return;
-        Pending p = std::move(it->second);
-        pending.erase(it);
-        if (p.timer)
-            p.timer->cancel();
-        p.answer(status, std::move(bytes));
-    }
-
     // The tree's answer for request `id`, whenever and however often it comes.
     std::function<void(Status, Bytes)> tree_reply(std::uint64_t id, const char* what)
     {
@@ -178,31 +136,14 @@ struct PmixServerHost::State : std::enable_shared_from_this<PmixServerHost::Stat
                 return;
             if (!status.ok())
                 pmix_log().warn("pmix: {} failed: {}", what, status.error().message);
-            self->complete(id, status.ok() ? PMIX_SUCCESS : PMIX_ERROR, std::move(bytes));
+            self->pending.complete(id, status.ok() ? PMIX_SUCCESS : PMIX_ERROR, std::move(bytes));
         };
-    }
-
-    void fail_pending_for_rank(long rank, pmix_status_t status)
-    {
-        std::vector<std::uint64_t> ids;
-        for (auto& [id, p] : pending) {
-            bool involved = false;
-            if (p.kind == Pending::Kind::fence)
-                involved = p.participants.empty() ||
-                           std::find(p.participants.begin(), p.participants.end(), rank) != p.participants.end();
-            else if (p.kind == Pending::Kind::serve_modex || p.kind == Pending::Kind::direct_modex)
-                involved = !p.participants.empty() && p.participants.front() == rank;
-            if (involved)
-                ids.push_back(id);
-        }
-        for (auto id : ids)
-            complete(id, status, {});
     }
 
     // The rank can no longer take part in collectives: fail what waits on it, tell its peers and the daemon.
     void report_lost(long rank, int code, const std::string& message)
     {
-        fail_pending_for_rank(rank, PMIX_ERR_PROC_TERM_WO_SYNC);
+        pending.fail_waiting_on(rank, PMIX_ERR_PROC_TERM_WO_SYNC);
         if (abort_reported) {
             pmix_log().info("pmix: {} (job already being torn down)", message);
             return;
@@ -463,8 +404,8 @@ pmix_status_t on_fence_nb(const pmix_proc_t procs[], std::size_t nprocs, const p
         auto answer = [&h, cbfunc, cbdata](pmix_status_t status, Bytes bytes) {
             answer_modex(h.job.nspace, cbfunc, cbdata, status, std::move(bytes));
         };
-        std::uint64_t id =
-            h.add_pending(PmixServerHost::State::Pending::Kind::fence, participants, std::move(answer), timeout_s);
+        std::uint64_t id = h.pending.add({participants.empty(), participants}, std::move(answer),
+                                         std::chrono::seconds(timeout_s), "fence");
         pmix_log().debug("pmix: fence {} over {} ranks, collect={}, {} bytes from {}", id,
                          participants.empty() ? h.layout.job_size() : participants.size(), collect, local.size(),
                          h.job.hosts[static_cast<std::size_t>(h.job.node_index)]);
@@ -478,7 +419,7 @@ pmix_status_t on_fence_nb(const pmix_proc_t procs[], std::size_t nprocs, const p
             auto deferred = std::make_shared<std::function<void()>>(
                 [&h, id, local_status, participants = std::move(participants), collect,
                  local = std::move(local)]() mutable {
-                    h.complete(id, local_status, {});
+                    h.pending.complete(id, local_status, {});
                     h.tree.fence(std::move(participants), collect, std::move(local), [](Status, Bytes) {});
                 });
             auto once = [deferred] {
@@ -522,7 +463,7 @@ pmix_status_t on_direct_modex(const pmix_proc_t* proc, const pmix_info_t info[],
             answer_modex(h.job.nspace, cbfunc, cbdata, status, std::move(bytes));
         };
         std::uint64_t id =
-            h.add_pending(PmixServerHost::State::Pending::Kind::direct_modex, {rank}, std::move(answer), timeout_s);
+            h.pending.add({false, {rank}}, std::move(answer), std::chrono::seconds(timeout_s), "direct modex");
         pmix_log().debug("pmix: direct modex {} for rank {} (on node {})", id, rank, h.layout.node_of(rank));
         h.tree.direct_modex(rank, h.tree_reply(id, "direct modex"));
     });
@@ -612,19 +553,11 @@ pmix_status_t on_publish(const pmix_proc_t* proc, const pmix_info_t info[], std:
             }
             data.emplace_back(key, std::move(*packed));
         }
-        std::uint64_t id = h.add_pending(
-            PmixServerHost::State::Pending::Kind::publish, {},
-            [&h, cbfunc, cbdata](pmix_status_t status, Bytes) { answer_op(h, cbfunc, cbdata, status); },
-            0);
-        h.tree.publish(std::move(data), [weak = h.weak_from_this(), id](Status status) {
-            auto self = weak.lock();
-            if (!self || self->closed)
-                return;
-            if (!status.ok())
-                pmix_log().warn("pmix: publish failed: {}", status.error().message);
-            // A refused publish (duplicate key) reports PMIX_ERR_DUPLICATE_KEY-like failure as a plain error.
-            self->complete(id, status.ok() ? PMIX_SUCCESS : PMIX_ERROR, {});
-        });
+        std::uint64_t id = h.pending.add(
+            {}, [&h, cbfunc, cbdata](pmix_status_t status, Bytes) { answer_op(h, cbfunc, cbdata, status); },
+            std::chrono::seconds(0), "publish");
+        // A refused publish (a key taken already) is answered as a plain error.
+        h.tree.publish(std::move(data), [reply = h.tree_reply(id, "publish")](Status status) { reply(status, {}); });
     });
     return PMIX_SUCCESS;
 }
@@ -642,8 +575,8 @@ pmix_status_t on_lookup(const pmix_proc_t*, char** keys, const pmix_info_t info[
     post_to_host(host, [wanted = std::move(wanted), timeout_s, cbfunc, cbdata](PmixServerHost::State& h) mutable {
         // The found values ride through the pending table as one packed vector so timeouts can answer too.
         auto found_store = std::make_shared<std::vector<std::pair<std::string, Bytes>>>();
-        std::uint64_t id = h.add_pending(
-            PmixServerHost::State::Pending::Kind::lookup, {},
+        std::uint64_t id = h.pending.add(
+            {},
             [&h, cbfunc, cbdata, found_store](pmix_status_t status, Bytes) {
                 if (!cbfunc)
                     return;
@@ -665,18 +598,12 @@ pmix_status_t on_lookup(const pmix_proc_t*, char** keys, const pmix_info_t info[
                         PMIX_PDATA_FREE(pdata, allocated);   // PMIx packed its reply inside cbfunc
                 });
             },
-            timeout_s);
-        h.tree.lookup(std::move(wanted),
-                      [weak = h.weak_from_this(), id, found_store](
-                          Status status, std::vector<std::pair<std::string, Bytes>> found) {
-                          auto self = weak.lock();
-                          if (!self || self->closed)
-                              return;
-                          if (!status.ok())
-                              pmix_log().warn("pmix: lookup failed: {}", status.error().message);
-                          *found_store = std::move(found);
-                          self->complete(id, status.ok() ? PMIX_SUCCESS : PMIX_ERROR, {});
-                      });
+            std::chrono::seconds(timeout_s), "lookup");
+        h.tree.lookup(std::move(wanted), [reply = h.tree_reply(id, "lookup"), found_store](
+                                             Status status, std::vector<std::pair<std::string, Bytes>> found) {
+            *found_store = std::move(found);
+            reply(status, {});
+        });
     });
     return PMIX_SUCCESS;
 }
@@ -691,15 +618,11 @@ pmix_status_t on_unpublish(const pmix_proc_t*, char** keys, const pmix_info_t[],
     for (std::size_t i = 0; keys && keys[i]; ++i)
         doomed.emplace_back(keys[i]);
     post_to_host(host, [doomed = std::move(doomed), cbfunc, cbdata](PmixServerHost::State& h) mutable {
-        std::uint64_t id = h.add_pending(
-            PmixServerHost::State::Pending::Kind::unpublish, {},
-            [&h, cbfunc, cbdata](pmix_status_t status, Bytes) { answer_op(h, cbfunc, cbdata, status); },
-            0);
-        h.tree.unpublish(std::move(doomed), [weak = h.weak_from_this(), id](Status status) {
-            auto self = weak.lock();
-            if (self && !self->closed)
-                self->complete(id, status.ok() ? PMIX_SUCCESS : PMIX_ERROR, {});
-        });
+        std::uint64_t id = h.pending.add(
+            {}, [&h, cbfunc, cbdata](pmix_status_t status, Bytes) { answer_op(h, cbfunc, cbdata, status); },
+            std::chrono::seconds(0), "unpublish");
+        h.tree.unpublish(std::move(doomed),
+                         [reply = h.tree_reply(id, "unpublish")](Status status) { reply(status, {}); });
     });
     return PMIX_SUCCESS;
 }
@@ -891,8 +814,8 @@ void PmixServerHost::serve_direct_modex(long rank, std::function<void(Status, By
         });
         return;
     }
-    std::uint64_t id = s.add_pending(
-        State::Pending::Kind::serve_modex, {rank},
+    std::uint64_t id = s.pending.add(
+        {false, {rank}},
         [done, rank, node](pmix_status_t status, Bytes bytes) {
             if (status == PMIX_SUCCESS)
                 done(Status{}, std::move(bytes));
@@ -900,7 +823,7 @@ void PmixServerHost::serve_direct_modex(long rank, std::function<void(Status, By
                 done(make_error("PMIx direct modex for rank {} on {} failed: {}", rank, node, pmix_error(status)),
                      {});
         },
-        0);
+        std::chrono::seconds(0), "serving a direct modex");
     // PMIx answers once the rank has committed its data; the context carries the host and our id back.
     struct Context {
         std::weak_ptr<State> host;
@@ -919,7 +842,7 @@ void PmixServerHost::serve_direct_modex(long rank, std::function<void(Status, By
             Bytes bytes(reinterpret_cast<std::uint8_t*>(data), reinterpret_cast<std::uint8_t*>(data) + size);
             std::uint64_t pending_id = c->id;
             post_to_host(host, [pending_id, status, bytes = std::move(bytes)](State& h) mutable {
-                h.complete(pending_id, status, std::move(bytes));
+                h.pending.complete(pending_id, status, std::move(bytes));
             });
         },
         ctx);
@@ -927,7 +850,7 @@ void PmixServerHost::serve_direct_modex(long rank, std::function<void(Status, By
         delete ctx;
         asio::post(s.io, [weak = std::weak_ptr<State>(state_), id, rc] {
             if (auto h = weak.lock(); h && !h->closed)
-                h->complete(id, rc, {});
+                h->pending.complete(id, rc, {});
         });
     }
 }
@@ -982,11 +905,7 @@ PmixServerHost::~PmixServerHost()
         g_host.reset();   // new upcalls now answer "not supported"
     }
     // Release anyone still waiting before PMIx goes away; late tree replies find nothing pending.
-    std::vector<std::uint64_t> ids;
-    for (auto& [id, p] : s.pending)
-        ids.push_back(id);
-    for (auto id : ids)
-        s.complete(id, PMIX_ERR_UNREACH, {});
+    s.pending.fail_all(PMIX_ERR_UNREACH);
     s.closed = true;
 
     bool unclean = s.abort_reported;
