@@ -302,8 +302,15 @@ asio::awaitable<void> ChildSet::authenticate(std::shared_ptr<tcp::socket> peer)
 void ChildSet::adopt(tcp::socket socket, long position)
 {
     auto it = children_.find(position);
-    if (it == children_.end() || it->second->connected || it->second->gone || !it->second->started) {
-        boost::system::error_code ignored;
+    boost::system::error_code ignored;
+    if (it != children_.end() && it->second->gone && !it->second->connected) {
+        // A child given up on (the job is being torn down, or it was too slow) that was already authenticating:
+        // expected, and nothing the user needs to hear about.
+        tree_log().debug("closed the late connection of the child at tree position {}", position);
+        socket.close(ignored);
+        return;
+    }
+    if (it == children_.end() || it->second->connected || !it->second->started) {
         tree_log().warn("dropped a connection claiming tree position {}: not a child waiting to connect", position);
         socket.close(ignored);
         return;
