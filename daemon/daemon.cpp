@@ -156,7 +156,7 @@ asio::awaitable<void> Daemon::join_parent()
 
 void Daemon::on_parent_frame(wire::Frame frame)
 {
-    if (collectives_ && collectives_->handle(tree().parent(args_.position), frame))
+    if (position_ && position_->collectives().handle(tree().parent(args_.position), frame))
         return;
     switch (static_cast<wire::MessageType>(frame.type)) {
     case wire::MessageType::launch_plan: {
@@ -190,10 +190,10 @@ void Daemon::on_parent_frame(wire::Frame frame)
                 ranks_->write_stdin(data->data);
             if (data->eof)
                 ranks_->close_stdin();
-        } else if (children_) {
+        } else if (position_) {
             long hop = tree().next_hop(args_.position, static_cast<long>(data->target_position));
             if (hop > 0)
-                children_->send(hop, relay(frame));
+                position_->children().send(hop, relay(frame));
         }
         return;
     }
@@ -203,8 +203,8 @@ void Daemon::on_parent_frame(wire::Frame frame)
             break;
         if (ranks_)
             ranks_->signal_all(signal->signo);
-        if (children_)
-            children_->broadcast(relay(frame));
+        if (position_)
+            position_->children().broadcast(relay(frame));
         return;
     }
     case wire::MessageType::shutdown: {
@@ -270,11 +270,11 @@ void Daemon::on_plan(wire::LaunchPlan plan)
 
     // Children first: they are on the critical path of the whole tree, our ranks only of this node. A leaf
     // reports itself up before spawning, so tree_up measures the tree, not rank start-up.
-    start_children();
+    join_tree_position();
     if (stage_fetch_)
-        stage_fetch_->set_children(children_.get());
-    maybe_report_up();
-    start_collectives();
+        stage_fetch_->set_children(&position_->children());
+    position_->advance();   // a leaf is up as soon as it has its plan
+    start_pmi_servers();
     start_app_server();
     for (const auto& [pattern, name] : plan_->job.output_marks) {
         try {
@@ -329,16 +329,16 @@ void Daemon::start_app_server()
     // Store requests go through the node's cache (daemon/store_cache.*): known keys are read here, the rest
     // goes to the root's JobStore.
     store_cache_ = std::make_unique<StoreCache>([this](Bytes request, std::function<void(Status, Bytes)> done) {
-        collectives_->request(0, wire::RoutedOp::store, std::move(request), std::move(done));
+        position_->collectives().request(0, wire::RoutedOp::store, std::move(request), std::move(done));
     });
     handlers.store = [this](std::uint8_t op, std::vector<std::uint8_t> payload,
                             std::function<void(std::uint8_t, std::vector<std::uint8_t>)> reply) {
         store_cache_->request(op, std::move(payload), std::move(reply));
     };
-    // The job's end waits for the ranks' last marks (maybe_report_done): hear when the last connection closes.
+    // The job's end waits for the ranks' last marks (ranks_drained): hear when the last connection closes.
     handlers.all_closed = [this] {
-        if (!reported_done_)
-            maybe_report_done();
+        if (position_)
+            position_->advance();
     };
     if (guard_)
         guard_->watch_path(app_socket_);   // it may live outside the temp dir
@@ -383,8 +383,8 @@ void Daemon::on_stage_frame(const wire::Frame& frame)
         return;
     }
     // Forward first: the subtree below is waiting on this chunk more than our own cache is.
-    if (children_)
-        children_->broadcast(relay(frame));
+    if (position_)
+        position_->children().broadcast(relay(frame));
     bool was_complete = stage_->complete();
     if (auto taken = stage_->take(frame); !taken) {
         stage_failed_ = true;
@@ -397,34 +397,9 @@ void Daemon::on_stage_frame(const wire::Frame& frame)
     }
 }
 
-void Daemon::start_collectives()
+void Daemon::start_pmi_servers()
 {
     const auto& plan = *plan_;
-    TreeCollectives::Links links;
-    links.to_parent = [this](std::vector<std::uint8_t> frame) { send_up(std::move(frame)); };
-    links.to_child = [this](long position, std::vector<std::uint8_t> frame) {
-        if (children_)
-            children_->send(position, std::move(frame));
-    };
-    auto serve = [this](long from, wire::RoutedOp op, Bytes payload, TreeCollectives::Done reply) {
-        // A store request addressed to a daemon is the root invalidating a key this node may cache.
-        if (op == wire::RoutedOp::store && from == 0) {
-            reply(store_cache_ ? store_cache_->from_root(payload) : Status{}, {});
-            return;
-        }
-        wire::Reader reader(payload);
-        auto rank = static_cast<long>(reader.varint());
-        // Another node's rank wants one of ours: the server must run for it even if no rank here connected yet.
-        if (op == wire::RoutedOp::direct_modex && !pmix_ && pmix_relay_)
-            (void)pmix_relay_->start_server();
-        if (op != wire::RoutedOp::direct_modex || !reader.ok() || !reader.at_end() || !pmix_) {
-            reply(make_error("{} cannot serve this {}-byte request", node_, payload.size()), {});
-            return;
-        }
-        pmix_->serve_direct_modex(rank, std::move(reply));
-    };
-    collectives_ = std::make_unique<TreeCollectives>(tree(), plan.job.ranks_per_node, args_.position,
-                                                     std::move(links), std::move(serve));
     if (plan.job.simple_pmi)
         start_pmi_server();
     if (plan.job.pmix == PmixMode::eager) {
@@ -513,21 +488,21 @@ void Daemon::start_pmi_server()
     job.node = node_;
     PmiTree tree;
     tree.fence = [this](Bytes local, std::function<void(Status, Bytes)> done) {
-        collectives_->fence({}, std::move(local), std::move(done), wire::FenceDomain::pmi);
+        position_->collectives().fence({}, std::move(local), std::move(done), wire::FenceDomain::pmi);
     };
     // PMI's service names share the root's publish store with PMIx under a prefix of their own: the two never
     // see each other's entries, whose values they encode differently.
     tree.publish = [this](std::string name, std::string port, std::function<void(Status)> done) {
-        collectives_->request(0, wire::RoutedOp::publish,
+        position_->collectives().request(0, wire::RoutedOp::publish,
                               encode_key_values({{"pmi/" + name, Bytes(port.begin(), port.end())}}),
                               [done = std::move(done)](Status status, Bytes) { done(status); });
     };
     tree.unpublish = [this](std::string name, std::function<void(Status)> done) {
-        collectives_->request(0, wire::RoutedOp::unpublish, encode_keys({"pmi/" + name}),
+        position_->collectives().request(0, wire::RoutedOp::unpublish, encode_keys({"pmi/" + name}),
                               [done = std::move(done)](Status status, Bytes) { done(status); });
     };
     tree.lookup = [this](std::string name, std::function<void(Status, std::optional<std::string>)> done) {
-        collectives_->request(0, wire::RoutedOp::lookup, encode_keys({"pmi/" + name}),
+        position_->collectives().request(0, wire::RoutedOp::lookup, encode_keys({"pmi/" + name}),
                               [done = std::move(done)](Status status, Bytes reply) {
                                   auto found = status ? decode_key_values(reply) : Result<KeyValues>(status.error());
                                   if (!found)
@@ -555,25 +530,25 @@ PmixTree Daemon::pmix_tree()
 {
     PmixTree tree;
     tree.fence = [this](std::vector<long> participants, bool, Bytes local, std::function<void(Status, Bytes)> done) {
-        collectives_->fence(std::move(participants), std::move(local), std::move(done));
+        position_->collectives().fence(std::move(participants), std::move(local), std::move(done));
     };
     tree.direct_modex = [this](long rank, std::function<void(Status, Bytes)> done) {
-        long target = collectives_->position_of_rank(rank);
+        long target = position_->collectives().position_of_rank(rank);
         if (target < 0) {
             done(make_error("the job has no rank {}", rank), {});
             return;
         }
         wire::Writer writer;
         writer.varint(static_cast<std::uint64_t>(rank));
-        collectives_->request(target, wire::RoutedOp::direct_modex, writer.take(), std::move(done));
+        position_->collectives().request(target, wire::RoutedOp::direct_modex, writer.take(), std::move(done));
     };
     tree.publish = [this](std::vector<std::pair<std::string, Bytes>> data, std::function<void(Status)> done) {
-        collectives_->request(0, wire::RoutedOp::publish, encode_key_values(data),
+        position_->collectives().request(0, wire::RoutedOp::publish, encode_key_values(data),
                               [done = std::move(done)](Status status, Bytes) { done(status); });
     };
     tree.lookup = [this](std::vector<std::string> keys,
                          std::function<void(Status, std::vector<std::pair<std::string, Bytes>>)> done) {
-        collectives_->request(0, wire::RoutedOp::lookup, encode_keys(keys),
+        position_->collectives().request(0, wire::RoutedOp::lookup, encode_keys(keys),
                               [done = std::move(done)](Status status, Bytes reply) {
                                   if (!status.ok()) {
                                       done(status, {});
@@ -587,7 +562,7 @@ PmixTree Daemon::pmix_tree()
                               });
     };
     tree.unpublish = [this](std::vector<std::string> keys, std::function<void(Status)> done) {
-        collectives_->request(0, wire::RoutedOp::unpublish, encode_keys(keys),
+        position_->collectives().request(0, wire::RoutedOp::unpublish, encode_keys(keys),
                               [done = std::move(done)](Status status, Bytes) { done(status); });
     };
     tree.abort = [this](long rank, int status, std::string message) {
@@ -599,56 +574,74 @@ PmixTree Daemon::pmix_tree()
     return tree;
 }
 
-void Daemon::start_children()
+void Daemon::join_tree_position()
 {
     const auto& plan = *plan_;
-    auto positions = tree().children(args_.position);
-    progress_.set_children(positions.size());
-    if (positions.empty())
-        return;
-
-    ChildSet::Events events;
-    events.connected = [this](long position) {
-        wire::LaunchPlan child_plan = *plan_;
-        child_plan.position = static_cast<std::uint64_t>(position);
-        child_plan.root_offset_ns = clock_offset_ns_;
-        children_->send(position, wire::to_frame(child_plan));
+    TreePosition::Hooks hooks;
+    // The parent expects up, spawned and done in that order, whatever order they happen in here.
+    hooks.local_ready = [this](TreePosition::Readiness step) {
+        using R = TreePosition::Readiness;
+        return step == R::up || (step == R::spawned && ranks_started_) || (step == R::done && ranks_drained());
     };
-    events.frame = [this](long position, wire::Frame frame) { on_child_frame(position, std::move(frame)); };
-    events.closed = [this](long position, const std::string& reason) { on_child_closed(position, reason); };
-    events.start_failed = [this](long position, const std::string& message) {
-        const auto& host = children_->host_of(position);
-        report_error(host, fmt::format("cannot start canopyd on {} via {}: {}", host, plan_->agent, message));
+    hooks.entered = [this](TreePosition::Readiness step) { report_step(step); };
+    hooks.child_failed = [this](long position, const std::string& line) {
+        if (!shutting_down_)
+            report_error(position_->children().host_of(position), line);
     };
-    events.log_line = [this](long position, const std::string& line) {
+    hooks.log_line = [this](long position, const std::string& line) {
         if (!shutting_down_)   // children cut off by a teardown complain; the root already knows why
-            send_up(wire::to_frame(wire::DaemonLog{children_->host_of(position), line}));
+            send_up(wire::to_frame(wire::DaemonLog{position_->children().host_of(position), line}));
     };
-    events.all_finished = [this] { maybe_exit(); };
-    children_ = std::make_unique<ChildSet>(io_, reaper_, key_, std::move(events));
+    hooks.all_finished = [this] { maybe_exit(); };
+    auto serve = [this](long from, wire::RoutedOp op, Bytes payload, TreeCollectives::Done reply) {
+        // A store request addressed to a daemon is the root invalidating a key this node may cache.
+        if (op == wire::RoutedOp::store && from == 0) {
+            reply(store_cache_ ? store_cache_->from_root(payload) : Status{}, {});
+            return;
+        }
+        wire::Reader reader(payload);
+        auto rank = static_cast<long>(reader.varint());
+        // Another node's rank wants one of ours: the server must run for it even if no rank here connected yet.
+        if (op == wire::RoutedOp::direct_modex && !pmix_ && pmix_relay_)
+            (void)pmix_relay_->start_server();
+        if (op != wire::RoutedOp::direct_modex || !reader.ok() || !reader.at_end() || !pmix_) {
+            reply(make_error("{} cannot serve this {}-byte request", node_, payload.size()), {});
+            return;
+        }
+        pmix_->serve_direct_modex(rank, std::move(reply));
+    };
+    position_ = std::make_unique<TreePosition>(io_, reaper_, key_, args_.position, plan,
+                                               [this](std::vector<std::uint8_t> frame) { send_up(std::move(frame)); },
+                                               std::move(serve), std::move(hooks), phases_, trace_);
+    // What children send up that is not a report of their subtree or a collective: passed on, or the first
+    // failure noted.
+    auto pass_up = [this](long, const wire::Frame& frame) {
+        send_up(relay(frame));
+        return true;
+    };
+    position_->on(wire::MessageType::output, pass_up);
+    position_->on(wire::MessageType::daemon_error, pass_up);
+    position_->on(wire::MessageType::daemon_log, pass_up);
+    position_->on(wire::MessageType::rank_failed, [this](long, const wire::Frame& frame) {
+        auto failed = wire::decode_frame<wire::RankFailed>(frame);
+        if (failed)
+            report_rank_failure(*failed);
+        return failed.ok();
+    });
+    position_->on(wire::MessageType::stage_fetch, [this](long position, const wire::Frame& frame) {
+        StageFetchTree::serve_child(stage_fetch_.get(), position_->children(), position, frame);
+        return true;
+    });
 
     long index = Topology::position_to_node(args_.position);
     std::string listen_address = plan.simulated               ? simulated_node_address(index)
                                  : !plan.bind_address.empty() ? plan.bind_address
                                                               : parent_->local_endpoint().address().to_string();
-    if (auto listening = children_->listen(listen_address); !listening) {
-        report_error(node_, listening.error().message);
-        return;
-    }
-
     bool same_binary = plan.simulated || plan.agent == "local" || plan.daemon_path.empty();
     std::string self = own_executable();
     std::string daemon_path = !same_binary ? plan.daemon_path : self.empty() ? std::string("canopyd") : self;
-    std::vector<ChildLaunch> launches;
-    for (long position : positions) {
-        auto launch = plan_child_launch(plan, position, children_->endpoint(), daemon_path);
-        if (!launch) {
-            report_error(node_, launch.error().message);
-            continue;
-        }
-        launches.push_back(std::move(*launch));
-    }
-    children_->launch(std::move(launches), plan.window, plan.connect_timeout, plan.simulated);
+    if (auto started = position_->start_children(listen_address, daemon_path, clock_offset_ns_); !started)
+        report_error(node_, started.error().message);
 }
 
 void Daemon::make_rank_spawner()
@@ -683,21 +676,20 @@ void Daemon::make_rank_spawner()
         }
         for (auto& service : rank_services_)
             service->rank_exited(rank, status);
-        maybe_report_done();
+        position_->advance();
         maybe_exit();
     };
     events.all_started = [this] {
         if (ranks_->total() > 0)
             node_phase("daemon.ranks_spawned", since_launch(timing::now_ns()));
         ranks_started_ = true;
-        maybe_report_spawned();
-        maybe_report_done();
+        position_->advance();
     };
     events.failed_to_start = [this](long rank, const std::string& message) {
         spawn_log().debug("rank {}: {}", rank, message);
         report_rank_failure({static_cast<std::uint64_t>(rank), node_, 127, 0, message,
                              timing::now_ns() + clock_offset_ns_, wire::RankFailure::never_started});
-        maybe_report_done();
+        position_->advance();
         maybe_exit();
     };
     ranks_ = std::make_unique<RankSpawner>(io_, reaper_, std::move(events));
@@ -793,116 +785,40 @@ void Daemon::start_ranks()
         return;   // all_started carries on
     }
     ranks_started_ = true;
-    maybe_report_spawned();
-    maybe_report_done();
+    position_->advance();
 }
 
-void Daemon::on_child_frame(long position, wire::Frame frame)
+bool Daemon::ranks_drained()
 {
-    if (collectives_ && collectives_->handle(position, frame))
-        return;
-    switch (static_cast<wire::MessageType>(frame.type)) {
-    case wire::MessageType::subtree_up: {
-        auto up = wire::decode_frame<wire::SubtreeUp>(frame);
-        if (!up || !progress_.record(position, SubtreeStep::up))
-            break;
-        subtree_daemons_ += up->daemons;
-        maybe_report_up();
-        return;
+    if (!ranks_->all_finished())
+        return false;
+    if (!app_server_ || app_server_->open_connections() == 0 || app_drain_expired_)
+        return true;
+    // A rank's last marks may still be unread in its connection: read them until the connections close, but
+    // not for long, since a rank's orphaned child could hold one open.
+    if (!app_drain_timer_) {
+        app_drain_timer_ = std::make_unique<asio::steady_timer>(io_, std::chrono::milliseconds(200));
+        app_drain_timer_->async_wait([this](const boost::system::error_code& error) {
+            if (error)
+                return;
+            app_drain_expired_ = true;
+            position_->advance();
+        });
     }
-    case wire::MessageType::subtree_spawned: {
-        auto spawned = wire::decode_frame<wire::SubtreeSpawned>(frame);
-        if (!spawned || !progress_.record(position, SubtreeStep::spawned))
-            break;
-        subtree_spawned_ += spawned->ranks;
-        maybe_report_spawned();
-        return;
-    }
-    case wire::MessageType::subtree_done: {
-        auto done = wire::decode_frame<wire::SubtreeDone>(frame);
-        if (!done || !progress_.record(position, SubtreeStep::done))
-            break;
-        subtree_ranks_done_ += done->ranks;
-        phases_.merge(done->phases);
-        trace_.insert(trace_.end(), std::make_move_iterator(done->trace.begin()),
-                      std::make_move_iterator(done->trace.end()));
-        maybe_report_done();
-        return;
-    }
-    case wire::MessageType::rank_failed:
-        if (auto failed = wire::decode_frame<wire::RankFailed>(frame)) {
-            report_rank_failure(*failed);
-            return;
-        }
-        break;
-    case wire::MessageType::output:
-    case wire::MessageType::daemon_error:
-    case wire::MessageType::daemon_log:
-        send_up(relay(frame));
-        return;
-    case wire::MessageType::stage_fetch:
-        StageFetchTree::serve_child(stage_fetch_.get(), *children_, position, frame);
-        return;
-    default:
-        break;
-    }
-    tree_log().warn("ignored an unexpected or malformed {} message from {}", wire::message_name(frame.type),
-                    children_->host_of(position));
+    return false;   // all_closed or the timer carries on
 }
 
-void Daemon::on_child_closed(long position, const std::string& reason)
+void Daemon::report_step(TreePosition::Readiness step)
 {
-    // Requests on their way into that subtree (a store invalidation for a node that has left) fail now.
-    if (collectives_)
-        collectives_->child_lost(position);
-    if (progress_.is_done(position) || shutting_down_)
+    using R = TreePosition::Readiness;
+    if (step == R::up) {
+        send_up(wire::to_frame(wire::SubtreeUp{1 + position_->daemons_below()}));
         return;
-    const auto& host = children_->host_of(position);
-    report_error(host, fmt::format("lost canopyd on {}: {}", host,
-                                   reason.empty() ? "it exited before its ranks finished" : reason));
-    // A simulated node shares our disk: clean up after a child that could not.
-    if (plan_->simulated)
-        canopy_remove_tree(node_temp_dir(plan_->tmpdir, plan_->job_id, host).c_str());
-}
-
-void Daemon::maybe_report_up()
-{
-    if (reported_up_ || !plan_ || !progress_.all(SubtreeStep::up))
-        return;
-    reported_up_ = true;
-    send_up(wire::to_frame(wire::SubtreeUp{subtree_daemons_}));
-    maybe_report_spawned();
-}
-
-void Daemon::maybe_report_spawned()
-{
-    // The parent expects up, spawned and done in that order, whatever order they happen in here.
-    if (reported_spawned_ || !reported_up_ || !ranks_started_ || !progress_.all(SubtreeStep::spawned))
-        return;
-    reported_spawned_ = true;
-    send_up(wire::to_frame(wire::SubtreeSpawned{ranks_->total() + subtree_spawned_}));
-    maybe_report_done();
-}
-
-void Daemon::maybe_report_done()
-{
-    if (reported_done_ || !reported_spawned_ || !ranks_->all_finished() || !progress_.all(SubtreeStep::done))
-        return;
-    if (app_server_ && app_server_->open_connections() > 0 && !app_drain_expired_) {
-        // A rank's last marks may still be unread in its connection: read them until the connections close,
-        // but not for long, since a rank's orphaned child could hold one open.
-        if (!app_drain_timer_) {
-            app_drain_timer_ = std::make_unique<asio::steady_timer>(io_, std::chrono::milliseconds(200));
-            app_drain_timer_->async_wait([this](const boost::system::error_code& error) {
-                if (error)
-                    return;
-                app_drain_expired_ = true;
-                maybe_report_done();
-            });
-        }
-        return;   // all_closed or the timer carries on
     }
-    reported_done_ = true;
+    if (step == R::spawned) {
+        send_up(wire::to_frame(wire::SubtreeSpawned{ranks_->total() + position_->spawned_below()}));
+        return;
+    }
     if (app_drain_timer_)
         app_drain_timer_->cancel();
     if (stage_fetch_) {
@@ -911,9 +827,10 @@ void Daemon::maybe_report_done()
         phases_.add("daemon.stage_local_messages", static_cast<double>(counts.answered_here()), node_);
         phases_.add("daemon.stage_up_messages", static_cast<double>(counts.sent_up), node_);
     }
-    if (collectives_ && collectives_->frames_received() > 0)
+    const auto& collectives = position_->collectives();
+    if (collectives.frames_received() > 0)
         phases_.add("daemon.tree_messages",
-                    static_cast<double>(collectives_->frames_received() + collectives_->frames_sent()), node_);
+                    static_cast<double>(collectives.frames_received() + collectives.frames_sent()), node_);
     if (store_cache_) {
         const auto& store = store_cache_->counts();
         if (store.cached + store.merged + store.forwarded > 0) {
@@ -922,7 +839,7 @@ void Daemon::maybe_report_done()
                              "to the root", node_, store.cached, store.merged, store.forwarded);
         }
     }
-    send_up(wire::to_frame(wire::SubtreeDone{ranks_->total() + subtree_ranks_done_, phases_, std::move(trace_)}));
+    send_up(wire::to_frame(wire::SubtreeDone{ranks_->total() + position_->done_below(), phases_, std::move(trace_)}));
     maybe_exit();
 }
 
@@ -931,11 +848,12 @@ void Daemon::shutdown(bool abort)
     if (shutting_down_)
         return;
     shutting_down_ = true;
-    if (children_) {
-        children_->broadcast(wire::to_frame(wire::Shutdown{abort}));
-        children_->stop_listening();
+    if (position_) {
+        auto& children = position_->children();
+        children.broadcast(wire::to_frame(wire::Shutdown{abort}));
+        children.stop_listening();
         if (abort)
-            children_->kill_unconnected(SIGTERM);
+            children.kill_unconnected(SIGTERM);
     }
     if (ranks_ && !ranks_->all_finished())
         ranks_->terminate(abort ? abort_grace_seconds : plan_->kill_grace);
@@ -946,11 +864,11 @@ void Daemon::maybe_exit()
 {
     // Once its subtree is done a daemon has nothing left to do: leaving then, rather than on the root's
     // shutdown, makes an orderly teardown one sweep up the tree instead of a sweep down and one up.
-    if (exiting_ || !(shutting_down_ || reported_done_))
+    if (exiting_ || !(shutting_down_ || (position_ && position_->reached(TreePosition::Readiness::done))))
         return;
     if (ranks_ && !ranks_->all_finished())
         return;
-    if (children_ && !children_->finished())
+    if (position_ && !position_->children().finished())
         return;
     exiting_ = true;
     clean_up_node();
@@ -964,16 +882,16 @@ void Daemon::abandon(const std::string& why, spdlog::level::level_enum level)
     tree_log().log(level, "{}; ending this node's ranks and leaving", why);
     exiting_ = true;
     exit_code_ = 1;
-    if (children_)
-        children_->kill_all(SIGTERM);
+    if (position_)
+        position_->children().kill_all(SIGTERM);
     clean_up_node();
     io_.stop();
 }
 
 void Daemon::clean_up_node()
 {
-    if (collectives_)
-        collectives_->fail_all(fmt::format("the job is ending on {}", node_));
+    if (position_)
+        position_->collectives().fail_all(fmt::format("the job is ending on {}", node_));
     if (ranks_)
         ranks_->kill_all();
     for (auto& service : rank_services_)

@@ -28,9 +28,8 @@
 #include "stage_receiver.hpp"
 #include "store_cache.hpp"
 #include "timing/sketch.hpp"
-#include "tree/children.hpp"
 #include "tree/link.hpp"
-#include "tree/subtree_progress.hpp"
+#include "tree/tree_position.hpp"
 #include "tree/topology.hpp"
 #include "wire/auth.hpp"
 #include "wire/messages.hpp"
@@ -63,9 +62,10 @@ private:
     void on_parent_frame(wire::Frame frame);
     void on_parent_closed(const std::string& reason);
     void on_plan(wire::LaunchPlan plan);
-    void start_children();
-    // Fences and requests over the tree, and the PMIx server this node's ranks connect to.
-    void start_collectives();
+    // This node's place in the tree: its children, their reports, the collectives and the frames they send.
+    void join_tree_position();
+    // The PMI servers this node's ranks connect to (simple PMI, and PMIx on demand or eager).
+    void start_pmi_servers();
     PmixTree pmix_tree();
     PmixJob pmix_job() const;
     // Starts the PMIx server now (eager) and stamps daemon.pmix_ready; false after reporting why it failed.
@@ -82,12 +82,10 @@ private:
     // Stage index and contents from the parent: forwarded to the children, written to the node cache.
     void on_stage_frame(const wire::Frame& frame);
 
-    void on_child_frame(long position, wire::Frame frame);
-    void on_child_closed(long position, const std::string& reason);
-
-    void maybe_report_up();
-    void maybe_report_spawned();
-    void maybe_report_done();
+    // Whether every rank has finished and its last marks have been read (it arms a short wait for them).
+    bool ranks_drained();
+    // Tells the parent this node's subtree has entered `step`.
+    void report_step(TreePosition::Readiness step);
     void maybe_exit();
     void shutdown(bool abort);
     // Lost the parent or told to stop by a signal: kill everything and leave.
@@ -115,9 +113,8 @@ private:
     asio::signal_set signals_;
     std::shared_ptr<Link> parent_;
     std::optional<wire::LaunchPlan> plan_;
-    std::unique_ptr<ChildSet> children_;
+    std::unique_ptr<TreePosition> position_;   // children, their reports and the collectives, once planned
     std::unique_ptr<RankSpawner> ranks_;
-    std::unique_ptr<TreeCollectives> collectives_;
     std::unique_ptr<PmixHost> pmix_;
     std::unique_ptr<PmixRelay> pmix_relay_;       // --pmix on: the ranks' PMIx address until a server runs
     std::string pmix_server_uri_;                 // set once the on-demand server runs
@@ -145,11 +142,8 @@ private:
     timing::PhaseSet phases_;
     std::vector<wire::TraceEvent> trace_;
 
-    SubtreeProgress progress_;
-    std::uint64_t subtree_daemons_ = 1, subtree_spawned_ = 0, subtree_ranks_done_ = 0;
     std::map<long, std::int64_t> rank_spawn_ns_;
     bool ranks_started_ = false;
-    bool reported_up_ = false, reported_spawned_ = false, reported_done_ = false;
     bool reported_failure_ = false;
     bool shutting_down_ = false;
     bool exiting_ = false;

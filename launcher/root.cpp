@@ -61,32 +61,28 @@ void Root::stamp(const std::string& name)
 int Root::run()
 {
     auto& plan = plan_.plan;
-    Topology topology(static_cast<long>(plan.hosts.size()), static_cast<long>(plan.fanout));
-    auto positions = topology.children(0);
-    progress_.set_children(positions.size());
-
-    ChildSet::Events events;
-    events.connected = [this](long position) {
-        wire::LaunchPlan child_plan = plan_.plan;
-        child_plan.position = static_cast<std::uint64_t>(position);
-        child_plan.root_offset_ns = 0;
-        children_->send(position, wire::to_frame(child_plan));
+    TreePosition::Hooks hooks;
+    // The root has no part of its own: each step is the whole tree's.
+    hooks.local_ready = [](TreePosition::Readiness) { return true; };
+    hooks.entered = [this](TreePosition::Readiness step) {
+        using R = TreePosition::Readiness;
+        if (step == R::up) {
+            stamp("tree_up");
+            tree_log().info("{} daemons up", position_->daemons_below());
+            start_stdin_forwarding();
+            maybe_start_staging();
+        } else if (step == R::spawned) {
+            stamp("ranks_spawned");
+        } else {
+            stamp("ranks_exited");
+            end_job(false, exit_code_);
+        }
     };
-    events.frame = [this](long position, wire::Frame frame) { on_child_frame(position, std::move(frame)); };
-    events.closed = [this](long position, const std::string& reason) { on_child_closed(position, reason); };
-    events.start_failed = [this](long position, const std::string& message) {
-        const auto& host = children_->host_of(position);
-        fail(exit_infrastructure, fmt::format("cannot start canopyd on {} via {}: {}", host, plan_.plan.agent, message));
-    };
-    events.log_line = [this](long, const std::string& line) { print_daemon_line(line); };
-    events.all_finished = [this] {
+    hooks.child_failed = [this](long, const std::string& line) { fail(exit_infrastructure, line); };
+    hooks.log_line = [this](long, const std::string& line) { print_daemon_line(line); };
+    hooks.all_finished = [this] {
         if (ending_)
             finish();
-    };
-    children_ = std::make_unique<ChildSet>(io_, reaper_, key_, std::move(events));
-    TreeCollectives::Links links;
-    links.to_child = [this](long position, std::vector<std::uint8_t> frame) {
-        children_->send(position, std::move(frame));
     };
     auto serve = [this](long from, wire::RoutedOp op, Bytes payload, TreeCollectives::Done reply) {
         if (op == wire::RoutedOp::store) {
@@ -99,28 +95,15 @@ int Root::run()
         else
             reply(answer.error(), {});
     };
-    collectives_ = std::make_unique<TreeCollectives>(topology, plan.job.ranks_per_node, 0, std::move(links),
-                                                     std::move(serve));
+    position_ = std::make_unique<TreePosition>(io_, reaper_, key_, 0, plan, nullptr, std::move(serve),
+                                               std::move(hooks), phases_, trace_);
+    register_child_handlers();
     // Daemons cache what the job store answered them; a write reaches its caller only once every daemon
     // holding the key has dropped it (or left the job: the request then fails, which is as good).
     job_store_.set_invalidator([this](long position, const std::string& key, std::function<void()> acked) {
-        collectives_->request(position, wire::RoutedOp::store, encode_invalidate(key),
-                              [acked = std::move(acked)](Status, Bytes) { acked(); });
+        position_->collectives().request(position, wire::RoutedOp::store, encode_invalidate(key),
+                                         [acked = std::move(acked)](Status, Bytes) { acked(); });
     });
-    if (auto listening = children_->listen(plan_.listen_address); !listening) {
-        fmt::print(stderr, "canopy: {}\n", listening.error().message);
-        return exit_infrastructure;
-    }
-
-    std::vector<ChildLaunch> launches;
-    for (long position : positions) {
-        auto launch = plan_child_launch(plan, position, children_->endpoint(), plan.daemon_path);
-        if (!launch) {
-            fmt::print(stderr, "canopy: {}\n", launch.error().message);
-            return exit_infrastructure;
-        }
-        launches.push_back(std::move(*launch));
-    }
 
     signals_.async_wait([this](const boost::system::error_code& error, int signo) {
         if (!error)
@@ -137,7 +120,10 @@ int Root::run()
 
     start_stage_fetch();   // first: it forks the cache's guard, best before any other thread runs
     start_stage_preparation();
-    children_->launch(std::move(launches), plan.window, plan.connect_timeout, plan.simulated);
+    if (auto started = position_->start_children(plan_.listen_address, plan.daemon_path, 0); !started) {
+        fmt::print(stderr, "canopy: {}\n", started.error().message);
+        return exit_infrastructure;
+    }
     io_.run();
     if (stage_thread_.joinable())
         stage_thread_.join();
@@ -213,7 +199,7 @@ void Root::start_stage_fetch()
         return;
     }
     stage_fetch_ = std::move(*tree);
-    stage_fetch_->set_children(children_.get());
+    stage_fetch_->set_children(&position_->children());
 }
 
 void Root::end_stage_fetch()
@@ -272,10 +258,10 @@ void Root::on_stage_prepared(Result<PreparedStage> prepared)
 
 void Root::maybe_start_staging()
 {
-    if (!stage_ || !tree_up_ || stage_sender_ || ending_)
+    if (!stage_ || !position_->reached(TreePosition::Readiness::up) || stage_sender_ || ending_)
         return;
     stage_started_ns_ = timing::now_ns();
-    stage_sender_ = std::make_unique<StageSender>(io_, *children_, stage_->index);
+    stage_sender_ = std::make_unique<StageSender>(io_, position_->children(), stage_->index);
     stage_sending_ = true;
     show_stage_progress(false);
     stage_sender_->start([this](Status status) {
@@ -318,124 +304,69 @@ void Root::show_stage_progress(bool final)
     });
 }
 
-void Root::on_child_frame(long position, wire::Frame frame)
+void Root::register_child_handlers()
 {
-    if (collectives_->handle(position, frame))
-        return;
-    switch (static_cast<wire::MessageType>(frame.type)) {
-    case wire::MessageType::subtree_up: {
-        auto up = wire::decode_frame<wire::SubtreeUp>(frame);
-        if (!up || !progress_.record(position, SubtreeStep::up))
-            break;
-        daemons_up_ += up->daemons;
-        if (progress_.all(SubtreeStep::up)) {
-            stamp("tree_up");
-            tree_log().info("{} daemons up", daemons_up_);
-            tree_up_ = true;
-            start_stdin_forwarding();
-            maybe_start_staging();
-        }
-        return;
-    }
-    case wire::MessageType::subtree_spawned: {
-        auto spawned = wire::decode_frame<wire::SubtreeSpawned>(frame);
-        if (!spawned || !progress_.record(position, SubtreeStep::spawned))
-            break;
-        if (progress_.all(SubtreeStep::spawned))
-            stamp("ranks_spawned");
-        return;
-    }
-    case wire::MessageType::subtree_done: {
-        auto done = wire::decode_frame<wire::SubtreeDone>(frame);
-        if (!done || !progress_.record(position, SubtreeStep::done))
-            break;
-        phases_.merge(done->phases);
-        trace_.insert(trace_.end(), std::make_move_iterator(done->trace.begin()),
-                      std::make_move_iterator(done->trace.end()));
-        if (progress_.all(SubtreeStep::done)) {
-            stamp("ranks_exited");
-            end_job(false, exit_code_);
-        }
-        return;
-    }
-    case wire::MessageType::output: {
+    position_->on(wire::MessageType::output, [this](long, const wire::Frame& frame) {
         auto output = wire::decode_frame<wire::Output>(frame);
-        if (!output)
-            break;
-        print_output(*output);
-        return;
-    }
-    case wire::MessageType::rank_failed: {
+        if (output)
+            print_output(*output);
+        return output.ok();
+    });
+    position_->on(wire::MessageType::rank_failed, [this](long, const wire::Frame& frame) {
         auto failed = wire::decode_frame<wire::RankFailed>(frame);
-        if (!failed)
-            break;
-        if (failure_reported_ || (ending_ && !signalled_))
-            return;
-        failure_reported_ = true;
-        std::string line;
-        int code;
-        if (failed->kind == wire::RankFailure::aborted) {
-            line = failed->message;
-            code = failed->exit_code;
-        } else if (!failed->message.empty()) {
-            line = fmt::format("rank {} on {} could not start: {}", failed->rank, failed->node, failed->message);
-            code = failed->exit_code;
-        } else if (failed->signal) {
-            int status = failed->signal;   // a wait status for a signal death is the signal number
-            line = fmt::format("rank {} on {} {}", failed->rank, failed->node, describe_wait_status(status));
-            code = 128 + failed->signal;
-        } else {
-            line = fmt::format("rank {} on {} exited with code {}", failed->rank, failed->node, failed->exit_code);
-            code = failed->exit_code;
-        }
-        if (signalled_) {
-            // The ranks are dying of the signal we forwarded; report it as the job's status, quietly.
-            exit_code_ = code;
-            return;
-        }
-        fail(code, line + "; tearing down the job");
-        return;
-    }
-    case wire::MessageType::daemon_error: {
+        if (failed)
+            on_rank_failed(*failed);
+        return failed.ok();
+    });
+    position_->on(wire::MessageType::daemon_error, [this](long, const wire::Frame& frame) {
         auto error = wire::decode_frame<wire::DaemonError>(frame);
         if (!error)
-            break;
-        if (ending_) {
+            return false;
+        if (ending_)
             tree_log().info("during teardown: {}", error->message);
-            return;
-        }
-        fail(exit_infrastructure, error->message);
-        return;
-    }
-    case wire::MessageType::daemon_log: {
+        else
+            fail(exit_infrastructure, error->message);
+        return true;
+    });
+    position_->on(wire::MessageType::daemon_log, [this](long, const wire::Frame& frame) {
         auto log = wire::decode_frame<wire::DaemonLog>(frame);
-        if (!log)
-            break;
-        print_daemon_line(log->line);
-        return;
-    }
-    case wire::MessageType::stage_fetch:
-        StageFetchTree::serve_child(stage_fetch_.get(), *children_, position, frame);
-        return;
-    default:
-        break;
-    }
-    tree_log().warn("ignored an unexpected or malformed {} message from {}", wire::message_name(frame.type),
-                    children_->host_of(position));
+        if (log)
+            print_daemon_line(log->line);
+        return log.ok();
+    });
+    position_->on(wire::MessageType::stage_fetch, [this](long position, const wire::Frame& frame) {
+        StageFetchTree::serve_child(stage_fetch_.get(), position_->children(), position, frame);
+        return true;
+    });
 }
 
-void Root::on_child_closed(long position, const std::string& reason)
+void Root::on_rank_failed(const wire::RankFailed& failed)
 {
-    // Requests on their way into that subtree (a store invalidation for a node that has left) fail now.
-    collectives_->child_lost(position);
-    if (ending_ || progress_.is_done(position))
+    if (failure_reported_ || (ending_ && !signalled_))
         return;
-    const auto& host = children_->host_of(position);
-    fail(exit_infrastructure, fmt::format("lost canopyd on {}: {}", host,
-                                          reason.empty() ? "it exited before its ranks finished" : reason));
-    // A simulated node shares our disk: clean up after a child that could not.
-    if (plan_.plan.simulated)
-        canopy_remove_tree(node_temp_dir(plan_.plan.tmpdir, plan_.plan.job_id, host).c_str());
+    failure_reported_ = true;
+    std::string line;
+    int code;
+    if (failed.kind == wire::RankFailure::aborted) {
+        line = failed.message;
+        code = failed.exit_code;
+    } else if (!failed.message.empty()) {
+        line = fmt::format("rank {} on {} could not start: {}", failed.rank, failed.node, failed.message);
+        code = failed.exit_code;
+    } else if (failed.signal) {
+        int status = failed.signal;   // a wait status for a signal death is the signal number
+        line = fmt::format("rank {} on {} {}", failed.rank, failed.node, describe_wait_status(status));
+        code = 128 + failed.signal;
+    } else {
+        line = fmt::format("rank {} on {} exited with code {}", failed.rank, failed.node, failed.exit_code);
+        code = failed.exit_code;
+    }
+    if (signalled_) {
+        // The ranks are dying of the signal we forwarded; report it as the job's status, quietly.
+        exit_code_ = code;
+        return;
+    }
+    fail(code, line + "; tearing down the job");
 }
 
 void Root::fail(int exit_code, const std::string& line)
@@ -456,7 +387,7 @@ void Root::on_signal(int signo)
             on_signal(next);
     });
     if (signo == SIGUSR1 || signo == SIGUSR2) {
-        children_->broadcast(wire::to_frame(wire::Signal{signo}));
+        position_->children().broadcast(wire::to_frame(wire::Signal{signo}));
         return;
     }
     if (signalled_ || ending_) {
@@ -464,13 +395,13 @@ void Root::on_signal(int signo)
         if (!ending_)
             end_job(true, 128 + signo);
         else
-            children_->kill_all(SIGKILL);
+            position_->children().kill_all(SIGKILL);
         return;
     }
     signalled_ = true;
     exit_code_ = 128 + signo;
     fmt::print(stderr, "canopy: received SIG{}; forwarding it to every rank\n", sigabbrev_np(signo));
-    children_->broadcast(wire::to_frame(wire::Signal{signo}));
+    position_->children().broadcast(wire::to_frame(wire::Signal{signo}));
     grace_timer_.expires_after(millis(plan_.plan.kill_grace));
     grace_timer_.async_wait([this](const boost::system::error_code& error) {
         if (!error && !ending_)
@@ -493,20 +424,20 @@ void Root::end_job(bool abort, int exit_code)
     }
     timeout_timer_.cancel();
     grace_timer_.cancel();
-    children_->stop_listening();
-    children_->broadcast(wire::to_frame(wire::Shutdown{abort}));
+    position_->children().stop_listening();
+    position_->children().broadcast(wire::to_frame(wire::Shutdown{abort}));
     // Children that never connected cannot hear the shutdown: stop their agents now.
     if (abort)
-        children_->kill_unconnected(SIGTERM);
+        position_->children().kill_unconnected(SIGTERM);
     teardown_deadline_.expires_after(millis(plan_.plan.kill_grace + teardown_slack_seconds));
     teardown_deadline_.async_wait([this](const boost::system::error_code& error) {
         if (error || finished_)
             return;
         tree_log().warn("daemons did not leave in time; killing them");
-        children_->kill_all(SIGKILL);
+        position_->children().kill_all(SIGKILL);
         finish();
     });
-    if (children_->finished())
+    if (position_->children().finished())
         finish();
 }
 
@@ -562,7 +493,7 @@ void Root::start_stdin_forwarding()
     // A job started in the background of an interactive shell must not read the terminal: the kernel would stop
     // the whole launcher with SIGTTIN. Rank 0 then sees end-of-file, as under `< /dev/null`.
     if (::isatty(STDIN_FILENO) && ::tcgetpgrp(STDIN_FILENO) != ::getpgrp()) {
-        children_->send(hop, wire::to_frame(wire::StdinData{static_cast<std::uint64_t>(target), {}, true}));
+        position_->children().send(hop, wire::to_frame(wire::StdinData{static_cast<std::uint64_t>(target), {}, true}));
         return;
     }
     // A blocking reader thread: stdin may be a file, a pipe or a terminal, and epoll accepts only some of those.
@@ -577,7 +508,7 @@ void Root::start_stdin_forwarding()
                 data.data.assign(buffer, static_cast<std::size_t>(got));
             asio::post(io_, [this, hop, frame = wire::to_frame(data)]() mutable {
                 if (!ending_)
-                    children_->send(hop, std::move(frame));
+                    position_->children().send(hop, std::move(frame));
             });
             if (got <= 0)
                 return;

@@ -13,7 +13,6 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "collective/job_store.hpp"
-#include "collective/tree_collectives.hpp"
 #include "launch_plan.hpp"
 #include "stage_source.hpp"
 #include "stage/fetch_tree.hpp"
@@ -21,8 +20,7 @@
 #include "proc/process.hpp"
 #include "timing/report.hpp"
 #include "timing/sketch.hpp"
-#include "tree/children.hpp"
-#include "tree/subtree_progress.hpp"
+#include "tree/tree_position.hpp"
 #include "wire/auth.hpp"
 
 namespace canopy {
@@ -44,8 +42,9 @@ public:
     const std::vector<std::string>& hosts() const { return plan_.plan.hosts; }
 
 private:
-    void on_child_frame(long position, wire::Frame frame);
-    void on_child_closed(long position, const std::string& reason);
+    // What children send that the tree position leaves to the root: output, failures, log lines, stage fetches.
+    void register_child_handlers();
+    void on_rank_failed(const wire::RankFailed& failed);
     void on_signal(int signo);
     void start_stdin_forwarding();
     void print_output(const wire::Output& output);
@@ -69,8 +68,7 @@ private:
     RootPlan plan_;
     auth::Key key_;
     ProcessReaper reaper_;
-    std::unique_ptr<ChildSet> children_;
-    std::unique_ptr<TreeCollectives> collectives_;   // the root turns fences around and keeps the stores
+    std::unique_ptr<TreePosition> position_;   // the root turns fences around and keeps the stores
     PublishStore store_;
     JobStore job_store_;
     std::vector<wire::TraceEvent> trace_;
@@ -93,12 +91,9 @@ private:
     std::int64_t stage_started_ns_ = 0;
     bool stage_progress_shown_ = false;
     bool stage_sending_ = false;
-    bool tree_up_ = false;
     std::vector<timing::Stamp> timeline_;
     timing::PhaseSet phases_;
 
-    SubtreeProgress progress_;
-    std::uint64_t daemons_up_ = 0;
     bool ending_ = false;
     bool finished_ = false;
     bool signalled_ = false;

@@ -1,0 +1,151 @@
+// One position of the daemon tree: its children, their reports, the collectives, and the frame handler table.
+#include "tree/tree_position.hpp"
+
+#include <fmt/format.h>
+
+#include "tree/agent.hpp"
+#include "util/log.hpp"
+#include "util/remove_tree.h"
+
+namespace canopy {
+namespace {
+
+spdlog::logger& tree_log() { return area_logger("tree"); }
+
+} // namespace
+
+TreePosition::TreePosition(boost::asio::io_context& io, ProcessReaper& reaper, const auth::Key& key, long position,
+                           const wire::LaunchPlan& plan, std::function<void(std::vector<std::uint8_t>)> to_parent,
+                           TreeCollectives::Server serve, Hooks hooks, timing::PhaseSet& phases,
+                           std::vector<wire::TraceEvent>& trace)
+    : plan_(plan), position_(position),
+      topology_(static_cast<long>(plan.hosts.size()), static_cast<long>(plan.fanout)), hooks_(std::move(hooks)),
+      phases_(phases), trace_(trace)
+{
+    progress_.set_children(topology_.children(position_).size());
+
+    ChildSet::Events events;
+    events.connected = [this](long child) {
+        wire::LaunchPlan child_plan = plan_;
+        child_plan.position = static_cast<std::uint64_t>(child);
+        child_plan.root_offset_ns = root_offset_ns_;
+        children_->send(child, wire::to_frame(child_plan));
+    };
+    events.frame = [this](long child, wire::Frame frame) { on_child_frame(child, std::move(frame)); };
+    events.closed = [this](long child, const std::string& reason) { on_child_closed(child, reason); };
+    events.start_failed = [this](long child, const std::string& message) {
+        const auto& host = children_->host_of(child);
+        hooks_.child_failed(child, fmt::format("cannot start canopyd on {} via {}: {}", host, plan_.agent, message));
+    };
+    events.log_line = [this](long child, const std::string& line) { hooks_.log_line(child, line); };
+    events.all_finished = [this] { hooks_.all_finished(); };
+    children_ = std::make_unique<ChildSet>(io, reaper, key, std::move(events));
+
+    TreeCollectives::Links links;
+    links.to_parent = std::move(to_parent);
+    links.to_child = [this](long child, std::vector<std::uint8_t> frame) { children_->send(child, std::move(frame)); };
+    collectives_ = std::make_unique<TreeCollectives>(topology_, plan.job.ranks_per_node, position_, std::move(links),
+                                                     std::move(serve));
+}
+
+void TreePosition::on(wire::MessageType type, Handler handler) { handlers_[type] = std::move(handler); }
+
+Status TreePosition::start_children(const std::string& listen_address, const std::string& daemon_path,
+                                    std::int64_t root_offset_ns)
+{
+    root_offset_ns_ = root_offset_ns;
+    auto positions = topology_.children(position_);
+    if (positions.empty())
+        return {};   // a leaf does not even listen
+    if (auto listening = children_->listen(listen_address); !listening)
+        return listening;
+    std::vector<ChildLaunch> launches;
+    for (long child : positions) {
+        auto launch = plan_child_launch(plan_, child, children_->endpoint(), daemon_path);
+        if (!launch)
+            return launch.error();
+        launches.push_back(std::move(*launch));
+    }
+    children_->launch(std::move(launches), plan_.window, plan_.connect_timeout, plan_.simulated);
+    return {};
+}
+
+void TreePosition::on_child_frame(long position, wire::Frame frame)
+{
+    if (collectives_->handle(position, frame))
+        return;
+    auto type = static_cast<wire::MessageType>(frame.type);
+    bool handled = false;
+    if (type == wire::MessageType::subtree_up || type == wire::MessageType::subtree_spawned ||
+        type == wire::MessageType::subtree_done)
+        handled = on_subtree_report(position, frame);
+    else if (auto handler = handlers_.find(type); handler != handlers_.end())
+        handled = handler->second(position, frame);
+    if (!handled)
+        tree_log().warn("ignored an unexpected or malformed {} message from {}", wire::message_name(frame.type),
+                        children_->host_of(position));
+}
+
+bool TreePosition::on_subtree_report(long position, const wire::Frame& frame)
+{
+    switch (static_cast<wire::MessageType>(frame.type)) {
+    case wire::MessageType::subtree_up: {
+        auto up = wire::decode_frame<wire::SubtreeUp>(frame);
+        if (!up || !progress_.record(position, SubtreeStep::up))
+            return false;
+        daemons_below_ += up->daemons;
+        break;
+    }
+    case wire::MessageType::subtree_spawned: {
+        auto spawned = wire::decode_frame<wire::SubtreeSpawned>(frame);
+        if (!spawned || !progress_.record(position, SubtreeStep::spawned))
+            return false;
+        spawned_below_ += spawned->ranks;
+        break;
+    }
+    default: {
+        auto done = wire::decode_frame<wire::SubtreeDone>(frame);
+        if (!done || !progress_.record(position, SubtreeStep::done))
+            return false;
+        done_below_ += done->ranks;
+        phases_.merge(done->phases);
+        trace_.insert(trace_.end(), std::make_move_iterator(done->trace.begin()),
+                      std::make_move_iterator(done->trace.end()));
+        break;
+    }
+    }
+    advance();
+    return true;
+}
+
+void TreePosition::advance()
+{
+    if (advancing_)
+        return;   // an entered() hook asked again: the loop below looks once more anyway
+    advancing_ = true;
+    while (readiness_ != Readiness::done) {
+        auto next = static_cast<Readiness>(static_cast<int>(readiness_) + 1);
+        auto step = static_cast<SubtreeStep>(static_cast<int>(next));   // up, spawned, done in both
+        if (!progress_.all(step) || !hooks_.local_ready(next))
+            break;
+        readiness_ = next;
+        hooks_.entered(next);
+    }
+    advancing_ = false;
+}
+
+void TreePosition::on_child_closed(long position, const std::string& reason)
+{
+    // Requests on their way into that subtree (a store invalidation for a node that has left) fail now.
+    collectives_->child_lost(position);
+    if (progress_.is_done(position))
+        return;
+    const auto& host = children_->host_of(position);
+    hooks_.child_failed(position, fmt::format("lost canopyd on {}: {}", host,
+                                              reason.empty() ? "it exited before its ranks finished" : reason));
+    // A simulated node shares our disk: clean up after a child that could not.
+    if (plan_.simulated)
+        canopy_remove_tree(node_temp_dir(plan_.tmpdir, plan_.job_id, host).c_str());
+}
+
+} // namespace canopy

@@ -1,0 +1,98 @@
+// One position of the daemon tree, the launcher's (0) or a daemon's: its children and their links, what their
+// subtrees have reported, the fences and requests over the tree, and a table of handlers for the other frames
+// children send. Root and Daemon supply only what differs (docs/architecture.md, "One tree position").
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+
+#include "collective/tree_collectives.hpp"
+#include "proc/process.hpp"
+#include "timing/sketch.hpp"
+#include "tree/children.hpp"
+#include "tree/subtree_progress.hpp"
+#include "tree/topology.hpp"
+#include "wire/auth.hpp"
+#include "wire/messages.hpp"
+
+namespace canopy {
+
+class TreePosition {
+public:
+    // The readiness sequence every position goes through, in this order and each step once. A step is entered
+    // when this position's own part of it is complete and every child's subtree has reported it: a daemon then
+    // reports the step to its parent, the root stamps it. Leaving (after done, or on an abort) is the owner's.
+    enum class Readiness { planned = 0, up = 1, spawned = 2, done = 3 };
+
+    struct Hooks {
+        // Whether this position's own part of `step` is complete (a daemon's ranks started, or all finished).
+        std::function<bool(Readiness step)> local_ready;
+        // The position has just entered `step`.
+        std::function<void(Readiness step)> entered;
+        // A child could not be started, or its link closed before its subtree was done. `line` names its host.
+        std::function<void(long position, const std::string& line)> child_failed;
+        // A line a child daemon (or its agent) wrote to stderr after it connected.
+        std::function<void(long position, const std::string& line)> log_line;
+        // Every child has left and every agent process has been reaped.
+        std::function<void()> all_finished;
+    };
+    // Handles one frame from a child; false if it was malformed (the position logs that, naming the child).
+    using Handler = std::function<bool(long from, const wire::Frame& frame)>;
+
+    // `plan` is the job's plan as this position holds it; it must outlive the position. Children get a copy with
+    // their own position and `root_offset_ns` (their parent's clock offset to the root). `phases` and `trace`
+    // receive what the children's subtrees report when done. `to_parent` is empty at the root.
+    TreePosition(boost::asio::io_context& io, ProcessReaper& reaper, const auth::Key& key, long position,
+                 const wire::LaunchPlan& plan, std::function<void(std::vector<std::uint8_t>)> to_parent,
+                 TreeCollectives::Server serve, Hooks hooks, timing::PhaseSet& phases,
+                 std::vector<wire::TraceEvent>& trace);
+
+    // Registers the handler for one type of frame from children (fences and routed requests never get here).
+    void on(wire::MessageType type, Handler handler);
+
+    // Listens on `listen_address` and starts this position's children through the plan's agent, running
+    // `daemon_path` there. Nothing to do at a leaf.
+    Status start_children(const std::string& listen_address, const std::string& daemon_path,
+                          std::int64_t root_offset_ns);
+
+    // Enters every step whose conditions now hold, in order. The position calls it when a child reports; the
+    // owner calls it when its own part may have changed.
+    void advance();
+    Readiness readiness() const { return readiness_; }
+    bool reached(Readiness step) const { return readiness_ >= step; }
+
+    ChildSet& children() { return *children_; }
+    TreeCollectives& collectives() { return *collectives_; }
+    // What the children's subtrees reported: daemons up, ranks started, ranks done (this position not counted).
+    std::uint64_t daemons_below() const { return daemons_below_; }
+    std::uint64_t spawned_below() const { return spawned_below_; }
+    std::uint64_t done_below() const { return done_below_; }
+
+private:
+    void on_child_frame(long position, wire::Frame frame);
+    void on_child_closed(long position, const std::string& reason);
+    bool on_subtree_report(long position, const wire::Frame& frame);
+
+    const wire::LaunchPlan& plan_;
+    long position_;
+    Topology topology_;
+    Hooks hooks_;
+    timing::PhaseSet& phases_;
+    std::vector<wire::TraceEvent>& trace_;
+    std::int64_t root_offset_ns_ = 0;
+    std::unique_ptr<ChildSet> children_;
+    std::unique_ptr<TreeCollectives> collectives_;
+    SubtreeProgress progress_;
+    std::map<wire::MessageType, Handler> handlers_;
+    std::uint64_t daemons_below_ = 0, spawned_below_ = 0, done_below_ = 0;
+    Readiness readiness_ = Readiness::planned;
+    bool advancing_ = false;
+};
+
+} // namespace canopy
