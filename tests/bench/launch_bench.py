@@ -6,6 +6,7 @@
   canopy-nopmix canopy --sim-nodes N --pmix off PROG                 (no PMIx server on the nodes)
   canopy-nopmi  canopy --sim-nodes N --pmi none PROG      (neither PMIx nor simple PMI: no PMI_FD either)
   canopy-agent  canopy --hosts sim0000,... --agent "exec:local_agent.sh %h" PROG
+  canopy-base   CANOPY_BASE --sim-nodes N PROG      (another build, e.g. before a change: --canopy-base PATH)
   hydra         mpiexec.hydra -launcher ssh -launcher-exec local_agent.sh -hosts sim0000,... -ppn 1 -n N PROG
   mpirun        Open MPI mpirun --mca plm_rsh_agent local_agent.sh --host sim0000,... -np N PROG
 
@@ -39,12 +40,12 @@ import time
 import benchlib
 from benchlib import AGENT, REPO, host_list, markdown_table, reap_session, run_once, session_pids, summarize
 
-ALL_LAUNCHERS = ["canopy", "canopy-nopmix", "canopy-nopmi", "canopy-agent", "hydra", "mpirun"]
+ALL_LAUNCHERS = ["canopy", "canopy-nopmix", "canopy-nopmi", "canopy-agent", "canopy-base", "hydra", "mpirun"]
 # what runs without --launchers: the rows of the default run docs/performance.md reports
 DEFAULT_LAUNCHERS = ["canopy", "canopy-nopmix", "canopy-agent", "hydra", "mpirun"]
 # (numerator, denominator) ratio columns of the wall-time table, each shown when both launchers ran
 RATIO_COLUMNS = [("canopy", "hydra"), ("canopy", "mpirun"), ("canopy", "canopy-nopmi"),
-                 ("canopy-nopmix", "canopy-nopmi")]
+                 ("canopy-nopmix", "canopy-nopmi"), ("canopy-base", "hydra"), ("canopy", "canopy-base")]
 
 
 def command_for(launcher, n, program, args):
@@ -60,6 +61,9 @@ def command_for(launcher, n, program, args):
         return [args.canopy, "--sim-nodes", str(n), "--pmi", "none", program]
     if launcher == "canopy-agent":
         return [args.canopy, "--hosts", host_list(n), "--agent", "exec:%s %%h" % AGENT, program]
+    if launcher == "canopy-base":
+        # The same job under another build, interleaved with this one: before and after a change in one run.
+        return [args.canopy_base, "--sim-nodes", str(n), program]
     if launcher == "hydra":
         return [args.hydra, "-launcher", "ssh", "-launcher-exec", AGENT,
                 "-hosts", host_list(n), "-ppn", "1", "-n", str(n), program]
@@ -241,6 +245,7 @@ def main(argv):
     benchlib.add_idle_options(p, 120.0)
     p.add_argument("--timeout", type=float, default=180.0, help="seconds before a run counts as hung")
     benchlib.add_canopy_option(p)
+    p.add_argument("--canopy-base", help="another canopy build for the canopy-base row (say, from before a change)")
     p.add_argument("--hydra", default="mpiexec.hydra")
     p.add_argument("--mpirun", default="mpirun.openmpi")
     benchlib.add_json_option(p, "launch_bench.json")
@@ -256,6 +261,10 @@ def main(argv):
     if bad:
         p.error("unknown launcher %s; choose from %s" % (",".join(bad), ",".join(ALL_LAUNCHERS)))
     benchlib.check_canopy(p, args, needed=any(l.startswith("canopy") for l in launchers))
+    if "canopy-base" in launchers:
+        if not args.canopy_base or not os.access(args.canopy_base, os.X_OK):
+            p.error("launcher canopy-base needs --canopy-base PATH, an executable canopy")
+        args.canopy_base = os.path.abspath(args.canopy_base)
     for tool, needed in ((args.hydra, "hydra"), (args.mpirun, "mpirun")):
         if needed in launchers and not shutil.which(tool):
             p.error("%s not found for launcher %s; install mpich / openmpi-bin or drop it with --launchers"
