@@ -12,9 +12,10 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <fmt/format.h>
 
-#include "pmi/pmi_server.hpp"
-#include "private_socket.hpp"
 #include "hosts/rank_blocks.hpp"
+#include "pmi/pmi_server.hpp"
+#include "pmix/pmix_node.hpp"
+#include "private_socket.hpp"
 #include "proc/cpubind.hpp"
 #include "proc/rank_env.hpp"
 #include "timing/clock.hpp"
@@ -32,16 +33,6 @@ spdlog::logger& spawn_log() { return area_logger("spawn"); }
 // Failure teardown: ranks get this long after SIGTERM before SIGKILL, so the job ends within about a second.
 constexpr double abort_grace_seconds = 0.5;
 constexpr double connect_to_parent_timeout_seconds = 30.0;
-
-// Adds NAME=value to an environment unless NAME is set already: the user's settings win over canopy's defaults.
-void add_env_default(std::vector<std::string>& env, std::string setting)
-{
-    auto name = setting.substr(0, setting.find('=') + 1);
-    for (const auto& existing : env)
-        if (existing.starts_with(name))
-            return;
-    env.push_back(std::move(setting));
-}
 
 // Simulated nodes share one host: Open MPI must keep each node's shared memory apart and send between
 // "nodes" over loopback, the only network a simulation may use (docs/pmix.md).
@@ -402,81 +393,21 @@ void Daemon::start_pmi_servers()
     const auto& plan = *plan_;
     if (plan.job.simple_pmi)
         start_pmi_server();
-    if (plan.job.pmix == PmixMode::eager) {
-        start_pmix_server();
-    } else if (plan.job.pmix == PmixMode::on_demand) {
-        long index = Topology::position_to_node(args_.position);
-        auto address = plan.simulated ? simulated_node_address(index) : std::string("127.0.0.1");
-        auto relay = PmixRelay::listen(io_, address, [this] { return pmix_server_uri(); });
-        if (!relay)
-            report_error(node_, fmt::format("cannot start the PMIx server on {}: {}", node_, relay.error().message));
-        else
-            pmix_relay_ = std::move(*relay);
-    }
-}
-
-PmixJob Daemon::pmix_job() const
-{
+    if (plan.job.pmix == PmixMode::off)
+        return;
     PmixJob job;
     job.nspace = "canopy." + plan_->job_id;
     job.hosts = plan_->hosts;
     job.ranks_per_node = plan_->job.ranks_per_node;
     job.node_index = Topology::position_to_node(args_.position);
     job.tmpdir = tmpdir_;
-    return job;
-}
-
-bool Daemon::start_pmix_server()
-{
-    auto module = load_pmix_module();
-    if (!module) {
-        report_error(node_, fmt::format("cannot start the PMIx server on {}: {}", node_, module.error().message));
-        return false;
-    }
-    auto host = (*module)->start(io_, pmix_job(), pmix_tree());
-    if (!host) {
-        report_error(node_, fmt::format("cannot start the PMIx server on {}: {}", node_, host.error().message));
-        return false;
-    }
-    pmix_ = std::move(*host);
-    node_phase("daemon.pmix_ready", since_launch(timing::now_ns()));
-    return true;
-}
-
-Result<std::string> Daemon::pmix_server_uri()
-{
-    if (!pmix_server_uri_.empty())
-        return pmix_server_uri_;
-    if (pmix_failed_ || shutting_down_ || exiting_)
-        return make_error("no PMIx server on {}", node_);
-    pmix_failed_ = true;   // until it is up: one attempt, one error line
-    if (!start_pmix_server())
-        return make_error("no PMIx server on {}", node_);
-    // The ranks are running already; PMIx must know them before their handshakes reach it.
-    RankBlocks blocks(plan_->job.ranks_per_node);
-    long index = Topology::position_to_node(args_.position);
-    long first = blocks.first_rank(index);
-    for (long rank = first; rank < first + blocks.local_size(index); ++rank) {
-        auto env = pmix_->prepare_rank(rank, ::getuid(), ::getgid());
-        if (!env) {
-            report_error(node_, fmt::format("cannot register rank {} with PMIx on {}: {}", rank, node_,
-                                            env.error().message));
-            return make_error("no PMIx server on {}", node_);
-        }
-        if (pmix_server_uri_.empty())
-            for (const auto& setting : *env)
-                if (setting.starts_with("PMIX_SERVER_URI41="))
-                    pmix_server_uri_ = setting.substr(setting.find(';') + 1);
-    }
-    for (auto [rank, status] : exits_before_pmix_)
-        pmix_->rank_exited(rank, status);
-    exits_before_pmix_.clear();
-    if (pmix_server_uri_.empty()) {
-        report_error(node_, fmt::format("the PMIx server on {} gave its ranks no address", node_));
-        return make_error("no PMIx server on {}", node_);
-    }
-    pmix_failed_ = false;
-    return pmix_server_uri_;
+    PmixNode::Hooks hooks;
+    hooks.report_error = [this](const std::string& message) { report_error(node_, message); };
+    hooks.ready = [this] { node_phase("daemon.pmix_ready", since_launch(timing::now_ns())); };
+    hooks.ending = [this] { return shutting_down_ || exiting_; };
+    auto relay_address = plan.simulated ? simulated_node_address(job.node_index) : std::string("127.0.0.1");
+    if (auto node = PmixNode::start(io_, plan.job.pmix, std::move(job), pmix_tree(), relay_address, std::move(hooks)))
+        rank_services_.push_back(std::move(node));
 }
 
 void Daemon::start_pmi_server()
@@ -599,16 +530,10 @@ void Daemon::join_tree_position()
             reply(store_cache_ ? store_cache_->from_root(payload) : Status{}, {});
             return;
         }
-        wire::Reader reader(payload);
-        auto rank = static_cast<long>(reader.varint());
-        // Another node's rank wants one of ours: the server must run for it even if no rank here connected yet.
-        if (op == wire::RoutedOp::direct_modex && !pmix_ && pmix_relay_)
-            (void)pmix_relay_->start_server();
-        if (op != wire::RoutedOp::direct_modex || !reader.ok() || !reader.at_end() || !pmix_) {
-            reply(make_error("{} cannot serve this {}-byte request", node_, payload.size()), {});
-            return;
-        }
-        pmix_->serve_direct_modex(rank, std::move(reply));
+        for (auto& service : rank_services_)
+            if (service->serve_request(from, op, payload, reply))
+                return;
+        reply(make_error("{} cannot serve this {}-byte request", node_, payload.size()), {});
     };
     position_ = std::make_unique<TreePosition>(io_, reaper_, key_, args_.position, plan,
                                                [this](std::vector<std::uint8_t> frame) { send_up(std::move(frame)); },
@@ -659,10 +584,10 @@ void Daemon::make_rank_spawner()
         rank_spawn_ns_[rank] = time_ns;
     };
     events.exited = [this](long rank, int status, std::int64_t time_ns) {
-        if (pmix_)
-            pmix_->rank_exited(rank, status);
-        else if (pmix_relay_)
-            exits_before_pmix_.emplace(rank, status);   // judged by the server if another rank starts it
+        // The services first: PMIx names a rank that left without PMIx_Finalize more precisely than its exit
+        // status does; the simple PMI server leaves a failing exit to the line below.
+        for (auto& service : rank_services_)
+            service->rank_exited(rank, status);
         phases_.add("rank.exited", since_launch(time_ns), rank_label(rank));
         phases_.add("rank.runtime", static_cast<double>(time_ns - rank_spawn_ns_[rank]) / 1e9, rank_label(rank));
         trace(rank, "run", since_launch(time_ns), static_cast<double>(time_ns - rank_spawn_ns_[rank]) / 1e9);
@@ -674,8 +599,6 @@ void Daemon::make_rank_spawner()
                 failed.exit_code = WEXITSTATUS(status);
             report_rank_failure(failed);
         }
-        for (auto& service : rank_services_)
-            service->rank_exited(rank, status);
         position_->advance();
         maybe_exit();
     };
@@ -709,13 +632,6 @@ void Daemon::start_ranks()
         auto bind = parse_cpu_bind(job.cpu_bind, static_cast<long>(job.depth));
         auto allowed = allowed_cpus();
         int unusable_cpu = -1;
-        // On demand, every rank gets the relay's address; the server behind it starts when one connects.
-        std::optional<PmixJob> relay_job;
-        std::string relay_uri;
-        if (pmix_relay_) {
-            relay_job = pmix_job();
-            relay_uri = pmix_relay_->uri();
-        }
         for (long local = 0; local < local_size; ++local) {
             RankIdentity who;
             who.rank = first_rank + local;
@@ -735,27 +651,15 @@ void Daemon::start_ranks()
             for (auto& service : rank_services_)
                 if (auto prepared = service->prepare_rank(launch); !prepared)
                     report_error(node_, prepared.error().message);
-            if (pmix_ || pmix_relay_) {
-                if (relay_job) {
-                    for (auto& setting : pmix_rank_env(*relay_job, who.rank, relay_uri))
-                        add_env_default(launch.env, std::move(setting));
-                } else if (auto pmix_env = pmix_->prepare_rank(who.rank, ::getuid(), ::getgid()); !pmix_env) {
-                    report_error(node_, fmt::format("cannot register rank {} with PMIx on {}: {}", who.rank, node_,
-                                                    pmix_env.error().message));
-                } else {
-                    for (auto& setting : *pmix_env)
-                        add_env_default(launch.env, std::move(setting));
-                }
-            }
-            if (pmix_ || pmix_relay_ || plan_->job.simple_pmi) {
+            if (!rank_services_.empty()) {   // a PMI is served: these ranks may be MPI programs
                 if (plan_->simulated)
                     for (auto& setting : simulated_node_mpi_env(tmpdir_))
-                        add_env_default(launch.env, std::move(setting));
+                        add_environment_default(launch.env, std::move(setting));
                 // More ranks than CPUs on this host (simulated nodes share one): busy-polling MPI ranks would
                 // starve each other, so let Open MPI yield when idle, as mpirun does when oversubscribed.
                 long ranks_on_host = plan_->simulated ? world_size : local_size;
                 if (ranks_on_host > static_cast<long>(allowed.size()))
-                    add_env_default(launch.env, "OMPI_MCA_mpi_yield_when_idle=1");
+                    add_environment_default(launch.env, "OMPI_MCA_mpi_yield_when_idle=1");
             }
             if (stage_)
                 add_stage_env(launch.env, job.stage_interposer, stage_->cache_dir(),
@@ -895,9 +799,7 @@ void Daemon::clean_up_node()
     if (ranks_)
         ranks_->kill_all();
     for (auto& service : rank_services_)
-        service->stop();
-    pmix_relay_.reset();
-    pmix_.reset();   // before the temp dir goes: PMIx keeps its rendezvous files there
+        service->stop();   // before the temp dir goes: PMIx keeps its rendezvous files there
     app_server_.reset();
     stage_fetcher_.reset();
     if (stage_fetch_)

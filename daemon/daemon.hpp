@@ -18,8 +18,6 @@
 #include "collective/job_store.hpp"
 #include "collective/tree_collectives.hpp"
 #include "pmix/pmix_host.hpp"
-#include "pmix/pmix_module.hpp"
-#include "pmix/pmix_relay.hpp"
 #include "rank_service.hpp"
 #include "proc/node_guard.hpp"
 #include "proc/process.hpp"
@@ -67,11 +65,6 @@ private:
     // The PMI servers this node's ranks connect to (simple PMI, and PMIx on demand or eager).
     void start_pmi_servers();
     PmixTree pmix_tree();
-    PmixJob pmix_job() const;
-    // Starts the PMIx server now (eager) and stamps daemon.pmix_ready; false after reporting why it failed.
-    bool start_pmix_server();
-    // On demand: the running server's own address, starting it (and registering the running ranks) first.
-    Result<std::string> pmix_server_uri();
     // Simple PMI (PMI-1, PMI-2) for MPICH-family ranks, registered as a rank service.
     void start_pmi_server();
     void make_rank_spawner();
@@ -115,11 +108,6 @@ private:
     std::optional<wire::LaunchPlan> plan_;
     std::unique_ptr<TreePosition> position_;   // children, their reports and the collectives, once planned
     std::unique_ptr<RankSpawner> ranks_;
-    std::unique_ptr<PmixHost> pmix_;
-    std::unique_ptr<PmixRelay> pmix_relay_;       // --pmix on: the ranks' PMIx address until a server runs
-    std::string pmix_server_uri_;                 // set once the on-demand server runs
-    bool pmix_failed_ = false;
-    std::map<long, int> exits_before_pmix_;       // rank -> wait status, reaped before the server started
     std::vector<std::unique_ptr<RankService>> rank_services_;   // each adds to every rank's launch
     std::optional<StageReceiver> stage_;
     // On-demand staging: this node's fetch cache (misses go to the parent) and the ranks' socket to it.

@@ -16,6 +16,7 @@
 
 #include "build_config.hpp"
 #include "daemon.hpp"
+#include "pmix/pmix_module.hpp"
 #include "timing/clock.hpp"
 #include "util/log.hpp"
 

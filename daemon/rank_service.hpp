@@ -2,19 +2,33 @@
 // list and calls each in turn, so a new service is registered with the daemon rather than wired into it.
 #pragma once
 
+#include <cstdint>
+#include <functional>
+#include <vector>
+
 #include "rank_spawner.hpp"
 #include "util/result.hpp"
+#include "wire/messages.hpp"
 
 namespace canopy {
 
 class RankService {
 public:
+    using Bytes = std::vector<std::uint8_t>;
+    using Done = std::function<void(Status, Bytes)>;
+
     virtual ~RankService() = default;
     // Adds what a rank about to start needs from the service (environment, inherited descriptors).
     virtual Status prepare_rank(RankLaunch& launch) = 0;
     // Every rank of the node has been started (or failed to).
     virtual void ranks_started() {}
     virtual void rank_exited(long rank, int wait_status) = 0;
+    // A request routed over the tree to this node (from tree position `from`): true if this service takes it,
+    // and then calls `reply` exactly once.
+    virtual bool serve_request(long /*from*/, wire::RoutedOp /*op*/, Bytes /*payload*/, Done /*reply*/)
+    {
+        return false;
+    }
     // The job is ending on this node: stop serving, before the node's temp dir goes.
     virtual void stop() = 0;
 };

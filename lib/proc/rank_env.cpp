@@ -55,6 +55,15 @@ std::string environment_value(const std::vector<std::string>& env, const std::st
     return {};
 }
 
+void add_environment_default(std::vector<std::string>& env, std::string setting)
+{
+    auto name = setting.substr(0, setting.find('=') + 1);
+    for (const auto& existing : env)
+        if (existing.starts_with(name))
+            return;
+    env.push_back(std::move(setting));
+}
+
 void set_environment_value(std::vector<std::string>& env, const std::string& name, const std::string& value)
 {
     std::erase_if(env, [&](const std::string& entry) {

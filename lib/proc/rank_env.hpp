@@ -26,6 +26,9 @@ std::vector<std::string> rank_environment(const std::vector<std::string>& base, 
 // The value of NAME in a NAME=VALUE list, or empty.
 std::string environment_value(const std::vector<std::string>& env, const std::string& name);
 
+// Adds NAME=value unless NAME is set already: the user's settings win over canopy's defaults.
+void add_environment_default(std::vector<std::string>& env, std::string setting);
+
 // Sets NAME to VALUE, dropping every value the list carried for NAME (inherited from a launcher's own
 // environment, for instance).
 void set_environment_value(std::vector<std::string>& env, const std::string& name, const std::string& value);

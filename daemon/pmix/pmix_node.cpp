@@ -1,0 +1,142 @@
+// A node's PMIx service: the relay, the server module, and the exits seen before the server ran.
+#include "pmix/pmix_node.hpp"
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "hosts/rank_blocks.hpp"
+#include "pmix/client_env.hpp"
+#include "pmix/pmix_module.hpp"
+#include "proc/rank_env.hpp"
+#include "wire/codec.hpp"
+
+namespace canopy {
+
+std::unique_ptr<PmixNode> PmixNode::start(boost::asio::io_context& io, PmixMode mode, PmixJob job, PmixTree tree,
+                                          const std::string& relay_address, Hooks hooks)
+{
+    std::unique_ptr<PmixNode> node(new PmixNode(io, std::move(job), std::move(tree), std::move(hooks)));
+    if (mode == PmixMode::eager)
+        return node->start_server() ? std::move(node) : nullptr;
+    auto relay = PmixRelay::listen(io, relay_address, [raw = node.get()] { return raw->server_uri(); });
+    if (!relay) {
+        node->hooks_.report_error(
+            fmt::format("cannot start the PMIx server on {}: {}", node->node(), relay.error().message));
+        return nullptr;
+    }
+    node->relay_ = std::move(*relay);
+    return node;
+}
+
+PmixNode::PmixNode(boost::asio::io_context& io, PmixJob job, PmixTree tree, Hooks hooks)
+    : io_(io), job_(std::move(job)), tree_(std::move(tree)), hooks_(std::move(hooks))
+{
+}
+
+PmixNode::~PmixNode() { stop(); }
+
+std::string PmixNode::node() const { return job_.hosts.at(static_cast<std::size_t>(job_.node_index)); }
+
+bool PmixNode::start_server()
+{
+    auto module = load_pmix_module();
+    if (!module) {
+        hooks_.report_error(fmt::format("cannot start the PMIx server on {}: {}", node(), module.error().message));
+        return false;
+    }
+    auto host = (*module)->start(io_, job_, tree_);
+    if (!host) {
+        hooks_.report_error(fmt::format("cannot start the PMIx server on {}: {}", node(), host.error().message));
+        return false;
+    }
+    host_ = std::move(*host);
+    hooks_.ready();
+    return true;
+}
+
+Result<std::string> PmixNode::server_uri()
+{
+    if (!server_uri_.empty())
+        return server_uri_;
+    if (start_failed_ || hooks_.ending())
+        return make_error("no PMIx server on {}", node());
+    start_failed_ = true;   // until it is up: one attempt, one error line
+    if (!start_server())
+        return make_error("no PMIx server on {}", node());
+    // The ranks are running already; PMIx must know them before their handshakes reach it.
+    RankBlocks blocks(job_.ranks_per_node);
+    long first = blocks.first_rank(job_.node_index);
+    for (long rank = first; rank < first + blocks.local_size(job_.node_index); ++rank) {
+        auto env = host_->prepare_rank(rank, ::getuid(), ::getgid());
+        if (!env) {
+            hooks_.report_error(fmt::format("cannot register rank {} with PMIx on {}: {}", rank, node(),
+                                            env.error().message));
+            return make_error("no PMIx server on {}", node());
+        }
+        if (server_uri_.empty())
+            for (const auto& setting : *env)
+                if (setting.starts_with("PMIX_SERVER_URI41="))
+                    server_uri_ = setting.substr(setting.find(';') + 1);
+    }
+    for (auto [rank, status] : exits_before_server_)
+        host_->rank_exited(rank, status);
+    exits_before_server_.clear();
+    if (server_uri_.empty()) {
+        hooks_.report_error(fmt::format("the PMIx server on {} gave its ranks no address", node()));
+        return make_error("no PMIx server on {}", node());
+    }
+    start_failed_ = false;
+    return server_uri_;
+}
+
+Status PmixNode::prepare_rank(RankLaunch& launch)
+{
+    if (relay_) {
+        // On demand, every rank gets the relay's address; the server behind it starts when one connects.
+        for (auto& setting : pmix_rank_env(job_, launch.rank, relay_->uri()))
+            add_environment_default(launch.env, std::move(setting));
+        return {};
+    }
+    if (!host_)
+        return {};
+    auto env = host_->prepare_rank(launch.rank, ::getuid(), ::getgid());
+    if (!env)
+        return make_error("cannot register rank {} with PMIx on {}: {}", launch.rank, node(), env.error().message);
+    for (auto& setting : *env)
+        add_environment_default(launch.env, std::move(setting));
+    return {};
+}
+
+void PmixNode::rank_exited(long rank, int wait_status)
+{
+    if (host_)
+        host_->rank_exited(rank, wait_status);
+    else if (relay_)
+        exits_before_server_.emplace(rank, wait_status);   // judged by the server if another rank starts it
+}
+
+bool PmixNode::serve_request(long, wire::RoutedOp op, Bytes payload, Done reply)
+{
+    if (op != wire::RoutedOp::direct_modex)
+        return false;
+    wire::Reader reader(payload);
+    auto rank = static_cast<long>(reader.varint());
+    // Another node's rank wants one of ours: the server must run for it even if no rank here connected yet.
+    if (!host_ && relay_)
+        (void)relay_->start_server();
+    if (!reader.ok() || !reader.at_end() || !host_) {
+        reply(make_error("{} cannot serve this {}-byte request", node(), payload.size()), {});
+        return true;
+    }
+    host_->serve_direct_modex(rank, std::move(reply));
+    return true;
+}
+
+void PmixNode::stop()
+{
+    relay_.reset();
+    host_.reset();   // before the temp dir goes: PMIx keeps its rendezvous files there
+}
+
+} // namespace canopy

@@ -1,0 +1,63 @@
+// A node's PMIx service for its ranks: the relay that holds their address until a server is needed (on demand),
+// the module that hosts the server, and the exits seen before it ran. Registered with the daemon as a rank
+// service, so the daemon holds none of its state.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+
+#include "pmix/job_info.hpp"
+#include "pmix/pmix_host.hpp"
+#include "pmix/pmix_relay.hpp"
+#include "rank_service.hpp"
+#include "util/pmix_mode.hpp"
+
+namespace canopy {
+
+class PmixNode : public RankService {
+public:
+    struct Hooks {
+        // One line naming the node, for the launcher (the job goes on: ranks that need PMIx fail by themselves).
+        std::function<void(const std::string& message)> report_error;
+        // The server is up: daemon.pmix_ready in the timing report.
+        std::function<void()> ready;
+        // The job is ending here: no server starts any more.
+        std::function<bool()> ending;
+    };
+
+    // Eager: starts the server now. On demand: listens on `relay_address` and starts it when a rank connects.
+    // Null after reporting why neither could be done.
+    static std::unique_ptr<PmixNode> start(boost::asio::io_context& io, PmixMode mode, PmixJob job, PmixTree tree,
+                                           const std::string& relay_address, Hooks hooks);
+    ~PmixNode() override;
+
+    // The rank's PMIx environment (PMIX_SERVER_URI*, PMIX_NAMESPACE, ...), as defaults under the user's settings.
+    Status prepare_rank(RankLaunch& launch) override;
+    void rank_exited(long rank, int wait_status) override;
+    // Another node asks for one of this node's ranks' data: the server starts for it if need be.
+    bool serve_request(long from, wire::RoutedOp op, Bytes payload, Done reply) override;
+    void stop() override;
+
+private:
+    PmixNode(boost::asio::io_context& io, PmixJob job, PmixTree tree, Hooks hooks);
+    bool start_server();
+    // On demand: the running server's own address, starting it (and registering the running ranks) first.
+    Result<std::string> server_uri();
+    std::string node() const;
+
+    boost::asio::io_context& io_;
+    PmixJob job_;
+    PmixTree tree_;
+    Hooks hooks_;
+    std::unique_ptr<PmixHost> host_;
+    std::unique_ptr<PmixRelay> relay_;   // on demand: the ranks' PMIx address until a server runs
+    std::string server_uri_;             // set once the on-demand server runs
+    bool start_failed_ = false;          // one attempt, one error line
+    std::map<long, int> exits_before_server_;   // rank -> wait status, reaped before the server started
+};
+
+} // namespace canopy
