@@ -143,6 +143,21 @@ Status store_count(long& field, ArgCursor& cursor)
     return status;
 }
 
+// One of a fixed set of words, read by `parse`; anything else is an error listing the choices.
+template <typename T>
+Status store_choice(std::optional<T>& field, ArgCursor& cursor, std::optional<T> (*parse)(std::string_view),
+                    const char* choices)
+{
+    auto value = take_value(cursor);
+    if (!value)
+        return value.error();
+    auto parsed = parse(*value);
+    if (!parsed)
+        return make_error("{} takes {}, got '{}'", cursor.spelling, choices, *value);
+    field = *parsed;
+    return {};
+}
+
 Status store_string(std::optional<std::string>& field, ArgCursor& cursor)
 {
     auto text = take_value(cursor);
@@ -344,30 +359,14 @@ const std::vector<OptionSpec>& option_table()
          set_timeout},
         {{"--pmi", "-pmi"}, Takes::value, "all|pmix|simple|none", "Job",
          "what each node serves its ranks: all (default) serves PMIx for Open MPI and simple PMI (PMI-1, PMI-2 over "
-         "PMI_FD) for MPICH, Intel MPI, MVAPICH and Cray MPICH; a rank sees variables only for what is served",
+         "PMI_FD) for MPICH, Intel MPI and MVAPICH; a rank sees variables only for what is served",
          [](ParseState& s, ArgCursor& c) {
-             auto value = take_value(c);
-             if (!value)
-                 return Status{value.error()};
-             auto interfaces = parse_pmi_interfaces(*value);
-             if (!interfaces)
-                 return Status{make_error("{} takes all, pmix, simple or none, got '{}'", c.spelling, *value)};
-             s.options.pmi = *interfaces;
-             return Status{};
+             return store_choice(s.options.pmi, c, parse_pmi_interfaces, "all, pmix, simple or none");
          }},
         {{"--pmix"}, Takes::value, "on|eager|off", "Job",
          "PMIx server for MPI and PMIx programs: on (default) starts it when a rank first connects, eager before "
          "the ranks, off never",
-         [](ParseState& s, ArgCursor& c) {
-             auto value = take_value(c);
-             if (!value)
-                 return Status{value.error()};
-             auto mode = parse_pmix_mode(*value);
-             if (!mode)
-                 return Status{make_error("{} takes on, eager or off, got '{}'", c.spelling, *value)};
-             s.options.pmix = *mode;
-             return Status{};
-         }},
+         [](ParseState& s, ArgCursor& c) { return store_choice(s.options.pmix, c, parse_pmix_mode, "on, eager or off"); }},
 
         // Tree and launch agent
         {{"--fanout"}, Takes::value, "K", "Tree and launch agent",

@@ -30,7 +30,7 @@ inline std::optional<PmixMode> parse_pmix_mode(std::string_view text)
 }
 
 // The interfaces every node serves its ranks: PMIx (Open MPI, PMIx clients) and simple PMI (PMI-1 and PMI-2 over
-// PMI_FD, for MPICH, Intel MPI, MVAPICH, Cray MPICH). A rank sees variables only for what is served.
+// PMI_FD, for MPICH, Intel MPI and MVAPICH). A rank sees variables only for what is served.
 enum class PmiInterfaces : std::uint8_t { none = 0, pmix = 1, simple = 2, all = 3 };
 
 inline bool serves_pmix(PmiInterfaces interfaces) { return (static_cast<int>(interfaces) & 1) != 0; }
