@@ -20,3 +20,13 @@ cat <<INFO
 
 INFO
 "$build_dir/launcher/canopy" --sim-nodes 4 --ppn 2 /usr/bin/python3 -m mpi4py.bench helloworld
+
+if [[ -x $build_dir/tests/pmi/mpich_hello ]]; then
+  cat <<INFO
+
+== an MPICH job: each canopyd also serves simple PMI on every rank's PMI_FD, so MPICH programs find their world
+\$ $build_dir/launcher/canopy --sim-nodes 2 --ppn 2 $build_dir/tests/pmi/mpich_hello 4
+
+INFO
+  "$build_dir/launcher/canopy" --sim-nodes 2 --ppn 2 "$build_dir/tests/pmi/mpich_hello" 4
+fi

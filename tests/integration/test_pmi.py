@@ -1,5 +1,6 @@
 # Simple PMI under canopy: MPICH 4.0 programs (PMI-1 over PMI_FD) and a PMI-1/PMI-2 wire client run across
 # simulated nodes with no mpiexec, and every way a rank can break the protocol ends the job naming it.
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -94,10 +95,17 @@ def test_a_rank_closing_pmi_fd_in_a_barrier_ends_the_job_naming_it(run_canopy, v
     assert "rank 3 on sim0001 closed its PMI connection (PMI_FD) before PMI_Finalize" in lines[0], lines[0]
 
 
+def shared_memory_files():
+    return set(os.listdir("/dev/shm"))
+
+
 def test_mpich_rank_killed_inside_mpi_init_ends_the_job_naming_it(run_canopy):
     shim = program("die_in_barrier.so")
+    before = shared_memory_files()
     result = run_canopy(shape_args(4, 2) + ["--env", f"LD_PRELOAD={shim}", "--env", "CANOPY_TEST_DIE_RANK=5",
                                             program("mpich_hello"), "8"], timeout=60)
+    # MPICH's shared-memory segments (/dev/shm/mpich_shar_tmp*) go with the job, even one killed in MPI_Init.
+    assert not {f for f in shared_memory_files() - before if f.startswith("mpich")}, shared_memory_files() - before
     assert result.returncode == 137, result.describe()
     lines = result.canopy_lines()
     assert len(lines) == 1, result.describe()
