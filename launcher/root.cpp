@@ -104,6 +104,12 @@ int Root::run()
         position_->collectives().request(position, wire::RoutedOp::store, encode_invalidate(key),
                                          [acked = std::move(acked)](Status, Bytes) { acked(); });
     });
+    // Before anything that starts a thread or a process of its own, so that a failure returns cleanly. Nothing
+    // the children send is read before io_.run().
+    if (auto started = position_->start_children(plan_.listen_address, plan.daemon_path, 0); !started) {
+        fmt::print(stderr, "canopy: {}\n", started.error().message);
+        return exit_infrastructure;
+    }
 
     signals_.async_wait([this](const boost::system::error_code& error, int signo) {
         if (!error)
@@ -120,10 +126,6 @@ int Root::run()
 
     start_stage_fetch();   // first: it forks the cache's guard, best before any other thread runs
     start_stage_preparation();
-    if (auto started = position_->start_children(plan_.listen_address, plan.daemon_path, 0); !started) {
-        fmt::print(stderr, "canopy: {}\n", started.error().message);
-        return exit_infrastructure;
-    }
     io_.run();
     if (stage_thread_.joinable())
         stage_thread_.join();

@@ -156,7 +156,7 @@ void PmiServer::read_next(const std::shared_ptr<Connection>& connection)
             for (;;) {
                 auto command = c->decoder.next();
                 if (!command) {
-                    // The stream cannot be read on: say why to the rank's log line and treat it as broken off.
+                    // The stream cannot be read on: log why, naming the rank, and treat it as broken off.
                     pmi_log().warn("{}: {}; closing its PMI connection", rank_name(c->rank), command.error().message);
                     std::string why = command.error().message;
                     // Best effort, without waiting: the connection closes right after.
