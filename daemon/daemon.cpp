@@ -16,6 +16,7 @@
 #include "pmi/pmi_server.hpp"
 #include "pmix/pmix_node.hpp"
 #include "private_socket.hpp"
+#include "rank_socket.hpp"
 #include "proc/cpubind.hpp"
 #include "proc/rank_env.hpp"
 #include "timing/clock.hpp"
@@ -257,7 +258,6 @@ void Daemon::on_plan(wire::LaunchPlan plan)
         stage_.emplace(stage_dir);
         start_stage_fetcher(stage_dir);
     }
-    app_socket_ = node_socket_path(tmpdir_, plan_->job_id, node_, "app.sock");
 
     // Children first: they are on the critical path of the whole tree, our ranks only of this node. A leaf
     // reports itself up before spawning, so tree_up measures the tree, not rank start-up.
@@ -266,7 +266,7 @@ void Daemon::on_plan(wire::LaunchPlan plan)
         stage_fetch_->set_children(&position_->children());
     position_->advance();   // a leaf is up as soon as it has its plan
     start_pmi_servers();
-    start_app_server();
+    start_rank_socket();
     for (const auto& [pattern, name] : plan_->job.output_marks) {
         try {
             output_marks_.emplace_back(std::regex(pattern), name);
@@ -304,12 +304,13 @@ void Daemon::stamp_output_marks(long rank, const std::string& data)
     }
 }
 
-void Daemon::start_app_server()
+void Daemon::start_rank_socket()
 {
     if (tmpdir_.empty())
         return;
-    AppServer::Handlers handlers;
-    handlers.mark = [this](AppServer::Mark mark) {
+    std::string path = node_socket_path(tmpdir_, plan_->job_id, node_, "app.sock");
+    RankSocket::Hooks hooks;
+    hooks.mark = [this](AppServer::Mark mark) {
         auto label = rank_label(mark.rank);
         phases_.add("app." + mark.name, since_launch(mark.time_ns), label);
         if (mark.duration_ns >= 0)
@@ -317,28 +318,13 @@ void Daemon::start_app_server()
         trace(mark.rank, mark.name, since_launch(mark.time_ns),
               mark.duration_ns >= 0 ? static_cast<double>(mark.duration_ns) / 1e9 : -1);
     };
-    // Store requests go through the node's cache (daemon/store_cache.*): known keys are read here, the rest
-    // goes to the root's JobStore.
-    store_cache_ = std::make_unique<StoreCache>([this](Bytes request, std::function<void(Status, Bytes)> done) {
+    hooks.to_root = [this](Bytes request, RankService::Done done) {
         position_->collectives().request(0, wire::RoutedOp::store, std::move(request), std::move(done));
-    });
-    handlers.store = [this](std::uint8_t op, std::vector<std::uint8_t> payload,
-                            std::function<void(std::uint8_t, std::vector<std::uint8_t>)> reply) {
-        store_cache_->request(op, std::move(payload), std::move(reply));
-    };
-    // The job's end waits for the ranks' last marks (ranks_drained): hear when the last connection closes.
-    handlers.all_closed = [this] {
-        if (position_)
-            position_->advance();
     };
     if (guard_)
-        guard_->watch_path(app_socket_);   // it may live outside the temp dir
-    auto server = AppServer::start(io_, app_socket_, std::move(handlers));
-    if (!server) {
-        tree_log().warn("{}; libcanopy marks and store are unavailable on {}", server.error().message, node_);
-        return;
-    }
-    app_server_ = std::move(*server);
+        guard_->watch_path(path);   // it may live outside the temp dir
+    if (auto socket = RankSocket::start(io_, path, node_, std::move(hooks)))
+        rank_services_.push_back(std::move(socket));
 }
 
 void Daemon::start_stage_fetcher(const std::string& stage_dir)
@@ -525,11 +511,6 @@ void Daemon::join_tree_position()
     };
     hooks.all_finished = [this] { maybe_exit(); };
     auto serve = [this](long from, wire::RoutedOp op, Bytes payload, TreeCollectives::Done reply) {
-        // A store request addressed to a daemon is the root invalidating a key this node may cache.
-        if (op == wire::RoutedOp::store && from == 0) {
-            reply(store_cache_ ? store_cache_->from_root(payload) : Status{}, {});
-            return;
-        }
         for (auto& service : rank_services_)
             if (service->serve_request(from, op, payload, reply))
                 return;
@@ -664,8 +645,6 @@ void Daemon::start_ranks()
             if (stage_)
                 add_stage_env(launch.env, job.stage_interposer, stage_->cache_dir(),
                               stage_fetcher_ ? stage_fetcher_->path() : std::string());
-            if (app_server_)
-                set_environment_value(launch.env, "CANOPY_AGENT_SOCKET", app_server_->path());
             if (bind)
                 launch.cpus = cpus_for_local_rank(*bind, local, allowed);
             for (int cpu : launch.cpus)
@@ -696,20 +675,10 @@ bool Daemon::ranks_drained()
 {
     if (!ranks_->all_finished())
         return false;
-    if (!app_server_ || app_server_->open_connections() == 0 || app_drain_expired_)
-        return true;
-    // A rank's last marks may still be unread in its connection: read them until the connections close, but
-    // not for long, since a rank's orphaned child could hold one open.
-    if (!app_drain_timer_) {
-        app_drain_timer_ = std::make_unique<asio::steady_timer>(io_, std::chrono::milliseconds(200));
-        app_drain_timer_->async_wait([this](const boost::system::error_code& error) {
-            if (error)
-                return;
-            app_drain_expired_ = true;
-            position_->advance();
-        });
-    }
-    return false;   // all_closed or the timer carries on
+    bool drained = true;
+    for (auto& service : rank_services_)
+        drained = service->drained([this] { position_->advance(); }) && drained;
+    return drained;
 }
 
 void Daemon::report_step(TreePosition::Readiness step)
@@ -723,8 +692,8 @@ void Daemon::report_step(TreePosition::Readiness step)
         send_up(wire::to_frame(wire::SubtreeSpawned{ranks_->total() + position_->spawned_below()}));
         return;
     }
-    if (app_drain_timer_)
-        app_drain_timer_->cancel();
+    for (auto& service : rank_services_)
+        service->record(phases_, node_);
     if (stage_fetch_) {
         // On-demand staging, as counts: what this node answered itself and what it had to ask its parent.
         const auto& counts = stage_fetch_->counters();
@@ -735,14 +704,6 @@ void Daemon::report_step(TreePosition::Readiness step)
     if (collectives.frames_received() > 0)
         phases_.add("daemon.tree_messages",
                     static_cast<double>(collectives.frames_received() + collectives.frames_sent()), node_);
-    if (store_cache_) {
-        const auto& store = store_cache_->counts();
-        if (store.cached + store.merged + store.forwarded > 0) {
-            phases_.add("daemon.store_local_messages", static_cast<double>(store.cached + store.merged), node_);
-            tree_log().debug("{}: store requests: {} answered from the cache, {} shared a read on its way, {} sent "
-                             "to the root", node_, store.cached, store.merged, store.forwarded);
-        }
-    }
     send_up(wire::to_frame(wire::SubtreeDone{ranks_->total() + position_->done_below(), phases_, std::move(trace_)}));
     maybe_exit();
 }
@@ -800,7 +761,6 @@ void Daemon::clean_up_node()
         ranks_->kill_all();
     for (auto& service : rank_services_)
         service->stop();   // before the temp dir goes: PMIx keeps its rendezvous files there
-    app_server_.reset();
     stage_fetcher_.reset();
     if (stage_fetch_)
         stage_fetch_->fail_all(fmt::format("the job is ending on {}", node_));

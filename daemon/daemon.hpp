@@ -14,17 +14,13 @@
 
 #include <spdlog/common.h>
 
-#include "app_server.hpp"
-#include "collective/job_store.hpp"
-#include "collective/tree_collectives.hpp"
 #include "pmix/pmix_host.hpp"
-#include "rank_service.hpp"
 #include "proc/node_guard.hpp"
 #include "proc/process.hpp"
+#include "rank_service.hpp"
 #include "rank_spawner.hpp"
 #include "stage_fetcher.hpp"
 #include "stage_receiver.hpp"
-#include "store_cache.hpp"
 #include "timing/sketch.hpp"
 #include "tree/link.hpp"
 #include "tree/tree_position.hpp"
@@ -68,14 +64,14 @@ private:
     // Simple PMI (PMI-1, PMI-2) for MPICH-family ranks, registered as a rank service.
     void start_pmi_server();
     void make_rank_spawner();
-    // The socket the ranks' libcanopy uses for phase marks and the job store.
-    void start_app_server();
+    // The socket the ranks' libcanopy uses for phase marks and the job store, registered as a rank service.
+    void start_rank_socket();
     void stamp_output_marks(long rank, const std::string& data);
     void start_ranks();
     // Stage index and contents from the parent: forwarded to the children, written to the node cache.
     void on_stage_frame(const wire::Frame& frame);
 
-    // Whether every rank has finished and its last marks have been read (it arms a short wait for them).
+    // Whether every rank has finished and the services have read what they sent (some wait a moment for that).
     bool ranks_drained();
     // Tells the parent this node's subtree has entered `step`.
     void report_step(TreePosition::Readiness step);
@@ -114,11 +110,6 @@ private:
     std::unique_ptr<StageFetchTree> stage_fetch_;
     std::unique_ptr<StageFetcher> stage_fetcher_;
     void start_stage_fetcher(const std::string& stage_dir);
-    std::unique_ptr<AppServer> app_server_;
-    std::string app_socket_;
-    std::unique_ptr<StoreCache> store_cache_;   // the ranks' store requests: known keys answered here
-    std::unique_ptr<asio::steady_timer> app_drain_timer_;
-    bool app_drain_expired_ = false;
     std::vector<std::pair<std::regex, std::string>> output_marks_;   // --mark-on-output
     std::map<long, std::vector<bool>> output_marks_hit_;              // by rank: which have fired
     bool stage_failed_ = false;

@@ -4,9 +4,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "rank_spawner.hpp"
+#include "timing/sketch.hpp"
 #include "util/result.hpp"
 #include "wire/messages.hpp"
 
@@ -29,6 +31,11 @@ public:
     {
         return false;
     }
+    // Whether the service has taken in everything the node's ranks sent it, now that they have all exited;
+    // if not, it calls `wake` once it has (or has waited long enough).
+    virtual bool drained(std::function<void()> /*wake*/) { return true; }
+    // Adds the service's counters to the node's timing report, as the node's subtree is done.
+    virtual void record(timing::PhaseSet& /*phases*/, const std::string& /*node*/) {}
     // The job is ending on this node: stop serving, before the node's temp dir goes.
     virtual void stop() = 0;
 };
