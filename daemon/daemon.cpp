@@ -378,7 +378,7 @@ void Daemon::start_pmi_servers()
 {
     const auto& plan = *plan_;
     if (plan.job.simple_pmi)
-        start_pmi_server();
+        start_simple_pmi_server();
     if (plan.job.pmix == PmixMode::off)
         return;
     PmixJob job;
@@ -396,7 +396,7 @@ void Daemon::start_pmi_servers()
         rank_services_.push_back(std::move(node));
 }
 
-void Daemon::start_pmi_server()
+void Daemon::start_simple_pmi_server()
 {
     PmiJob job;
     job.kvsname = "canopy." + plan_->job_id;

@@ -62,7 +62,7 @@ private:
     void start_pmi_servers();
     PmixTree pmix_tree();
     // Simple PMI (PMI-1, PMI-2) for MPICH-family ranks, registered as a rank service.
-    void start_pmi_server();
+    void start_simple_pmi_server();
     void make_rank_spawner();
     // The socket the ranks' libcanopy uses for phase marks and the job store, registered as a rank service.
     void start_rank_socket();

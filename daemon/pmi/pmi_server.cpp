@@ -306,10 +306,7 @@ void PmiServer::on_init(Connection& c, const Command& command)
             c.decoder.use_v2();   // the rest comes framed, starting with fullinit
             return;
         }
-        c.state = Connection::State::initialized;
-        ++ranks_initialized_;
-        if (tree_.mark)
-            tree_.mark(c.rank, "pmi_init", timing::now_ns());
+        initialized(c);
         return;
     }
     auto answer = make("response_to_init");
@@ -331,13 +328,17 @@ void PmiServer::on_fullinit(Connection& c, const Command& command)
         refuse(c, command, fmt::format("fullinit claims rank {}, but this connection is rank {}", *claimed, c.rank));
         return;
     }
-    c.state = Connection::State::initialized;
-    ++ranks_initialized_;
     auto answer = make("fullinit-response");
     answer.add("rc", "0").add("pmi-version", "2").add("pmi-subversion", "0");
     answer.add("rank", std::to_string(c.rank)).add("size", std::to_string(world_size_)).add("appnum", "0");
     answer.add("debugged", "FALSE").add("pmiverbose", "FALSE");
     reply(c, answer);
+    initialized(c);
+}
+
+void PmiServer::initialized(Connection& c)
+{
+    c.state = Connection::State::initialized;
     if (tree_.mark)
         tree_.mark(c.rank, "pmi_init", timing::now_ns());
 }

@@ -70,8 +70,6 @@ public:
     // The job is ending: every connection closes and nothing more is answered.
     void stop() override;
 
-    long ranks_served() const { return ranks_initialized_; }
-
     struct Connection;   // one rank's socket and protocol state (pmi_server.cpp)
 
 private:
@@ -87,7 +85,8 @@ private:
     // Answers a command that cannot be served with rc != 0, and says so once in the log, naming the rank.
     void refuse(Connection& connection, const pmi::Command& command, const std::string& why);
     void on_closed(Connection& connection, const std::string& why);
-    void broke_off(Connection& connection);
+    // The rank has said init (PMI-1) or fullinit (PMI-2): stamped as rank.pmi_init.
+    void initialized(Connection& connection);
     // Fails the job if a barrier waits on a rank that can never join it.
     void check_barrier();
     void fail(long rank, std::string message, int exit_code = 1);
@@ -132,7 +131,6 @@ private:
     bool fence_running_ = false;
     bool failed_ = false;
     bool closed_ = false;
-    long ranks_initialized_ = 0;
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

@@ -23,11 +23,7 @@ void send_chunks(const Message& header, const Bytes& blob, const std::function<v
     std::size_t offset = 0;
     do {
         std::size_t size = std::min(TreeCollectives::chunk_bytes, blob.size() - offset);
-        Message chunk;
-        chunk.domain = header.domain;
-        chunk.participants = header.participants;
-        chunk.sequence = header.sequence;
-        chunk.status = header.status;
+        Message chunk = header;   // the header carries no blob
         chunk.blob.assign(blob.begin() + static_cast<std::ptrdiff_t>(offset),
                           blob.begin() + static_cast<std::ptrdiff_t>(offset + size));
         offset += size;
