@@ -17,6 +17,7 @@
 #include "pmix/pmix_node.hpp"
 #include "private_socket.hpp"
 #include "rank_socket.hpp"
+#include "stage/stage_node.hpp"
 #include "proc/cpubind.hpp"
 #include "proc/rank_env.hpp"
 #include "timing/clock.hpp"
@@ -41,27 +42,6 @@ std::vector<std::string> simulated_node_mpi_env(const std::string& node_tmpdir)
 {
     return {"OMPI_MCA_btl_vader_backing_directory=" + node_tmpdir, "OMPI_MCA_btl_tcp_if_include=lo",
             "OMPI_MCA_oob_tcp_if_include=lo"};
-}
-
-// Ranks of a staged job load the interposer, which answers lookups under the prefixes from the node cache.
-void add_stage_env(std::vector<std::string>& env, const std::string& interposer, const std::string& cache_dir,
-                   const std::string& fetch_socket)
-{
-    for (const char* name : {"LD_PRELOAD", "LD_AUDIT"}) {
-        std::string prefix = std::string(name) + "=";
-        auto it = std::find_if(env.begin(), env.end(), [&](const std::string& kv) { return kv.starts_with(prefix); });
-        if (it == env.end())
-            env.push_back(prefix + interposer);
-        else if (it->size() == prefix.size())
-            *it = prefix + interposer;
-        else
-            *it = prefix + interposer + ":" + it->substr(prefix.size());
-    }
-    // Replaced, not defaulted: a rank must reach its own node's cache and daemon, not those of a canopy job it
-    // was launched from.
-    set_environment_value(env, "CANOPY_STAGE_CACHE", cache_dir);
-    if (!fetch_socket.empty())
-        set_environment_value(env, "CANOPY_STAGE_SOCKET", fetch_socket);   // lookups the index cannot answer
 }
 
 // Re-encodes a received frame unchanged, for relaying.
@@ -148,74 +128,67 @@ asio::awaitable<void> Daemon::join_parent()
 
 void Daemon::on_parent_frame(wire::Frame frame)
 {
-    if (position_ && position_->collectives().handle(tree().parent(args_.position), frame))
-        return;
-    switch (static_cast<wire::MessageType>(frame.type)) {
-    case wire::MessageType::launch_plan: {
-        auto plan = wire::decode_frame<wire::LaunchPlan>(frame);
-        if (!plan) {
-            tree_log().error("bad launch plan from parent: {}", plan.error().message);
-            abandon("cannot use the launch plan");
-            return;
-        }
-        if (plan_) {
-            tree_log().warn("ignored a second launch plan");
-            return;
-        }
-        on_plan(std::move(*plan));
+    if (position_) {
+        if (!position_->from_parent(tree().parent(args_.position), frame))
+            tree_log().warn("ignored an unexpected or malformed {} message from the parent",
+                            wire::message_name(frame.type));
         return;
     }
-    case wire::MessageType::stage_index:
-    case wire::MessageType::stage_content:
-        on_stage_frame(frame);
+    // Joining: the plan comes first, and makes this daemon a position of the tree.
+    if (frame.type != static_cast<std::uint8_t>(wire::MessageType::launch_plan)) {
+        abandon(fmt::format("the parent sent {} before the launch plan", wire::message_name(frame.type)));
         return;
-    case wire::MessageType::stage_fetch_reply:
-        if (stage_fetch_)
-            stage_fetch_->on_parent_reply(frame);
+    }
+    auto plan = wire::decode_frame<wire::LaunchPlan>(frame);
+    if (!plan) {
+        tree_log().error("bad launch plan from parent: {}", plan.error().message);
+        abandon("cannot use the launch plan");
         return;
-    case wire::MessageType::stdin_data: {
+    }
+    on_plan(std::move(*plan));
+}
+
+void Daemon::register_parent_handlers()
+{
+    position_->on_parent(wire::MessageType::launch_plan, [](long, const wire::Frame&) {
+        tree_log().warn("ignored a second launch plan");
+        return true;
+    });
+    position_->on_parent(wire::MessageType::stdin_data, [this](long, const wire::Frame& frame) {
         auto data = wire::decode_frame<wire::StdinData>(frame);
-        if (!data || !plan_)
-            break;
+        if (!data)
+            return false;
         if (static_cast<long>(data->target_position) == args_.position) {
             if (!data->data.empty())
                 ranks_->write_stdin(data->data);
             if (data->eof)
                 ranks_->close_stdin();
-        } else if (position_) {
-            long hop = tree().next_hop(args_.position, static_cast<long>(data->target_position));
-            if (hop > 0)
-                position_->children().send(hop, relay(frame));
+        } else if (long hop = tree().next_hop(args_.position, static_cast<long>(data->target_position)); hop > 0) {
+            position_->children().send(hop, relay(frame));
         }
-        return;
-    }
-    case wire::MessageType::signal: {
+        return true;
+    });
+    position_->on_parent(wire::MessageType::signal, [this](long, const wire::Frame& frame) {
         auto signal = wire::decode_frame<wire::Signal>(frame);
         if (!signal)
-            break;
-        if (ranks_)
-            ranks_->signal_all(signal->signo);
-        if (position_)
-            position_->children().broadcast(relay(frame));
-        return;
-    }
-    case wire::MessageType::shutdown: {
+            return false;
+        ranks_->signal_all(signal->signo);
+        position_->children().broadcast(relay(frame));
+        return true;
+    });
+    position_->on_parent(wire::MessageType::shutdown, [this](long, const wire::Frame& frame) {
         auto message = wire::decode_frame<wire::Shutdown>(frame);
         if (!message)
-            break;
-        shutdown(message->abort);
-        return;
-    }
-    default:
-        break;
-    }
-    tree_log().warn("ignored an unexpected or malformed {} message from the parent", wire::message_name(frame.type));
+            return false;
+        position_->leave(message->abort);
+        return true;
+    });
 }
 
 void Daemon::on_parent_closed(const std::string& reason)
 {
-    if (exiting_) {
-        io_.stop();
+    if (position_ && position_->state() == TreePosition::State::left) {
+        io_.stop();   // we closed it, after our last frame
         return;
     }
     abandon(reason.empty() ? "the parent closed the connection" : "lost the parent: " + reason);
@@ -250,58 +223,18 @@ void Daemon::on_plan(wire::LaunchPlan plan)
         report_error(node_, fmt::format("cannot create the node temp dir {}: {}", tmpdir_, error.message()));
         tmpdir_.clear();
     }
-    std::string stage_dir;
-    if (plan_->job.stage) {
-        stage_dir = stage::default_cache_dir(plan_->job_id, node_, plan_->job.stage_cache_base);
-        if (guard_)
-            guard_->watch_path(stage_dir);
-        stage_.emplace(stage_dir);
-        start_stage_fetcher(stage_dir);
-    }
 
     // Children first: they are on the critical path of the whole tree, our ranks only of this node. A leaf
     // reports itself up before spawning, so tree_up measures the tree, not rank start-up.
+    make_rank_spawner();
     join_tree_position();
-    if (stage_fetch_)
-        stage_fetch_->set_children(&position_->children());
     position_->advance();   // a leaf is up as soon as it has its plan
+    start_stage_node();
     start_pmi_servers();
     start_rank_socket();
-    for (const auto& [pattern, name] : plan_->job.output_marks) {
-        try {
-            output_marks_.emplace_back(std::regex(pattern), name);
-        } catch (const std::regex_error&) {
-            tree_log().warn("ignored --mark-on-output '{}': not a valid regular expression here", pattern);
-        }
-    }
-    make_rank_spawner();
-    if (!stage_)
-        start_ranks();   // else once the node cache is installed
-}
-
-void Daemon::stamp_output_marks(long rank, const std::string& data)
-{
-    auto& hit = output_marks_hit_[rank];
-    if (hit.size() < output_marks_.size())
-        hit.resize(output_marks_.size(), false);
-    std::int64_t now = timing::now_ns();
-    std::size_t start = 0;
-    while (start < data.size()) {
-        std::size_t end = data.find('\n', start);
-        if (end == std::string::npos)
-            end = data.size();
-        for (std::size_t i = 0; i < output_marks_.size(); ++i) {
-            if (hit[i])
-                continue;
-            if (std::regex_search(data.begin() + static_cast<std::ptrdiff_t>(start),
-                                  data.begin() + static_cast<std::ptrdiff_t>(end), output_marks_[i].first)) {
-                hit[i] = true;
-                phases_.add("app." + output_marks_[i].second, since_launch(now), rank_label(rank));
-                trace(rank, output_marks_[i].second, since_launch(now));
-            }
-        }
-        start = end + 1;
-    }
+    if (!plan_->job.output_marks.empty())
+        output_marks_.emplace(plan_->job.output_marks);
+    start_ranks_when_ready();
 }
 
 void Daemon::start_rank_socket()
@@ -327,51 +260,24 @@ void Daemon::start_rank_socket()
         rank_services_.push_back(std::move(socket));
 }
 
-void Daemon::start_stage_fetcher(const std::string& stage_dir)
+void Daemon::start_stage_node()
 {
-    auto tree = StageFetchTree::for_daemon(io_, stage_dir, [this](std::vector<std::uint8_t> frame) {
-        send_up(std::move(frame));
-    });
-    if (!tree) {
-        tree_log().warn("{}; ranks on {} read what the stage index lacks from the shared filesystem",
-                        tree.error().message, node_);
+    if (!plan_->job.stage)
         return;
+    StageNode::Paths paths;
+    paths.cache_dir = stage::default_cache_dir(plan_->job_id, node_, plan_->job.stage_cache_base);
+    paths.interposer = plan_->job.stage_interposer;
+    if (!tmpdir_.empty())
+        paths.socket = node_socket_path(tmpdir_, plan_->job_id, node_, "stage.sock");
+    if (guard_) {
+        guard_->watch_path(paths.cache_dir);
+        if (!paths.socket.empty())
+            guard_->watch_path(paths.socket);   // it may live outside the temp dir
     }
-    stage_fetch_ = std::move(*tree);
-    if (tmpdir_.empty())
-        return;
-    std::string path = node_socket_path(tmpdir_, plan_->job_id, node_, "stage.sock");
-    if (guard_)
-        guard_->watch_path(path);   // it may live outside the temp dir
-    auto fetcher = StageFetcher::start(io_, path, *stage_fetch_);
-    if (!fetcher) {
-        tree_log().warn("{}; ranks on {} read what the stage index lacks from the shared filesystem",
-                        fetcher.error().message, node_);
-        return;
-    }
-    stage_fetcher_ = std::move(*fetcher);
-}
-
-void Daemon::on_stage_frame(const wire::Frame& frame)
-{
-    if (!stage_ || stage_failed_) {
-        if (!stage_)
-            tree_log().warn("ignored {}: this job does not stage files", wire::message_name(frame.type));
-        return;
-    }
-    // Forward first: the subtree below is waiting on this chunk more than our own cache is.
-    if (position_)
-        position_->children().broadcast(relay(frame));
-    bool was_complete = stage_->complete();
-    if (auto taken = stage_->take(frame); !taken) {
-        stage_failed_ = true;
-        report_error(node_, fmt::format("cannot stage files on {}: {}", node_, taken.error().message));
-        return;
-    }
-    if (!was_complete && stage_->complete()) {
-        node_phase("daemon.stage_ready", since_launch(timing::now_ns()));
-        start_ranks();
-    }
+    StageNode::Hooks hooks;
+    hooks.report_error = [this](const std::string& message) { report_error(node_, message); };
+    hooks.installed = [this] { node_phase("daemon.stage_ready", since_launch(timing::now_ns())); };
+    rank_services_.push_back(std::make_unique<StageNode>(io_, *position_, std::move(paths), node_, std::move(hooks)));
 }
 
 void Daemon::start_pmi_servers()
@@ -390,7 +296,7 @@ void Daemon::start_pmi_servers()
     PmixNode::Hooks hooks;
     hooks.report_error = [this](const std::string& message) { report_error(node_, message); };
     hooks.ready = [this] { node_phase("daemon.pmix_ready", since_launch(timing::now_ns())); };
-    hooks.ending = [this] { return shutting_down_ || exiting_; };
+    hooks.ending = [this] { return position_->leaving(); };
     auto relay_address = plan.simulated ? simulated_node_address(job.node_index) : std::string("127.0.0.1");
     if (auto node = PmixNode::start(io_, plan.job.pmix, std::move(job), pmix_tree(), relay_address, std::move(hooks)))
         rank_services_.push_back(std::move(node));
@@ -432,7 +338,7 @@ void Daemon::start_simple_pmi_server()
                               });
     };
     tree.fail = [this](long rank, int exit_code, std::string message) {
-        if (shutting_down_)
+        if (position_->leaving())
             return;
         report_rank_failure({static_cast<std::uint64_t>(rank), node_, exit_code, 0, std::move(message),
                              timing::now_ns() + clock_offset_ns_, wire::RankFailure::aborted});
@@ -483,7 +389,7 @@ PmixTree Daemon::pmix_tree()
                               [done = std::move(done)](Status status, Bytes) { done(status); });
     };
     tree.abort = [this](long rank, int status, std::string message) {
-        if (shutting_down_)
+        if (position_->leaving())
             return;
         report_rank_failure({static_cast<std::uint64_t>(rank), node_, status, 0, std::move(message),
                              timing::now_ns() + clock_offset_ns_, wire::RankFailure::aborted});
@@ -496,20 +402,24 @@ void Daemon::join_tree_position()
     const auto& plan = *plan_;
     TreePosition::Hooks hooks;
     // The parent expects up, spawned and done in that order, whatever order they happen in here.
-    hooks.local_ready = [this](TreePosition::Readiness step) {
-        using R = TreePosition::Readiness;
-        return step == R::up || (step == R::spawned && ranks_started_) || (step == R::done && ranks_drained());
+    hooks.local_ready = [this](TreePosition::State step) {
+        using S = TreePosition::State;
+        switch (step) {
+        case S::spawned: return ranks_->all_started();
+        case S::done: return ranks_drained();
+        case S::left: return ranks_->all_finished();
+        default: return true;
+        }
     };
-    hooks.entered = [this](TreePosition::Readiness step) { report_step(step); };
+    hooks.entered = [this](TreePosition::State step) { on_entered(step); };
     hooks.child_failed = [this](long position, const std::string& line) {
-        if (!shutting_down_)
+        if (!position_->leaving())
             report_error(position_->children().host_of(position), line);
     };
     hooks.log_line = [this](long position, const std::string& line) {
-        if (!shutting_down_)   // children cut off by a teardown complain; the root already knows why
+        if (!position_->leaving())   // children cut off by a teardown complain; the root already knows why
             send_up(wire::to_frame(wire::DaemonLog{position_->children().host_of(position), line}));
     };
-    hooks.all_finished = [this] { maybe_exit(); };
     auto serve = [this](long from, wire::RoutedOp op, Bytes payload, TreeCollectives::Done reply) {
         for (auto& service : rank_services_)
             if (service->serve_request(from, op, payload, reply))
@@ -519,8 +429,22 @@ void Daemon::join_tree_position()
     position_ = std::make_unique<TreePosition>(io_, reaper_, key_, args_.position, plan,
                                                [this](std::vector<std::uint8_t> frame) { send_up(std::move(frame)); },
                                                std::move(serve), std::move(hooks), phases_, trace_);
-    // What children send up that is not a report of their subtree or a collective: passed on, or the first
-    // failure noted.
+    register_parent_handlers();
+    register_child_handlers();
+
+    long index = Topology::position_to_node(args_.position);
+    std::string listen_address = plan.simulated               ? simulated_node_address(index)
+                                 : !plan.bind_address.empty() ? plan.bind_address
+                                                              : parent_->local_endpoint().address().to_string();
+    bool same_binary = plan.simulated || plan.agent == "local" || plan.daemon_path.empty();
+    std::string self = own_executable();
+    std::string daemon_path = !same_binary ? plan.daemon_path : self.empty() ? std::string("canopyd") : self;
+    if (auto started = position_->start_children(listen_address, daemon_path, clock_offset_ns_); !started)
+        report_error(node_, started.error().message);
+}
+
+void Daemon::register_child_handlers()
+{
     auto pass_up = [this](long, const wire::Frame& frame) {
         send_up(relay(frame));
         return true;
@@ -534,28 +458,18 @@ void Daemon::join_tree_position()
             report_rank_failure(*failed);
         return failed.ok();
     });
-    position_->on(wire::MessageType::stage_fetch, [this](long position, const wire::Frame& frame) {
-        StageFetchTree::serve_child(stage_fetch_.get(), position_->children(), position, frame);
-        return true;
-    });
-
-    long index = Topology::position_to_node(args_.position);
-    std::string listen_address = plan.simulated               ? simulated_node_address(index)
-                                 : !plan.bind_address.empty() ? plan.bind_address
-                                                              : parent_->local_endpoint().address().to_string();
-    bool same_binary = plan.simulated || plan.agent == "local" || plan.daemon_path.empty();
-    std::string self = own_executable();
-    std::string daemon_path = !same_binary ? plan.daemon_path : self.empty() ? std::string("canopyd") : self;
-    if (auto started = position_->start_children(listen_address, daemon_path, clock_offset_ns_); !started)
-        report_error(node_, started.error().message);
 }
 
 void Daemon::make_rank_spawner()
 {
     RankSpawner::Events events;
     events.output = [this](long rank, std::uint8_t stream, std::string data) {
-        if (!output_marks_.empty())
-            stamp_output_marks(rank, data);
+        if (output_marks_)
+            output_marks_->scan(rank, data, [&](const std::string& name) {
+                double now = since_launch(timing::now_ns());
+                phases_.add("app." + name, now, rank_label(rank));
+                trace(rank, name, now);
+            });
         send_up(wire::to_frame(wire::Output{static_cast<std::uint64_t>(rank), stream, std::move(data)}));
     };
     events.spawned = [this](long rank, pid_t pid, std::int64_t time_ns) {
@@ -572,7 +486,7 @@ void Daemon::make_rank_spawner()
         phases_.add("rank.exited", since_launch(time_ns), rank_label(rank));
         phases_.add("rank.runtime", static_cast<double>(time_ns - rank_spawn_ns_[rank]) / 1e9, rank_label(rank));
         trace(rank, "run", since_launch(time_ns), static_cast<double>(time_ns - rank_spawn_ns_[rank]) / 1e9);
-        if (status != 0 && !shutting_down_) {
+        if (status != 0 && !position_->leaving()) {
             wire::RankFailed failed{static_cast<std::uint64_t>(rank), node_, 0, 0, {}, time_ns + clock_offset_ns_};
             if (WIFSIGNALED(status))
                 failed.signal = WTERMSIG(status);
@@ -581,12 +495,10 @@ void Daemon::make_rank_spawner()
             report_rank_failure(failed);
         }
         position_->advance();
-        maybe_exit();
     };
     events.all_started = [this] {
         if (ranks_->total() > 0)
             node_phase("daemon.ranks_spawned", since_launch(timing::now_ns()));
-        ranks_started_ = true;
         position_->advance();
     };
     events.failed_to_start = [this](long rank, const std::string& message) {
@@ -594,9 +506,16 @@ void Daemon::make_rank_spawner()
         report_rank_failure({static_cast<std::uint64_t>(rank), node_, 127, 0, message,
                              timing::now_ns() + clock_offset_ns_, wire::RankFailure::never_started});
         position_->advance();
-        maybe_exit();
     };
     ranks_ = std::make_unique<RankSpawner>(io_, reaper_, std::move(events));
+}
+
+void Daemon::start_ranks_when_ready()
+{
+    for (auto& service : rank_services_)
+        if (!service->ready_for_ranks([this] { start_ranks_when_ready(); }))
+            return;
+    start_ranks();
 }
 
 void Daemon::start_ranks()
@@ -642,9 +561,6 @@ void Daemon::start_ranks()
                 if (ranks_on_host > static_cast<long>(allowed.size()))
                     add_environment_default(launch.env, "OMPI_MCA_mpi_yield_when_idle=1");
             }
-            if (stage_)
-                add_stage_env(launch.env, job.stage_interposer, stage_->cache_dir(),
-                              stage_fetcher_ ? stage_fetcher_->path() : std::string());
             if (bind)
                 launch.cpus = cpus_for_local_rank(*bind, local, allowed);
             for (int cpu : launch.cpus)
@@ -667,8 +583,7 @@ void Daemon::start_ranks()
             service->ranks_started();
         return;   // all_started carries on
     }
-    ranks_started_ = true;
-    position_->advance();
+    ranks_->start_none();
 }
 
 bool Daemon::ranks_drained()
@@ -681,74 +596,53 @@ bool Daemon::ranks_drained()
     return drained;
 }
 
-void Daemon::report_step(TreePosition::Readiness step)
+void Daemon::on_entered(TreePosition::State step)
 {
-    using R = TreePosition::Readiness;
-    if (step == R::up) {
+    using S = TreePosition::State;
+    switch (step) {
+    case S::planned:
+        break;
+    case S::up:
         send_up(wire::to_frame(wire::SubtreeUp{1 + position_->daemons_below()}));
-        return;
-    }
-    if (step == R::spawned) {
+        break;
+    case S::spawned:
         send_up(wire::to_frame(wire::SubtreeSpawned{ranks_->total() + position_->spawned_below()}));
-        return;
+        break;
+    case S::done: {
+        for (auto& service : rank_services_)
+            service->record(phases_, node_);
+        const auto& collectives = position_->collectives();
+        if (collectives.frames_received() > 0)
+            phases_.add("daemon.tree_messages",
+                        static_cast<double>(collectives.frames_received() + collectives.frames_sent()), node_);
+        send_up(wire::to_frame(
+            wire::SubtreeDone{ranks_->total() + position_->done_below(), phases_, std::move(trace_)}));
+        // Nothing is left to do: leaving now, rather than on the root's shutdown, makes an orderly teardown one
+        // sweep up the tree instead of a sweep down and one up.
+        position_->leave(false);
+        break;
     }
-    for (auto& service : rank_services_)
-        service->record(phases_, node_);
-    if (stage_fetch_) {
-        // On-demand staging, as counts: what this node answered itself and what it had to ask its parent.
-        const auto& counts = stage_fetch_->counters();
-        phases_.add("daemon.stage_local_messages", static_cast<double>(counts.answered_here()), node_);
-        phases_.add("daemon.stage_up_messages", static_cast<double>(counts.sent_up), node_);
+    case S::leaving:
+        if (!ranks_->all_finished())
+            ranks_->terminate(position_->aborted() ? abort_grace_seconds : plan_->kill_grace);
+        break;
+    case S::left:
+        clean_up_node();
+        parent_->close_after_flush();   // on_parent_closed then ends the io_context
+        break;
     }
-    const auto& collectives = position_->collectives();
-    if (collectives.frames_received() > 0)
-        phases_.add("daemon.tree_messages",
-                    static_cast<double>(collectives.frames_received() + collectives.frames_sent()), node_);
-    send_up(wire::to_frame(wire::SubtreeDone{ranks_->total() + position_->done_below(), phases_, std::move(trace_)}));
-    maybe_exit();
-}
-
-void Daemon::shutdown(bool abort)
-{
-    if (shutting_down_)
-        return;
-    shutting_down_ = true;
-    if (position_) {
-        auto& children = position_->children();
-        children.broadcast(wire::to_frame(wire::Shutdown{abort}));
-        children.stop_listening();
-        if (abort)
-            children.kill_unconnected(SIGTERM);
-    }
-    if (ranks_ && !ranks_->all_finished())
-        ranks_->terminate(abort ? abort_grace_seconds : plan_->kill_grace);
-    maybe_exit();
-}
-
-void Daemon::maybe_exit()
-{
-    // Once its subtree is done a daemon has nothing left to do: leaving then, rather than on the root's
-    // shutdown, makes an orderly teardown one sweep up the tree instead of a sweep down and one up.
-    if (exiting_ || !(shutting_down_ || (position_ && position_->reached(TreePosition::Readiness::done))))
-        return;
-    if (ranks_ && !ranks_->all_finished())
-        return;
-    if (position_ && !position_->children().finished())
-        return;
-    exiting_ = true;
-    clean_up_node();
-    parent_->close_after_flush();
 }
 
 void Daemon::abandon(const std::string& why, spdlog::level::level_enum level)
 {
-    if (exiting_ && !parent_)
+    if (io_.stopped())
         return;
     tree_log().log(level, "{}; ending this node's ranks and leaving", why);
-    exiting_ = true;
     exit_code_ = 1;
-    if (position_)
+    if (position_) {
+        position_->give_up();
         position_->children().kill_all(SIGTERM);
+    }
     clean_up_node();
     io_.stop();
 }
@@ -761,11 +655,6 @@ void Daemon::clean_up_node()
         ranks_->kill_all();
     for (auto& service : rank_services_)
         service->stop();   // before the temp dir goes: PMIx keeps its rendezvous files there
-    stage_fetcher_.reset();
-    if (stage_fetch_)
-        stage_fetch_->fail_all(fmt::format("the job is ending on {}", node_));
-    if (stage_)
-        canopy_remove_tree(stage_->cache_dir().c_str());
     if (!tmpdir_.empty())
         canopy_remove_tree(tmpdir_.c_str());
     if (guard_)

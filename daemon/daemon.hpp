@@ -5,7 +5,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 
 #include <boost/asio/io_context.hpp>
@@ -14,13 +13,12 @@
 
 #include <spdlog/common.h>
 
+#include "output_marks.hpp"
 #include "pmix/pmix_host.hpp"
 #include "proc/node_guard.hpp"
 #include "proc/process.hpp"
 #include "rank_service.hpp"
 #include "rank_spawner.hpp"
-#include "stage_fetcher.hpp"
-#include "stage_receiver.hpp"
 #include "timing/sketch.hpp"
 #include "tree/link.hpp"
 #include "tree/tree_position.hpp"
@@ -58,6 +56,10 @@ private:
     void on_plan(wire::LaunchPlan plan);
     // This node's place in the tree: its children, their reports, the collectives and the frames they send.
     void join_tree_position();
+    // What the parent sends that the tree position leaves to the daemon: stdin, signals, shutdown.
+    void register_parent_handlers();
+    // What children send that is not a report of their subtree or a collective: passed up, or a failure noted.
+    void register_child_handlers();
     // The PMI servers this node's ranks connect to (simple PMI, and PMIx on demand or eager).
     void start_pmi_servers();
     PmixTree pmix_tree();
@@ -66,17 +68,16 @@ private:
     void make_rank_spawner();
     // The socket the ranks' libcanopy uses for phase marks and the job store, registered as a rank service.
     void start_rank_socket();
-    void stamp_output_marks(long rank, const std::string& data);
+    // A staged job's node cache and on-demand lookups, registered as a rank service.
+    void start_stage_node();
+    // Starts the ranks once every service lets them (a staged job's wait for the node cache).
+    void start_ranks_when_ready();
     void start_ranks();
-    // Stage index and contents from the parent: forwarded to the children, written to the node cache.
-    void on_stage_frame(const wire::Frame& frame);
 
     // Whether every rank has finished and the services have read what they sent (some wait a moment for that).
     bool ranks_drained();
-    // Tells the parent this node's subtree has entered `step`.
-    void report_step(TreePosition::Readiness step);
-    void maybe_exit();
-    void shutdown(bool abort);
+    // This node's subtree has entered `step`: tell the parent, or act on leaving and left.
+    void on_entered(TreePosition::State step);
     // Lost the parent or told to stop by a signal: kill everything and leave.
     void abandon(const std::string& why, spdlog::level::level_enum level = spdlog::level::warn);
     // Kills what is left in the ranks' process groups and removes the node temp dir.
@@ -105,14 +106,7 @@ private:
     std::unique_ptr<TreePosition> position_;   // children, their reports and the collectives, once planned
     std::unique_ptr<RankSpawner> ranks_;
     std::vector<std::unique_ptr<RankService>> rank_services_;   // each adds to every rank's launch
-    std::optional<StageReceiver> stage_;
-    // On-demand staging: this node's fetch cache (misses go to the parent) and the ranks' socket to it.
-    std::unique_ptr<StageFetchTree> stage_fetch_;
-    std::unique_ptr<StageFetcher> stage_fetcher_;
-    void start_stage_fetcher(const std::string& stage_dir);
-    std::vector<std::pair<std::regex, std::string>> output_marks_;   // --mark-on-output
-    std::map<long, std::vector<bool>> output_marks_hit_;              // by rank: which have fired
-    bool stage_failed_ = false;
+    std::optional<OutputMarks> output_marks_;                    // --mark-on-output
     std::optional<NodeGuard> guard_;
     std::string node_;
     std::string tmpdir_;
@@ -122,10 +116,7 @@ private:
     std::vector<wire::TraceEvent> trace_;
 
     std::map<long, std::int64_t> rank_spawn_ns_;
-    bool ranks_started_ = false;
     bool reported_failure_ = false;
-    bool shutting_down_ = false;
-    bool exiting_ = false;
     int exit_code_ = 0;
 };
 

@@ -20,6 +20,9 @@ public:
     using Done = std::function<void(Status, Bytes)>;
 
     virtual ~RankService() = default;
+    // Whether the node's ranks may start now; if not, the service calls `wake` once they may (the node cache
+    // of a staged job is installed).
+    virtual bool ready_for_ranks(std::function<void()> /*wake*/) { return true; }
     // Adds what a rank about to start needs from the service (environment, inherited descriptors).
     virtual Status prepare_rank(RankLaunch& launch) = 0;
     // Every rank of the node has been started (or failed to).

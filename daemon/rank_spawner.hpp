@@ -52,6 +52,8 @@ public:
 
     // Counts ranks that cannot start (e.g. the program is missing on this node) as finished, reporting each.
     void reject(std::vector<RankLaunch> ranks, const std::string& message);
+    // A node without ranks: all (none) have started.
+    void start_none() { check_all_started(); }
 
     void write_stdin(const std::string& data);
     void close_stdin();
@@ -63,6 +65,8 @@ public:
     std::size_t total() const { return ranks_.size(); }
     std::size_t finished() const { return finished_; }
     bool all_finished() const { return finished_ == ranks_.size(); }
+    // spawn() or reject() has been called and every rank is known to have started or failed to.
+    bool all_started() const { return all_started_reported_; }
 
 private:
     struct Stream {

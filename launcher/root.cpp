@@ -63,27 +63,25 @@ int Root::run()
     auto& plan = plan_.plan;
     TreePosition::Hooks hooks;
     // The root has no part of its own: each step is the whole tree's.
-    hooks.local_ready = [](TreePosition::Readiness) { return true; };
-    hooks.entered = [this](TreePosition::Readiness step) {
-        using R = TreePosition::Readiness;
-        if (step == R::up) {
+    hooks.local_ready = [](TreePosition::State) { return true; };
+    hooks.entered = [this](TreePosition::State step) {
+        using S = TreePosition::State;
+        if (step == S::up) {
             stamp("tree_up");
             tree_log().info("{} daemons up", position_->daemons_below());
             start_stdin_forwarding();
             maybe_start_staging();
-        } else if (step == R::spawned) {
+        } else if (step == S::spawned) {
             stamp("ranks_spawned");
-        } else {
+        } else if (step == S::done) {
             stamp("ranks_exited");
             end_job(false, exit_code_);
+        } else if (step == S::left) {
+            finish();
         }
     };
     hooks.child_failed = [this](long, const std::string& line) { fail(exit_infrastructure, line); };
     hooks.log_line = [this](long, const std::string& line) { print_daemon_line(line); };
-    hooks.all_finished = [this] {
-        if (ending_)
-            finish();
-    };
     auto serve = [this](long from, wire::RoutedOp op, Bytes payload, TreeCollectives::Done reply) {
         if (op == wire::RoutedOp::store) {
             serve_job_store(from, std::move(payload), std::move(reply));
@@ -118,7 +116,7 @@ int Root::run()
     if (plan_.timeout_seconds) {
         timeout_timer_.expires_after(millis(*plan_.timeout_seconds));
         timeout_timer_.async_wait([this](const boost::system::error_code& error) {
-            if (error || ending_)
+            if (error || position_->leaving())
                 return;
             fail(exit_timeout, fmt::format("job exceeded --timeout {:g} s; tearing it down", *plan_.timeout_seconds));
         });
@@ -195,13 +193,12 @@ void Root::start_stage_fetch()
         stage_guard_->watch_path(dir);
     } else
         tree_log().warn("{}; a killed launcher would leave its stage cache {} behind", guard.error().message, dir);
-    auto tree = StageFetchTree::for_root(io_, dir);
+    auto tree = StageFetchTree::for_root(io_, dir, position_->children());
     if (!tree) {
         tree_log().warn("{}; ranks read what the stage index lacks from the shared filesystem", tree.error().message);
         return;
     }
     stage_fetch_ = std::move(*tree);
-    stage_fetch_->set_children(&position_->children());
 }
 
 void Root::end_stage_fetch()
@@ -240,7 +237,7 @@ void Root::write_learned_manifest()
 
 void Root::on_stage_prepared(Result<PreparedStage> prepared)
 {
-    if (ending_)
+    if (position_->leaving())
         return;
     if (!prepared) {
         fail(exit_usage, prepared.error().message);
@@ -260,7 +257,7 @@ void Root::on_stage_prepared(Result<PreparedStage> prepared)
 
 void Root::maybe_start_staging()
 {
-    if (!stage_ || !position_->reached(TreePosition::Readiness::up) || stage_sender_ || ending_)
+    if (!stage_ || !position_->reached(TreePosition::State::up) || stage_sender_ || position_->leaving())
         return;
     stage_started_ns_ = timing::now_ns();
     stage_sender_ = std::make_unique<StageSender>(io_, position_->children(), stage_->index);
@@ -301,7 +298,7 @@ void Root::show_stage_progress(bool final)
         return;
     stage_progress_timer_.expires_after(std::chrono::milliseconds(tty ? 200 : 5000));
     stage_progress_timer_.async_wait([this](const boost::system::error_code& error) {
-        if (!error && stage_sending_ && !ending_)
+        if (!error && stage_sending_ && !position_->leaving())
             show_stage_progress(false);
     });
 }
@@ -324,7 +321,7 @@ void Root::register_child_handlers()
         auto error = wire::decode_frame<wire::DaemonError>(frame);
         if (!error)
             return false;
-        if (ending_)
+        if (position_->leaving())
             tree_log().info("during teardown: {}", error->message);
         else
             fail(exit_infrastructure, error->message);
@@ -344,7 +341,7 @@ void Root::register_child_handlers()
 
 void Root::on_rank_failed(const wire::RankFailed& failed)
 {
-    if (failure_reported_ || (ending_ && !signalled_))
+    if (failure_reported_ || (position_->leaving() && !signalled_))
         return;
     failure_reported_ = true;
     std::string line;
@@ -373,7 +370,7 @@ void Root::on_rank_failed(const wire::RankFailed& failed)
 
 void Root::fail(int exit_code, const std::string& line)
 {
-    if (ending_)
+    if (position_->leaving())
         return;
     if (stage_progress_shown_)
         fmt::print(stderr, "\r\033[K");   // the error goes on a clean line, not after the progress bar
@@ -392,9 +389,9 @@ void Root::on_signal(int signo)
         position_->children().broadcast(wire::to_frame(wire::Signal{signo}));
         return;
     }
-    if (signalled_ || ending_) {
+    if (signalled_ || position_->leaving()) {
         // A second interrupt means now.
-        if (!ending_)
+        if (!position_->leaving())
             end_job(true, 128 + signo);
         else
             position_->children().kill_all(SIGKILL);
@@ -406,16 +403,15 @@ void Root::on_signal(int signo)
     position_->children().broadcast(wire::to_frame(wire::Signal{signo}));
     grace_timer_.expires_after(millis(plan_.plan.kill_grace));
     grace_timer_.async_wait([this](const boost::system::error_code& error) {
-        if (!error && !ending_)
+        if (!error && !position_->leaving())
             end_job(true, exit_code_);
     });
 }
 
 void Root::end_job(bool abort, int exit_code)
 {
-    if (ending_)
+    if (position_->leaving())
         return;
-    ending_ = true;
     exit_code_ = exit_code;
     job_store_timer_.cancel();
     if (stage_sender_) {
@@ -426,28 +422,20 @@ void Root::end_job(bool abort, int exit_code)
     }
     timeout_timer_.cancel();
     grace_timer_.cancel();
-    position_->children().stop_listening();
-    position_->children().broadcast(wire::to_frame(wire::Shutdown{abort}));
-    // Children that never connected cannot hear the shutdown: stop their agents now.
-    if (abort)
-        position_->children().kill_unconnected(SIGTERM);
     teardown_deadline_.expires_after(millis(plan_.plan.kill_grace + teardown_slack_seconds));
     teardown_deadline_.async_wait([this](const boost::system::error_code& error) {
-        if (error || finished_)
+        if (error || position_->state() == TreePosition::State::left)
             return;
         tree_log().warn("daemons did not leave in time; killing them");
         position_->children().kill_all(SIGKILL);
+        position_->give_up();
         finish();
     });
-    if (position_->children().finished())
-        finish();
+    position_->leave(abort);   // left, and finish(), once every child has gone
 }
 
 void Root::finish()
 {
-    if (finished_)
-        return;
-    finished_ = true;
     stamp("teardown_done");
     teardown_deadline_.cancel();
     io_.stop();
@@ -457,7 +445,7 @@ void Root::print_daemon_line(const std::string& line)
 {
     // Once the job is being torn down, daemons cut off mid-start complain about it; the user already has the
     // line that says why the job ended.
-    if (ending_) {
+    if (position_->leaving()) {
         tree_log().debug("{}", line);
         return;
     }
@@ -509,7 +497,7 @@ void Root::start_stdin_forwarding()
             if (got > 0)
                 data.data.assign(buffer, static_cast<std::size_t>(got));
             asio::post(io_, [this, hop, frame = wire::to_frame(data)]() mutable {
-                if (!ending_)
+                if (!position_->leaving())
                     position_->children().send(hop, std::move(frame));
             });
             if (got <= 0)

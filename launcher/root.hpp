@@ -49,8 +49,9 @@ private:
     void start_stdin_forwarding();
     void print_output(const wire::Output& output);
     void print_daemon_line(const std::string& line);
-    // Ends the job: orderly (all ranks done) or abort (failure, signal, timeout).
+    // Ends the job: orderly (all ranks done) or abort (failure, signal, timeout). The tree position leaves.
     void end_job(bool abort, int exit_code);
+    // Every daemon has left (or was killed for not leaving in time).
     void finish();
     void stamp(const std::string& name);
     void fail(int exit_code, const std::string& line);
@@ -94,8 +95,6 @@ private:
     std::vector<timing::Stamp> timeline_;
     timing::PhaseSet phases_;
 
-    bool ending_ = false;
-    bool finished_ = false;
     bool signalled_ = false;
     bool failure_reported_ = false;
     int exit_code_ = 0;

@@ -77,15 +77,15 @@ bool normalized_absolute(const std::string& path)
 
 } // namespace
 
-StageFetchTree::StageFetchTree(asio::io_context& io) : io_(io), timer_(io) {}
+StageFetchTree::StageFetchTree(asio::io_context& io, ChildSet& children) : io_(io), children_(children), timer_(io) {}
 
 Result<std::unique_ptr<StageFetchTree>> StageFetchTree::for_daemon(asio::io_context& io, const std::string& cache_dir,
-                                                                   SendUp send_up)
+                                                                   ChildSet& children, SendUp send_up)
 {
     auto cache = stage::NodeCache::create(cache_dir);
     if (!cache)
         return cache.error();
-    std::unique_ptr<StageFetchTree> tree(new StageFetchTree(io));
+    std::unique_ptr<StageFetchTree> tree(new StageFetchTree(io, children));
     auto ask_parent = [send_up = std::move(send_up)](std::uint64_t id, stage::FetchKind kind,
                                                      const std::string& path) {
         send_up(wire::to_frame(wire::StageFetch{id, static_cast<std::uint8_t>(kind), path}));
@@ -95,12 +95,12 @@ Result<std::unique_ptr<StageFetchTree>> StageFetchTree::for_daemon(asio::io_cont
 }
 
 Result<std::unique_ptr<StageFetchTree>> StageFetchTree::for_root(asio::io_context& io, const std::string& cache_dir,
-                                                                 int reader_threads)
+                                                                 ChildSet& children, int reader_threads)
 {
     auto cache = stage::NodeCache::create(cache_dir);
     if (!cache)
         return cache.error();
-    std::unique_ptr<StageFetchTree> tree(new StageFetchTree(io));
+    std::unique_ptr<StageFetchTree> tree(new StageFetchTree(io, children));
     auto* self = tree.get();
     tree->cache_ = std::make_unique<stage::FetchCache>(
         *cache, [self](std::uint64_t id, stage::FetchKind kind, const std::string& path) {
@@ -179,8 +179,7 @@ void StageFetchTree::on_child_request(long position, const wire::Frame& frame, c
     }
     if (!normalized_absolute(request->path)) {
         stage_log().warn("ignored a stage-fetch message from {} for a path that is not absolute and normalized", peer);
-        if (children_)
-            children_->send(position, refused(request->id, "the path is not absolute and normalized"));
+        children_.send(position, refused(request->id, "the path is not absolute and normalized"));
         return;
     }
     auto kind = static_cast<stage::FetchKind>(request->kind);
@@ -195,24 +194,22 @@ void StageFetchTree::on_child_request(long position, const wire::Frame& frame, c
 void StageFetchTree::answer_child(long position, std::uint64_t id, stage::FetchKind kind, const Status& status,
                                   const stage::FetchAnswer& answer)
 {
-    if (!children_)
-        return;
     if (!status.ok()) {
-        children_->send(position, refused(id, status.error().message));
+        children_.send(position, refused(id, status.error().message));
         return;
     }
     auto reply = to_reply(id, answer);
     if (kind == stage::FetchKind::metadata)
         reply.content = false;   // a stat needs no bytes; a listing is small and saves the child questions
     if (!reply.content) {
-        children_->send(position, wire::to_frame(reply));
+        children_.send(position, wire::to_frame(reply));
         return;
     }
     // The copy in our cache is complete (renamed into place): stream it from there, paced.
     auto path = cache_->cache().content_path(answer.mirror);
     UniqueFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!file) {
-        children_->send(position,
+        children_.send(position,
                         refused(id, fmt::format("cannot read the staged copy {} ({})", path, std::strerror(errno))));
         return;
     }
@@ -230,7 +227,7 @@ void StageFetchTree::pump()
     if (pumping_)
         return;
     while (!streams_.empty()) {
-        if (children_ && children_->max_queued_bytes() > max_queued_bytes) {
+        if (children_.max_queued_bytes() > max_queued_bytes) {
             // A child is behind: look again shortly rather than queue without bound.
             pumping_ = true;
             timer_.expires_after(std::chrono::milliseconds(1));
@@ -251,8 +248,6 @@ void StageFetchTree::pump()
 
 bool StageFetchTree::send_chunk(Stream& stream)
 {
-    if (!children_)
-        return false;
     wire::StageFetchReply reply;
     if (!stream.first_sent) {
         reply = std::move(stream.first);
@@ -269,14 +264,14 @@ bool StageFetchTree::send_chunk(Stream& stream)
         if (got < 0 && errno == EINTR)
             continue;
         if (got <= 0) {
-            children_->send(stream.position, refused(reply.id, "the staged copy shrank while it was being sent"));
+            children_.send(stream.position, refused(reply.id, "the staged copy shrank while it was being sent"));
             return false;
         }
         filled += static_cast<std::size_t>(got);
     }
     stream.offset += filled;
     reply.last = stream.offset == stream.size;
-    children_->send(stream.position, wire::to_frame(reply));
+    children_.send(stream.position, wire::to_frame(reply));
     return !reply.last;
 }
 

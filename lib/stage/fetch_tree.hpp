@@ -33,16 +33,14 @@ public:
 
     using SendUp = std::function<void(std::vector<std::uint8_t> frame)>;
 
+    // `children` are the position's child daemons, which this tree answers; they must outlive it.
     static Result<std::unique_ptr<StageFetchTree>> for_daemon(asio::io_context& io, const std::string& cache_dir,
-                                                              SendUp send_up);
+                                                              ChildSet& children, SendUp send_up);
     static Result<std::unique_ptr<StageFetchTree>> for_root(asio::io_context& io, const std::string& cache_dir,
-                                                            int reader_threads = 4);
+                                                            ChildSet& children, int reader_threads = 4);
     ~StageFetchTree();
     StageFetchTree(const StageFetchTree&) = delete;
     StageFetchTree& operator=(const StageFetchTree&) = delete;
-
-    // The child daemons to answer (they may be created after this object).
-    void set_children(ChildSet* children) { children_ = children; }
 
     // A lookup for a local rank (or a test): answered from the cache, or once the parent answers.
     void fetch(stage::FetchKind kind, const std::string& path, stage::FetchCache::Done done);
@@ -75,7 +73,7 @@ private:
         std::string path;
     };
 
-    explicit StageFetchTree(asio::io_context& io);
+    StageFetchTree(asio::io_context& io, ChildSet& children);
     void answer_child(long position, std::uint64_t id, stage::FetchKind kind, const Status& status,
                       const stage::FetchAnswer& answer);
     void pump();
@@ -86,7 +84,7 @@ private:
 
     asio::io_context& io_;
     std::unique_ptr<stage::FetchCache> cache_;
-    ChildSet* children_ = nullptr;
+    ChildSet& children_;
     asio::steady_timer timer_;
     std::deque<Stream> streams_;
     bool pumping_ = false;

@@ -1,6 +1,8 @@
 // One position of the daemon tree: its children, their reports, the collectives, and the frame handler table.
 #include "tree/tree_position.hpp"
 
+#include <signal.h>
+
 #include <fmt/format.h>
 
 #include "tree/agent.hpp"
@@ -20,7 +22,7 @@ TreePosition::TreePosition(boost::asio::io_context& io, ProcessReaper& reaper, c
                            std::vector<wire::TraceEvent>& trace)
     : plan_(plan), position_(position),
       topology_(static_cast<long>(plan.hosts.size()), static_cast<long>(plan.fanout)), hooks_(std::move(hooks)),
-      phases_(phases), trace_(trace)
+      to_parent_(std::move(to_parent)), phases_(phases), trace_(trace)
 {
     progress_.set_children(topology_.children(position_).size());
 
@@ -38,17 +40,37 @@ TreePosition::TreePosition(boost::asio::io_context& io, ProcessReaper& reaper, c
         hooks_.child_failed(child, fmt::format("cannot start canopyd on {} via {}: {}", host, plan_.agent, message));
     };
     events.log_line = [this](long child, const std::string& line) { hooks_.log_line(child, line); };
-    events.all_finished = [this] { hooks_.all_finished(); };
+    events.all_finished = [this] { advance(); };
     children_ = std::make_unique<ChildSet>(io, reaper, key, std::move(events));
 
     TreeCollectives::Links links;
-    links.to_parent = std::move(to_parent);
+    if (to_parent_)   // the root has none
+        links.to_parent = [this](std::vector<std::uint8_t> frame) { to_parent_(std::move(frame)); };
     links.to_child = [this](long child, std::vector<std::uint8_t> frame) { children_->send(child, std::move(frame)); };
     collectives_ = std::make_unique<TreeCollectives>(topology_, plan.job.ranks_per_node, position_, std::move(links),
                                                      std::move(serve));
 }
 
+void TreePosition::send_to_parent(std::vector<std::uint8_t> frame)
+{
+    if (to_parent_)
+        to_parent_(std::move(frame));
+}
+
 void TreePosition::on(wire::MessageType type, Handler handler) { handlers_[type] = std::move(handler); }
+
+void TreePosition::on_parent(wire::MessageType type, Handler handler)
+{
+    parent_handlers_[type] = std::move(handler);
+}
+
+bool TreePosition::from_parent(long parent, const wire::Frame& frame)
+{
+    if (collectives_->handle(parent, frame))
+        return true;
+    auto handler = parent_handlers_.find(static_cast<wire::MessageType>(frame.type));
+    return handler != parent_handlers_.end() && handler->second(parent, frame);
+}
 
 Status TreePosition::start_children(const std::string& listen_address, const std::string& daemon_path,
                                     std::int64_t root_offset_ns)
@@ -123,16 +145,42 @@ void TreePosition::advance()
     if (advancing_)
         return;   // an entered() hook asked again: the loop below looks once more anyway
     advancing_ = true;
-    while (readiness_ != Readiness::done) {
-        auto next = static_cast<Readiness>(static_cast<int>(readiness_) + 1);
-        auto step = static_cast<SubtreeStep>(static_cast<int>(next));   // up, spawned, done in both
-        if (!progress_.all(step) || !hooks_.local_ready(next))
+    for (;;) {
+        if (state_ < State::done) {
+            auto next = static_cast<State>(static_cast<int>(state_) + 1);
+            auto step = static_cast<SubtreeStep>(static_cast<int>(next));   // up, spawned, done in both
+            if (!progress_.all(step) || !hooks_.local_ready(next))
+                break;
+            state_ = reached_ = next;
+            hooks_.entered(next);
+        } else if (state_ == State::leaving && children_->finished() && hooks_.local_ready(State::left)) {
+            state_ = State::left;
+            hooks_.entered(State::left);
+        } else {
             break;
-        readiness_ = next;
-        hooks_.entered(next);
+        }
     }
     advancing_ = false;
 }
+
+void TreePosition::leave(bool abort)
+{
+    if (leaving())
+        return;
+    state_ = State::leaving;
+    aborted_ = abort;
+    children_->stop_listening();
+    // After done every child leaves by itself; before, it must be told.
+    if (!reached(State::done))
+        children_->broadcast(wire::to_frame(wire::Shutdown{abort}));
+    // Children that never connected cannot hear the shutdown: stop their agents now.
+    if (abort)
+        children_->kill_unconnected(SIGTERM);
+    hooks_.entered(State::leaving);
+    advance();
+}
+
+void TreePosition::give_up() { state_ = State::left; }
 
 void TreePosition::on_child_closed(long position, const std::string& reason)
 {

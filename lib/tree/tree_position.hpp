@@ -25,22 +25,23 @@ namespace canopy {
 
 class TreePosition {
 public:
-    // The readiness sequence every position goes through, in this order and each step once. A step is entered
-    // when this position's own part of it is complete and every child's subtree has reported it: a daemon then
-    // reports the step to its parent, the root stamps it. Leaving (after done, or on an abort) is the owner's.
-    enum class Readiness { planned = 0, up = 1, spawned = 2, done = 3 };
+    // The states every position goes through, each once. The readiness steps, planned to done, come in this
+    // order: a step is entered when this position's own part of it is complete and every child's subtree has
+    // reported it (a daemon then reports it to its parent, the root stamps it). `leave` enters leaving from any
+    // state, orderly after done or as the abort edge before it; left follows once the position's own part and
+    // every child have finished. (A daemon is joining, connecting to its parent, before it has a position.)
+    enum class State { planned = 0, up = 1, spawned = 2, done = 3, leaving = 4, left = 5 };
 
     struct Hooks {
-        // Whether this position's own part of `step` is complete (a daemon's ranks started, or all finished).
-        std::function<bool(Readiness step)> local_ready;
+        // Whether this position's own part of `step` is complete: for a daemon, its ranks started (spawned), all
+        // finished and read (done), all gone (left).
+        std::function<bool(State step)> local_ready;
         // The position has just entered `step`.
-        std::function<void(Readiness step)> entered;
+        std::function<void(State step)> entered;
         // A child could not be started, or its link closed before its subtree was done. `line` names its host.
         std::function<void(long position, const std::string& line)> child_failed;
         // A line a child daemon (or its agent) wrote to stderr after it connected.
         std::function<void(long position, const std::string& line)> log_line;
-        // Every child has left and every agent process has been reaped.
-        std::function<void()> all_finished;
     };
     // Handles one frame from a child; false if it was malformed (the position logs that, naming the child).
     using Handler = std::function<bool(long from, const wire::Frame& frame)>;
@@ -55,18 +56,34 @@ public:
 
     // Registers the handler for one type of frame from children (fences and routed requests never get here).
     void on(wire::MessageType type, Handler handler);
+    // Registers the handler for one type of frame from the parent.
+    void on_parent(wire::MessageType type, Handler handler);
+    // A frame from the parent: a collective's, or one for a registered handler. False if nobody took it or it was
+    // malformed (the caller logs that).
+    bool from_parent(long parent, const wire::Frame& frame);
 
     // Listens on `listen_address` and starts this position's children through the plan's agent, running
     // `daemon_path` there. Nothing to do at a leaf.
     Status start_children(const std::string& listen_address, const std::string& daemon_path,
                           std::int64_t root_offset_ns);
 
-    // Enters every step whose conditions now hold, in order. The position calls it when a child reports; the
-    // owner calls it when its own part may have changed.
+    // Enters every state whose conditions now hold, in order. The position calls it when a child reports or
+    // leaves; the owner calls it when its own part may have changed.
     void advance();
-    Readiness readiness() const { return readiness_; }
-    bool reached(Readiness step) const { return readiness_ >= step; }
+    // Enters leaving: the children are told to shut down (and, on an abort, those not yet connected are
+    // stopped); then left follows as soon as everything has finished. Nothing if already leaving.
+    void leave(bool abort);
+    // Enters left at once, without waiting for anything (the owner has killed what was left, or is leaving
+    // with the process). The entered hook is not called.
+    void give_up();
+    State state() const { return state_; }
+    bool leaving() const { return state_ >= State::leaving; }
+    bool aborted() const { return aborted_; }
+    // Whether the readiness sequence got as far as `step` (up, spawned or done), whatever the state is now.
+    bool reached(State step) const { return reached_ >= step; }
 
+    // Sends a frame to the parent; nothing at the root.
+    void send_to_parent(std::vector<std::uint8_t> frame);
     ChildSet& children() { return *children_; }
     TreeCollectives& collectives() { return *collectives_; }
     // What the children's subtrees reported: daemons up, ranks started, ranks done (this position not counted).
@@ -83,6 +100,7 @@ private:
     long position_;
     Topology topology_;
     Hooks hooks_;
+    std::function<void(std::vector<std::uint8_t>)> to_parent_;
     timing::PhaseSet& phases_;
     std::vector<wire::TraceEvent>& trace_;
     std::int64_t root_offset_ns_ = 0;
@@ -90,8 +108,11 @@ private:
     std::unique_ptr<TreeCollectives> collectives_;
     SubtreeProgress progress_;
     std::map<wire::MessageType, Handler> handlers_;
+    std::map<wire::MessageType, Handler> parent_handlers_;
     std::uint64_t daemons_below_ = 0, spawned_below_ = 0, done_below_ = 0;
-    Readiness readiness_ = Readiness::planned;
+    State state_ = State::planned;
+    State reached_ = State::planned;   // the last readiness step entered
+    bool aborted_ = false;
     bool advancing_ = false;
 };
 

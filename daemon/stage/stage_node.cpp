@@ -1,0 +1,138 @@
+// A staged job's side on one node: the node cache from the parent, and on-demand lookups through the tree.
+#include "stage_node.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "proc/rank_env.hpp"
+#include "util/log.hpp"
+#include "util/remove_tree.h"
+
+namespace canopy {
+namespace {
+
+spdlog::logger& stage_log() { return area_logger("stage"); }
+
+// Puts `library` first in a colon-separated list variable, keeping what the job set there.
+void prepend_library(std::vector<std::string>& env, const std::string& name, const std::string& library)
+{
+    std::string prefix = name + "=";
+    auto it = std::find_if(env.begin(), env.end(), [&](const std::string& kv) { return kv.starts_with(prefix); });
+    if (it == env.end())
+        env.push_back(prefix + library);
+    else if (it->size() == prefix.size())
+        *it = prefix + library;
+    else
+        *it = prefix + library + ":" + it->substr(prefix.size());
+}
+
+} // namespace
+
+StageNode::StageNode(boost::asio::io_context& io, TreePosition& position, Paths paths, std::string node, Hooks hooks)
+    : position_(position), paths_(std::move(paths)), node_(std::move(node)), hooks_(std::move(hooks)),
+      receiver_(paths_.cache_dir)
+{
+    start_on_demand(io);
+    auto take = [this](long, const wire::Frame& frame) {
+        this->take(frame);
+        return true;
+    };
+    position_.on_parent(wire::MessageType::stage_index, take);
+    position_.on_parent(wire::MessageType::stage_content, take);
+    position_.on_parent(wire::MessageType::stage_fetch_reply, [this](long, const wire::Frame& frame) {
+        if (fetch_)
+            fetch_->on_parent_reply(frame);
+        return true;
+    });
+    position_.on(wire::MessageType::stage_fetch, [this](long child, const wire::Frame& frame) {
+        StageFetchTree::serve_child(fetch_.get(), position_.children(), child, frame);
+        return true;
+    });
+}
+
+StageNode::~StageNode() = default;
+
+void StageNode::start_on_demand(boost::asio::io_context& io)
+{
+    auto fallback = [this](const std::string& why) {
+        stage_log().warn("{}; ranks on {} read what the stage index lacks from the shared filesystem", why, node_);
+    };
+    auto tree = StageFetchTree::for_daemon(io, paths_.cache_dir, position_.children(),
+                                           [this](std::vector<std::uint8_t> frame) {
+                                               position_.send_to_parent(std::move(frame));
+                                           });
+    if (!tree) {
+        fallback(tree.error().message);
+        return;
+    }
+    fetch_ = std::move(*tree);
+    if (paths_.socket.empty())
+        return;
+    auto fetcher = StageFetcher::start(io, paths_.socket, *fetch_);
+    if (!fetcher) {
+        fallback(fetcher.error().message);
+        return;
+    }
+    fetcher_ = std::move(*fetcher);
+}
+
+void StageNode::take(const wire::Frame& frame)
+{
+    if (failed_)
+        return;
+    // Forward first: the subtree below is waiting on this chunk more than our own cache is.
+    position_.children().broadcast(wire::encode_frame(frame.type, frame.payload));
+    bool was_complete = receiver_.complete();
+    if (auto taken = receiver_.take(frame); !taken) {
+        failed_ = true;
+        hooks_.report_error(fmt::format("cannot stage files on {}: {}", node_, taken.error().message));
+        return;
+    }
+    if (!was_complete && receiver_.complete()) {
+        hooks_.installed();
+        if (auto wake = std::move(wake_))
+            wake();
+    }
+}
+
+bool StageNode::ready_for_ranks(std::function<void()> wake)
+{
+    if (receiver_.complete())
+        return true;
+    wake_ = std::move(wake);
+    return false;
+}
+
+Status StageNode::prepare_rank(RankLaunch& launch)
+{
+    // Ranks of a staged job load the interposer, which answers lookups under the prefixes from the node cache.
+    for (const char* name : {"LD_PRELOAD", "LD_AUDIT"})
+        prepend_library(launch.env, name, paths_.interposer);
+    // Replaced, not defaulted: a rank must reach its own node's cache and daemon, not those of a canopy job it
+    // was launched from.
+    set_environment_value(launch.env, "CANOPY_STAGE_CACHE", receiver_.cache_dir());
+    if (fetcher_)
+        set_environment_value(launch.env, "CANOPY_STAGE_SOCKET", fetcher_->path());   // what the index lacks
+    return {};
+}
+
+void StageNode::record(timing::PhaseSet& phases, const std::string& node)
+{
+    if (!fetch_)
+        return;
+    const auto& counts = fetch_->counters();
+    phases.add("daemon.stage_local_messages", static_cast<double>(counts.answered_here()), node);
+    phases.add("daemon.stage_up_messages", static_cast<double>(counts.sent_up), node);
+}
+
+void StageNode::stop()
+{
+    fetcher_.reset();
+    if (fetch_)
+        fetch_->fail_all(fmt::format("the job is ending on {}", node_));
+    wake_ = nullptr;
+    canopy_remove_tree(receiver_.cache_dir().c_str());
+}
+
+} // namespace canopy

@@ -1,0 +1,63 @@
+// A staged job's side on one node (docs/staging.md): the node cache, written from the index and contents the parent
+// streams down (relayed to the children first), and the lookups the index cannot answer, fetched on demand
+// through the tree. A rank service: it puts the interposer into every rank's launch and holds the ranks back until
+// the node cache is installed.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+
+#include "rank_service.hpp"
+#include "stage/fetch_tree.hpp"
+#include "stage_fetcher.hpp"
+#include "stage_receiver.hpp"
+#include "tree/tree_position.hpp"
+
+namespace canopy {
+
+class StageNode : public RankService {
+public:
+    struct Paths {
+        std::string cache_dir;    // the node cache (in /dev/shm or the job's stage cache base)
+        std::string socket;       // the ranks' on-demand socket; empty: no on-demand lookups on this node
+        std::string interposer;   // libcanopy_interpose.so, preloaded into every rank
+    };
+    struct Hooks {
+        // One line for the user: the job cannot run staged on this node.
+        std::function<void(const std::string& message)> report_error;
+        // The node cache is installed (a daemon phase).
+        std::function<void()> installed;
+    };
+
+    // Registers the stage frames with `position`, which must outlive the node; the fetch tree's misses go to the
+    // parent through it. `node` names this node in log lines.
+    StageNode(boost::asio::io_context& io, TreePosition& position, Paths paths, std::string node, Hooks hooks);
+    ~StageNode() override;
+
+    bool ready_for_ranks(std::function<void()> wake) override;
+    Status prepare_rank(RankLaunch& launch) override;
+    void rank_exited(long, int) override {}
+    // On-demand staging, as counts: what this node answered itself and what it had to ask its parent.
+    void record(timing::PhaseSet& phases, const std::string& node) override;
+    // Stops answering, fails every lookup still waiting, and removes the node cache.
+    void stop() override;
+
+private:
+    void start_on_demand(boost::asio::io_context& io);
+    void take(const wire::Frame& frame);
+
+    TreePosition& position_;
+    Paths paths_;
+    std::string node_;
+    Hooks hooks_;
+    StageReceiver receiver_;
+    std::unique_ptr<StageFetchTree> fetch_;
+    std::unique_ptr<StageFetcher> fetcher_;
+    std::function<void()> wake_;   // the ranks wait for the node cache
+    bool failed_ = false;
+};
+
+} // namespace canopy
