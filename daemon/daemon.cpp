@@ -49,8 +49,10 @@ std::vector<std::uint8_t> relay(const wire::Frame& frame) { return wire::encode_
 
 } // namespace
 
-Daemon::Daemon(asio::io_context& io, DaemonArgs args, const auth::Key& key, std::optional<NodeGuard> guard)
-    : io_(io), args_(std::move(args)), key_(key), reaper_(io), signals_(io, SIGTERM, SIGHUP), guard_(std::move(guard))
+Daemon::Daemon(asio::io_context& io, ProcessReaper& reaper, DaemonArgs args, const auth::Key& key,
+               std::optional<NodeGuard> guard, InProcessDaemon in_process)
+    : io_(io), args_(std::move(args)), key_(key), reaper_(reaper), in_process_(std::move(in_process)),
+      signals_(io, SIGTERM, SIGHUP), guard_(std::move(guard))
 {
     node_ = args_.node_name.empty() ? fmt::format("position {}", args_.position) : args_.node_name;
 }
@@ -68,7 +70,7 @@ void Daemon::start()
         if (exception) {
             tree_log().error("internal error while joining the tree");
             exit_code_ = 1;
-            io_.stop();
+            stop_running();
         }
     });
 }
@@ -85,7 +87,7 @@ asio::awaitable<void> Daemon::join_parent()
         if (error || results.empty()) {
             tree_log().error("cannot resolve parent host {}: {}", args_.parent_host, error.message());
             exit_code_ = 1;
-            io_.stop();
+            stop_running();
             co_return;
         }
         endpoint = *results.begin();
@@ -106,7 +108,7 @@ asio::awaitable<void> Daemon::join_parent()
         tree_log().error("cannot connect to parent {}:{}: {}", args_.parent_host, args_.parent_port,
                          error.message());
         exit_code_ = 1;
-        io_.stop();
+        stop_running();
         co_return;
     }
     auto handshake = co_await connect_to_parent(socket, key_, static_cast<std::uint64_t>(args_.position),
@@ -116,7 +118,7 @@ asio::awaitable<void> Daemon::join_parent()
         tree_log().error("cannot join the tree at {}:{}: {}", args_.parent_host, args_.parent_port,
                          handshake.error().message);
         exit_code_ = 1;
-        io_.stop();
+        stop_running();
         co_return;
     }
     connected_ns_ = timing::now_ns();
@@ -188,7 +190,7 @@ void Daemon::register_parent_handlers()
 void Daemon::on_parent_closed(const std::string& reason)
 {
     if (position_ && position_->state() == TreePosition::State::left) {
-        io_.stop();   // we closed it, after our last frame
+        stop_running();   // we closed it, after our last frame
         return;
     }
     abandon(reason.empty() ? "the parent closed the connection" : "lost the parent: " + reason);
@@ -439,7 +441,9 @@ void Daemon::join_tree_position()
     bool same_binary = plan.simulated || plan.agent == "local" || plan.daemon_path.empty();
     std::string self = own_executable();
     std::string daemon_path = !same_binary ? plan.daemon_path : self.empty() ? std::string("canopyd") : self;
-    if (auto started = position_->start_children(listen_address, daemon_path, clock_offset_ns_); !started)
+    if (auto started = position_->start_children(listen_address, daemon_path, clock_offset_ns_,
+                                                 in_process_.start_child);
+        !started)
         report_error(node_, started.error().message);
 }
 
@@ -635,7 +639,7 @@ void Daemon::on_entered(TreePosition::State step)
 
 void Daemon::abandon(const std::string& why, spdlog::level::level_enum level)
 {
-    if (io_.stopped())
+    if (stopped_)
         return;
     tree_log().log(level, "{}; ending this node's ranks and leaving", why);
     exit_code_ = 1;
@@ -644,7 +648,21 @@ void Daemon::abandon(const std::string& why, spdlog::level::level_enum level)
         position_->children().kill_all(SIGTERM);
     }
     clean_up_node();
-    io_.stop();
+    stop_running();
+}
+
+void Daemon::stop_running()
+{
+    stopped_ = true;
+    if (!in_process_.stop) {
+        io_.stop();
+        return;
+    }
+    // The process goes on: what would end with it ends here.
+    signals_.cancel();
+    if (parent_)
+        parent_->close();
+    in_process_.stop();
 }
 
 void Daemon::clean_up_node()

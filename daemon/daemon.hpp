@@ -39,10 +39,18 @@ struct DaemonArgs {
     std::int64_t started_ns = 0;
 };
 
+// A daemon inside a test's process, beside the root and other daemons on one io_context.
+struct InProcessDaemon {
+    InProcessStarter start_child;   // how it starts its children
+    std::function<void()> stop;     // it is done: instead of stopping the io_context, which the others share
+};
+
 class Daemon {
 public:
-    // `guard` was started before anything it guards exists; without one, ranks may outlive a crashed daemon.
-    Daemon(asio::io_context& io, DaemonArgs args, const auth::Key& key, std::optional<NodeGuard> guard);
+    // `reaper` is the process's one reaper. `guard` was started before anything it guards exists; without one,
+    // ranks may outlive a crashed daemon.
+    Daemon(asio::io_context& io, ProcessReaper& reaper, DaemonArgs args, const auth::Key& key,
+           std::optional<NodeGuard> guard, InProcessDaemon in_process = {});
     ~Daemon();
 
     // Connects to the parent; the io_context then runs until the daemon is done. Returns the exit code.
@@ -80,6 +88,8 @@ private:
     void on_entered(TreePosition::State step);
     // Lost the parent or told to stop by a signal: kill everything and leave.
     void abandon(const std::string& why, spdlog::level::level_enum level = spdlog::level::warn);
+    // The daemon is done: the io_context stops (or, in a test's process, the test is told).
+    void stop_running();
     // Kills what is left in the ranks' process groups and removes the node temp dir.
     void clean_up_node();
     void report_error(const std::string& node, const std::string& message);
@@ -99,7 +109,8 @@ private:
     asio::io_context& io_;
     DaemonArgs args_;
     auth::Key key_;
-    ProcessReaper reaper_;
+    ProcessReaper& reaper_;
+    InProcessDaemon in_process_;
     asio::signal_set signals_;
     std::shared_ptr<Link> parent_;
     std::optional<wire::LaunchPlan> plan_;
@@ -117,6 +128,7 @@ private:
 
     std::map<long, std::int64_t> rank_spawn_ns_;
     bool reported_failure_ = false;
+    bool stopped_ = false;
     int exit_code_ = 0;
 };
 

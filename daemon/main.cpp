@@ -127,7 +127,8 @@ int main(int argc, char** argv)
     boost::asio::io_context io(1);
     int exit_code;
     {
-        canopy::Daemon daemon(io, std::move(*args), *key, std::move(guard));
+        canopy::ProcessReaper reaper(io);
+        canopy::Daemon daemon(io, reaper, std::move(*args), *key, std::move(guard));
         daemon.start();
         io.run();
         exit_code = daemon.exit_code();

@@ -84,7 +84,8 @@ int main(int argc, char** argv)
     auto timing_file = plan->timing_file;
     auto trace_file = plan->trace_file;
     boost::asio::io_context io(1);
-    canopy::Root root(io, std::move(*plan), started_ns, hosts_resolved_ns);
+    canopy::ProcessReaper reaper(io);
+    canopy::Root root(io, reaper, std::move(*plan), started_ns, hosts_resolved_ns);
     int exit_code = root.run();
 
     if (trace_file) {

@@ -41,8 +41,9 @@ std::chrono::milliseconds millis(double seconds) { return std::chrono::milliseco
 
 } // namespace
 
-Root::Root(asio::io_context& io, RootPlan plan, std::int64_t started_ns, std::int64_t hosts_resolved_ns)
-    : io_(io), plan_(std::move(plan)), key_(auth::generate_key()), reaper_(io),
+Root::Root(asio::io_context& io, ProcessReaper& reaper, RootPlan plan, std::int64_t started_ns,
+           std::int64_t hosts_resolved_ns, InProcessStarter in_process)
+    : io_(io), plan_(std::move(plan)), key_(auth::generate_key()), reaper_(reaper), in_process_(std::move(in_process)),
       signals_(io, SIGINT, SIGTERM, SIGHUP), timeout_timer_(io), grace_timer_(io), teardown_deadline_(io),
       stage_progress_timer_(io), job_store_timer_(io), started_ns_(started_ns)
 {
@@ -104,7 +105,7 @@ int Root::run()
     });
     // Before anything that starts a thread or a process of its own, so that a failure returns cleanly. Nothing
     // the children send is read before io_.run().
-    if (auto started = position_->start_children(plan_.listen_address, plan.daemon_path, 0); !started) {
+    if (auto started = position_->start_children(plan_.listen_address, plan.daemon_path, 0, in_process_); !started) {
         fmt::print(stderr, "canopy: {}\n", started.error().message);
         return exit_infrastructure;
     }

@@ -32,7 +32,10 @@ inline constexpr int exit_usage = 2;
 
 class Root {
 public:
-    Root(asio::io_context& io, RootPlan plan, std::int64_t started_ns, std::int64_t hosts_resolved_ns);
+    // `reaper` is the process's one reaper. `in_process`, if set, starts the top daemons instead of the agent
+    // (a tree inside one process, in tests).
+    Root(asio::io_context& io, ProcessReaper& reaper, RootPlan plan, std::int64_t started_ns,
+         std::int64_t hosts_resolved_ns, InProcessStarter in_process = {});
 
     // Runs the job to the end and returns canopy's exit code.
     int run();
@@ -68,7 +71,8 @@ private:
     asio::io_context& io_;
     RootPlan plan_;
     auth::Key key_;
-    ProcessReaper reaper_;
+    ProcessReaper& reaper_;
+    InProcessStarter in_process_;
     std::unique_ptr<TreePosition> position_;   // the root turns fences around and keeps the stores
     PublishStore store_;
     JobStore job_store_;

@@ -97,8 +97,10 @@ const std::string& ChildSet::host_of(long position) const
     return it == children_.end() ? unknown : it->second->launch.host;
 }
 
-void ChildSet::launch(std::vector<ChildLaunch> children, std::size_t window, double connect_timeout, bool shared_clock)
+void ChildSet::launch(std::vector<ChildLaunch> children, std::size_t window, double connect_timeout, bool shared_clock,
+                      InProcessStarter in_process)
 {
+    in_process_ = std::move(in_process);
     window_ = std::max<std::size_t>(window, 1);
     connect_timeout_ = connect_timeout;
     clock_rounds_ = shared_clock ? 0 : clock_rounds_between_hosts;
@@ -137,6 +139,13 @@ void ChildSet::start_child(Child& child)
 {
     child.started = true;
     ++in_flight_;
+    if (in_process_) {
+        if (auto started = in_process_(child.launch, endpoint(), key_); !started)
+            give_up(child, started.error().message);
+        else
+            await_connection(child);
+        return;
+    }
     auto stdin_pipe = make_pipe();
     auto stderr_pipe = make_pipe();
     if (!stdin_pipe || !stderr_pipe) {
@@ -187,7 +196,12 @@ void ChildSet::start_child(Child& child)
         }
         check_finished();
     });
+    await_connection(child);
+}
 
+void ChildSet::await_connection(Child& child)
+{
+    long position = child.launch.position;
     child.timer = std::make_unique<asio::steady_timer>(io_);
     child.timer->expires_after(std::chrono::milliseconds(static_cast<long>(connect_timeout_ * 1000)));
     child.timer->async_wait([this, alive = alive_, position](const boost::system::error_code& error) {

@@ -33,6 +33,11 @@ struct ChildLaunch {
 Result<ChildLaunch> plan_child_launch(const wire::LaunchPlan& plan, long position, const std::string& parent_endpoint,
                                       const std::string& daemon_path);
 
+// Starts a child daemon without the agent: a tree of daemons inside one process, as the tests run it. It gets the
+// child's launch, the endpoint to connect back to and the job key; the child must then connect as any other.
+using InProcessStarter =
+    std::function<Status(const ChildLaunch& launch, const std::string& parent_endpoint, const auth::Key& key)>;
+
 class ChildSet {
 public:
     struct Events {
@@ -56,8 +61,10 @@ public:
     std::string endpoint() const;   // "address:port" for the children's command line
 
     // Starts children with at most `window` in flight (started but not yet connected). shared_clock: the
-    // children run on this host (simulated nodes), so their clocks need no offset measurement.
-    void launch(std::vector<ChildLaunch> children, std::size_t window, double connect_timeout, bool shared_clock);
+    // children run on this host (simulated nodes), so their clocks need no offset measurement. `in_process`, if
+    // set, starts them instead of the agent.
+    void launch(std::vector<ChildLaunch> children, std::size_t window, double connect_timeout, bool shared_clock,
+                InProcessStarter in_process = {});
 
     void send(long position, std::vector<std::uint8_t> frame);
     void broadcast(const std::vector<std::uint8_t>& frame);
@@ -92,6 +99,7 @@ private:
 
     void start_next();
     void start_child(Child& child);
+    void await_connection(Child& child);
     void read_stderr(Child& child);
     void take_stderr(Child& child, std::string_view data);
     void drain_stderr(Child& child);
@@ -115,6 +123,7 @@ private:
     std::size_t connected_ = 0;
     double connect_timeout_ = 30;
     int clock_rounds_ = clock_rounds_between_hosts;
+    InProcessStarter in_process_;
     bool finished_reported_ = false;
     bool listening_ = false;
     bool start_scheduled_ = false;

@@ -73,7 +73,7 @@ bool TreePosition::from_parent(long parent, const wire::Frame& frame)
 }
 
 Status TreePosition::start_children(const std::string& listen_address, const std::string& daemon_path,
-                                    std::int64_t root_offset_ns)
+                                    std::int64_t root_offset_ns, InProcessStarter in_process)
 {
     root_offset_ns_ = root_offset_ns;
     auto positions = topology_.children(position_);
@@ -88,7 +88,8 @@ Status TreePosition::start_children(const std::string& listen_address, const std
             return launch.error();
         launches.push_back(std::move(*launch));
     }
-    children_->launch(std::move(launches), plan_.window, plan_.connect_timeout, plan_.simulated);
+    children_->launch(std::move(launches), plan_.window, plan_.connect_timeout, plan_.simulated,
+                      std::move(in_process));
     return {};
 }
 

@@ -63,9 +63,9 @@ public:
     bool from_parent(long parent, const wire::Frame& frame);
 
     // Listens on `listen_address` and starts this position's children through the plan's agent, running
-    // `daemon_path` there. Nothing to do at a leaf.
+    // `daemon_path` there, or through `in_process` if set. Nothing to do at a leaf.
     Status start_children(const std::string& listen_address, const std::string& daemon_path,
-                          std::int64_t root_offset_ns);
+                          std::int64_t root_offset_ns, InProcessStarter in_process = {});
 
     // Enters every state whose conditions now hold, in order. The position calls it when a child reports or
     // leaves; the owner calls it when its own part may have changed.
