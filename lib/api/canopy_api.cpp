@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <new>
 #include <string>
 
@@ -87,20 +88,51 @@ int canopy_finalize(void)
 
 const char* canopy_last_error(void) { return last_error.c_str(); }
 
+namespace {
+
+struct StatusInfo {
+    const char* name;
+    const char* text;
+};
+// Indexed by the code: the codes run from 0 without gaps (canopy.h).
+constexpr StatusInfo statuses[] = {
+    {"CANOPY_OK", "ok"},
+    {"CANOPY_ERR_NOT_FOUND", "not found"},
+    {"CANOPY_ERR_TIMEOUT", "timeout"},
+    {"CANOPY_ERR_NOT_AVAILABLE", "not available outside canopy"},
+    {"CANOPY_ERR_INVALID", "invalid argument"},
+    {"CANOPY_ERR_NOT_INITIALIZED", "not initialized"},
+    {"CANOPY_ERR_PMIX", "PMIx error"},
+    {"CANOPY_ERR_DAEMON", "canopyd error"},
+    {"CANOPY_ERR_NO_MEMORY", "out of memory"},
+};
+static_assert(std::size(statuses) == CANOPY_ERR_NO_MEMORY + 1, "a status code without a name, or a gap");
+
+constexpr const char* modes[] = {"none", "canopy", "pmix", "singleton"};
+static_assert(std::size(modes) == CANOPY_MODE_SINGLETON + 1, "a mode without a name, or a gap");
+
+const StatusInfo* status_info(int status)
+{
+    return status >= 0 && status < static_cast<int>(std::size(statuses)) ? &statuses[status] : nullptr;
+}
+
+} // namespace
+
 const char* canopy_status_string(int status)
 {
-    switch (status) {
-    case CANOPY_OK: return "ok";
-    case CANOPY_ERR_NOT_FOUND: return "not found";
-    case CANOPY_ERR_TIMEOUT: return "timeout";
-    case CANOPY_ERR_NOT_AVAILABLE: return "not available outside canopy";
-    case CANOPY_ERR_INVALID: return "invalid argument";
-    case CANOPY_ERR_NOT_INITIALIZED: return "not initialized";
-    case CANOPY_ERR_PMIX: return "PMIx error";
-    case CANOPY_ERR_DAEMON: return "canopyd error";
-    case CANOPY_ERR_NO_MEMORY: return "out of memory";
-    default: return "unknown status";
-    }
+    const auto* info = status_info(status);
+    return info ? info->text : "unknown status";
+}
+
+const char* canopy_status_name(int status)
+{
+    const auto* info = status_info(status);
+    return info ? info->name : nullptr;
+}
+
+const char* canopy_mode_name(int mode)
+{
+    return mode >= 0 && mode < static_cast<int>(std::size(modes)) ? modes[mode] : nullptr;
 }
 
 int canopy_mode(void) { return lib().mode(); }

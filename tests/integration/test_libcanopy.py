@@ -298,6 +298,21 @@ def test_python_api_as_a_singleton(sandbox, tmp_path):
     assert checks["added"] == 2 and checks["count"] == 2 and checks["absent"] == "timeout", checks
 
 
+def test_python_status_codes_and_modes_are_the_c_headers(sandbox):
+    header = (INCLUDE / "canopy" / "canopy.h").read_text()
+    defined = {name: int(value) for name, value in re.findall(r"#define CANOPY_((?:ERR_\w+)|OK) (\d+)", header)}
+    modes = {int(value): name.lower() for name, value in re.findall(r"#define CANOPY_MODE_(\w+) (\d+)", header)}
+    assert len(defined) >= 9 and len(modes) == 4, (defined, modes)
+    probe = ("import canopy, json; print(json.dumps([{n: getattr(canopy, n) for n in %r}, canopy._MODES]))"
+             % sorted(defined))
+    result = subprocess.run([PYTHON, "-c", probe], capture_output=True, text=True, timeout=30,
+                            env={**clean_env(sandbox.env), **python_env()})
+    assert result.returncode == 0, result.stderr
+    codes, python_modes = json.loads(result.stdout)
+    assert codes == defined
+    assert {int(code): name for code, name in python_modes.items()} == modes
+
+
 def test_python_package_explains_a_missing_library(sandbox):
     # A named library that is missing is an error, even where another copy could be found (meson test puts the
     # build dir in LD_LIBRARY_PATH; an installed canopy is in the loader's cache).

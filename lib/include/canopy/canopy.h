@@ -70,8 +70,13 @@ CANOPY_API int canopy_finalize(void);
 CANOPY_API const char* canopy_last_error(void);
 /* A short name for a status code: "ok", "not found", "timeout", ... */
 CANOPY_API const char* canopy_status_string(int status);
+/* The macro's name of a status code ("CANOPY_ERR_TIMEOUT"); NULL past the last. The codes run from 0 without
+ * gaps, so bindings (the Python package) read them from here instead of copying the numbers. */
+CANOPY_API const char* canopy_status_name(int status);
 /* CANOPY_MODE_*; CANOPY_MODE_NONE until initialised. */
 CANOPY_API int canopy_mode(void);
+/* A mode's name: "none", "canopy", "pmix", "singleton"; NULL past the last (they too run from 0). */
+CANOPY_API const char* canopy_mode_name(int mode);
 
 /* --- Where this rank is (fixed at init; -1 or NULL if initialisation failed) ------------------------ */
 

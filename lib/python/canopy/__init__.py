@@ -26,18 +26,6 @@ __all__ = [
     "store_delete", "store_num_keys", "store_wait",
 ]
 
-OK = 0
-ERR_NOT_FOUND = 1
-ERR_TIMEOUT = 2
-ERR_NOT_AVAILABLE = 3
-ERR_INVALID = 4
-ERR_NOT_INITIALIZED = 5
-ERR_PMIX = 6
-ERR_DAEMON = 7
-ERR_NO_MEMORY = 8
-
-WAIT_FOREVER = -1
-_MODES = {0: "none", 1: "canopy", 2: "pmix", 3: "singleton"}
 
 
 class CanopyError(RuntimeError):
@@ -60,7 +48,6 @@ class NotAvailableError(CanopyError):
     """A canopy-only feature (the store) used outside canopy."""
 
 
-_ERRORS = {ERR_NOT_FOUND: KeyNotFoundError, ERR_TIMEOUT: CanopyTimeoutError, ERR_NOT_AVAILABLE: NotAvailableError}
 
 
 def _candidates():
@@ -107,6 +94,8 @@ _SIGNATURES = {
     "canopy_finalize": ([], _c_int),
     "canopy_last_error": ([], _c_char_p),
     "canopy_status_string": ([_c_int], _c_char_p),
+    "canopy_status_name": ([_c_int], _c_char_p),
+    "canopy_mode_name": ([_c_int], _c_char_p),
     "canopy_mode": ([], _c_int),
     "canopy_rank": ([], _c_int),
     "canopy_size": ([], _c_int),
@@ -138,6 +127,31 @@ for _name, (_args, _result) in _SIGNATURES.items():
     _function = getattr(_lib, _name)
     _function.argtypes = _args
     _function.restype = _result
+
+
+def _names(name_of):
+    """{name: code} for codes 0, 1, ... until libcanopy has no name: the numbers are canopy.h's, never copied."""
+    names, code = {}, 0
+    while (name := name_of(code)) is not None:
+        names[name.decode()] = code
+        code += 1
+    return names
+
+
+_STATUS = _names(_lib.canopy_status_name)
+OK = _STATUS["CANOPY_OK"]
+ERR_NOT_FOUND = _STATUS["CANOPY_ERR_NOT_FOUND"]
+ERR_TIMEOUT = _STATUS["CANOPY_ERR_TIMEOUT"]
+ERR_NOT_AVAILABLE = _STATUS["CANOPY_ERR_NOT_AVAILABLE"]
+ERR_INVALID = _STATUS["CANOPY_ERR_INVALID"]
+ERR_NOT_INITIALIZED = _STATUS["CANOPY_ERR_NOT_INITIALIZED"]
+ERR_PMIX = _STATUS["CANOPY_ERR_PMIX"]
+ERR_DAEMON = _STATUS["CANOPY_ERR_DAEMON"]
+ERR_NO_MEMORY = _STATUS["CANOPY_ERR_NO_MEMORY"]
+_MODES = {code: name for name, code in _names(_lib.canopy_mode_name).items()}
+WAIT_FOREVER = -1   # CANOPY_WAIT_FOREVER: a timeout, not a code
+
+_ERRORS = {ERR_NOT_FOUND: KeyNotFoundError, ERR_TIMEOUT: CanopyTimeoutError, ERR_NOT_AVAILABLE: NotAvailableError}
 
 
 def _check(status):
