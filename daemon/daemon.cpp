@@ -318,33 +318,20 @@ void Daemon::start_simple_pmi_server()
     // PMI's service names share the root's publish store with PMIx under a prefix of their own: the two never
     // see each other's entries, whose values they encode differently.
     tree.publish = [this](std::string name, std::string port, std::function<void(Status)> done) {
-        position_->collectives().request(0, wire::RoutedOp::publish,
-                              encode_key_values({{"pmi/" + name, Bytes(port.begin(), port.end())}}),
-                              [done = std::move(done)](Status status, Bytes) { done(status); });
+        position_->collectives().publish({{"pmi/" + name, Bytes(port.begin(), port.end())}}, std::move(done));
     };
     tree.unpublish = [this](std::string name, std::function<void(Status)> done) {
-        position_->collectives().request(0, wire::RoutedOp::unpublish, encode_keys({"pmi/" + name}),
-                              [done = std::move(done)](Status status, Bytes) { done(status); });
+        position_->collectives().unpublish({"pmi/" + name}, std::move(done));
     };
     tree.lookup = [this](std::string name, std::function<void(Status, std::optional<std::string>)> done) {
-        position_->collectives().request(0, wire::RoutedOp::lookup, encode_keys({"pmi/" + name}),
-                              [done = std::move(done)](Status status, Bytes reply) {
-                                  auto found = status ? decode_key_values(reply) : Result<KeyValues>(status.error());
-                                  if (!found)
-                                      done(found.error(), std::nullopt);
-                                  else if (found->empty())
-                                      done(Status{}, std::nullopt);
-                                  else
-                                      done(Status{}, std::string(found->front().second.begin(),
-                                                                 found->front().second.end()));
-                              });
+        position_->collectives().lookup({"pmi/" + name}, [done = std::move(done)](Status status, KeyValues found) {
+            if (!status.ok() || found.empty())
+                done(status, std::nullopt);
+            else
+                done(status, std::string(found.front().second.begin(), found.front().second.end()));
+        });
     };
-    tree.fail = [this](long rank, int exit_code, std::string message) {
-        if (position_->leaving())
-            return;
-        report_rank_failure({static_cast<std::uint64_t>(rank), node_, exit_code, 0, std::move(message),
-                             timing::now_ns() + clock_offset_ns_, wire::RankFailure::aborted});
-    };
+    tree.fail = [this](long rank, int exit_code, std::string message) { report_abort(rank, exit_code, message); };
     tree.mark = [this](long rank, const std::string& what, std::int64_t time_ns) {
         phases_.add("rank." + what, since_launch(time_ns), rank_label(rank));
     };
@@ -367,35 +354,16 @@ PmixTree Daemon::pmix_tree()
         writer.varint(static_cast<std::uint64_t>(rank));
         position_->collectives().request(target, wire::RoutedOp::direct_modex, writer.take(), std::move(done));
     };
-    tree.publish = [this](std::vector<std::pair<std::string, Bytes>> data, std::function<void(Status)> done) {
-        position_->collectives().request(0, wire::RoutedOp::publish, encode_key_values(data),
-                              [done = std::move(done)](Status status, Bytes) { done(status); });
+    tree.publish = [this](KeyValues data, std::function<void(Status)> done) {
+        position_->collectives().publish(std::move(data), std::move(done));
     };
-    tree.lookup = [this](std::vector<std::string> keys,
-                         std::function<void(Status, std::vector<std::pair<std::string, Bytes>>)> done) {
-        position_->collectives().request(0, wire::RoutedOp::lookup, encode_keys(keys),
-                              [done = std::move(done)](Status status, Bytes reply) {
-                                  if (!status.ok()) {
-                                      done(status, {});
-                                      return;
-                                  }
-                                  auto found = decode_key_values(reply);
-                                  if (!found)
-                                      done(found.error(), {});
-                                  else
-                                      done(Status{}, std::move(*found));
-                              });
+    tree.lookup = [this](std::vector<std::string> keys, std::function<void(Status, KeyValues)> done) {
+        position_->collectives().lookup(std::move(keys), std::move(done));
     };
     tree.unpublish = [this](std::vector<std::string> keys, std::function<void(Status)> done) {
-        position_->collectives().request(0, wire::RoutedOp::unpublish, encode_keys(keys),
-                              [done = std::move(done)](Status status, Bytes) { done(status); });
+        position_->collectives().unpublish(std::move(keys), std::move(done));
     };
-    tree.abort = [this](long rank, int status, std::string message) {
-        if (position_->leaving())
-            return;
-        report_rank_failure({static_cast<std::uint64_t>(rank), node_, status, 0, std::move(message),
-                             timing::now_ns() + clock_offset_ns_, wire::RankFailure::aborted});
-    };
+    tree.abort = [this](long rank, int status, std::string message) { report_abort(rank, status, message); };
     return tree;
 }
 
@@ -692,6 +660,14 @@ void Daemon::report_rank_failure(const wire::RankFailed& failed)
         return;
     reported_failure_ = true;
     send_up(wire::to_frame(failed));
+}
+
+void Daemon::report_abort(long rank, int exit_code, const std::string& message)
+{
+    if (position_->leaving())
+        return;
+    report_rank_failure({static_cast<std::uint64_t>(rank), node_, exit_code, 0, message,
+                         timing::now_ns() + clock_offset_ns_, wire::RankFailure::aborted});
 }
 
 void Daemon::send_up(std::vector<std::uint8_t> frame)

@@ -95,6 +95,8 @@ private:
     void report_error(const std::string& node, const std::string& message);
     // The root needs a job's first failure, not every consequence of it: later ones are dropped here.
     void report_rank_failure(const wire::RankFailed& failed);
+    // A rank asked to end the job (a PMI abort), or broke off from its PMI server: `message` names it.
+    void report_abort(long rank, int exit_code, const std::string& message);
     void send_up(std::vector<std::uint8_t> frame);
 
     double since_launch(std::int64_t local_ns) const;

@@ -126,6 +126,29 @@ void TreeCollectives::request(long target, wire::RoutedOp op, Bytes payload, Don
         sent_down_[{position_, id}] = hop;
 }
 
+void TreeCollectives::publish(KeyValues entries, std::function<void(Status)> done)
+{
+    request(0, wire::RoutedOp::publish, encode_key_values(entries),
+            [done = std::move(done)](Status status, Bytes) { done(status); });
+}
+
+void TreeCollectives::lookup(std::vector<std::string> keys, std::function<void(Status, KeyValues)> done)
+{
+    request(0, wire::RoutedOp::lookup, encode_keys(keys), [done = std::move(done)](Status status, Bytes reply) {
+        auto found = status ? decode_key_values(reply) : Result<KeyValues>(status.error());
+        if (!found)
+            done(found.error(), {});
+        else
+            done(Status{}, std::move(*found));
+    });
+}
+
+void TreeCollectives::unpublish(std::vector<std::string> keys, std::function<void(Status)> done)
+{
+    request(0, wire::RoutedOp::unpublish, encode_keys(keys),
+            [done = std::move(done)](Status status, Bytes) { done(status); });
+}
+
 void TreeCollectives::on_request(wire::RoutedRequest request)
 {
     long from = static_cast<long>(request.from);

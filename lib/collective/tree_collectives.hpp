@@ -18,6 +18,7 @@
 namespace canopy {
 
 using Bytes = std::vector<std::uint8_t>;
+using KeyValues = std::vector<std::pair<std::string, Bytes>>;
 
 // Every position runs one of these; it only ever talks to its parent and its children. A fence goes up as one
 // message stream per child and comes down as one per child, so a daemon handles O(fanout) messages per fence
@@ -46,6 +47,12 @@ public:
 
     // Sends a request to the position `target` (or serves it here) and calls `done` with its reply.
     void request(long target, wire::RoutedOp op, Bytes payload, Done done);
+
+    // The job's name service, kept at the root (PublishStore): PMIx_Publish, MPI_Publish_name and friends.
+    // Keys are unique job-wide; a lookup gets the entries found, and none found is not an error.
+    void publish(KeyValues entries, std::function<void(Status)> done);
+    void lookup(std::vector<std::string> keys, std::function<void(Status, KeyValues)> done);
+    void unpublish(std::vector<std::string> keys, std::function<void(Status)> done);
 
     // Takes fence and routed frames from the parent (from = parent position) or a child; false if the frame is
     // not a collective, or is malformed (the caller logs it).
@@ -108,7 +115,6 @@ private:
     std::map<std::string, Bytes> values_;
 };
 
-using KeyValues = std::vector<std::pair<std::string, Bytes>>;
 Bytes encode_key_values(const KeyValues& entries);
 Result<KeyValues> decode_key_values(const Bytes& payload);
 Bytes encode_keys(const std::vector<std::string>& keys);
