@@ -27,7 +27,7 @@ EXPORT char* la_objsearch(const char* name, uintptr_t* cookie, unsigned int flag
         return (char*)name;
     int m = current_mode();
     if (m == MODE_RECORD) {
-        record_lookup(&recording, 'X', AT_FDCWD, name, 0);
+        record_lookup(&recording, CANOPY_STAGE_RECORD_LOAD, AT_FDCWD, name, 0);
         return (char*)name;
     }
     if (m != MODE_SERVE)

@@ -15,7 +15,8 @@ int record_start(struct record_state* r, const char* file, const char* prefixes)
     return r->prefixes.count ? 0 : -1;
 }
 
-void record_lookup(const struct record_state* r, char op, int dirfd, const char* path, int failed)
+void record_lookup(const struct record_state* r, enum canopy_stage_record_op op, int dirfd, const char* path,
+                   int failed)
 {
     int saved = errno;
     int result = failed ? errno : 0;
@@ -28,7 +29,7 @@ void record_lookup(const struct record_state* r, char op, int dirfd, const char*
     }
     char line[2 * PMAX + 32];
     char* p = line;
-    *p++ = op;
+    *p++ = (char)op;
     *p++ = '\t';
     p = put_u(p, (unsigned long)(result < 0 ? 0 : result));
     *p++ = '\t';

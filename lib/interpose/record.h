@@ -2,6 +2,7 @@
 #pragma once
 
 #include "interpose/paths.h"
+#include "stage/record_format.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -16,9 +17,10 @@ struct record_state {
 /* 0 when there is something to record: a file and at least one absolute prefix. */
 int record_start(struct record_state* r, const char* file, const char* prefixes);
 
-/* Appends "OP<TAB>RESULT<TAB>PATH" when path (against dirfd) lies under a prefix; RESULT is errno when the
- * call failed, else 0. lib/stage/index.cpp (read_records) reads these lines. errno is preserved. */
-void record_lookup(const struct record_state* r, char op, int dirfd, const char* path, int failed);
+/* Appends the line for a lookup of path (against dirfd) when it lies under a prefix (record_format.h); failed:
+ * the call returned its error value, and errno tells which. errno is preserved. */
+void record_lookup(const struct record_state* r, enum canopy_stage_record_op op, int dirfd, const char* path,
+                   int failed);
 
 #ifdef __cplusplus
 }

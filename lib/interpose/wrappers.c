@@ -9,7 +9,7 @@
 #include "interpose/interposer.h"
 
 /* Appends the call to the record in record mode; failed: it returned its error value and errno tells which. */
-static void record_if(int m, char op, int dirfd, const char* path, int failed)
+static void record_if(int m, enum canopy_stage_record_op op, int dirfd, const char* path, int failed)
 {
     if (m == MODE_RECORD)
         record_lookup(&recording, op, dirfd, path, failed);
@@ -30,10 +30,9 @@ static void record_if(int m, char op, int dirfd, const char* path, int failed)
 
 /* ---------- stat ---------- */
 
-/* What the record calls a stat: following symlinks or not. */
-static char stat_op(int follow)
+static enum canopy_stage_record_op stat_op(int follow)
 {
-    return follow ? 'S' : 'L';
+    return follow ? CANOPY_STAGE_RECORD_STAT : CANOPY_STAGE_RECORD_LSTAT;
 }
 
 static int follows(int flags)
@@ -189,37 +188,38 @@ int __fxstat64(int ver, int fd, struct stat64* st)
 int access(const char* path, int amode)
 {
     int m = ENTER(access);
-    LOOKUP(m, int, 'A', AT_FDCWD, path, serve_access(&serving, AT_FDCWD, path, amode, 0, &d, &rc),
+    LOOKUP(m, int, CANOPY_STAGE_RECORD_ACCESS, AT_FDCWD, path, serve_access(&serving, AT_FDCWD, path, amode, 0, &d, &rc),
            real_access(pass_path(&d, path), amode))
 }
 
 int faccessat(int dirfd, const char* path, int amode, int flags)
 {
     int m = ENTER(faccessat);
-    LOOKUP(m, int, 'A', dirfd, path, serve_access(&serving, dirfd, path, amode, flags, &d, &rc),
+    LOOKUP(m, int, CANOPY_STAGE_RECORD_ACCESS, dirfd, path, serve_access(&serving, dirfd, path, amode, flags, &d, &rc),
            real_faccessat(pass_dirfd(&d, dirfd), pass_path(&d, path), amode, flags))
 }
 
 ssize_t readlink(const char* path, char* buf, size_t size)
 {
     int m = ENTER(readlink);
-    LOOKUP(m, ssize_t, 'R', AT_FDCWD, path, serve_readlink(&serving, AT_FDCWD, path, buf, size, &d, &rc),
+    LOOKUP(m, ssize_t, CANOPY_STAGE_RECORD_READLINK, AT_FDCWD, path, serve_readlink(&serving, AT_FDCWD, path, buf, size, &d, &rc),
            real_readlink(pass_path(&d, path), buf, size))
 }
 
 ssize_t readlinkat(int dirfd, const char* path, char* buf, size_t size)
 {
     int m = ENTER(readlinkat);
-    LOOKUP(m, ssize_t, 'R', dirfd, path, serve_readlink(&serving, dirfd, path, buf, size, &d, &rc),
+    LOOKUP(m, ssize_t, CANOPY_STAGE_RECORD_READLINK, dirfd, path, serve_readlink(&serving, dirfd, path, buf, size, &d, &rc),
            real_readlinkat(pass_dirfd(&d, dirfd), pass_path(&d, path), buf, size))
 }
 
 /* ---------- open ---------- */
 
-/* What the record calls an open. */
-static char open_op(int flags)
+static enum canopy_stage_record_op open_op(int flags)
 {
-    return is_write_open(flags) ? 'W' : (flags & O_DIRECTORY) ? 'D' : 'O';
+    return is_write_open(flags)      ? CANOPY_STAGE_RECORD_WRITE
+           : (flags & O_DIRECTORY) ? CANOPY_STAGE_RECORD_OPENDIR
+                                   : CANOPY_STAGE_RECORD_OPEN;
 }
 
 /* The mode argument of open and its twins, there only when the flags create a file. A statement expression:
@@ -327,7 +327,8 @@ FILE* fopen(const char* path, const char* fmode)
     FILE* f = r > 0 ? real_fopen(target, fmode) : NULL; /* NULL: the copy is not there (yet) */
     if (!f)
         f = real_fopen(pass_path(&d, path), fmode);
-    record_if(m, fopen_writes(fmode) ? 'W' : 'O', AT_FDCWD, path, !f);
+    record_if(m, fopen_writes(fmode) ? CANOPY_STAGE_RECORD_WRITE : CANOPY_STAGE_RECORD_OPEN, AT_FDCWD, path,
+              !f);
     return f;
 }
 
@@ -342,7 +343,8 @@ FILE* fopen64(const char* path, const char* fmode)
     FILE* f = r > 0 ? real_fopen64(target, fmode) : NULL; /* NULL: the copy is not there (yet) */
     if (!f)
         f = real_fopen64(pass_path(&d, path), fmode);
-    record_if(m, fopen_writes(fmode) ? 'W' : 'O', AT_FDCWD, path, !f);
+    record_if(m, fopen_writes(fmode) ? CANOPY_STAGE_RECORD_WRITE : CANOPY_STAGE_RECORD_OPEN, AT_FDCWD, path,
+              !f);
     return f;
 }
 
@@ -357,7 +359,7 @@ DIR* opendir(const char* path)
     DIR* dir = r > 0 ? real_opendir(target) : NULL; /* NULL: the skeleton is not there (yet) */
     if (!dir)
         dir = real_opendir(pass_path(&d, path));
-    record_if(m, 'D', AT_FDCWD, path, !dir);
+    record_if(m, CANOPY_STAGE_RECORD_OPENDIR, AT_FDCWD, path, !dir);
     return dir;
 }
 
@@ -372,7 +374,7 @@ char* realpath(const char* path, char* resolved)
         return out;
     out = real_realpath(pass_path(&d, path), resolved);
     if (path)
-        record_if(m, 'S', AT_FDCWD, path, !out);
+        record_if(m, CANOPY_STAGE_RECORD_STAT, AT_FDCWD, path, !out);
     return out;
 }
 

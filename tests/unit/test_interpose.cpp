@@ -527,11 +527,11 @@ protected:
 TEST_F(InterposeRecord, LookupsUnderAPrefixBecomeEscapedLines)
 {
     errno = ENOENT;
-    record_lookup(state_.get(), 'S', AT_FDCWD, "/soft//pkg/./mod.py", 1);
+    record_lookup(state_.get(), CANOPY_STAGE_RECORD_STAT, AT_FDCWD, "/soft//pkg/./mod.py", 1);
     EXPECT_EQ(errno, ENOENT); // kept for the caller
-    record_lookup(state_.get(), 'O', AT_FDCWD, "/opt/x/tab\there\nnew\\line", 0);
-    record_lookup(state_.get(), 'O', AT_FDCWD, "/opt/xy", 0);  // shares the stem only
-    record_lookup(state_.get(), 'O', AT_FDCWD, "/usr/lib/libc.so", 0);
+    record_lookup(state_.get(), CANOPY_STAGE_RECORD_OPEN, AT_FDCWD, "/opt/x/tab\there\nnew\\line", 0);
+    record_lookup(state_.get(), CANOPY_STAGE_RECORD_OPEN, AT_FDCWD, "/opt/xy", 0);  // shares the stem only
+    record_lookup(state_.get(), CANOPY_STAGE_RECORD_OPEN, AT_FDCWD, "/usr/lib/libc.so", 0);
     EXPECT_EQ(recorded(), "S\t2\t/soft/pkg/mod.py\nO\t0\t/opt/x/tab\\there\\nnew\\\\line\n");
 }
 
