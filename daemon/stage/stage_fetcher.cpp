@@ -85,7 +85,7 @@ struct StageFetcher::Connection : std::enable_shared_from_this<Connection> {
         send({});
     }
 
-    // The interposer builds the same reply from the answer board (board_answer in lib/interpose/interpose.c).
+    // The interposer builds the same reply from the answer board (board_answer in lib/interpose/on_demand.c).
     void reply_answer(const stage::FetchAnswer& answer)
     {
         std::memset(&reply, 0, sizeof reply);

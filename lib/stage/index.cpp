@@ -1,6 +1,7 @@
 // Builds, serializes, checks, validates and refreshes the stage index (layout in index_format.h).
 #include "stage/index.hpp"
 #include "stage/directory_handles.hpp"
+#include "stage/record_format.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -800,18 +801,18 @@ Result<std::vector<PathRequest>> read_records(const std::vector<std::string>& fi
                               std::strerror(errno));
         std::string line;
         while (std::getline(in, line)) {
-            // "OP<TAB>RESULT<TAB>PATH": see lib/interpose/interpose.c for the operations.
+            // "OP<TAB>RESULT<TAB>PATH" (record_format.h).
             auto t1 = line.find('\t');
             auto t2 = t1 == std::string::npos ? t1 : line.find('\t', t1 + 1);
             if (t1 != 1 || t2 == std::string::npos)
                 continue; // a line cut by a crash, or a future field: skip it rather than fail the job
             char op = line[0];
             std::string path = unescape(std::string_view(line).substr(t2 + 1));
-            if (path.empty() || path[0] != '/' || op == 'W')
+            if (path.empty() || path[0] != '/' || op == CANOPY_STAGE_RECORD_WRITE)
                 continue;
             // An open for reading means the program wants the content: stage it if the file exists when the
             // index is built, even if it did not exist yet while recording (a .pyc written by that same run).
-            bool read = op == 'O' || op == 'X';
+            bool read = op == CANOPY_STAGE_RECORD_OPEN || op == CANOPY_STAGE_RECORD_LOAD;
             merged[path] = merged[path] || read;
         }
     }

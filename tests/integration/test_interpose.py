@@ -227,3 +227,16 @@ def test_without_a_cache_the_interposer_changes_nothing(tmp_path, python_tree):
     plain = run([PYTHON, "-c", program], env=clean_env())
     missing_cache = run([PYTHON, "-c", program], env=interposed(cache=tmp_path / "no-such-cache"))
     assert missing_cache.stdout == plain.stdout
+
+
+def test_the_library_exports_the_listed_wrappers_and_the_loader_hooks_only():
+    """lib/interpose/symbols.def is the one list of wrapped functions; nothing else may shadow the program's
+    symbols, and a rank loads no C++ runtime with it."""
+    symbols = Path(__file__).resolve().parents[2] / "lib" / "interpose" / "symbols.def"
+    listed = set(re.findall(r"^SYMBOL\([^,]+, (\w+),", symbols.read_text(), re.MULTILINE))
+    assert len(listed) == 41
+    defined = run(["nm", "-D", "--defined-only", INTERPOSER]).stdout.split("\n")
+    exported = {fields[-1] for fields in map(str.split, defined) if fields}
+    assert exported == listed | {"la_version", "la_objsearch"}
+    needed = re.findall(r"\(NEEDED\).*\[(.+)\]", run(["readelf", "-d", INTERPOSER]).stdout)
+    assert set(needed) <= {"libc.so.6", "libdl.so.2"}, needed
