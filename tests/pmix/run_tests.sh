@@ -14,7 +14,11 @@ else
     echo "building into $OUT"
     g++ -std=c++20 -O1 -g -Wall -Wextra -include utility -Ilib -Idaemon \
         -DSPDLOG_HEADER_ONLY -DSPDLOG_FMT_EXTERNAL -DFMT_HEADER_ONLY $(pkg-config --cflags pmix) \
-        daemon/pmix/job_info.cpp daemon/pmix/pmix_host.cpp lib/util/log.cpp tests/pmix/host_driver.cpp \
+        -DCANOPY_PMIX_VERSION="\"$(pkg-config --modversion pmix)\"" \
+        daemon/pmix/client_env.cpp daemon/pmix/job_info.cpp daemon/pmix/module_log.cpp \
+        daemon/pmix/pending_requests.cpp daemon/pmix/pmix_answers.cpp daemon/pmix/pmix_host.cpp \
+        daemon/pmix/published_values.cpp daemon/pmix/rank_tracker.cpp daemon/pmix/request_router.cpp \
+        daemon/pmix/server_lifecycle.cpp daemon/pmix/upcalls.cpp lib/util/log.cpp tests/pmix/host_driver.cpp \
         $(pkg-config --libs pmix) -pthread -o "$OUT/host_driver" || exit 2
     g++ -std=c++20 -O1 -Wall -Wextra -Ilib -Idaemon -DFMT_HEADER_ONLY $(pkg-config --cflags pmix) \
         daemon/pmix/job_info.cpp tests/pmix/test_job_info.cpp $(pkg-config --libs pmix) \

@@ -1,0 +1,279 @@
+// PMIx's requests on the io thread: to the tree, through the pending table, and back to PMIx.
+#include "pmix/request_router.hpp"
+
+#include <chrono>
+
+#include <boost/asio/steady_timer.hpp>
+#include <fmt/format.h>
+#include <pmix.h>
+#include <spdlog/logger.h>
+
+#include "pmix/module_log.hpp"
+
+namespace canopy {
+
+namespace asio = boost::asio;
+
+namespace {
+
+// A request's answer from PMIx's thread.
+void complete_later(const RouterLink& link, std::uint64_t id, int status, Bytes bytes)
+{
+    link.post([id, status, bytes = std::move(bytes)](RequestRouter& router) mutable {
+        router.complete(id, status, std::move(bytes));
+    });
+}
+
+} // namespace
+
+RequestRouter::RequestRouter(asio::io_context& io, PmixJob job, RankLayout layout, PmixTree tree)
+    : io_(io),
+      job_(std::move(job)),
+      layout_(std::move(layout)),
+      tree_(std::move(tree)),
+      node_(job_.hosts.at(static_cast<std::size_t>(job_.node_index))),
+      ranks_(node_),
+      pending_(io, PMIX_ERR_TIMEOUT)
+{
+}
+
+void RequestRouter::client_connected(long rank, const OpAnswer& answer)
+{
+    pmix_log().debug("pmix: {} connected", ranks_.label(rank));
+    if (auto loss = ranks_.loss_found_by_connect())
+        report_lost(*loss);
+    answer(PMIX_SUCCESS);   // 4.2.2 passes no callback here; a later version may
+}
+
+void RequestRouter::client_finalized(long rank, const OpAnswer& answer)
+{
+    pmix_log().debug("pmix: {} finalized", ranks_.label(rank));
+    answer(PMIX_SUCCESS);   // without it the client hangs in PMIx_Finalize
+}
+
+void RequestRouter::abort(long rank, int status, const std::string& message, const OpAnswer& answer)
+{
+    pmix_log().info("pmix: {} called PMIx_Abort with status {}: {}", ranks_.label(rank), status, message);
+    // Release the client first and only then start the teardown: killing ranks while PMIx still holds the abort
+    // request crashes PMIx 4.2.2's progress thread (seen with MALLOC_PERTURB_).
+    answer(PMIX_SUCCESS, [link = link(), rank, status, message] {
+        link.post([rank, status, message](RequestRouter& router) {
+            std::string line = fmt::format("{} called PMIx_Abort with status {}", router.ranks_.label(rank), status);
+            if (!message.empty())
+                line += ": " + message;
+            router.report_abort(rank, status, line);
+        });
+    });
+}
+
+void RequestRouter::fence(FenceCall call, ModexAnswer answer)
+{
+    auto participants = std::move(call.participants);
+    if (call.whole_job || participants.size() == layout_.job_size())
+        participants.clear();
+    std::uint64_t id = pending_.add(
+        {participants.empty(), participants},
+        [answer = std::move(answer)](int status, Bytes bytes) { answer(status, std::move(bytes)); },
+        std::chrono::seconds(call.timeout_s), "fence");
+    pmix_log().debug("pmix: fence {} over {} ranks, collect={}, {} bytes from {}", id,
+                     participants.empty() ? layout_.job_size() : participants.size(), call.collect, call.local.size(),
+                     node_);
+    if (call.local_status == PMIX_SUCCESS) {
+        tree_.fence(std::move(participants), call.collect, std::move(call.local), tree_reply(id, "fence"));
+        return;
+    }
+    // A local participant died. Our ranks get the error and the other nodes our contribution (so none waits on
+    // this node), but only once the dead rank's loss is on its way to the launcher, or after a second should its
+    // exit never be seen: otherwise a rank failing because of the fence could be reported before the rank that
+    // died, and the user would be pointed at the wrong rank.
+    pmix_log().info("pmix: fence {} failed locally: {}", id, pmix_error(call.local_status));
+    auto deferred = std::make_shared<std::function<void()>>(
+        [this, id, local_status = call.local_status, participants = std::move(participants), collect = call.collect,
+         local = std::move(call.local)]() mutable {
+            pending_.complete(id, local_status, {});
+            tree_.fence(std::move(participants), collect, std::move(local), [](Status, Bytes) {});
+        });
+    auto once = [deferred] {
+        if (auto run = std::exchange(*deferred, nullptr))
+            run();
+    };
+    if (ranks_.abort_claimed()) {
+        once();
+        return;
+    }
+    held_contributions_.push_back(once);
+    auto timer = std::make_shared<asio::steady_timer>(io_, std::chrono::seconds(1));
+    timer->async_wait([link = link(), timer, once](const boost::system::error_code& error) {
+        if (!error)
+            link.run([&once](RequestRouter&) { once(); });
+    });
+}
+
+void RequestRouter::direct_modex(long rank, int timeout_s, ModexAnswer answer)
+{
+    if (layout_.node_of(rank) < 0) {
+        answer(PMIX_ERR_NOT_FOUND, {});
+        return;
+    }
+    std::uint64_t id = pending_.add(
+        {false, {rank}}, [answer = std::move(answer)](int status, Bytes bytes) { answer(status, std::move(bytes)); },
+        std::chrono::seconds(timeout_s), "direct modex");
+    pmix_log().debug("pmix: direct modex {} for rank {} (on node {})", id, rank, layout_.node_of(rank));
+    tree_.direct_modex(rank, tree_reply(id, "direct modex"));
+}
+
+void RequestRouter::publish(std::vector<std::pair<std::string, Bytes>> data, OpAnswer answer)
+{
+    std::uint64_t id = pending_.add(
+        {}, [answer = std::move(answer)](int status, Bytes) { answer(status); }, std::chrono::seconds(0), "publish");
+    // A refused publish (a key taken already) is answered as a plain error.
+    tree_.publish(std::move(data), [reply = tree_reply(id, "publish")](Status status) { reply(status, {}); });
+}
+
+void RequestRouter::lookup(std::vector<std::string> keys, int timeout_s, LookupAnswer answer)
+{
+    // The found values wait beside the pending request, so that a timeout can answer it too.
+    auto found = std::make_shared<std::vector<std::pair<std::string, Bytes>>>();
+    std::uint64_t id = pending_.add(
+        {}, [answer = std::move(answer), found](int status, Bytes) { answer(status, *found); },
+        std::chrono::seconds(timeout_s), "lookup");
+    tree_.lookup(std::move(keys), [reply = tree_reply(id, "lookup"), found](
+                                      Status status, std::vector<std::pair<std::string, Bytes>> values) {
+        *found = std::move(values);
+        reply(status, {});
+    });
+}
+
+void RequestRouter::unpublish(std::vector<std::string> keys, OpAnswer answer)
+{
+    std::uint64_t id = pending_.add(
+        {}, [answer = std::move(answer)](int status, Bytes) { answer(status); }, std::chrono::seconds(0),
+        "unpublish");
+    tree_.unpublish(std::move(keys), [reply = tree_reply(id, "unpublish")](Status status) { reply(status, {}); });
+}
+
+std::function<void(Status, Bytes)> RequestRouter::tree_reply(std::uint64_t id, const char* what)
+{
+    return [link = link(), id, what](Status status, Bytes bytes) {
+        link.run([&](RequestRouter& router) {
+            if (!status.ok())
+                pmix_log().warn("pmix: {} failed: {}", what, status.error().message);
+            router.complete(id, status.ok() ? PMIX_SUCCESS : PMIX_ERROR, std::move(bytes));
+        });
+    };
+}
+
+void RequestRouter::serve_direct_modex(long rank, std::function<void(Status, Bytes)> done)
+{
+    if (!is_local(rank)) {
+        asio::post(io_, [done = std::move(done), rank, node = node_] {
+            done(make_error("PMIx direct modex: rank {} is not on {}", rank, node), {});
+        });
+        return;
+    }
+    std::uint64_t id = pending_.add(
+        {false, {rank}},
+        [done, rank, node = node_](int status, Bytes bytes) {
+            if (status == PMIX_SUCCESS)
+                done(Status{}, std::move(bytes));
+            else
+                done(make_error("PMIx direct modex for rank {} on {} failed: {}", rank, node, pmix_error(status)),
+                     {});
+        },
+        std::chrono::seconds(0), "serving a direct modex");
+    // PMIx answers on its thread once the rank has committed its data.
+    struct Request {
+        RouterLink link;
+        std::uint64_t id;
+    };
+    pmix_proc_t proc;
+    PMIX_LOAD_PROCID(&proc, job_.nspace.c_str(), static_cast<pmix_rank_t>(rank));
+    auto* request = new Request{link(), id};
+    pmix_status_t rc = PMIx_server_dmodex_request(
+        &proc,
+        [](pmix_status_t status, char* data, std::size_t size, void* cbdata) {
+            std::unique_ptr<Request> answered(static_cast<Request*>(cbdata));
+            complete_later(answered->link, answered->id, status,
+                           Bytes(reinterpret_cast<std::uint8_t*>(data), reinterpret_cast<std::uint8_t*>(data) + size));
+        },
+        request);
+    if (rc != PMIX_SUCCESS) {
+        delete request;
+        complete_later(link(), id, rc, {});
+    }
+}
+
+void RequestRouter::rank_exited(long rank, int wait_status)
+{
+    if (auto loss = ranks_.exited(rank, wait_status))
+        report_lost(*loss);
+}
+
+void RequestRouter::close()
+{
+    pending_.fail_all(PMIX_ERR_UNREACH);
+    closed_ = true;
+}
+
+// The rank can no longer take part in collectives: fail what waits on it, tell its peers and the daemon.
+void RequestRouter::report_lost(const RankTracker::Loss& loss)
+{
+    pending_.fail_waiting_on(loss.rank, PMIX_ERR_PROC_TERM_WO_SYNC);
+    if (ranks_.abort_claimed()) {
+        pmix_log().info("pmix: {} (job already being torn down)", loss.message);
+        return;
+    }
+    pmix_log().info("pmix: {}", loss.message);   // the launcher prints it for the user
+    notify_local_peers(loss.rank, loss.code);
+    report_abort(loss.rank, loss.code, loss.message);
+}
+
+void RequestRouter::report_abort(long rank, int status, const std::string& message)
+{
+    if (!ranks_.claim_abort())
+        return;
+    if (tree_.abort)
+        tree_.abort(rank, status, message);
+    release_held_contributions();
+}
+
+// The loss report has gone up the same link first, so the launcher names the rank that died rather than a rank on
+// another node that failed because the fence did.
+void RequestRouter::release_held_contributions()
+{
+    auto held = std::move(held_contributions_);
+    held_contributions_.clear();
+    for (auto& send : held)
+        send();
+}
+
+void RequestRouter::notify_local_peers(long rank, int code)
+{
+    struct Notice {
+        pmix_proc_t affected;
+        pmix_info_t* info = nullptr;
+        std::size_t ninfo = 2;
+    };
+    auto* notice = new Notice;
+    PMIX_LOAD_PROCID(&notice->affected, job_.nspace.c_str(), static_cast<pmix_rank_t>(rank));
+    PMIX_INFO_CREATE(notice->info, notice->ninfo);
+    PMIx_Info_load(&notice->info[0], PMIX_EVENT_AFFECTED_PROC, &notice->affected, PMIX_PROC);
+    PMIx_Info_load(&notice->info[1], PMIX_EXIT_CODE, &code, PMIX_INT);
+    pmix_status_t rc = PMIx_Notify_event(
+        PMIX_ERR_PROC_TERM_WO_SYNC, &notice->affected, PMIX_RANGE_LOCAL, notice->info, notice->ninfo,
+        [](pmix_status_t, void* cbdata) {
+            auto* n = static_cast<Notice*>(cbdata);
+            PMIX_INFO_FREE(n->info, n->ninfo);
+            delete n;
+        },
+        notice);
+    if (rc != PMIX_SUCCESS) {
+        if (rc != PMIX_OPERATION_SUCCEEDED)
+            pmix_log().warn("pmix: cannot notify the ranks on {} that rank {} is gone: {}", node_, rank,
+                            pmix_error(rc));
+        PMIX_INFO_FREE(notice->info, notice->ninfo);
+        delete notice;
+    }
+}
+
+} // namespace canopy

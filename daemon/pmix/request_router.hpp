@@ -1,0 +1,92 @@
+// The host's work on the daemon's io thread: PMIx's requests (posted by upcalls.cpp as C++ values) go to the
+// tree and wait in the pending table until their answer goes back to PMIx; lost ranks fail what waits on them and
+// end the job.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+
+#include "pmix/job_info.hpp"
+#include "pmix/live_link.hpp"
+#include "pmix/pending_requests.hpp"
+#include "pmix/pmix_answers.hpp"
+#include "pmix/pmix_host.hpp"
+#include "pmix/rank_tracker.hpp"
+
+namespace canopy {
+
+class RequestRouter;
+using RouterLink = LiveLink<RequestRouter>;
+
+// A fence as PMIx asked for it.
+struct FenceCall {
+    std::vector<long> participants;
+    bool whole_job = false;   // PMIX_RANK_WILDCARD was among the procs
+    bool collect = false;     // PMIX_COLLECT_DATA
+    int local_status = 0;     // PMIX_LOCAL_COLLECTIVE_STATUS: an error when a local participant died
+    int timeout_s = 0;        // PMIX_TIMEOUT; 0 waits for ever
+    Bytes local;              // this node's blob
+};
+
+class RequestRouter : public std::enable_shared_from_this<RequestRouter> {
+public:
+    RequestRouter(boost::asio::io_context& io, PmixJob job, RankLayout layout, PmixTree tree);
+
+    // Upcalls, on the io thread.
+    void client_connected(long rank, const OpAnswer& answer);
+    void client_finalized(long rank, const OpAnswer& answer);
+    void abort(long rank, int status, const std::string& message, const OpAnswer& answer);
+    void fence(FenceCall call, ModexAnswer answer);
+    void direct_modex(long rank, int timeout_s, ModexAnswer answer);
+    void publish(std::vector<std::pair<std::string, Bytes>> data, OpAnswer answer);
+    void lookup(std::vector<std::string> keys, int timeout_s, LookupAnswer answer);
+    void unpublish(std::vector<std::string> keys, OpAnswer answer);
+
+    // Answers pending request `id`, if it still waits (PMIx's own answers: a rank's data for a direct modex).
+    void complete(std::uint64_t id, int status, Bytes bytes) { pending_.complete(id, status, std::move(bytes)); }
+
+    // The daemon's calls (PmixHost), on the io thread.
+    void serve_direct_modex(long rank, std::function<void(Status, Bytes)> done);
+    void rank_exited(long rank, int wait_status);
+
+    // Answers what is still pending with PMIX_ERR_UNREACH; work that comes later finds the router closed.
+    void close();
+    bool is_open() const { return !closed_; }
+
+    // Thread-safe: the upcalls record connects, finalizes and aborts on PMIx's thread as they happen.
+    RankTracker& ranks() { return ranks_; }
+    const PmixJob& job() const { return job_; }
+    const std::string& nspace() const { return job_.nspace; }
+    const std::string& node() const { return node_; }
+    bool is_local(long rank) const { return layout_.is_local(rank, job_.node_index); }
+    const PmixTree& tree() const { return tree_; }
+    std::size_t pending_requests() const { return pending_.size(); }
+    RouterLink link() { return RouterLink(io_, weak_from_this()); }
+
+private:
+    // The tree's answer for pending request `id`, whenever and however often it comes.
+    std::function<void(Status, Bytes)> tree_reply(std::uint64_t id, const char* what);
+    void report_lost(const RankTracker::Loss& loss);
+    void report_abort(long rank, int status, const std::string& message);
+    void release_held_contributions();
+    void notify_local_peers(long rank, int code);
+
+    boost::asio::io_context& io_;
+    const PmixJob job_;
+    const RankLayout layout_;
+    const PmixTree tree_;
+    const std::string node_;
+    RankTracker ranks_;
+    bool closed_ = false;
+    PendingRequests pending_;
+    // Fence contributions held back after a local participant died, until its loss is reported.
+    std::vector<std::function<void()>> held_contributions_;
+};
+
+} // namespace canopy

@@ -1,0 +1,227 @@
+// Starting, registering with and finalizing the process's PMIx server.
+#include "pmix/server_lifecycle.hpp"
+
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string_view>
+#include <thread>
+
+#include <pmix.h>
+#include <spdlog/logger.h>
+
+#include "pmix/client_env.hpp"
+#include "pmix/module_log.hpp"
+#include "pmix/pmix_host.hpp"
+
+namespace canopy {
+namespace {
+
+// Set when PMIx_server_finalize was skipped: PMIx's progress thread still runs, so the process must not run
+// static destructors under it.
+std::atomic<bool> g_server_abandoned{false};
+
+// "OpenPMIx 4.2.2rc2 (PMIx Standard: ...)" -> "4.2.2rc2", what PMIx_server_setup_fork puts in PMIX_VERSION.
+std::string library_version()
+{
+    std::string_view text = PMIx_Get_version();
+    auto start = text.find(' ');
+    text = start == std::string_view::npos ? text : text.substr(start + 1);
+    return std::string(text.substr(0, text.find(' ')));
+}
+
+// Called with PMIx's status once an operation is done.
+using Registered = std::function<void(pmix_status_t status)>;
+
+const std::string& node_of(const PmixJob& job) { return job.hosts.at(static_cast<std::size_t>(job.node_index)); }
+
+// Starts a PMIx operation that completes through an op callback, `start(cbfunc, cbdata)`: `done` gets its status
+// on PMIx's thread, or at once if PMIx completed it in the call. Returns PMIx's refusal to start it, if it refused.
+template <typename Start>
+pmix_status_t start_op(Start start, Registered done)
+{
+    auto* held = new Registered(std::move(done));
+    pmix_status_t rc = start(
+        [](pmix_status_t status, void* cbdata) {
+            std::unique_ptr<Registered> callback(static_cast<Registered*>(cbdata));
+            (*callback)(status);
+        },
+        held);
+    if (rc == PMIX_SUCCESS)
+        return rc;
+    std::unique_ptr<Registered> callback(held);   // no callback will come
+    if (rc != PMIX_OPERATION_SUCCEEDED)
+        return rc;
+    (*callback)(PMIX_SUCCESS);
+    return PMIX_SUCCESS;
+}
+
+// Starts an op-callback operation and waits at most `limit` for it: a PMIx that never answers must not hang the
+// daemon. The callback shares the wait's state, so one that comes after the wait gave up still writes into live memory.
+template <typename Start>
+pmix_status_t wait_for_op(std::chrono::milliseconds limit, Start start)
+{
+    struct Wait {
+        std::mutex mutex;
+        std::condition_variable cv;
+        bool done = false;
+        pmix_status_t status = PMIX_SUCCESS;
+    };
+    auto wait = std::make_shared<Wait>();
+    pmix_status_t rc = start_op(start, [wait](pmix_status_t status) {
+        std::lock_guard lock(wait->mutex);
+        wait->status = status;
+        wait->done = true;
+        wait->cv.notify_all();
+    });
+    if (rc != PMIX_SUCCESS)
+        return rc;
+    std::unique_lock lock(wait->mutex);
+    if (!wait->cv.wait_for(lock, limit, [&] { return wait->done; }))
+        return PMIX_ERR_TIMEOUT;
+    return wait->status;
+}
+
+} // namespace
+
+Status start_server(const PmixJob& job, const RankLayout& layout, pmix_server_module_t* upcalls)
+{
+    const std::string& node = node_of(job);
+
+    // libpmix writes replies to client sockets that may have just closed; that must be an error, not a SIGPIPE
+    // that kills the daemon (canopyd already ignores it; this covers any other embedding).
+    struct sigaction pipe_action {};
+    if (::sigaction(SIGPIPE, nullptr, &pipe_action) == 0 && pipe_action.sa_handler == SIG_DFL)
+        ::signal(SIGPIPE, SIG_IGN);
+
+    ::setenv("PMIX_MCA_gds", pmix_component("PMIX_MCA_gds", "hash").c_str(), 1);
+    ::setenv("PMIX_MCA_psec", pmix_component("PMIX_MCA_psec", "native").c_str(), 1);
+    // PMIx discovers this node's topology for locality strings; it never needs PCI, GPU or network devices.
+    // Leaving I/O discovery and its plugins out cut PMIx's start-up from about 20 to 6 ms of CPU per daemon.
+    ::setenv("HWLOC_COMPONENTS", "-pci,-opencl,-gl,-linuxio", 0);
+    ::setenv("HWLOC_PLUGINS_BLACKLIST", "hwloc_xml_libxml,hwloc_opencl,hwloc_gl,hwloc_pci", 0);
+
+    std::string nspace = pmix_server_nspace(job);
+    std::string system_dir = pmix_system_tmpdir();
+    pmix_rank_t server_rank = static_cast<pmix_rank_t>(job.node_index);
+    bool no = false;
+    pmix_info_t* init_info = nullptr;
+    const std::size_t ninit = 7;
+    PMIX_INFO_CREATE(init_info, ninit);
+    PMIx_Info_load(&init_info[0], PMIX_SERVER_TMPDIR, job.tmpdir.c_str(), PMIX_STRING);
+    PMIx_Info_load(&init_info[1], PMIX_HOSTNAME, node.c_str(), PMIX_STRING);
+    PMIx_Info_load(&init_info[2], PMIX_SERVER_NSPACE, nspace.c_str(), PMIX_STRING);
+    PMIx_Info_load(&init_info[3], PMIX_SERVER_RANK, &server_rank, PMIX_PROC_RANK);
+    // No system-wide rendezvous files and no tool connections: only this job's ranks talk to us.
+    PMIx_Info_load(&init_info[4], PMIX_SERVER_SYSTEM_SUPPORT, &no, PMIX_BOOL);
+    PMIx_Info_load(&init_info[5], PMIX_SERVER_TOOL_SUPPORT, &no, PMIX_BOOL);
+    PMIx_Info_load(&init_info[6], PMIX_SYSTEM_TMPDIR, system_dir.c_str(), PMIX_STRING);
+    pmix_status_t rc = PMIx_server_init(upcalls, init_info, ninit);
+    PMIX_INFO_FREE(init_info, ninit);
+    if (rc != PMIX_SUCCESS)
+        return make_error("PMIx host on {}: PMIx_server_init failed with tmpdir {}: {}; check that the directory "
+                          "exists and is writable",
+                          node, job.tmpdir, pmix_error(rc));
+
+    if (auto loaded = library_version(); loaded != pmix_build_version())
+        pmix_log().warn("pmix: canopyd was built against PMIx {} but runs with {}; ranks started on demand are "
+                        "told {}",
+                        pmix_build_version(), loaded, pmix_build_version());
+
+    // The regex generators need an initialized PMIx, so the job info is built only now.
+    auto job_info = make_job_info(job, layout);
+    if (!job_info) {
+        PMIx_server_finalize();
+        return job_info.error();
+    }
+    rc = wait_for_op(std::chrono::seconds(30), [&](pmix_op_cbfunc_t cbfunc, void* cbdata) {
+        return PMIx_server_register_nspace(job.nspace.c_str(), static_cast<int>(layout.local_size(job.node_index)),
+                                           static_cast<pmix_info_t*>(job_info->data()), job_info->size(), cbfunc,
+                                           cbdata);
+    });
+    if (rc != PMIX_SUCCESS) {
+        PMIx_server_finalize();
+        return make_error("PMIx host on {}: registering job {} failed: {}", node, job.nspace, pmix_error(rc));
+    }
+    return {};
+}
+
+Status register_rank(const PmixJob& job, long rank, uid_t uid, gid_t gid)
+{
+    pmix_proc_t proc;
+    PMIX_LOAD_PROCID(&proc, job.nspace.c_str(), static_cast<pmix_rank_t>(rank));
+    pmix_status_t rc = wait_for_op(std::chrono::seconds(30), [&](pmix_op_cbfunc_t cbfunc, void* cbdata) {
+        return PMIx_server_register_client(&proc, uid, gid, nullptr, cbfunc, cbdata);
+    });
+    if (rc != PMIX_SUCCESS)
+        return make_error("PMIx host on {}: registering rank {} failed: {}", node_of(job), rank, pmix_error(rc));
+    return {};
+}
+
+Result<std::vector<std::string>> rank_environment(const PmixJob& job, long rank)
+{
+    pmix_proc_t proc;
+    PMIX_LOAD_PROCID(&proc, job.nspace.c_str(), static_cast<pmix_rank_t>(rank));
+    char** env = static_cast<char**>(std::calloc(1, sizeof(char*)));
+    if (!env)
+        return make_error("PMIx host on {}: out of memory preparing rank {}", node_of(job), rank);
+    pmix_status_t rc = PMIx_server_setup_fork(&proc, &env);
+    std::vector<std::string> out;
+    for (std::size_t i = 0; env && env[i]; ++i)
+        out.emplace_back(env[i]);
+    PMIX_ARGV_FREE(env);
+    if (rc != PMIX_SUCCESS)
+        return make_error("PMIx host on {}: PMIx_server_setup_fork for rank {} failed: {}", node_of(job), rank,
+                          pmix_error(rc));
+    for (auto& setting : canopy_pmix_settings())
+        out.push_back(std::move(setting));
+    return out;
+}
+
+void finalize_server(const std::string& nspace, bool ended_abnormally)
+{
+    if (ended_abnormally) {
+        // PMIx 4.2.2 crashes in PMIx_server_finalize (about one run in three here) after clients were killed
+        // inside a fence. The daemon exits after an aborted job anyway, so leave PMIx's state to process exit.
+        pmix_log().info("pmix: job {} ended abnormally; skipping PMIx_server_finalize", nspace);
+        g_server_abandoned = true;
+        return;
+    }
+
+    // Deregister and finalize on a helper thread with a bound: whatever PMIx does, the daemon must get to exit.
+    auto finished = std::make_shared<std::promise<void>>();
+    auto result = finished->get_future();
+    std::thread([nspace, finished] {
+        auto deregistered = wait_for_op(std::chrono::seconds(1), [&](pmix_op_cbfunc_t cbfunc, void* cbdata) {
+            PMIx_server_deregister_nspace(nspace.c_str(), cbfunc, cbdata);
+            return PMIX_SUCCESS;
+        });
+        if (deregistered == PMIX_ERR_TIMEOUT) {
+            // PMIx 4.2.2 reads a new connection's handshake with a blocking recv on its progress thread, so
+            // anyone who connects to its port and stays silent stalls it; PMIx_server_finalize would then wait
+            // for that thread forever. Leave PMIx to process exit instead.
+            pmix_log().warn("pmix: PMIx's progress thread did not answer within 1 s (a connection to its port "
+                            "that never sent its handshake?); skipping PMIx_server_finalize");
+            g_server_abandoned = true;
+            finished->set_value();
+            return;
+        }
+        pmix_status_t rc = PMIx_server_finalize();
+        if (rc != PMIX_SUCCESS)
+            pmix_log().warn("pmix: PMIx_server_finalize: {}", pmix_error(rc));
+        finished->set_value();
+    }).detach();
+    if (result.wait_for(std::chrono::seconds(20)) != std::future_status::ready)
+        pmix_log().error("pmix: PMIx_server_finalize for {} did not return within 20 s; leaving it behind", nspace);
+}
+
+bool pmix_server_abandoned() { return g_server_abandoned; }
+
+} // namespace canopy

@@ -1,0 +1,34 @@
+// The PMIx server's life apart from what it serves: PMIx_server_init with canopy's settings, the job's and the
+// ranks' registration, and the bounded teardown. PMIx keeps one server per process, so these are free functions.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include <pmix_server.h>
+
+#include "pmix/job_info.hpp"
+#include "util/result.hpp"
+
+namespace canopy {
+
+// Sets PMIx's settings in the daemon's environment and SIGPIPE to ignored (libpmix writes to client sockets that
+// may have just closed), calls PMIx_server_init with `upcalls` and registers the job (waiting at most 30 s). On
+// failure PMIx is finalized again.
+Status start_server(const PmixJob& job, const RankLayout& layout, pmix_server_module_t* upcalls);
+
+// PMIx_server_register_client, waiting at most 30 s.
+Status register_rank(const PmixJob& job, long rank, uid_t uid, gid_t gid);
+
+// The environment additions for `rank`'s exec: PMIx_server_setup_fork's, then canopy's (docs/pmix.md).
+// PMIx_server_setup_fork is synchronous but waits for nothing: it only reads PMIx's settings.
+Result<std::vector<std::string>> rank_environment(const PmixJob& job, long rank);
+
+// Deregisters the job and calls PMIx_server_finalize, waiting at most 20 s. After an abnormal end it skips both:
+// PMIx 4.2.2 crashes in PMIx_server_finalize once clients were killed inside a fence, and the process exits soon
+// after anyway. Either way a skipped finalize marks the server abandoned.
+void finalize_server(const std::string& nspace, bool ended_abnormally);
+
+} // namespace canopy

@@ -1,0 +1,219 @@
+// The upcall shims: copy, post, return.
+#include "pmix/upcalls.hpp"
+
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <spdlog/logger.h>
+
+#include "pmix/module_log.hpp"
+#include "pmix/published_values.hpp"
+#include "pmix/request_router.hpp"
+
+namespace canopy {
+namespace {
+
+std::mutex g_router_mutex;
+std::shared_ptr<RequestRouter> g_router;
+
+std::shared_ptr<RequestRouter> attached_router()
+{
+    std::lock_guard lock(g_router_mutex);
+    return g_router;
+}
+
+// Returning SUCCESS obliges the router to call PMIx back; if the host closes first, PMIx_server_finalize cleans up.
+template <typename Work>
+pmix_status_t post(RequestRouter& router, Work work)
+{
+    router.link().post(std::move(work));
+    return PMIX_SUCCESS;
+}
+
+long rank_of(const pmix_proc_t* proc) { return static_cast<long>(proc->rank); }
+
+bool our_nspace(const RequestRouter& router, const char* nspace)
+{
+    return PMIX_CHECK_NSPACE(nspace, router.nspace().c_str());
+}
+
+int timeout_from(const pmix_info_t info[], std::size_t ninfo)
+{
+    for (std::size_t i = 0; i < ninfo; ++i) {
+        if (PMIX_CHECK_KEY(&info[i], PMIX_TIMEOUT)) {
+            int seconds = 0;
+            pmix_status_t rc;
+            PMIX_VALUE_GET_NUMBER(rc, &info[i].value, seconds, int);
+            if (rc == PMIX_SUCCESS && seconds > 0)
+                return seconds;
+        }
+    }
+    return 0;
+}
+
+std::vector<std::string> strings_from(char** keys)
+{
+    std::vector<std::string> out;
+    for (std::size_t i = 0; keys && keys[i]; ++i)
+        out.emplace_back(keys[i]);
+    return out;
+}
+
+// The tracker learns of connects, finalizes and aborts here, on PMIx's thread, so an exit the daemon reaps right
+// after is judged with them.
+
+// A rank connected or finalized: `record` is the tracker's note of it, `handle` the router's answer.
+template <void (RankTracker::*record)(long), void (RequestRouter::*handle)(long, const OpAnswer&)>
+pmix_status_t on_rank_step(const pmix_proc_t* proc, void*, pmix_op_cbfunc_t cbfunc, void* cbdata)
+{
+    auto router = attached_router();
+    if (!router)
+        return PMIX_ERR_NOT_SUPPORTED;
+    long rank = rank_of(proc);
+    (router->ranks().*record)(rank);
+    return post(*router, [rank, answer = OpAnswer(router->nspace(), cbfunc, cbdata)](RequestRouter& r) {
+        (r.*handle)(rank, answer);
+    });
+}
+
+pmix_status_t on_abort(const pmix_proc_t* proc, void*, int status, const char msg[], pmix_proc_t[], std::size_t,
+                       pmix_op_cbfunc_t cbfunc, void* cbdata)
+{
+    auto router = attached_router();
+    if (!router)
+        return PMIX_ERR_NOT_SUPPORTED;
+    long rank = rank_of(proc);
+    router->ranks().aborted(rank);
+    return post(*router, [rank, status, message = std::string(msg ? msg : ""),
+                          answer = OpAnswer(router->nspace(), cbfunc, cbdata)](RequestRouter& r) {
+        r.abort(rank, status, message, answer);
+    });
+}
+
+pmix_status_t on_fence_nb(const pmix_proc_t procs[], std::size_t nprocs, const pmix_info_t info[],
+                          std::size_t ninfo, char* data, std::size_t ndata, pmix_modex_cbfunc_t cbfunc,
+                          void* cbdata)
+{
+    auto router = attached_router();
+    if (!router || !router->tree().fence)
+        return PMIX_ERR_NOT_SUPPORTED;
+    FenceCall call;
+    for (std::size_t i = 0; i < nprocs; ++i) {
+        if (!our_nspace(*router, procs[i].nspace))
+            return PMIX_ERR_NOT_SUPPORTED;   // canopy runs one job per PMIx server
+        if (procs[i].rank == PMIX_RANK_WILDCARD)
+            call.whole_job = true;
+        else
+            call.participants.push_back(static_cast<long>(procs[i].rank));
+    }
+    call.local_status = PMIX_SUCCESS;
+    for (std::size_t i = 0; i < ninfo; ++i) {
+        if (PMIX_CHECK_KEY(&info[i], PMIX_COLLECT_DATA))
+            call.collect = PMIX_INFO_TRUE(&info[i]);
+        else if (PMIX_CHECK_KEY(&info[i], PMIX_LOCAL_COLLECTIVE_STATUS) && info[i].value.type == PMIX_STATUS)
+            call.local_status = info[i].value.data.status;
+    }
+    call.timeout_s = timeout_from(info, ninfo);
+    call.local.assign(reinterpret_cast<const std::uint8_t*>(data), reinterpret_cast<const std::uint8_t*>(data) + ndata);
+    return post(*router, [call = std::move(call), answer = ModexAnswer(router->nspace(), cbfunc, cbdata)](
+                             RequestRouter& r) mutable { r.fence(std::move(call), std::move(answer)); });
+}
+
+pmix_status_t on_direct_modex(const pmix_proc_t* proc, const pmix_info_t info[], std::size_t ninfo,
+                              pmix_modex_cbfunc_t cbfunc, void* cbdata)
+{
+    auto router = attached_router();
+    if (!router || !router->tree().direct_modex)
+        return PMIX_ERR_NOT_SUPPORTED;
+    if (!our_nspace(*router, proc->nspace) || proc->rank == PMIX_RANK_WILDCARD)
+        return PMIX_ERR_NOT_FOUND;
+    return post(*router, [rank = rank_of(proc), timeout_s = timeout_from(info, ninfo),
+                          answer = ModexAnswer(router->nspace(), cbfunc, cbdata)](RequestRouter& r) mutable {
+        r.direct_modex(rank, timeout_s, std::move(answer));
+    });
+}
+
+pmix_status_t on_publish(const pmix_proc_t* proc, const pmix_info_t info[], std::size_t ninfo,
+                         pmix_op_cbfunc_t cbfunc, void* cbdata)
+{
+    auto router = attached_router();
+    if (!router || !router->tree().publish)
+        return PMIX_ERR_NOT_SUPPORTED;
+    // Keys in PMIx's own "pmix." namespace are directives (range, persistence, uid), not data.
+    std::vector<std::pair<std::string, Bytes>> data;
+    for (std::size_t i = 0; i < ninfo; ++i) {
+        if (std::strncmp(info[i].key, "pmix.", 5) == 0)
+            continue;
+        auto packed = pack_published(*proc, info[i].value);
+        if (!packed) {
+            pmix_log().warn("pmix: publish of '{}' by rank {}: {}", info[i].key, proc->rank, packed.error().message);
+            return PMIX_ERR_PACK_FAILURE;
+        }
+        data.emplace_back(info[i].key, std::move(*packed));
+    }
+    return post(*router, [data = std::move(data), answer = OpAnswer(router->nspace(), cbfunc, cbdata)](
+                             RequestRouter& r) mutable { r.publish(std::move(data), std::move(answer)); });
+}
+
+pmix_status_t on_lookup(const pmix_proc_t*, char** keys, const pmix_info_t info[], std::size_t ninfo,
+                        pmix_lookup_cbfunc_t cbfunc, void* cbdata)
+{
+    auto router = attached_router();
+    if (!router || !router->tree().lookup)
+        return PMIX_ERR_NOT_SUPPORTED;
+    return post(*router, [keys = strings_from(keys), timeout_s = timeout_from(info, ninfo),
+                          answer = LookupAnswer(router->nspace(), cbfunc, cbdata)](RequestRouter& r) mutable {
+        r.lookup(std::move(keys), timeout_s, std::move(answer));
+    });
+}
+
+pmix_status_t on_unpublish(const pmix_proc_t*, char** keys, const pmix_info_t[], std::size_t,
+                           pmix_op_cbfunc_t cbfunc, void* cbdata)
+{
+    auto router = attached_router();
+    if (!router || !router->tree().unpublish)
+        return PMIX_ERR_NOT_SUPPORTED;
+    return post(*router, [keys = strings_from(keys), answer = OpAnswer(router->nspace(), cbfunc, cbdata)](
+                             RequestRouter& r) mutable { r.unpublish(std::move(keys), std::move(answer)); });
+}
+
+pmix_server_module_t make_table()
+{
+    pmix_server_module_t table;
+    std::memset(&table, 0, sizeof(table));
+    table.client_connected = on_rank_step<&RankTracker::connected, &RequestRouter::client_connected>;
+    table.client_finalized = on_rank_step<&RankTracker::finalized, &RequestRouter::client_finalized>;
+    table.abort = on_abort;
+    table.fence_nb = on_fence_nb;
+    table.direct_modex = on_direct_modex;
+    table.publish = on_publish;
+    table.lookup = on_lookup;
+    table.unpublish = on_unpublish;
+    return table;
+}
+
+pmix_server_module_t g_table = make_table();
+
+} // namespace
+
+pmix_server_module_t* upcall_table() { return &g_table; }
+
+Status attach_upcalls(std::shared_ptr<RequestRouter> router)
+{
+    std::lock_guard lock(g_router_mutex);
+    if (g_router)
+        return make_error("a PMIx server already runs in this process ({})", g_router->nspace());
+    g_router = std::move(router);
+    return {};
+}
+
+void detach_upcalls()
+{
+    std::lock_guard lock(g_router_mutex);
+    g_router.reset();
+}
+
+} // namespace canopy
