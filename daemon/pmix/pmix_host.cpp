@@ -2,6 +2,7 @@
 // (upcalls) and the io thread's work on them (RequestRouter, with its pending table and rank tracker).
 #include "pmix/pmix_host.hpp"
 
+#include <fmt/format.h>
 #include <spdlog/logger.h>
 
 #include "pmix/module_log.hpp"
@@ -12,9 +13,23 @@
 namespace canopy {
 namespace {
 
+// A registration PMIx failed after it was made: the rank fails by itself if it uses PMIx; the user learns why.
+Registered report_failure(RouterLink link, std::string what)
+{
+    return [link, what = std::move(what)](pmix_status_t status) {
+        if (status != PMIX_SUCCESS)
+            link.post([what, status](RequestRouter& router) {
+                router.report_error(fmt::format("{} with PMIx on {}: {}", what, router.node(), pmix_error(status)));
+            });
+    };
+}
+
 class PmixServerHost final : public PmixHost {
 public:
-    explicit PmixServerHost(std::shared_ptr<RequestRouter> router) : router_(std::move(router)) {}
+    PmixServerHost(std::shared_ptr<RequestRouter> router, std::string server_uri)
+        : router_(std::move(router)), server_uri_(std::move(server_uri))
+    {
+    }
 
     ~PmixServerHost() override
     {
@@ -26,13 +41,21 @@ public:
 
     Result<std::vector<std::string>> prepare_rank(long rank, uid_t uid, gid_t gid) override
     {
+        if (auto registered = register_rank(rank, uid, gid); !registered)
+            return registered.error();
+        return rank_environment(router_->job(), rank);
+    }
+
+    Status register_rank(long rank, uid_t uid, gid_t gid) override
+    {
         const PmixJob& job = router_->job();
         if (!router_->is_local(rank))
             return make_error("PMIx host on {}: rank {} does not run on this node", router_->node(), rank);
-        if (auto registered = register_rank(job, rank, uid, gid); !registered)
-            return registered.error();
-        return rank_environment(job, rank);
+        return canopy::register_rank(job, rank, uid, gid,
+                                     report_failure(router_->link(), fmt::format("cannot register rank {}", rank)));
     }
+
+    const std::string& server_uri() const override { return server_uri_; }
 
     void serve_direct_modex(long rank, std::function<void(Status, Bytes)> done) override
     {
@@ -45,6 +68,7 @@ public:
 
 private:
     std::shared_ptr<RequestRouter> router_;
+    std::string server_uri_;
 };
 
 } // namespace
@@ -60,13 +84,15 @@ Result<std::unique_ptr<PmixHost>> start_pmix_host(boost::asio::io_context& io, P
     // Attached before init: PMIx may call up as soon as it starts.
     if (auto attached = attach_upcalls(router); !attached)
         return make_error("PMIx host for job {}: {}", job.nspace, attached.error().message);
-    if (auto started = start_server(job, *layout, upcall_table()); !started) {
+    auto uri = start_server(job, *layout, upcall_table(),
+                            report_failure(router->link(), fmt::format("cannot register job {}", job.nspace)));
+    if (!uri) {
         detach_upcalls();
-        return started.error();
+        return uri.error();
     }
     pmix_log().info("pmix: server up on {} for {} ({} ranks here of {}, tmpdir {})", router->node(), job.nspace,
                     layout->local_size(job.node_index), layout->job_size(), job.tmpdir);
-    return std::unique_ptr<PmixHost>(new PmixServerHost(std::move(router)));
+    return std::unique_ptr<PmixHost>(new PmixServerHost(std::move(router), std::move(*uri)));
 }
 
 } // namespace canopy

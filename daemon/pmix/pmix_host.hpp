@@ -44,6 +44,9 @@ struct PmixTree {
     // the rank and its node. The daemon must tear the job down: PMIx 4.2.2
     // would otherwise keep the surviving local ranks waiting in any fence the lost rank never joined.
     std::function<void(long rank, int status, std::string message)> abort;
+    // Optional: an error the job survives, one line for the user that names the node (a rank PMIx would not
+    // register: it fails by itself if it uses PMIx). When empty, the host logs it.
+    std::function<void(const std::string& message)> report_error;
 };
 
 // One node's PMIx server. The implementation lives in canopyd-pmix.so (see pmix_module.hpp), which alone links
@@ -57,7 +60,14 @@ public:
 
     // Register a local rank and return the environment additions ("NAME=value") for its exec: what
     // PMIx_server_setup_fork produces plus the settings in docs/pmix.md (Open MPI joins the job, gds=hash).
+    // Registration does not wait for PMIx (server_lifecycle.hpp says why the rank is known in time); a failure
+    // PMIx reports later goes to tree.report_error.
     virtual Result<std::vector<std::string>> prepare_rank(long rank, uid_t uid, gid_t gid) = 0;
+    // Register a local rank that runs already (the server started on demand), in the same way.
+    virtual Status register_rank(long rank, uid_t uid, gid_t gid) = 0;
+
+    // The server's own address, "tcp4://A:P", where the relay connects.
+    virtual const std::string& server_uri() const = 0;
 
     // On the daemon hosting `rank`: this node's PMIx blob for that rank, once the rank has committed it.
     virtual void serve_direct_modex(long rank, std::function<void(Status, Bytes)> done) = 0;

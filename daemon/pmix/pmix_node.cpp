@@ -32,6 +32,7 @@ std::unique_ptr<PmixNode> PmixNode::start(boost::asio::io_context& io, PmixMode 
 PmixNode::PmixNode(boost::asio::io_context& io, PmixJob job, PmixTree tree, Hooks hooks)
     : io_(io), job_(std::move(job)), tree_(std::move(tree)), hooks_(std::move(hooks))
 {
+    tree_.report_error = hooks_.report_error;
 }
 
 PmixNode::~PmixNode() { stop(); }
@@ -68,24 +69,16 @@ Result<std::string> PmixNode::server_uri()
     RankBlocks blocks(job_.ranks_per_node);
     long first = blocks.first_rank(job_.node_index);
     for (long rank = first; rank < first + blocks.local_size(job_.node_index); ++rank) {
-        auto env = host_->prepare_rank(rank, ::getuid(), ::getgid());
-        if (!env) {
+        if (auto registered = host_->register_rank(rank, ::getuid(), ::getgid()); !registered) {
             hooks_.report_error(fmt::format("cannot register rank {} with PMIx on {}: {}", rank, node(),
-                                            env.error().message));
+                                            registered.error().message));
             return make_error("no PMIx server on {}", node());
         }
-        if (server_uri_.empty())
-            for (const auto& setting : *env)
-                if (setting.starts_with("PMIX_SERVER_URI41="))
-                    server_uri_ = setting.substr(setting.find(';') + 1);
     }
     for (auto [rank, status] : exits_before_server_)
         host_->rank_exited(rank, status);
     exits_before_server_.clear();
-    if (server_uri_.empty()) {
-        hooks_.report_error(fmt::format("the PMIx server on {} gave its ranks no address", node()));
-        return make_error("no PMIx server on {}", node());
-    }
+    server_uri_ = host_->server_uri();
     start_failed_ = false;
     return server_uri_;
 }

@@ -209,6 +209,14 @@ void RequestRouter::rank_exited(long rank, int wait_status)
         report_lost(*loss);
 }
 
+void RequestRouter::report_error(const std::string& message)
+{
+    if (tree_.report_error)
+        tree_.report_error(message);
+    else
+        pmix_log().warn("pmix: {}", message);
+}
+
 void RequestRouter::close()
 {
     pending_.fail_all(PMIX_ERR_UNREACH);

@@ -54,6 +54,8 @@ public:
     // The daemon's calls (PmixHost), on the io thread.
     void serve_direct_modex(long rank, std::function<void(Status, Bytes)> done);
     void rank_exited(long rank, int wait_status);
+    // An error the job survives (a rank that PMIx would not register): one line for the user.
+    void report_error(const std::string& message);
 
     // Answers what is still pending with PMIX_ERR_UNREACH; work that comes later finds the router closed.
     void close();

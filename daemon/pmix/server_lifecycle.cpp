@@ -7,7 +7,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
-#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -37,9 +36,6 @@ std::string library_version()
     return std::string(text.substr(0, text.find(' ')));
 }
 
-// Called with PMIx's status once an operation is done.
-using Registered = std::function<void(pmix_status_t status)>;
-
 const std::string& node_of(const PmixJob& job) { return job.hosts.at(static_cast<std::size_t>(job.node_index)); }
 
 // Starts a PMIx operation that completes through an op callback, `start(cbfunc, cbdata)`: `done` gets its status
@@ -63,8 +59,8 @@ pmix_status_t start_op(Start start, Registered done)
     return PMIX_SUCCESS;
 }
 
-// Starts an op-callback operation and waits at most `limit` for it: a PMIx that never answers must not hang the
-// daemon. The callback shares the wait's state, so one that comes after the wait gave up still writes into live memory.
+// Starts an op-callback operation and waits at most `limit` for it: only the teardown, on its own thread, waits.
+// The callback shares the wait's state, so one that comes after the wait gave up still writes into live memory.
 template <typename Start>
 pmix_status_t wait_for_op(std::chrono::milliseconds limit, Start start)
 {
@@ -89,9 +85,29 @@ pmix_status_t wait_for_op(std::chrono::milliseconds limit, Start start)
     return wait->status;
 }
 
+// PMIx's listener stores its own address ("<nspace>.<rank>;tcp4://A:P") under PMIX_MYSERVER_URI as it starts.
+// PMIx_Get waits for PMIx's thread, which has nothing else to do yet: no client knows the server so far.
+Result<std::string> own_address(const PmixJob& job)
+{
+    pmix_proc_t self;
+    PMIX_LOAD_PROCID(&self, pmix_server_nspace(job).c_str(), static_cast<pmix_rank_t>(job.node_index));
+    pmix_value_t* value = nullptr;
+    pmix_status_t rc = PMIx_Get(&self, PMIX_MYSERVER_URI, nullptr, 0, &value);
+    if (rc != PMIX_SUCCESS || !value || value->type != PMIX_STRING || !value->data.string) {
+        if (value)
+            PMIX_VALUE_RELEASE(value);
+        return make_error("PMIx host on {}: the server has no address of its own ({})", node_of(job),
+                          pmix_error(rc == PMIX_SUCCESS ? PMIX_ERR_BAD_PARAM : rc));
+    }
+    std::string uri = value->data.string;
+    PMIX_VALUE_RELEASE(value);
+    return uri.substr(uri.find(';') + 1);
+}
+
 } // namespace
 
-Status start_server(const PmixJob& job, const RankLayout& layout, pmix_server_module_t* upcalls)
+Result<std::string> start_server(const PmixJob& job, const RankLayout& layout, pmix_server_module_t* upcalls,
+                                 Registered job_registered)
 {
     const std::string& node = node_of(job);
 
@@ -135,31 +151,44 @@ Status start_server(const PmixJob& job, const RankLayout& layout, pmix_server_mo
                         "told {}",
                         pmix_build_version(), loaded, pmix_build_version());
 
+    auto address = own_address(job);
+    if (!address) {
+        PMIx_server_finalize();
+        return address.error();
+    }
     // The regex generators need an initialized PMIx, so the job info is built only now.
     auto job_info = make_job_info(job, layout);
     if (!job_info) {
         PMIx_server_finalize();
         return job_info.error();
     }
-    rc = wait_for_op(std::chrono::seconds(30), [&](pmix_op_cbfunc_t cbfunc, void* cbdata) {
-        return PMIx_server_register_nspace(job.nspace.c_str(), static_cast<int>(layout.local_size(job.node_index)),
-                                           static_cast<pmix_info_t*>(job_info->data()), job_info->size(), cbfunc,
-                                           cbdata);
-    });
+    // PMIx reads the info array until it calls back, so the callback owns it.
+    auto info = std::make_shared<PmixInfoArray>(std::move(*job_info));
+    rc = start_op(
+        [&](pmix_op_cbfunc_t cbfunc, void* cbdata) {
+            return PMIx_server_register_nspace(job.nspace.c_str(), static_cast<int>(layout.local_size(job.node_index)),
+                                               static_cast<pmix_info_t*>(info->data()), info->size(), cbfunc, cbdata);
+        },
+        [info, done = std::move(job_registered)](pmix_status_t status) {
+            if (done)
+                done(status);
+        });
     if (rc != PMIX_SUCCESS) {
         PMIx_server_finalize();
         return make_error("PMIx host on {}: registering job {} failed: {}", node, job.nspace, pmix_error(rc));
     }
-    return {};
+    return *address;
 }
 
-Status register_rank(const PmixJob& job, long rank, uid_t uid, gid_t gid)
+Status register_rank(const PmixJob& job, long rank, uid_t uid, gid_t gid, Registered done)
 {
     pmix_proc_t proc;
     PMIX_LOAD_PROCID(&proc, job.nspace.c_str(), static_cast<pmix_rank_t>(rank));
-    pmix_status_t rc = wait_for_op(std::chrono::seconds(30), [&](pmix_op_cbfunc_t cbfunc, void* cbdata) {
-        return PMIx_server_register_client(&proc, uid, gid, nullptr, cbfunc, cbdata);
-    });
+    pmix_status_t rc = start_op(
+        [&](pmix_op_cbfunc_t cbfunc, void* cbdata) {
+            return PMIx_server_register_client(&proc, uid, gid, nullptr, cbfunc, cbdata);
+        },
+        std::move(done));
     if (rc != PMIX_SUCCESS)
         return make_error("PMIx host on {}: registering rank {} failed: {}", node_of(job), rank, pmix_error(rc));
     return {};

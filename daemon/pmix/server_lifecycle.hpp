@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,13 +15,23 @@
 
 namespace canopy {
 
-// Sets PMIx's settings in the daemon's environment and SIGPIPE to ignored (libpmix writes to client sockets that
-// may have just closed), calls PMIx_server_init with `upcalls` and registers the job (waiting at most 30 s). On
-// failure PMIx is finalized again.
-Status start_server(const PmixJob& job, const RankLayout& layout, pmix_server_module_t* upcalls);
+// Called on PMIx's progress thread with PMIx's status once a registration is done.
+using Registered = std::function<void(pmix_status_t status)>;
 
-// PMIx_server_register_client, waiting at most 30 s.
-Status register_rank(const PmixJob& job, long rank, uid_t uid, gid_t gid);
+// Registrations never wait. PMIx runs each on its progress thread, in the order they were made, and reads a new
+// client's handshake on that same thread only once the connection was accepted, which is after the rank's exec
+// (or, on demand, after the relay was given the address), which is after its registration was made: so PMIx knows
+// the job and the rank before their first message, and the daemon's io thread never waits on PMIx. A
+// registration that fails later reaches `done`.
+
+// Sets PMIx's settings in the daemon's environment and SIGPIPE to ignored (libpmix writes to client sockets that
+// may have just closed), calls PMIx_server_init with `upcalls` and registers the job. Returns the server's own
+// address ("tcp4://A:P"); on failure PMIx is finalized again.
+Result<std::string> start_server(const PmixJob& job, const RankLayout& layout, pmix_server_module_t* upcalls,
+                                 Registered job_registered);
+
+// PMIx_server_register_client.
+Status register_rank(const PmixJob& job, long rank, uid_t uid, gid_t gid, Registered done);
 
 // The environment additions for `rank`'s exec: PMIx_server_setup_fork's, then canopy's (docs/pmix.md).
 // PMIx_server_setup_fork is synchronous but waits for nothing: it only reads PMIx's settings.

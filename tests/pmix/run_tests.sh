@@ -18,10 +18,11 @@ else
         daemon/pmix/client_env.cpp daemon/pmix/job_info.cpp daemon/pmix/module_log.cpp \
         daemon/pmix/pending_requests.cpp daemon/pmix/pmix_answers.cpp daemon/pmix/pmix_host.cpp \
         daemon/pmix/published_values.cpp daemon/pmix/rank_tracker.cpp daemon/pmix/request_router.cpp \
-        daemon/pmix/server_lifecycle.cpp daemon/pmix/upcalls.cpp lib/util/log.cpp tests/pmix/host_driver.cpp \
+        daemon/pmix/server_lifecycle.cpp daemon/pmix/upcalls.cpp lib/hosts/rank_blocks.cpp lib/util/log.cpp \
+        tests/pmix/host_driver.cpp \
         $(pkg-config --libs pmix) -pthread -o "$OUT/host_driver" || exit 2
     g++ -std=c++20 -O1 -Wall -Wextra -Ilib -Idaemon -DFMT_HEADER_ONLY $(pkg-config --cflags pmix) \
-        daemon/pmix/job_info.cpp tests/pmix/test_job_info.cpp $(pkg-config --libs pmix) \
+        daemon/pmix/job_info.cpp lib/hosts/rank_blocks.cpp tests/pmix/test_job_info.cpp $(pkg-config --libs pmix) \
         -lgtest -lgtest_main -pthread -o "$OUT/test_job_info" || exit 2
     for c in client_keyval client_abort client_lost; do
         gcc -O1 -Wall $(pkg-config --cflags pmix) tests/pmix/$c.c $(pkg-config --libs pmix) -o "$OUT/$c" || exit 2
