@@ -83,7 +83,7 @@ Result<stage::Index> learn_manifest(const std::string& file, const std::vector<s
 {
     std::vector<stage::PathRequest> requests;
     for (const auto& [path, answer] : answers)
-        requests.push_back({path, answer.content});
+        requests.push_back({path, answer.content()});
     stage::BuildOptions options{prefixes, true, [&answers](const std::string& path) -> const stage::KnownPath* {
                                     auto it = answers.find(path);
                                     return it == answers.end() ? nullptr : &it->second;

@@ -90,17 +90,9 @@ struct StageFetcher::Connection : std::enable_shared_from_this<Connection> {
     {
         std::memset(&reply, 0, sizeof reply);
         reply.magic = CANOPY_STAGE_FETCH_MAGIC;
-        reply.lstat_errno = answer.lstat_errno;
-        reply.stat_errno = answer.stat_errno;
-        reply.open_errno = answer.open_errno;
-        reply.lstat = answer.lstat;
-        reply.stat = answer.stat;
-        if (answer.content)
-            reply.flags |= CANOPY_STAGE_FETCH_CONTENT;
-        if (answer.listed)
-            reply.flags |= CANOPY_STAGE_FETCH_LISTED;
+        reply.facts = answer.facts;
         std::string text;
-        if (request.kind == CANOPY_STAGE_FETCH_OPEN && (answer.content || answer.listed))
+        if (request.kind == CANOPY_STAGE_FETCH_OPEN && (answer.content() || answer.listed()))
             text = answer.mirror;
         else if (request.kind == CANOPY_STAGE_FETCH_METADATA && request.want_text)
             text = answer.link;

@@ -85,14 +85,15 @@ static int board_answer(const struct canopy_stage_board_view* board, int kind, c
     const struct canopy_stage_board_record* b = canopy_stage_board_find(board, path, len);
     if (!b)
         return -1;
-    int found = b->stat_errno == 0 && b->open_errno == 0;
+    const struct canopy_stage_path_facts* f = &b->facts;
+    int found = f->stat_errno == 0 && f->open_errno == 0;
     if (kind == CANOPY_STAGE_FETCH_OPEN && found &&
-        ((S_ISREG(b->stat.mode) && !(b->flags & CANOPY_STAGE_FETCH_CONTENT)) ||
-         (S_ISDIR(b->stat.mode) && !(b->flags & CANOPY_STAGE_FETCH_LISTED))))
+        ((S_ISREG(f->stat.mode) && !(f->flags & CANOPY_STAGE_CONTENT)) ||
+         (S_ISDIR(f->stat.mode) && !(f->flags & CANOPY_STAGE_LISTED))))
         return -1;
     const char* t = NULL;
     uint32_t n = 0;
-    if (kind == CANOPY_STAGE_FETCH_OPEN && (b->flags & (CANOPY_STAGE_FETCH_CONTENT | CANOPY_STAGE_FETCH_LISTED))) {
+    if (kind == CANOPY_STAGE_FETCH_OPEN && (f->flags & (CANOPY_STAGE_CONTENT | CANOPY_STAGE_LISTED))) {
         t = canopy_stage_board_mirror(b);
         n = b->mirror_len;
     } else if (kind == CANOPY_STAGE_FETCH_METADATA && text) {
@@ -103,12 +104,7 @@ static int board_answer(const struct canopy_stage_board_view* board, int kind, c
         return -1;
     memset(r, 0, sizeof *r);
     r->magic = CANOPY_STAGE_FETCH_MAGIC;
-    r->lstat_errno = b->lstat_errno;
-    r->stat_errno = b->stat_errno;
-    r->open_errno = b->open_errno;
-    r->flags = b->flags;
-    r->lstat = b->lstat;
-    r->stat = b->stat;
+    r->facts = *f;
     r->text_len = n;
     if (text) {
         memcpy(text, t ? t : "", n);

@@ -52,12 +52,12 @@ static long original_path(const struct serve_state* s, int dirfd, const char* pa
 /* Turns d into an on-demand answer for its path; 0, or -1 when there is none. */
 static int decide_on_demand(struct serve_state* s, struct decision* d, int kind, int follow, char* text)
 {
-    struct canopy_stage_fetch_reply* r = &d->reply;
-    if (on_demand_fetch(&s->on_demand, kind, d->path, (size_t)d->len, r, text) != 0)
+    if (on_demand_fetch(&s->on_demand, kind, d->path, (size_t)d->len, &d->reply, text) != 0)
         return -1;
+    const struct canopy_stage_path_facts* f = &d->reply.facts;
     int follows = follow || d->trailing;
-    int err = follows ? r->stat_errno : r->lstat_errno;
-    if (!err && d->trailing && !S_ISDIR(r->stat.mode))
+    int err = follows ? f->stat_errno : f->lstat_errno;
+    if (!err && d->trailing && !S_ISDIR(f->stat.mode))
         err = ENOTDIR;
     d->fetched = 1;
     d->handled = 1;
@@ -100,7 +100,7 @@ const struct canopy_stage_stat* decision_stat(const struct serve_state* s, const
         return canopy_stage_answer_stat(&s->index, &d->answer);
     if (d->answer.outcome != CANOPY_STAGE_FOUND)
         return NULL;
-    return d->answer.follow ? &d->reply.stat : &d->reply.lstat;
+    return d->answer.follow ? &d->reply.facts.stat : &d->reply.facts.lstat;
 }
 
 /* The call fails as the answer says, without touching the filesystem; returns -1 for the caller's result. */
@@ -216,8 +216,8 @@ void serve_fd_stat(struct serve_state* s, int fd, struct stat* st, struct statx*
         e && e->stat_errno == 0 ? canopy_stage_stat_at(&s->index, e->stat_stat) : NULL;
     struct canopy_stage_fetch_reply r;
     if (!found && !e && on_demand_fetch(&s->on_demand, CANOPY_STAGE_FETCH_METADATA, path, (size_t)n, &r, NULL) == 0 &&
-        r.stat_errno == 0)
-        found = &r.stat; /* fetched on demand: the node's canopyd has it cached since the open */
+        r.facts.stat_errno == 0)
+        found = &r.facts.stat; /* fetched on demand: the node's canopyd has it cached since the open */
     if (!found)
         return;
     if (st)
@@ -351,13 +351,13 @@ static int open_fetched(const struct serve_state* s, int want, const struct deci
     if (settled <= 0)
         return settled;
     const struct canopy_stage_fetch_reply* r = &d->reply;
-    if (r->open_errno && (S_ISDIR(found->mode) || S_ISREG(found->mode))) {
+    if (r->facts.open_errno && (S_ISDIR(found->mode) || S_ISREG(found->mode))) {
         COUNT(served_errno);
-        errno = r->open_errno;
+        errno = r->facts.open_errno;
         return -1;
     }
     if (S_ISDIR(found->mode)) {
-        if ((r->flags & CANOPY_STAGE_FETCH_LISTED) &&
+        if ((r->facts.flags & CANOPY_STAGE_LISTED) &&
             fetched_target(s->cache.dirs, s->cache.dirs_len, r->text_len, target) == 0) {
             COUNT(served_dir);
             return 1;
@@ -370,7 +370,7 @@ static int open_fetched(const struct serve_state* s, int want, const struct deci
         errno = ENOTDIR;
         return -1;
     }
-    if (S_ISREG(found->mode) && (r->flags & CANOPY_STAGE_FETCH_CONTENT) &&
+    if (S_ISREG(found->mode) && (r->facts.flags & CANOPY_STAGE_CONTENT) &&
         fetched_target(s->cache.root, s->cache.root_len, r->text_len, target) == 0) {
         COUNT(served_open);
         return 1;
@@ -465,7 +465,7 @@ int serve_realpath(struct serve_state* s, const char* path, char* resolved, stru
             fail_as_answered(d);
             return 1;
         }
-        if ((d->reply.flags & (CANOPY_STAGE_FETCH_CONTENT | CANOPY_STAGE_FETCH_LISTED)) && text[0] == '/' &&
+        if ((d->reply.facts.flags & (CANOPY_STAGE_CONTENT | CANOPY_STAGE_LISTED)) && text[0] == '/' &&
             d->reply.text_len < PATH_MAX)
             return realpath_answer(text, d->reply.text_len, resolved, out);
         COUNT(passed);

@@ -316,36 +316,32 @@ static int stream_lookup(int m, const char* path, int writes, int want, struct d
     return open_lookup(&serving, AT_FDCWD, path, 1, want, d, target);
 }
 
-FILE* fopen(const char* path, const char* fmode)
+/* fopen and fopen64, with the real one of the two. */
+static FILE* open_file_stream(int m, FILE* (*real)(const char*, const char*), const char* path, const char* fmode)
 {
-    int m = ENTER(fopen);
     struct decision d;
     char target[PMAX];
     int r = stream_lookup(m, path, fopen_writes(fmode), WANT_FILE, &d, target);
     if (r < 0)
         return NULL;
-    FILE* f = r > 0 ? real_fopen(target, fmode) : NULL; /* NULL: the copy is not there (yet) */
+    FILE* f = r > 0 ? real(target, fmode) : NULL; /* NULL: the copy is not there (yet) */
     if (!f)
-        f = real_fopen(pass_path(&d, path), fmode);
+        f = real(pass_path(&d, path), fmode);
     record_if(m, fopen_writes(fmode) ? CANOPY_STAGE_RECORD_WRITE : CANOPY_STAGE_RECORD_OPEN, AT_FDCWD, path,
               !f);
     return f;
 }
 
+FILE* fopen(const char* path, const char* fmode)
+{
+    int m = ENTER(fopen);
+    return open_file_stream(m, real_fopen, path, fmode);
+}
+
 FILE* fopen64(const char* path, const char* fmode)
 {
     int m = ENTER(fopen64);
-    struct decision d;
-    char target[PMAX];
-    int r = stream_lookup(m, path, fopen_writes(fmode), WANT_FILE, &d, target);
-    if (r < 0)
-        return NULL;
-    FILE* f = r > 0 ? real_fopen64(target, fmode) : NULL; /* NULL: the copy is not there (yet) */
-    if (!f)
-        f = real_fopen64(pass_path(&d, path), fmode);
-    record_if(m, fopen_writes(fmode) ? CANOPY_STAGE_RECORD_WRITE : CANOPY_STAGE_RECORD_OPEN, AT_FDCWD, path,
-              !f);
-    return f;
+    return open_file_stream(m, real_fopen64, path, fmode);
 }
 
 DIR* opendir(const char* path)

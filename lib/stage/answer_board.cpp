@@ -105,13 +105,7 @@ bool AnswerBoard::publish(const std::string& path, const FetchAnswer& answer)
     record->path_len = static_cast<std::uint32_t>(path.size());
     record->link_len = static_cast<std::uint32_t>(answer.link.size());
     record->mirror_len = static_cast<std::uint32_t>(answer.mirror.size());
-    record->flags = (answer.content ? std::uint32_t{CANOPY_STAGE_FETCH_CONTENT} : 0u) |
-                    (answer.listed ? std::uint32_t{CANOPY_STAGE_FETCH_LISTED} : 0u);
-    record->lstat_errno = answer.lstat_errno;
-    record->stat_errno = answer.stat_errno;
-    record->open_errno = answer.open_errno;
-    record->lstat = answer.lstat;
-    record->stat = answer.stat;
+    record->facts = answer.facts;
     char* out = reinterpret_cast<char*>(record + 1);
     std::memcpy(out, path.data(), path.size());
     std::memcpy(out + path.size(), answer.link.data(), answer.link.size());

@@ -19,12 +19,13 @@
 #include <string.h>
 
 #include "stage/index_format.h"
+#include "stage/path_facts.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define CANOPY_STAGE_BOARD_MAGIC 0x31425343u /* "CSB1" */
+#define CANOPY_STAGE_BOARD_MAGIC 0x32425343u /* "CSB2" */
 #define CANOPY_STAGE_BOARD_NAME "answers"
 
 struct canopy_stage_board_header {
@@ -36,11 +37,8 @@ struct canopy_stage_board_header {
 struct canopy_stage_board_record {
     uint64_t hash; /* canopy_stage_hash of the path */
     uint32_t path_len, link_len, mirror_len;
-    uint32_t flags; /* CANOPY_STAGE_FETCH_CONTENT, CANOPY_STAGE_FETCH_LISTED (fetch_protocol.h) */
-    int32_t lstat_errno, stat_errno, open_errno;
     uint32_t pad;
-    struct canopy_stage_stat lstat;
-    struct canopy_stage_stat stat;
+    struct canopy_stage_path_facts facts;
     /* then the path, the symlink target and the mirror, without NULs; the next record starts 8-aligned */
 };
 

@@ -77,18 +77,18 @@ bool plain_name(const std::string& name)
 
 bool FetchAnswer::serves(FetchKind kind) const
 {
-    if (kind == FetchKind::metadata || stat_errno != 0 || open_errno != 0)
+    if (kind == FetchKind::metadata || facts.stat_errno != 0 || facts.open_errno != 0)
         return true;
-    if (S_ISREG(stat.mode))
-        return content;
-    if (S_ISDIR(stat.mode))
-        return listed;
+    if (S_ISREG(facts.stat.mode))
+        return content();
+    if (S_ISDIR(facts.stat.mode))
+        return listed();
     return true;
 }
 
 ContentFile FetchAnswer::content_file() const
 {
-    return ContentFile{mirror, stat.size, stat.mtime_sec, stat.mtime_nsec, stat.mode};
+    return ContentFile{mirror, facts.stat.size, facts.stat.mtime_sec, facts.stat.mtime_nsec, facts.stat.mode};
 }
 
 Result<FetchAnswer> read_local(FetchKind kind, const std::string& path, NodeCache& cache,
@@ -103,30 +103,30 @@ Result<FetchAnswer> read_local(FetchKind kind, const std::string& path, NodeCach
                                       : ::open(path.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
     struct stat ls {};
     if (handle.fd < 0 || ::fstat(handle.fd, &ls) != 0) {
-        answer.lstat_errno = answer.stat_errno = errno;
+        answer.facts.lstat_errno = answer.facts.stat_errno = errno;
         return answer;
     }
-    answer.lstat = answer.stat = to_stage_stat(ls);
+    answer.facts.lstat = answer.facts.stat = to_stage_stat(ls);
     bool link = S_ISLNK(ls.st_mode);
     if (link) {
         answer.link = read_link_at(handle.fd, "");
         struct stat s {};
         if (::stat(path.c_str(), &s) != 0)
-            answer.stat_errno = errno;
+            answer.facts.stat_errno = errno;
         else
-            answer.stat = to_stage_stat(s);
+            answer.facts.stat = to_stage_stat(s);
     }
-    if (kind == FetchKind::metadata || answer.stat_errno != 0)
+    if (kind == FetchKind::metadata || answer.facts.stat_errno != 0)
         return answer;
     // The followed object: a symlink's target is reached by its path, anything else through the handle.
     auto reopen = [&](int flags) {
         return ::open(link ? path.c_str() : descriptor_link(handle.fd).c_str(), flags | O_CLOEXEC);
     };
 
-    if (S_ISREG(answer.stat.mode)) {
+    if (S_ISREG(answer.facts.stat.mode)) {
         int fd = reopen(O_RDONLY | O_NOCTTY);
         if (fd < 0) {
-            answer.open_errno = errno;
+            answer.facts.open_errno = errno;
             return answer;
         }
         answer.mirror = descriptor_path(fd);
@@ -140,13 +140,13 @@ Result<FetchAnswer> read_local(FetchKind kind, const std::string& path, NodeCach
         ::close(fd);
         if (!copied)
             return copied.error();
-        answer.content = true;
+        answer.facts.flags |= CANOPY_STAGE_CONTENT;
         return answer;
     }
-    if (S_ISDIR(answer.stat.mode)) {
+    if (S_ISDIR(answer.facts.stat.mode)) {
         int fd = reopen(O_RDONLY | O_DIRECTORY);
         if (fd < 0) {
-            answer.open_errno = errno;
+            answer.facts.open_errno = errno;
             return answer;
         }
         answer.mirror = descriptor_path(fd);
@@ -174,7 +174,7 @@ Result<FetchAnswer> read_local(FetchKind kind, const std::string& path, NodeCach
         ::closedir(dir);
         std::sort(answer.listing.begin(), answer.listing.end(),
                   [](const ListedName& a, const ListedName& b) { return a.name < b.name; });
-        answer.listed = true;
+        answer.facts.flags |= CANOPY_STAGE_LISTED;
     }
     return answer;
 }
@@ -203,11 +203,11 @@ int FetchCache::known_failure(const std::string& path) const
         const FetchAnswer* ancestor = cached(slash == 0 ? std::string("/") : path.substr(0, slash));
         if (!ancestor)
             continue;
-        if (ancestor->stat_errno != 0)
-            return ancestor->stat_errno;
-        if (!S_ISDIR(ancestor->stat.mode))
+        if (ancestor->facts.stat_errno != 0)
+            return ancestor->facts.stat_errno;
+        if (!S_ISDIR(ancestor->facts.stat.mode))
             return ENOTDIR;
-        if (ancestor->listed &&
+        if (ancestor->listed() &&
             !std::binary_search(ancestor->listing.begin(), ancestor->listing.end(), ListedName{name, 0, {}},
                                 [](const ListedName& a, const ListedName& b) { return a.name < b.name; }))
             return ENOENT;
@@ -226,7 +226,7 @@ void FetchCache::fetch(FetchKind kind, const std::string& path, Done done)
     if (int failure = known_failure(path)) {
         ++counters_.inferred_missing;
         FetchAnswer missing;
-        missing.lstat_errno = missing.stat_errno = failure;
+        missing.facts.lstat_errno = missing.facts.stat_errno = failure;
         answers_[path] = missing;
         done(Status{}, missing);
         return;
@@ -259,15 +259,15 @@ Status FetchCache::answer(std::uint64_t id, FetchAnswer answer, bool content_fol
     if (it->second.answer)
         return make_error("a second on-demand stage answer arrived for request {}", id);
     Status checked;
-    if ((answer.content || answer.listed) && !plain_absolute(answer.mirror))
+    if ((answer.content() || answer.listed()) && !plain_absolute(answer.mirror))
         checked = make_error("the on-demand stage answer for {} names the unusable path '{}'", it->second.path,
                              answer.mirror);
     for (const auto& name : answer.listing)
         if (checked && !plain_name(name.name))
             checked = make_error("the listing of {} holds the unusable name '{}'", it->second.path, name.name);
-    if (checked && answer.listed)
+    if (checked && answer.listed())
         checked = cache_.make_skeleton(ListedDirectory{answer.mirror, answer.listing});
-    if (checked && answer.content && content_follows) {
+    if (checked && answer.content() && content_follows) {
         auto writer = cache_.begin_content(answer.content_file());
         if (!writer) {
             checked = writer.error();

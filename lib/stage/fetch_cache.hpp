@@ -23,11 +23,10 @@ enum class FetchKind : std::uint8_t {
 };
 
 // What the root's filesystem said about one path, as the program spelled it (absolute, normalized).
-// `mirror` is set for content and listings; a listed directory's skeleton is at skeleton_path(mirror).
+// `mirror` is set for content and listings: content() is a regular file whose copy is at
+// NodeCache::content_path(mirror), listed() a directory whose skeleton is at skeleton_path(mirror); facts.open_errno
+// is what opening either at the root failed with.
 struct FetchAnswer : KnownPath {
-    std::int32_t open_errno = 0; // content of a regular file: opening it at the root failed with this
-    bool content = false;        // a regular file whose copy is at NodeCache::content_path(mirror)
-
     // Whether this answer also serves a request of `kind` (a metadata answer to a file lacks its content).
     bool serves(FetchKind kind) const;
     ContentFile content_file() const;

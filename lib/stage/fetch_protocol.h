@@ -12,22 +12,17 @@
 
 #include <stdint.h>
 
-#include "stage/index_format.h"
+#include "stage/path_facts.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define CANOPY_STAGE_FETCH_MAGIC 0x31465343u /* "CSF1" */
+#define CANOPY_STAGE_FETCH_MAGIC 0x32465343u /* "CSF2" */
 
 enum canopy_stage_fetch_kind {
     CANOPY_STAGE_FETCH_METADATA = 1, /* stat, lstat, access, readlink: the two views and the symlink target */
     CANOPY_STAGE_FETCH_OPEN = 2,     /* an open for reading: also the content of a file, the listing of a directory */
-};
-
-enum canopy_stage_fetch_flags {
-    CANOPY_STAGE_FETCH_CONTENT = 1u, /* regular file: a copy is at <cache>/root<text> */
-    CANOPY_STAGE_FETCH_LISTED = 2u,  /* directory: a skeleton is at <cache>/dirs<text> */
 };
 
 struct canopy_stage_fetch_request {
@@ -39,16 +34,11 @@ struct canopy_stage_fetch_request {
 
 struct canopy_stage_fetch_reply {
     uint32_t magic;
-    int32_t status;      /* 0: answered; else no answer (errno-like), fall back to the real filesystem */
-    int32_t lstat_errno; /* 0: lstat is valid */
-    int32_t stat_errno;  /* 0: stat (symlinks followed) is valid */
-    int32_t open_errno;  /* OPEN of a regular file: what opening it at the root failed with, else 0 */
-    uint32_t flags;
-    uint32_t text_len;   /* bytes that follow (no NUL), < CANOPY_STAGE_PATH_MAX: the symlink target for
-                          * METADATA, the mirror (canonical path) for OPEN when CONTENT or LISTED */
+    int32_t status;    /* 0: answered; else no answer (errno-like), fall back to the real filesystem */
+    uint32_t text_len; /* bytes that follow (no NUL), < CANOPY_STAGE_PATH_MAX: the symlink target for METADATA,
+                        * the mirror (canonical path) for OPEN when the facts say CONTENT or LISTED */
     uint32_t pad;
-    struct canopy_stage_stat lstat;
-    struct canopy_stage_stat stat;
+    struct canopy_stage_path_facts facts;
 };
 
 #ifdef __cplusplus

@@ -31,15 +31,9 @@ wire::StageFetchReply to_reply(std::uint64_t id, const stage::FetchAnswer& answe
     wire::StageFetchReply reply;
     reply.id = id;
     reply.has_answer = true;
-    reply.lstat_errno = answer.lstat_errno;
-    reply.stat_errno = answer.stat_errno;
-    reply.open_errno = answer.open_errno;
-    reply.lstat = answer.lstat;
-    reply.stat = answer.stat;
+    reply.facts = answer.facts;
     reply.link = answer.link;
     reply.mirror = answer.mirror;
-    reply.content = answer.content;
-    reply.listed = answer.listed;
     reply.listing.reserve(answer.listing.size());
     for (const auto& name : answer.listing)
         reply.listing.push_back({name.name, name.type, name.link_target});
@@ -49,15 +43,9 @@ wire::StageFetchReply to_reply(std::uint64_t id, const stage::FetchAnswer& answe
 stage::FetchAnswer from_reply(wire::StageFetchReply& reply)
 {
     stage::FetchAnswer answer;
-    answer.lstat_errno = reply.lstat_errno;
-    answer.stat_errno = reply.stat_errno;
-    answer.open_errno = reply.open_errno;
-    answer.lstat = reply.lstat;
-    answer.stat = reply.stat;
+    answer.facts = reply.facts;
     answer.link = std::move(reply.link);
     answer.mirror = std::move(reply.mirror);
-    answer.content = reply.content;
-    answer.listed = reply.listed;
     answer.listing.reserve(reply.listing.size());
     for (auto& name : reply.listing)
         answer.listing.push_back({std::move(name.name), name.type, std::move(name.link_target)});
@@ -199,9 +187,10 @@ void StageFetchTree::answer_child(long position, std::uint64_t id, stage::FetchK
         return;
     }
     auto reply = to_reply(id, answer);
+    // A stat needs no bytes; a listing is small and saves the child questions.
     if (kind == stage::FetchKind::metadata)
-        reply.content = false;   // a stat needs no bytes; a listing is small and saves the child questions
-    if (!reply.content) {
+        reply.facts.flags &= ~CANOPY_STAGE_CONTENT;
+    if (!(reply.facts.flags & CANOPY_STAGE_CONTENT)) {
         children_.send(position, wire::to_frame(reply));
         return;
     }
@@ -215,7 +204,7 @@ void StageFetchTree::answer_child(long position, std::uint64_t id, stage::FetchK
     }
     Stream stream;
     stream.position = position;
-    stream.size = static_cast<std::uint64_t>(std::max<std::int64_t>(0, answer.stat.size));
+    stream.size = static_cast<std::uint64_t>(std::max<std::int64_t>(0, answer.facts.stat.size));
     stream.first = std::move(reply);
     stream.file = std::move(file);
     streams_.push_back(std::move(stream));
@@ -286,7 +275,7 @@ void StageFetchTree::on_parent_reply(const wire::Frame& frame)
     if (!reply->error.empty()) {
         cache_->fail(reply->id, reply->error);
     } else if (reply->has_answer) {
-        bool content = reply->content;
+        bool content = reply->facts.flags & CANOPY_STAGE_CONTENT;
         taken = cache_->answer(reply->id, from_reply(*reply), content);
         if (taken && content)
             taken = cache_->content(reply->id, reply->chunk, reply->last);

@@ -100,21 +100,21 @@ Probe probe(const std::string& path)
     Probe p;
     struct stat s {};
     if (::lstat(path.c_str(), &s) != 0) {
-        p.lstat_errno = p.stat_errno = errno;
+        p.facts.lstat_errno = p.facts.stat_errno = errno;
         return p;
     }
-    p.lstat = to_stage_stat(s);
+    p.facts.lstat = to_stage_stat(s);
     if (S_ISLNK(s.st_mode)) {
         p.link = read_link(path);
         struct stat t {};
         if (::stat(path.c_str(), &t) != 0)
-            p.stat_errno = errno;
+            p.facts.stat_errno = errno;
         else
-            p.stat = to_stage_stat(t);
+            p.facts.stat = to_stage_stat(t);
     } else {
-        p.stat = p.lstat;
+        p.facts.stat = p.facts.lstat;
     }
-    if (p.stat_errno == 0)
+    if (p.facts.stat_errno == 0)
         p.mirror = real_path(path);
     return p;
 }
@@ -130,18 +130,18 @@ Probe probe_cheaply(DirectoryHandles& handles, const std::string& path)
     int dir = handles.open(slash == 0 ? std::string("/") : path.substr(0, slash));
     Probe p;
     if (dir < 0) {
-        p.lstat_errno = p.stat_errno = errno;
+        p.facts.lstat_errno = p.facts.stat_errno = errno;
         return p;
     }
     const char* name = path.c_str() + slash + 1;
     struct stat s {};
     if (::fstatat(dir, name, &s, AT_SYMLINK_NOFOLLOW) != 0) {
-        p.lstat_errno = p.stat_errno = errno;
+        p.facts.lstat_errno = p.facts.stat_errno = errno;
         return p;
     }
-    p.lstat = to_stage_stat(s);
+    p.facts.lstat = to_stage_stat(s);
     if (!S_ISLNK(s.st_mode)) {
-        p.stat = p.lstat;
+        p.facts.stat = p.facts.lstat;
         return p;
     }
     std::string target(PATH_MAX, '\0');
@@ -150,9 +150,9 @@ Probe probe_cheaply(DirectoryHandles& handles, const std::string& path)
     p.link = std::move(target);
     struct stat t {};
     if (::fstatat(dir, name, &t, 0) != 0)
-        p.stat_errno = errno;
+        p.facts.stat_errno = errno;
     else
-        p.stat = to_stage_stat(t);
+        p.facts.stat = to_stage_stat(t);
     return p;
 }
 
@@ -305,9 +305,9 @@ private:
             }
             std::string cand = done + "/" + c;
             const Node& n = node(cand);
-            if (n.p.lstat_errno != 0)
+            if (n.p.facts.lstat_errno != 0)
                 return;
-            if (S_ISLNK(n.p.lstat.mode)) {
+            if (S_ISLNK(n.p.facts.lstat.mode)) {
                 if (++links > max_links || n.p.link.empty())
                     return;
                 auto target = split(n.p.link);
@@ -317,7 +317,7 @@ private:
                     done.clear();
                 continue;
             }
-            if (!rest.empty() && !S_ISDIR(n.p.lstat.mode))
+            if (!rest.empty() && !S_ISDIR(n.p.facts.lstat.mode))
                 return;
             done = cand;
         }
@@ -368,12 +368,12 @@ Result<Index> Builder::finish()
     // Content: every file read through any spelling; all spellings of it (and its canonical path) get it.
     std::set<std::string> content_mirrors;
     for (const auto& [path, n] : nodes_)
-        if ((n.flags & CANOPY_STAGE_READ) && n.p.stat_errno == 0 && S_ISREG(n.p.stat.mode) && !n.p.mirror.empty())
+        if ((n.flags & CANOPY_STAGE_READ) && n.p.followed_is(S_IFREG) && !n.p.mirror.empty())
             content_mirrors.insert(n.p.mirror);
 
     std::map<std::string, std::vector<Listed>> listings; // by mirror
     for (const auto& [path, n] : nodes_) {
-        if (!options_.list_directories || n.p.stat_errno != 0 || !S_ISDIR(n.p.stat.mode) || n.p.mirror.empty())
+        if (!options_.list_directories || !n.p.followed_is(S_IFDIR) || n.p.mirror.empty())
             continue;
         if (!under_prefix(path) && !under_prefix(n.p.mirror))
             continue;
@@ -382,7 +382,7 @@ Result<Index> Builder::finish()
         if (options_.known) {
             // Only the listings that were fetched: listing a directory nobody opened costs the filesystem more
             // than the lookups it would answer.
-            if (const KnownPath* known = options_.known(path); known && known->listed) {
+            if (const KnownPath* known = options_.known(path); known && known->listed()) {
                 std::vector<Listed> names;
                 for (const auto& name : known->listing)
                     names.push_back({name.name, name.type, 0, name.link_target});
@@ -426,28 +426,27 @@ Result<Index> Builder::finish()
         e.hash = canopy_stage_hash(path.data(), path.size());
         e.path_off = strings.add(path);
         e.path_len = static_cast<std::uint32_t>(path.size());
-        e.lstat_errno = n.p.lstat_errno;
-        e.stat_errno = n.p.stat_errno;
+        e.lstat_errno = n.p.facts.lstat_errno;
+        e.stat_errno = n.p.facts.stat_errno;
         e.lstat_stat = e.stat_stat = CANOPY_STAGE_NONE;
         e.link_off = e.mirror_off = CANOPY_STAGE_NONE;
         e.flags = n.flags;
-        if (n.p.lstat_errno == 0) {
+        if (n.p.facts.lstat_errno == 0) {
             e.lstat_stat = static_cast<std::uint32_t>(stats.size());
-            stats.push_back(n.p.lstat);
-            if (S_ISLNK(n.p.lstat.mode)) {
+            stats.push_back(n.p.facts.lstat);
+            if (S_ISLNK(n.p.facts.lstat.mode)) {
                 e.link_off = strings.add(n.p.link);
                 e.link_len = static_cast<std::uint32_t>(n.p.link.size());
-                if (n.p.stat_errno == 0) {
+                if (n.p.facts.stat_errno == 0) {
                     e.stat_stat = static_cast<std::uint32_t>(stats.size());
-                    stats.push_back(n.p.stat);
+                    stats.push_back(n.p.facts.stat);
                 }
             } else {
                 e.stat_stat = e.lstat_stat;
             }
         }
-        bool content = n.p.stat_errno == 0 && S_ISREG(n.p.stat.mode) && content_mirrors.count(n.p.mirror);
-        auto listing = n.p.stat_errno == 0 && S_ISDIR(n.p.stat.mode) ? listing_ranges.find(n.p.mirror)
-                                                                      : listing_ranges.end();
+        bool content = n.p.followed_is(S_IFREG) && content_mirrors.count(n.p.mirror);
+        auto listing = n.p.followed_is(S_IFDIR) ? listing_ranges.find(n.p.mirror) : listing_ranges.end();
         if (content)
             e.flags |= CANOPY_STAGE_CONTENT;
         if (listing != listing_ranges.end()) {
@@ -518,17 +517,17 @@ EntryInfo info_of(const canopy_stage_view& v, const canopy_stage_entry& e)
     EntryInfo info;
     const char* path = canopy_stage_string(&v, e.path_off, e.path_len);
     info.path = path ? path : "";
-    info.lstat_errno = e.lstat_errno;
-    info.stat_errno = e.stat_errno;
+    info.facts.lstat_errno = e.lstat_errno;
+    info.facts.stat_errno = e.stat_errno;
     if (const auto* s = e.lstat_errno == 0 ? canopy_stage_stat_at(&v, e.lstat_stat) : nullptr)
-        info.lstat = *s;
+        info.facts.lstat = *s;
     if (const auto* s = e.stat_errno == 0 ? canopy_stage_stat_at(&v, e.stat_stat) : nullptr)
-        info.stat = *s;
+        info.facts.stat = *s;
     if (const char* link = canopy_stage_string(&v, e.link_off, e.link_len))
         info.link_target = link;
     if (const char* mirror = canopy_stage_string(&v, e.mirror_off, e.mirror_len))
         info.mirror = mirror;
-    info.flags = e.flags;
+    info.facts.flags = e.flags;
     if (e.flags & CANOPY_STAGE_LISTED) {
         for (std::uint32_t i = 0; i < e.dirents_count && e.dirents_first + i < v.header->dirent_count; ++i) {
             const auto& d = v.dirents[e.dirents_first + i];
@@ -853,45 +852,46 @@ void check_entry(const EntryInfo& old, const std::vector<std::string>& prefixes,
                               [&](const std::string& p) { return is_under(old.path, p); });
     if (!inside) {
         // An ancestor of a prefix (e.g. /home): only the path walk through it matters, not its times.
-        bool same = old.lstat_errno == now.lstat_errno &&
-                    (old.lstat_errno != 0 || ((old.lstat.mode & S_IFMT) == (now.lstat.mode & S_IFMT) &&
-                                              old.link_target == now.link));
+        const auto &was = old.facts, &is = now.facts;
+        bool same = was.lstat_errno == is.lstat_errno &&
+                    (was.lstat_errno != 0 ||
+                     ((was.lstat.mode & S_IFMT) == (is.lstat.mode & S_IFMT) && old.link_target == now.link));
         if (!same)
             changes.push_back({old.path, ChangeKind::changed, "type or symlink target"});
         return;
     }
-    if (old.lstat_errno != 0 && now.lstat_errno == 0) {
+    if (old.facts.lstat_errno != 0 && now.facts.lstat_errno == 0) {
         changes.push_back({old.path, ChangeKind::appeared, {}});
         return;
     }
-    if (old.lstat_errno == 0 && now.lstat_errno != 0) {
-        changes.push_back({old.path, ChangeKind::vanished, std::strerror(now.lstat_errno)});
+    if (old.facts.lstat_errno == 0 && now.facts.lstat_errno != 0) {
+        changes.push_back({old.path, ChangeKind::vanished, std::strerror(now.facts.lstat_errno)});
         return;
     }
-    if (old.lstat_errno != 0)
+    if (old.facts.lstat_errno != 0)
         return; // still missing (the errno may differ, ENOENT vs ENOTDIR: same answer for a loader)
     std::string detail;
-    if (!same_object(old.lstat, now.lstat, detail)) {
+    if (!same_object(old.facts.lstat, now.facts.lstat, detail)) {
         changes.push_back({old.path, ChangeKind::changed, detail});
         return;
     }
-    if (S_ISLNK(old.lstat.mode)) {
+    if (S_ISLNK(old.facts.lstat.mode)) {
         if (old.link_target != now.link) {
             changes.push_back({old.path, ChangeKind::link_changed, old.link_target + " -> " + now.link});
             return;
         }
-        if ((old.stat_errno == 0) != (now.stat_errno == 0)) {
-            changes.push_back({old.path, old.stat_errno ? ChangeKind::appeared : ChangeKind::vanished,
+        if ((old.facts.stat_errno == 0) != (now.facts.stat_errno == 0)) {
+            changes.push_back({old.path, old.facts.stat_errno ? ChangeKind::appeared : ChangeKind::vanished,
                                "symlink target"});
             return;
         }
         detail.clear();
-        if (old.stat_errno == 0 && !same_object(old.stat, now.stat, detail)) {
+        if (old.facts.stat_errno == 0 && !same_object(old.facts.stat, now.facts.stat, detail)) {
             changes.push_back({old.path, ChangeKind::changed, "symlink target: " + detail});
             return;
         }
     }
-    if (old.flags & CANOPY_STAGE_LISTED) {
+    if (old.facts.flags & CANOPY_STAGE_LISTED) {
         bool ok = false;
         auto names = list_names(handles, old.mirror, ok);
         if (!ok || names != old.listing)

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "stage/index_format.h"
+#include "stage/path_facts.h"
 #include "util/result.hpp"
 
 namespace canopy::stage {
@@ -45,14 +46,18 @@ struct ListedDirectory {
 // What is known about one path: what the filesystem says now, or what the root learned from on-demand answers
 // (so that building an index from them needs no lookup of its own).
 struct KnownPath {
-    std::int32_t lstat_errno = 0;
-    std::int32_t stat_errno = 0;
-    canopy_stage_stat lstat{};
-    canopy_stage_stat stat{};
+    canopy_stage_path_facts facts{};
     std::string link;                // the lstat view is a symlink: its target
     std::string mirror;              // canonical path of the followed object; empty when not known
-    bool listed = false;             // a directory whose names `listing` holds
-    std::vector<ListedName> listing;
+    std::vector<ListedName> listing; // listed(): the directory's names
+
+    bool content() const { return (facts.flags & CANOPY_STAGE_CONTENT) != 0; }
+    bool listed() const { return (facts.flags & CANOPY_STAGE_LISTED) != 0; }
+    // The followed view exists and is of `type` (S_IFREG, S_IFDIR, ...).
+    bool followed_is(std::uint32_t type) const
+    {
+        return facts.stat_errno == 0 && (facts.stat.mode & S_IFMT) == type;
+    }
 };
 
 struct BuildOptions {
@@ -67,13 +72,9 @@ struct BuildOptions {
 // The read-only view of one entry (a path as the program spelled it).
 struct EntryInfo {
     std::string path;
-    int lstat_errno = 0;
-    int stat_errno = 0;
-    canopy_stage_stat lstat{};
-    canopy_stage_stat stat{};
+    canopy_stage_path_facts facts{}; // flags: the entry's (canopy_stage_flags)
     std::string link_target;
     std::string mirror;
-    std::uint32_t flags = 0;
     std::vector<std::string> listing; // names, sorted
 };
 

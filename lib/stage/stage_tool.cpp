@@ -129,20 +129,21 @@ int dump(const std::vector<std::string>& args)
     for (const auto& p : index->prefixes())
         std::printf("prefix %s\n", p.c_str());
     for (const auto& e : index->entries()) {
+        const auto& f = e.facts;
         std::string flags;
-        if (e.flags & CANOPY_STAGE_REQUESTED)
+        if (f.flags & CANOPY_STAGE_REQUESTED)
             flags += "requested,";
-        if (e.flags & CANOPY_STAGE_READ)
+        if (f.flags & CANOPY_STAGE_READ)
             flags += "read,";
-        if (e.flags & CANOPY_STAGE_CONTENT)
+        if (f.flags & CANOPY_STAGE_CONTENT)
             flags += "content,";
-        if (e.flags & CANOPY_STAGE_LISTED)
+        if (f.flags & CANOPY_STAGE_LISTED)
             flags += "listed(" + std::to_string(e.listing.size()) + "),";
-        if (e.lstat_errno)
-            std::printf("miss %s errno=%d %s\n", e.path.c_str(), e.lstat_errno, flags.c_str());
+        if (f.lstat_errno)
+            std::printf("miss %s errno=%d %s\n", e.path.c_str(), f.lstat_errno, flags.c_str());
         else
-            std::printf("%s %s size=%lld mode=%o%s%s %s\n", S_ISLNK(e.lstat.mode) ? "link" : "hit", e.path.c_str(),
-                        static_cast<long long>(e.stat.size), e.stat.mode, e.link_target.empty() ? "" : " -> ",
+            std::printf("%s %s size=%lld mode=%o%s%s %s\n", S_ISLNK(f.lstat.mode) ? "link" : "hit", e.path.c_str(),
+                        static_cast<long long>(f.stat.size), f.stat.mode, e.link_target.empty() ? "" : " -> ",
                         e.link_target.c_str(), flags.c_str());
     }
     return 0;

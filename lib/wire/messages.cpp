@@ -177,4 +177,15 @@ void wire_get(Decoding& decoding, canopy_stage_stat& s)
         *v = reader.i64();
 }
 
+void wire_put(Writer& writer, const canopy_stage_path_facts& facts)
+{
+    Encoding encoding(writer);
+    path_facts_fields(encoding, facts);
+}
+
+void wire_get(Decoding& decoding, canopy_stage_path_facts& facts)
+{
+    path_facts_fields(decoding, facts);
+}
+
 } // namespace canopy::wire

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "stage/index_format.h"
+#include "stage/path_facts.h"
 #include "timing/sketch.hpp"
 #include "util/pmix_mode.hpp"
 #include "util/result.hpp"
@@ -75,6 +75,14 @@ void wire_put(Writer& writer, const timing::PhaseSet& phases);
 void wire_get(Decoding& decoding, timing::PhaseSet& phases);
 void wire_put(Writer& writer, const canopy_stage_stat& stat);
 void wire_get(Decoding& decoding, canopy_stage_stat& stat);
+// A path's facts: a C struct (stage/path_facts.h), so its fields are listed here rather than in a fields() member.
+template <typename Archive, typename Facts>
+void path_facts_fields(Archive& archive, Facts& f)
+{
+    archive(f.lstat_errno, f.stat_errno, f.open_errno, f.flags, f.lstat, f.stat);
+}
+void wire_put(Writer& writer, const canopy_stage_path_facts& facts);
+void wire_get(Decoding& decoding, canopy_stage_path_facts& facts);
 
 } // namespace canopy::wire
 
@@ -367,12 +375,9 @@ struct StageFetchReply {
     std::uint64_t id = 0;
     std::string error;           // non-empty: no answer (the requester falls back); nothing else is set
     bool has_answer = false;
-    std::int32_t lstat_errno = 0, stat_errno = 0, open_errno = 0;
-    canopy_stage_stat lstat{}, stat{};
+    canopy_stage_path_facts facts{}; // CANOPY_STAGE_CONTENT in flags: a regular file whose bytes follow
     std::string link;
     std::string mirror;
-    bool content = false;        // a regular file whose bytes follow
-    bool listed = false;
     std::vector<StageListedName> listing;
     bool last = true;            // content: this chunk ends the file
     std::vector<std::uint8_t> chunk;
@@ -382,7 +387,7 @@ struct StageFetchReply {
     {
         a(id, error, has_answer);
         if (has_answer)
-            a(lstat_errno, stat_errno, open_errno, lstat, stat, link, mirror, content, listed, listing);
+            a(facts, link, mirror, listing);
         a(last, chunk);
     }
 };

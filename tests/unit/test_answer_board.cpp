@@ -72,12 +72,13 @@ protected:
     static FetchAnswer file(std::int64_t size, bool content)
     {
         FetchAnswer a;
-        a.lstat.mode = a.stat.mode = S_IFREG | 0644;
-        a.lstat.size = a.stat.size = size;
-        a.stat.mtime_sec = 1700000000;
-        a.content = content;
-        if (content)
+        a.facts.lstat.mode = a.facts.stat.mode = S_IFREG | 0644;
+        a.facts.lstat.size = a.facts.stat.size = size;
+        a.facts.stat.mtime_sec = 1700000000;
+        if (content) {
+            a.facts.flags |= CANOPY_STAGE_CONTENT;
             a.mirror = "/real/pkg/mod.py";
+        }
         return a;
     }
 
@@ -93,24 +94,24 @@ TEST_F(Board, ARankFindsWhatTheDaemonPublished)
     EXPECT_EQ(reader.find("/soft/pkg/mod.py"), nullptr);
 
     FetchAnswer link;
-    link.lstat.mode = S_IFLNK | 0777;
-    link.stat = file(5, false).stat;
+    link.facts.lstat.mode = S_IFLNK | 0777;
+    link.facts.stat = file(5, false).facts.stat;
     link.link = "mod.py";
     ASSERT_TRUE((*board)->publish("/soft/pkg/alias.py", link));
     FetchAnswer missing;
-    missing.lstat_errno = missing.stat_errno = ENOENT;
+    missing.facts.lstat_errno = missing.facts.stat_errno = ENOENT;
     ASSERT_TRUE((*board)->publish("/soft/pkg/gone.py", missing));
 
     // Published after the rank mapped the file: a shared mapping sees it at once.
     const auto* found = reader.find("/soft/pkg/alias.py");
     ASSERT_NE(found, nullptr);
-    EXPECT_TRUE(S_ISLNK(found->lstat.mode));
-    EXPECT_EQ(found->stat.size, 5);
+    EXPECT_TRUE(S_ISLNK(found->facts.lstat.mode));
+    EXPECT_EQ(found->facts.stat.size, 5);
     EXPECT_EQ(std::string(canopy_stage_board_link(found), found->link_len), "mod.py");
     EXPECT_EQ(found->mirror_len, 0u);
     const auto* gone = reader.find("/soft/pkg/gone.py");
     ASSERT_NE(gone, nullptr);
-    EXPECT_EQ(gone->stat_errno, ENOENT);
+    EXPECT_EQ(gone->facts.stat_errno, ENOENT);
     EXPECT_EQ(reader.find("/soft/pkg/gone"), nullptr);
 }
 
@@ -121,16 +122,16 @@ TEST_F(Board, TheCopyReplacesMetadataButMetadataNeverHidesTheCopy)
     Reader reader(path_);
     ASSERT_TRUE((*board)->publish("/soft/pkg/mod.py", file(3, false)));
     ASSERT_NE(reader.find("/soft/pkg/mod.py"), nullptr);
-    EXPECT_EQ(reader.find("/soft/pkg/mod.py")->flags & CANOPY_STAGE_FETCH_CONTENT, 0u);
+    EXPECT_EQ(reader.find("/soft/pkg/mod.py")->facts.flags & CANOPY_STAGE_CONTENT, 0u);
 
     ASSERT_TRUE((*board)->publish("/soft/pkg/mod.py", file(3, true)));
     const auto* rich = reader.find("/soft/pkg/mod.py");
     ASSERT_NE(rich, nullptr);
-    EXPECT_NE(rich->flags & CANOPY_STAGE_FETCH_CONTENT, 0u);
+    EXPECT_NE(rich->facts.flags & CANOPY_STAGE_CONTENT, 0u);
     EXPECT_EQ(std::string(canopy_stage_board_mirror(rich), rich->mirror_len), "/real/pkg/mod.py");
 
     EXPECT_TRUE((*board)->publish("/soft/pkg/mod.py", file(3, false)));
-    EXPECT_NE(reader.find("/soft/pkg/mod.py")->flags & CANOPY_STAGE_FETCH_CONTENT, 0u);
+    EXPECT_NE(reader.find("/soft/pkg/mod.py")->facts.flags & CANOPY_STAGE_CONTENT, 0u);
     EXPECT_EQ((*board)->published(), 2u);
 }
 
@@ -147,7 +148,7 @@ TEST_F(Board, AFullBoardRefusesNewPathsAndKeepsTheOldOnes)
         const auto* r = reader.find("/soft/f" + std::to_string(i));
         if (i < accepted) {
             ASSERT_NE(r, nullptr) << i;
-            EXPECT_EQ(r->stat.size, i);
+            EXPECT_EQ(r->facts.stat.size, i);
         } else {
             EXPECT_EQ(r, nullptr) << i;
         }

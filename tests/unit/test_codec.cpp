@@ -241,6 +241,7 @@ private:
         stat.size = static_cast<std::int64_t>(next_++);
         stat.mtime_nsec = static_cast<std::int64_t>(next_++);
     }
+    void fill(canopy_stage_path_facts& facts) { path_facts_fields(*this, facts); }
 
     std::uint64_t next_ = 1;
 };

@@ -264,6 +264,7 @@ protected:
         write(soft_ + "/pkg/sub/mod.py", "VALUE = 1\n");
         write(soft_ + "/pkg/data.bin", std::string(100, 'x'));
         write(soft_ + "/pkg/extra.py", ""); // listed, never looked up: the index cannot answer for it
+        fs::create_directories(soft_ + "/pkg/more"); // the same for a directory
         write(tmp_ + "/softer/x.py", "");
         fs::create_directory_symlink("pkg", soft_ + "/alias");
         fs::create_symlink("mod.py", soft_ + "/pkg/sub/link.py");
@@ -471,9 +472,9 @@ TEST_F(InterposeServe, AccessChecksTheStagedModeBitsButNeverAnswersForWrites)
 TEST_F(InterposeServe, WhatTheIndexLacksComesFromTheAnswerBoard)
 {
     FetchAnswer fresh;
-    fresh.lstat.mode = fresh.stat.mode = S_IFREG | 0644;
-    fresh.lstat.size = fresh.stat.size = 7;
-    fresh.lstat.ino = fresh.stat.ino = 4242;
+    fresh.facts.lstat.mode = fresh.facts.stat.mode = S_IFREG | 0644;
+    fresh.facts.lstat.size = fresh.facts.stat.size = 7;
+    fresh.facts.lstat.ino = fresh.facts.stat.ino = 4242;
     std::string path = soft_ + "/pkg/extra.py";
     ASSERT_TRUE(board_->publish(path, fresh));
     struct stat st {};
@@ -491,6 +492,29 @@ TEST_F(InterposeServe, WhatTheIndexLacksComesFromTheAnswerBoard)
     EXPECT_EQ(open_lookup(state_.get(), AT_FDCWD, path.c_str(), 1, WANT_FILE, &d_, target), 0);
     EXPECT_EQ(counters.fetch_failed, 1u);
     EXPECT_TRUE(state_->on_demand.dead);
+}
+
+TEST_F(InterposeServe, OpensTheBoardHasACopyOrSkeletonForGoThere)
+{
+    FetchAnswer file;
+    file.facts.lstat.mode = file.facts.stat.mode = S_IFREG | 0644;
+    file.facts.flags = CANOPY_STAGE_CONTENT;
+    file.mirror = soft_ + "/pkg/extra.py";
+    ASSERT_TRUE(board_->publish(file.mirror, file));
+    FetchAnswer dir;
+    dir.facts.lstat.mode = dir.facts.stat.mode = S_IFDIR | 0755;
+    dir.facts.flags = CANOPY_STAGE_LISTED;
+    dir.mirror = soft_ + "/pkg/more";
+    ASSERT_TRUE(board_->publish(dir.mirror, dir));
+
+    char target[PMAX];
+    ASSERT_EQ(open_lookup(state_.get(), AT_FDCWD, file.mirror.c_str(), 1, WANT_FILE, &d_, target), 1);
+    EXPECT_EQ(std::string(target), tmp_ + "/cache/root" + file.mirror);
+    ASSERT_EQ(open_lookup(state_.get(), AT_FDCWD, dir.mirror.c_str(), 1, WANT_DIR, &d_, target), 1);
+    EXPECT_EQ(std::string(target), tmp_ + "/cache/dirs" + dir.mirror);
+    EXPECT_EQ(counters.served_open, 1u);
+    EXPECT_EQ(counters.served_dir, 1u);
+    EXPECT_EQ(counters.board_hits, 2u);
 }
 
 TEST_F(InterposeServe, WithoutAnIndexNothingIsServed)

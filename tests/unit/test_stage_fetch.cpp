@@ -65,11 +65,11 @@ protected:
     FetchAnswer regular_file(const std::string& mirror, std::int64_t size)
     {
         FetchAnswer a;
-        a.lstat.mode = a.stat.mode = S_IFREG | 0644;
-        a.lstat.size = a.stat.size = size;
-        a.stat.mtime_sec = a.lstat.mtime_sec = 1700000000;
+        a.facts.lstat.mode = a.facts.stat.mode = S_IFREG | 0644;
+        a.facts.lstat.size = a.facts.stat.size = size;
+        a.facts.stat.mtime_sec = a.facts.lstat.mtime_sec = 1700000000;
         a.mirror = mirror;
-        a.content = true;
+        a.facts.flags |= CANOPY_STAGE_CONTENT;
         return a;
     }
 
@@ -83,7 +83,7 @@ TEST_F(StageFetch, IdenticalRequestsInFlightGoUpOnceAndEveryWaiterIsAnswered)
     int answered = 0;
     auto done = [&](const Status& status, const FetchAnswer& a) {
         EXPECT_TRUE(status.ok());
-        EXPECT_EQ(a.stat.size, 3);
+        EXPECT_EQ(a.facts.stat.size, 3);
         ++answered;
     };
     for (int i = 0; i < 5; ++i)
@@ -117,7 +117,7 @@ TEST_F(StageFetch, AMetadataAnswerDoesNotServeAnOpenOfTheFile)
 {
     fetch_->fetch(FetchKind::metadata, "/soft/x.py", [](const Status&, const FetchAnswer&) {});
     auto meta = regular_file("/soft/x.py", 1);
-    meta.content = false;
+    meta.facts.flags &= ~CANOPY_STAGE_CONTENT;
     meta.mirror.clear();
     ASSERT_TRUE(fetch_->answer(sent_.at(0).id, meta, false));
     fetch_->fetch(FetchKind::metadata, "/soft/x.py", [](const Status&, const FetchAnswer&) {});
@@ -131,9 +131,9 @@ TEST_F(StageFetch, ANameMissingFromAListedDirectoryIsEnoentWithoutAsking)
 {
     fetch_->fetch(FetchKind::content, "/soft/pkg", [](const Status&, const FetchAnswer&) {});
     FetchAnswer dir;
-    dir.lstat.mode = dir.stat.mode = S_IFDIR | 0755;
+    dir.facts.lstat.mode = dir.facts.stat.mode = S_IFDIR | 0755;
     dir.mirror = "/real/pkg";
-    dir.listed = true;
+    dir.facts.flags |= CANOPY_STAGE_LISTED;
     dir.listing = {{"a.py", DT_REG, {}}, {"link", DT_LNK, "a.py"}, {"sub", DT_DIR, {}}};
     ASSERT_TRUE(fetch_->answer(sent_.at(0).id, dir, false));
     EXPECT_TRUE(fs::is_directory(fetch_->cache().skeleton_path("/real/pkg") + "/sub"));
@@ -142,8 +142,8 @@ TEST_F(StageFetch, ANameMissingFromAListedDirectoryIsEnoentWithoutAsking)
     int missing = 0;
     fetch_->fetch(FetchKind::metadata, "/soft/pkg/b.cpython-311.so", [&](const Status& status, const FetchAnswer& a) {
         EXPECT_TRUE(status.ok());
-        EXPECT_EQ(a.lstat_errno, ENOENT);
-        EXPECT_EQ(a.stat_errno, ENOENT);
+        EXPECT_EQ(a.facts.lstat_errno, ENOENT);
+        EXPECT_EQ(a.facts.stat_errno, ENOENT);
         ++missing;
     });
     EXPECT_EQ(missing, 1);
@@ -158,17 +158,17 @@ TEST_F(StageFetch, BelowAMissingDirectoryOrAFileALookupFailsWithoutAsking)
 {
     fetch_->fetch(FetchKind::metadata, "/soft/gone", [](const Status&, const FetchAnswer&) {});
     FetchAnswer gone;
-    gone.lstat_errno = gone.stat_errno = ENOENT;
+    gone.facts.lstat_errno = gone.facts.stat_errno = ENOENT;
     ASSERT_TRUE(fetch_->answer(sent_.at(0).id, gone, false));
     fetch_->fetch(FetchKind::metadata, "/soft/f.py", [](const Status&, const FetchAnswer&) {});
     auto file = regular_file("/soft/f.py", 1);
-    file.content = false;
+    file.facts.flags &= ~CANOPY_STAGE_CONTENT;
     ASSERT_TRUE(fetch_->answer(sent_.at(1).id, file, false));
 
     std::vector<int> errors;
     auto record = [&](const Status& status, const FetchAnswer& a) {
         EXPECT_TRUE(status.ok());
-        errors.push_back(a.stat_errno);
+        errors.push_back(a.facts.stat_errno);
     };
     fetch_->fetch(FetchKind::content, "/soft/gone/glibc-hwcaps/x86-64-v3/libx.so", record);
     fetch_->fetch(FetchKind::metadata, "/soft/f.py/__init__.py", record);
@@ -221,19 +221,19 @@ TEST_F(StageFetch, ReadLocalAnswersAsTheFilesystemDoes)
     ASSERT_TRUE(cache);
     auto file = read_local(FetchKind::content, src_ + "/pkg/alias.py", *cache);
     ASSERT_TRUE(file) << file.error().message;
-    EXPECT_TRUE(S_ISLNK(file->lstat.mode));
+    EXPECT_TRUE(S_ISLNK(file->facts.lstat.mode));
     EXPECT_EQ(file->link, "mod.py");
-    EXPECT_TRUE(S_ISREG(file->stat.mode));
+    EXPECT_TRUE(S_ISREG(file->facts.stat.mode));
     EXPECT_EQ(file->mirror, fs::canonical(src_ + "/pkg/mod.py").string());
-    EXPECT_TRUE(file->content);
+    EXPECT_TRUE(file->content());
     EXPECT_EQ(read(cache->content_path(file->mirror)), "VALUE = 1\n");
 
     auto missing = read_local(FetchKind::metadata, src_ + "/pkg/nope.py", *cache);
     ASSERT_TRUE(missing);
-    EXPECT_EQ(missing->lstat_errno, ENOENT);
+    EXPECT_EQ(missing->facts.lstat_errno, ENOENT);
     auto through_file = read_local(FetchKind::metadata, src_ + "/pkg/mod.py/x", *cache);
     ASSERT_TRUE(through_file);
-    EXPECT_EQ(through_file->lstat_errno, ENOTDIR);
+    EXPECT_EQ(through_file->facts.lstat_errno, ENOTDIR);
 
     DirectoryHandles handles;
     auto by_handle = read_local(FetchKind::content, src_ + "/pkg/alias.py", *cache, &handles);
@@ -242,14 +242,14 @@ TEST_F(StageFetch, ReadLocalAnswersAsTheFilesystemDoes)
     EXPECT_EQ(by_handle->mirror, file->mirror);
     auto missing_dir = read_local(FetchKind::metadata, src_ + "/nope/x", *cache, &handles);
     ASSERT_TRUE(missing_dir);
-    EXPECT_EQ(missing_dir->lstat_errno, ENOENT);
+    EXPECT_EQ(missing_dir->facts.lstat_errno, ENOENT);
     auto not_dir = read_local(FetchKind::metadata, src_ + "/pkg/mod.py/x", *cache, &handles);
     ASSERT_TRUE(not_dir);
-    EXPECT_EQ(not_dir->lstat_errno, ENOTDIR);
+    EXPECT_EQ(not_dir->facts.lstat_errno, ENOTDIR);
 
     auto dir = read_local(FetchKind::content, src_ + "/pkg/sub/..", *cache);
     ASSERT_TRUE(dir);
-    ASSERT_TRUE(dir->listed);
+    ASSERT_TRUE(dir->listed());
     std::vector<std::string> names;
     for (const auto& n : dir->listing)
         names.push_back(n.name);
@@ -263,11 +263,11 @@ TEST(StageFetchMessages, RoundTripAndRefuseDamage)
     wire::StageFetchReply reply;
     reply.id = 7;
     reply.has_answer = true;
-    reply.stat.size = 1 << 20;
-    reply.stat.mtime_nsec = 123;
-    reply.stat.mode = S_IFDIR | 0755;
+    reply.facts.stat.size = 1 << 20;
+    reply.facts.stat.mtime_nsec = 123;
+    reply.facts.stat.mode = S_IFDIR | 0755;
     reply.mirror = "/a/b";
-    reply.listed = true;
+    reply.facts.flags |= CANOPY_STAGE_LISTED;
     reply.listing = {{"x", DT_LNK, "y"}};
     reply.chunk = {1, 2, 3};
     reply.last = false;
@@ -279,8 +279,8 @@ TEST(StageFetchMessages, RoundTripAndRefuseDamage)
     ASSERT_TRUE(decoded_frame && *decoded_frame);
     auto decoded = wire::decode_frame<wire::StageFetchReply>(**decoded_frame);
     ASSERT_TRUE(decoded) << decoded.error().message;
-    EXPECT_EQ(decoded->stat.size, 1 << 20);
-    EXPECT_EQ(decoded->stat.mtime_nsec, 123);
+    EXPECT_EQ(decoded->facts.stat.size, 1 << 20);
+    EXPECT_EQ(decoded->facts.stat.mtime_nsec, 123);
     EXPECT_EQ(decoded->listing.at(0).link_target, "y");
     EXPECT_EQ(decoded->chunk, reply.chunk);
     EXPECT_FALSE(decoded->last);

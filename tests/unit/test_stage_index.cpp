@@ -134,7 +134,7 @@ TEST_F(StageIndex, ContentIsStagedOnceUnderItsCanonicalPath)
     EXPECT_EQ(files[0].size, 10);
     auto data = index.find(root_ + "/pkg/data.bin");
     ASSERT_TRUE(data);
-    EXPECT_FALSE(data->flags & CANOPY_STAGE_CONTENT); // looked up, never read
+    EXPECT_FALSE(data->facts.flags & CANOPY_STAGE_CONTENT); // looked up, never read
 }
 
 TEST_F(StageIndex, ListingsAreSortedAndComplete)
@@ -142,7 +142,7 @@ TEST_F(StageIndex, ListingsAreSortedAndComplete)
     auto index = build({{root_ + "/pkg", false}});
     auto info = index.find(root_ + "/pkg");
     ASSERT_TRUE(info);
-    EXPECT_TRUE(info->flags & CANOPY_STAGE_LISTED);
+    EXPECT_TRUE(info->facts.flags & CANOPY_STAGE_LISTED);
     EXPECT_EQ(info->listing, (std::vector<std::string>{"__init__.py", "data.bin", "sub"}));
 }
 
@@ -273,13 +273,13 @@ TEST_F(StageIndex, KnownAnswersAreUsedAsGivenAndOnlyTheirListingsAreStored)
     // disk on purpose, to show the builder took the answers rather than looking the paths up again.
     std::map<std::string, KnownPath> known;
     KnownPath& mod = known[root_ + "/pkg/sub/mod.py"];
-    mod.lstat.mode = mod.stat.mode = S_IFREG | 0644;
-    mod.lstat.size = mod.stat.size = 4242;
+    mod.facts.lstat.mode = mod.facts.stat.mode = S_IFREG | 0644;
+    mod.facts.lstat.size = mod.facts.stat.size = 4242;
     mod.mirror = root_ + "/pkg/sub/mod.py";
     KnownPath& pkg = known[root_ + "/pkg"];
-    pkg.lstat.mode = pkg.stat.mode = S_IFDIR | 0755;
+    pkg.facts.lstat.mode = pkg.facts.stat.mode = S_IFDIR | 0755;
     pkg.mirror = root_ + "/pkg";
-    pkg.listed = true;
+    pkg.facts.flags |= CANOPY_STAGE_LISTED;
     pkg.listing = {{"__init__.py", DT_REG, {}}, {"sub", DT_DIR, {}}};   // data.bin left out, as if it appeared later
     BuildOptions options{{root_}, true, [&](const std::string& path) -> const KnownPath* {
                              auto it = known.find(path);
@@ -290,13 +290,13 @@ TEST_F(StageIndex, KnownAnswersAreUsedAsGivenAndOnlyTheirListingsAreStored)
 
     auto entry = index->find(root_ + "/pkg/sub/mod.py");
     ASSERT_TRUE(entry);
-    EXPECT_EQ(entry->stat.size, 4242);
+    EXPECT_EQ(entry->facts.stat.size, 4242);
     EXPECT_EQ(index->content_files().size(), 1u);
     EXPECT_EQ(ask(*index, root_ + "/pkg/data.bin").errno_value, ENOENT);   // from the known listing
     // sub was walked through but never listed: a name in it is not answered from the index.
     auto sub = index->find(root_ + "/pkg/sub");
     ASSERT_TRUE(sub);
-    EXPECT_TRUE(S_ISDIR(sub->stat.mode));
+    EXPECT_TRUE(S_ISDIR(sub->facts.stat.mode));
     EXPECT_NE(ask(*index, root_ + "/pkg/sub/other.py").outcome, CANOPY_STAGE_ERROR);
 }
 
