@@ -44,9 +44,6 @@ std::vector<std::string> simulated_node_mpi_env(const std::string& node_tmpdir)
             "OMPI_MCA_oob_tcp_if_include=lo"};
 }
 
-// Re-encodes a received frame unchanged, for relaying.
-std::vector<std::uint8_t> relay(const wire::Frame& frame) { return wire::encode_frame(frame.type, frame.payload); }
-
 } // namespace
 
 Daemon::Daemon(asio::io_context& io, ProcessReaper& reaper, DaemonArgs args, const auth::Key& key,
@@ -166,7 +163,7 @@ void Daemon::register_parent_handlers()
             if (data->eof)
                 ranks_->close_stdin();
         } else if (long hop = tree().next_hop(args_.position, static_cast<long>(data->target_position)); hop > 0) {
-            position_->children().send(hop, relay(frame));
+            position_->children().send(hop, wire::encode_frame(frame));
         }
         return true;
     });
@@ -175,7 +172,7 @@ void Daemon::register_parent_handlers()
         if (!signal)
             return false;
         ranks_->signal_all(signal->signo);
-        position_->children().broadcast(relay(frame));
+        position_->children().broadcast(wire::encode_frame(frame));
         return true;
     });
     position_->on_parent(wire::MessageType::shutdown, [this](long, const wire::Frame& frame) {
@@ -418,7 +415,7 @@ void Daemon::join_tree_position()
 void Daemon::register_child_handlers()
 {
     auto pass_up = [this](long, const wire::Frame& frame) {
-        send_up(relay(frame));
+        send_up(wire::encode_frame(frame));
         return true;
     };
     position_->on(wire::MessageType::output, pass_up);

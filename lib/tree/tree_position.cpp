@@ -44,8 +44,7 @@ TreePosition::TreePosition(boost::asio::io_context& io, ProcessReaper& reaper, c
     children_ = std::make_unique<ChildSet>(io, reaper, key, std::move(events));
 
     TreeCollectives::Links links;
-    if (to_parent_)   // the root has none
-        links.to_parent = [this](std::vector<std::uint8_t> frame) { to_parent_(std::move(frame)); };
+    links.to_parent = to_parent_;   // empty at the root
     links.to_child = [this](long child, std::vector<std::uint8_t> frame) { children_->send(child, std::move(frame)); };
     collectives_ = std::make_unique<TreeCollectives>(topology_, plan.job.ranks_per_node, position_, std::move(links),
                                                      std::move(serve));

@@ -82,6 +82,8 @@ private:
 };
 
 std::vector<std::uint8_t> encode_frame(std::uint8_t type, std::span<const std::uint8_t> payload);
+// A received frame encoded again unchanged: what a daemon relays to its parent or children.
+inline std::vector<std::uint8_t> encode_frame(const Frame& frame) { return encode_frame(frame.type, frame.payload); }
 
 // Incremental frame splitter: feed bytes as they arrive, pull complete frames out.
 class FrameDecoder {
