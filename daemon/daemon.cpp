@@ -4,7 +4,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <filesystem>
 
 #include <boost/asio/co_spawn.hpp>
@@ -12,14 +11,12 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <fmt/format.h>
 
-#include "hosts/rank_blocks.hpp"
 #include "pmi/pmi_server.hpp"
 #include "pmix/pmix_node.hpp"
 #include "private_socket.hpp"
+#include "rank_launches.hpp"
 #include "rank_socket.hpp"
 #include "stage/stage_node.hpp"
-#include "proc/cpubind.hpp"
-#include "proc/rank_env.hpp"
 #include "timing/clock.hpp"
 #include "tree/agent.hpp"
 #include "tree/topology.hpp"
@@ -35,14 +32,6 @@ spdlog::logger& spawn_log() { return area_logger("spawn"); }
 // Failure teardown: ranks get this long after SIGTERM before SIGKILL, so the job ends within about a second.
 constexpr double abort_grace_seconds = 0.5;
 constexpr double connect_to_parent_timeout_seconds = 30.0;
-
-// Simulated nodes share one host: Open MPI must keep each node's shared memory apart and send between
-// "nodes" over loopback, the only network a simulation may use (docs/pmix.md).
-std::vector<std::string> simulated_node_mpi_env(const std::string& node_tmpdir)
-{
-    return {"OMPI_MCA_btl_vader_backing_directory=" + node_tmpdir, "OMPI_MCA_btl_tcp_if_include=lo",
-            "OMPI_MCA_oob_tcp_if_include=lo"};
-}
 
 } // namespace
 
@@ -489,70 +478,21 @@ void Daemon::start_ranks_when_ready()
 
 void Daemon::start_ranks()
 {
-    const auto& job = plan_->job;
-    long index = Topology::position_to_node(args_.position);
-    RankBlocks blocks(job.ranks_per_node);
-    long first_rank = blocks.first_rank(index);
-    long local_size = blocks.local_size(index);
-    long world_size = blocks.world_size();
-
-    if (local_size > 0) {
-        std::vector<RankLaunch> launches;
-        auto bind = parse_cpu_bind(job.cpu_bind, static_cast<long>(job.depth));
-        auto allowed = allowed_cpus();
-        int unusable_cpu = -1;
-        for (long local = 0; local < local_size; ++local) {
-            RankIdentity who;
-            who.rank = first_rank + local;
-            who.world_size = world_size;
-            who.local_rank = local;
-            who.local_size = local_size;
-            who.node_rank = index;
-            who.nodes = static_cast<long>(plan_->hosts.size());
-            who.node_name = node_;
-            who.master_addr = job.master_addr;
-            who.master_port = job.master_port;
-            who.job_id = plan_->job_id;
-            who.node_tmpdir = tmpdir_;
-            RankLaunch launch;
-            launch.rank = who.rank;
-            launch.env = rank_environment(job.env, who);
-            for (auto& service : rank_services_)
-                if (auto prepared = service->prepare_rank(launch); !prepared)
-                    report_error(node_, prepared.error().message);
-            if (!rank_services_.empty()) {   // a PMI is served: these ranks may be MPI programs
-                if (plan_->simulated)
-                    for (auto& setting : simulated_node_mpi_env(tmpdir_))
-                        add_environment_default(launch.env, std::move(setting));
-                // More ranks than CPUs on this host (simulated nodes share one): busy-polling MPI ranks would
-                // starve each other, so let Open MPI yield when idle, as mpirun does when oversubscribed.
-                long ranks_on_host = plan_->simulated ? world_size : local_size;
-                if (ranks_on_host > static_cast<long>(allowed.size()))
-                    add_environment_default(launch.env, "OMPI_MCA_mpi_yield_when_idle=1");
-            }
-            if (bind)
-                launch.cpus = cpus_for_local_rank(*bind, local, allowed);
-            for (int cpu : launch.cpus)
-                if (!std::binary_search(allowed.begin(), allowed.end(), cpu) && unusable_cpu < 0)
-                    unusable_cpu = cpu;
-            launch.takes_stdin = who.rank == 0;
-            launches.push_back(std::move(launch));
-        }
-        auto program = find_program(job.argv.at(0), environment_value(job.env, "PATH"));
-        if (unusable_cpu >= 0) {
-            ranks_->reject(std::move(launches),
-                           fmt::format("--cpu-bind asks for CPU {}, which {} does not offer (allowed: {})", unusable_cpu,
-                                       node_, compress_cpu_list(allowed)));
-        } else if (!program) {
-            ranks_->reject(std::move(launches), fmt::format("{} on {}", program.error().message, node_));
-        } else {
-            ranks_->spawn(*program, job.argv, job.wdir, std::move(launches));
-        }
-        for (auto& service : rank_services_)
-            service->ranks_started();
-        return;   // all_started carries on
+    NodeSite site{node_, tmpdir_, Topology::position_to_node(args_.position),
+                  static_cast<long>(plan_->hosts.size()), plan_->simulated, plan_->job_id};
+    auto batch = plan_node_ranks(plan_->job, site, rank_services_,
+                                 [this](const std::string& message) { report_error(node_, message); });
+    if (batch.launches.empty()) {
+        ranks_->start_none();
+        return;
     }
-    ranks_->start_none();
+    if (!batch.refused.empty())
+        ranks_->reject(std::move(batch.launches), batch.refused);
+    else
+        ranks_->spawn(batch.program, plan_->job.argv, plan_->job.wdir, std::move(batch.launches));
+    for (auto& service : rank_services_)
+        service->ranks_started();
+    // all_started carries on
 }
 
 bool Daemon::ranks_drained()

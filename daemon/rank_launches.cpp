@@ -1,0 +1,87 @@
+#include "rank_launches.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "hosts/rank_blocks.hpp"
+#include "proc/cpubind.hpp"
+#include "proc/rank_env.hpp"
+
+namespace canopy {
+namespace {
+
+// Simulated nodes share one host: Open MPI must keep each node's shared memory apart and send between
+// "nodes" over loopback, the only network a simulation may use (docs/pmix.md).
+std::vector<std::string> simulated_node_mpi_env(const std::string& node_tmpdir)
+{
+    return {"OMPI_MCA_btl_vader_backing_directory=" + node_tmpdir, "OMPI_MCA_btl_tcp_if_include=lo",
+            "OMPI_MCA_oob_tcp_if_include=lo"};
+}
+
+} // namespace
+
+RankBatch plan_node_ranks(const wire::JobSpec& job, const NodeSite& site,
+                          const std::vector<std::unique_ptr<RankService>>& services,
+                          const std::function<void(const std::string&)>& report_error)
+{
+    RankBlocks blocks(job.ranks_per_node);
+    long first_rank = blocks.first_rank(site.index);
+    long local_size = blocks.local_size(site.index);
+    long world_size = blocks.world_size();
+
+    RankBatch batch;
+    if (local_size == 0)
+        return batch;
+    auto bind = parse_cpu_bind(job.cpu_bind, static_cast<long>(job.depth));
+    auto allowed = allowed_cpus();
+    int unusable_cpu = -1;
+    for (long local = 0; local < local_size; ++local) {
+        RankIdentity who;
+        who.rank = first_rank + local;
+        who.world_size = world_size;
+        who.local_rank = local;
+        who.local_size = local_size;
+        who.node_rank = site.index;
+        who.nodes = site.nodes;
+        who.node_name = site.node;
+        who.master_addr = job.master_addr;
+        who.master_port = job.master_port;
+        who.job_id = site.job_id;
+        who.node_tmpdir = site.tmpdir;
+        RankLaunch launch;
+        launch.rank = who.rank;
+        launch.env = rank_environment(job.env, who);
+        for (auto& service : services)
+            if (auto prepared = service->prepare_rank(launch); !prepared)
+                report_error(prepared.error().message);
+        if (!services.empty()) {   // a PMI is served: these ranks may be MPI programs
+            if (site.simulated)
+                for (auto& setting : simulated_node_mpi_env(site.tmpdir))
+                    add_environment_default(launch.env, std::move(setting));
+            // More ranks than CPUs on this host (simulated nodes share one): busy-polling MPI ranks would
+            // starve each other, so let Open MPI yield when idle, as mpirun does when oversubscribed.
+            long ranks_on_host = site.simulated ? world_size : local_size;
+            if (ranks_on_host > static_cast<long>(allowed.size()))
+                add_environment_default(launch.env, "OMPI_MCA_mpi_yield_when_idle=1");
+        }
+        if (bind)
+            launch.cpus = cpus_for_local_rank(*bind, local, allowed);
+        for (int cpu : launch.cpus)
+            if (!std::binary_search(allowed.begin(), allowed.end(), cpu) && unusable_cpu < 0)
+                unusable_cpu = cpu;
+        launch.takes_stdin = who.rank == 0;
+        batch.launches.push_back(std::move(launch));
+    }
+    auto program = find_program(job.argv.at(0), environment_value(job.env, "PATH"));
+    if (unusable_cpu >= 0)
+        batch.refused = fmt::format("--cpu-bind asks for CPU {}, which {} does not offer (allowed: {})",
+                                    unusable_cpu, site.node, compress_cpu_list(allowed));
+    else if (!program)
+        batch.refused = fmt::format("{} on {}", program.error().message, site.node);
+    else
+        batch.program = *program;
+    return batch;
+}
+
+} // namespace canopy

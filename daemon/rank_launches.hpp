@@ -1,0 +1,37 @@
+// One node's launches of a job's ranks: each rank's identity and environment, its CPUs, and what the node's
+// rank services add. The daemon hands the result to its RankSpawner.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rank_service.hpp"
+#include "rank_spawner.hpp"
+#include "wire/messages.hpp"
+
+namespace canopy {
+
+// Where the ranks start.
+struct NodeSite {
+    std::string node;      // the node's name, for messages and RankIdentity
+    std::string tmpdir;    // the node's temp dir
+    long index = 0;        // node index in the job
+    long nodes = 0;        // nodes in the job
+    bool simulated = false;
+    std::string job_id;
+};
+
+struct RankBatch {
+    std::string program;               // the executable, found on the ranks' PATH on this node
+    std::vector<RankLaunch> launches;  // empty: no ranks on this node
+    std::string refused;               // non-empty: none of them can start, and why (names the node)
+};
+
+// `report_error` gets a service's failure to prepare a rank (the rank still starts).
+RankBatch plan_node_ranks(const wire::JobSpec& job, const NodeSite& site,
+                          const std::vector<std::unique_ptr<RankService>>& services,
+                          const std::function<void(const std::string&)>& report_error);
+
+} // namespace canopy
