@@ -330,6 +330,11 @@ PmixTree Daemon::pmix_tree()
     tree.fence = [this](std::vector<long> participants, bool, Bytes local, std::function<void(Status, Bytes)> done) {
         position_->collectives().fence(std::move(participants), std::move(local), std::move(done));
     };
+    tree.connect = [this](std::vector<long> participants, std::function<void(Status)> done) {
+        position_->collectives().fence(
+            std::move(participants), {}, [done = std::move(done)](Status status, Bytes) { done(std::move(status)); },
+            wire::FenceDomain::pmix_connect);
+    };
     tree.direct_modex = [this](long rank, std::function<void(Status, Bytes)> done) {
         long target = position_->collectives().position_of_rank(rank);
         if (target < 0) {
@@ -343,8 +348,9 @@ PmixTree Daemon::pmix_tree()
     tree.publish = [this](KeyValues data, std::function<void(Status)> done) {
         position_->collectives().publish(std::move(data), std::move(done));
     };
-    tree.lookup = [this](std::vector<std::string> keys, std::function<void(Status, KeyValues)> done) {
-        position_->collectives().lookup(std::move(keys), std::move(done));
+    tree.lookup = [this](std::vector<std::string> keys, std::size_t wait_for,
+                         std::function<void(Status, KeyValues)> done) {
+        position_->collectives().lookup(std::move(keys), std::move(done), wait_for);
     };
     tree.unpublish = [this](std::vector<std::string> keys, std::function<void(Status)> done) {
         position_->collectives().unpublish(std::move(keys), std::move(done));

@@ -88,11 +88,7 @@ int Root::run()
             serve_job_store(from, std::move(payload), std::move(reply));
             return;
         }
-        auto answer = store_.serve(op, payload);
-        if (answer)
-            reply(Status{}, std::move(*answer));
-        else
-            reply(answer.error(), {});
+        store_.serve(op, payload, std::move(reply));
     };
     position_ = std::make_unique<TreePosition>(io_, reaper_, key_, 0, plan, nullptr, std::move(serve),
                                                std::move(hooks), phases_, trace_);
@@ -415,6 +411,7 @@ void Root::end_job(bool abort, int exit_code)
         return;
     exit_code_ = exit_code;
     job_store_timer_.cancel();
+    store_.fail_waiting("the job is ending");
     if (stage_sender_) {
         stage_sender_->stop();
         stage_progress_timer_.cancel();

@@ -29,12 +29,16 @@ struct PmixTree {
     std::function<void(std::vector<long> participants, bool collect, Bytes local,
                        std::function<void(Status, Bytes)> done)>
         fence;
+    // PMIx_Connect and PMIx_Disconnect: a fence without data over the participants (sorted ranks, empty = the
+    // whole job), numbered apart from the job's fences.
+    std::function<void(std::vector<long> participants, std::function<void(Status)> done)> connect;
     // The blob for one rank, fetched from the daemon that hosts it (it calls PmixHost::serve_direct_modex there).
     std::function<void(long rank, std::function<void(Status, Bytes)> done)> direct_modex;
     // Values are opaque bytes (publisher and pmix_value_t packed by PMIx); keys are unique job-wide.
     std::function<void(std::vector<std::pair<std::string, Bytes>> data, std::function<void(Status)> done)> publish;
-    // `done` gets the keys that were found; none found is not an error.
-    std::function<void(std::vector<std::string> keys,
+    // `done` gets the keys that were found; none found is not an error. With `wait_for` > 0 the answer waits
+    // until at least that many of the keys are published (PMIX_WAIT).
+    std::function<void(std::vector<std::string> keys, std::size_t wait_for,
                        std::function<void(Status, std::vector<std::pair<std::string, Bytes>>)> done)>
         lookup;
     // Optional: when empty, PMIx_Unpublish answers "not supported".

@@ -1,6 +1,7 @@
 // PMIx's requests on the io thread: to the tree, through the pending table, and back to PMIx.
 #include "pmix/request_router.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include <boost/asio/steady_timer.hpp>
@@ -109,6 +110,21 @@ void RequestRouter::fence(FenceCall call, ModexAnswer answer)
     });
 }
 
+void RequestRouter::connect(ConnectCall call, OpAnswer answer, const char* what)
+{
+    auto participants = std::move(call.participants);
+    std::sort(participants.begin(), participants.end());
+    participants.erase(std::unique(participants.begin(), participants.end()), participants.end());
+    if (call.whole_job || participants.size() == layout_.job_size())
+        participants.clear();
+    std::uint64_t id = pending_.add(
+        {participants.empty(), participants}, [answer = std::move(answer)](int status, Bytes) { answer(status); },
+        std::chrono::seconds(call.timeout_s), what);
+    pmix_log().debug("pmix: {} {} over {} ranks from {}", what, id,
+                     participants.empty() ? layout_.job_size() : participants.size(), node_);
+    tree_.connect(std::move(participants), [reply = tree_reply(id, what)](Status status) { reply(status, {}); });
+}
+
 void RequestRouter::direct_modex(long rank, int timeout_s, ModexAnswer answer)
 {
     if (layout_.node_of(rank) < 0) {
@@ -130,14 +146,14 @@ void RequestRouter::publish(std::vector<std::pair<std::string, Bytes>> data, OpA
     tree_.publish(std::move(data), [reply = tree_reply(id, "publish")](Status status) { reply(status, {}); });
 }
 
-void RequestRouter::lookup(std::vector<std::string> keys, int timeout_s, LookupAnswer answer)
+void RequestRouter::lookup(std::vector<std::string> keys, std::size_t wait_for, int timeout_s, LookupAnswer answer)
 {
     // The found values wait beside the pending request, so that a timeout can answer it too.
     auto found = std::make_shared<std::vector<std::pair<std::string, Bytes>>>();
     std::uint64_t id = pending_.add(
         {}, [answer = std::move(answer), found](int status, Bytes) { answer(status, *found); },
         std::chrono::seconds(timeout_s), "lookup");
-    tree_.lookup(std::move(keys), [reply = tree_reply(id, "lookup"), found](
+    tree_.lookup(std::move(keys), wait_for, [reply = tree_reply(id, "lookup"), found](
                                       Status status, std::vector<std::pair<std::string, Bytes>> values) {
         *found = std::move(values);
         reply(status, {});

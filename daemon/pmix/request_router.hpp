@@ -34,6 +34,13 @@ struct FenceCall {
     Bytes local;              // this node's blob
 };
 
+// A connect or disconnect as PMIx asked for it: the procs of this job taking part.
+struct ConnectCall {
+    std::vector<long> participants;
+    bool whole_job = false;   // PMIX_RANK_WILDCARD was among the procs
+    int timeout_s = 0;        // PMIX_TIMEOUT; 0 waits for ever
+};
+
 class RequestRouter : public std::enable_shared_from_this<RequestRouter> {
 public:
     RequestRouter(boost::asio::io_context& io, PmixJob job, RankLayout layout, PmixTree tree);
@@ -44,8 +51,11 @@ public:
     void abort(long rank, int status, const std::string& message, const OpAnswer& answer);
     void fence(FenceCall call, ModexAnswer answer);
     void direct_modex(long rank, int timeout_s, ModexAnswer answer);
+    // PMIx_Connect and PMIx_Disconnect (`what` says which, for the log).
+    void connect(ConnectCall call, OpAnswer answer, const char* what);
     void publish(std::vector<std::pair<std::string, Bytes>> data, OpAnswer answer);
-    void lookup(std::vector<std::string> keys, int timeout_s, LookupAnswer answer);
+    // wait_for > 0: answer once that many of the keys are published (PMIX_WAIT), or at the timeout.
+    void lookup(std::vector<std::string> keys, std::size_t wait_for, int timeout_s, LookupAnswer answer);
     void unpublish(std::vector<std::string> keys, OpAnswer answer);
 
     // Answers pending request `id`, if it still waits (PMIx's own answers: a rank's data for a direct modex).

@@ -1,6 +1,7 @@
 // The upcall shims: copy, post, return.
 #include "pmix/upcalls.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -50,6 +51,24 @@ int timeout_from(const pmix_info_t info[], std::size_t ninfo)
             if (rc == PMIX_SUCCESS && seconds > 0)
                 return seconds;
         }
+    }
+    return 0;
+}
+
+// PMIX_WAIT asks a lookup to wait until that many keys are published: 0 or true means all of them.
+std::size_t wait_count(const pmix_info_t info[], std::size_t ninfo, std::size_t keys)
+{
+    for (std::size_t i = 0; i < ninfo; ++i) {
+        if (!PMIX_CHECK_KEY(&info[i], PMIX_WAIT))
+            continue;
+        if (info[i].value.type == PMIX_BOOL)
+            return info[i].value.data.flag ? keys : 0;
+        std::size_t count = 0;
+        pmix_status_t rc;
+        PMIX_VALUE_GET_NUMBER(rc, &info[i].value, count, std::size_t);
+        if (rc != PMIX_SUCCESS)
+            return keys;
+        return count == 0 ? keys : std::min(count, keys);
     }
     return 0;
 }
@@ -164,9 +183,11 @@ pmix_status_t on_lookup(const pmix_proc_t*, char** keys, const pmix_info_t info[
     auto router = attached_router();
     if (!router || !router->tree().lookup)
         return PMIX_ERR_NOT_SUPPORTED;
-    return post(*router, [keys = strings_from(keys), timeout_s = timeout_from(info, ninfo),
+    auto wanted = strings_from(keys);
+    std::size_t wait_for = wait_count(info, ninfo, wanted.size());
+    return post(*router, [keys = std::move(wanted), wait_for, timeout_s = timeout_from(info, ninfo),
                           answer = LookupAnswer(router->nspace(), cbfunc, cbdata)](RequestRouter& r) mutable {
-        r.lookup(std::move(keys), timeout_s, std::move(answer));
+        r.lookup(std::move(keys), wait_for, timeout_s, std::move(answer));
     });
 }
 
@@ -178,6 +199,29 @@ pmix_status_t on_unpublish(const pmix_proc_t*, char** keys, const pmix_info_t[],
         return PMIX_ERR_NOT_SUPPORTED;
     return post(*router, [keys = strings_from(keys), answer = OpAnswer(router->nspace(), cbfunc, cbdata)](
                              RequestRouter& r) mutable { r.unpublish(std::move(keys), std::move(answer)); });
+}
+
+// PMIx_Connect and PMIx_Disconnect: PMIx calls up once every local participant has called.
+template <bool connecting>
+pmix_status_t on_connect(const pmix_proc_t procs[], std::size_t nprocs, const pmix_info_t info[], std::size_t ninfo,
+                         pmix_op_cbfunc_t cbfunc, void* cbdata)
+{
+    auto router = attached_router();
+    if (!router || !router->tree().connect)
+        return PMIX_ERR_NOT_SUPPORTED;
+    ConnectCall call;
+    for (std::size_t i = 0; i < nprocs; ++i) {
+        if (!our_nspace(*router, procs[i].nspace))
+            return PMIX_ERR_NOT_SUPPORTED;   // another job's procs: canopy runs one namespace per job
+        if (procs[i].rank == PMIX_RANK_WILDCARD)
+            call.whole_job = true;
+        else
+            call.participants.push_back(static_cast<long>(procs[i].rank));
+    }
+    call.timeout_s = timeout_from(info, ninfo);
+    const char* what = connecting ? "connect" : "disconnect";
+    return post(*router, [call = std::move(call), answer = OpAnswer(router->nspace(), cbfunc, cbdata),
+                          what](RequestRouter& r) mutable { r.connect(std::move(call), std::move(answer), what); });
 }
 
 pmix_server_module_t make_table()
@@ -192,6 +236,8 @@ pmix_server_module_t make_table()
     table.publish = on_publish;
     table.lookup = on_lookup;
     table.unpublish = on_unpublish;
+    table.connect = on_connect<true>;
+    table.disconnect = on_connect<false>;
     return table;
 }
 

@@ -132,9 +132,11 @@ void TreeCollectives::publish(KeyValues entries, std::function<void(Status)> don
             [done = std::move(done)](Status status, Bytes) { done(status); });
 }
 
-void TreeCollectives::lookup(std::vector<std::string> keys, std::function<void(Status, KeyValues)> done)
+void TreeCollectives::lookup(std::vector<std::string> keys, std::function<void(Status, KeyValues)> done,
+                             std::size_t wait_for)
 {
-    request(0, wire::RoutedOp::lookup, encode_keys(keys), [done = std::move(done)](Status status, Bytes reply) {
+    request(0, wire::RoutedOp::lookup, encode_lookup({std::move(keys), wait_for}),
+            [done = std::move(done)](Status status, Bytes reply) {
         auto found = status ? decode_key_values(reply) : Result<KeyValues>(status.error());
         if (!found)
             done(found.error(), {});
@@ -343,46 +345,101 @@ Result<std::vector<std::string>> decode_keys(const Bytes& payload)
     return keys;
 }
 
-Result<Bytes> PublishStore::serve(wire::RoutedOp op, const Bytes& payload)
+Bytes encode_lookup(const LookupRequest& request)
+{
+    wire::Writer writer;
+    writer.varint(request.wait_for);
+    writer.strings(request.keys);
+    return writer.take();
+}
+
+Result<LookupRequest> decode_lookup(const Bytes& payload)
+{
+    wire::Reader reader(payload);
+    LookupRequest request;
+    request.wait_for = static_cast<std::size_t>(reader.varint());
+    request.keys = reader.strings();
+    if (!reader.ok() || !reader.at_end())
+        return make_error("malformed lookup ({} bytes)", payload.size());
+    request.wait_for = std::min(request.wait_for, request.keys.size());
+    return request;
+}
+
+KeyValues PublishStore::found(const std::vector<std::string>& keys) const
+{
+    KeyValues entries;
+    for (const auto& key : keys)
+        if (auto it = values_.find(key); it != values_.end())
+            entries.emplace_back(key, it->second);
+    return entries;
+}
+
+void PublishStore::answer_waiting()
+{
+    std::vector<WaitingLookup> still;
+    std::vector<std::pair<Reply, KeyValues>> ready;
+    for (auto& lookup : waiting_) {
+        auto entries = found(lookup.keys);
+        if (entries.size() >= lookup.wait_for)
+            ready.emplace_back(std::move(lookup.reply), std::move(entries));
+        else
+            still.push_back(std::move(lookup));
+    }
+    waiting_ = std::move(still);
+    for (auto& [reply, entries] : ready)   // after the list is whole again: a reply may serve another request
+        reply(Status{}, encode_key_values(entries));
+}
+
+void PublishStore::serve(wire::RoutedOp op, const Bytes& payload, Reply reply)
 {
     switch (op) {
     case wire::RoutedOp::publish: {
         auto entries = decode_key_values(payload);
         if (!entries)
-            return entries.error();
+            return reply(entries.error(), {});
         // All or nothing: a publish that names a taken key changes nothing.
         for (const auto& [key, value] : *entries)
             if (values_.contains(key))
-                return make_error("key '{}' is already published in this job", key);
+                return reply(make_error("key '{}' is already published in this job", key), {});
         for (auto& [key, value] : *entries)
             values_[key] = std::move(value);
-        return Bytes{};
+        reply(Status{}, {});
+        answer_waiting();
+        return;
     }
     case wire::RoutedOp::lookup: {
-        auto keys = decode_keys(payload);
-        if (!keys)
-            return keys.error();
-        KeyValues found;
-        for (const auto& key : *keys)
-            if (auto it = values_.find(key); it != values_.end())
-                found.emplace_back(key, it->second);
-        return encode_key_values(found);
+        auto request = decode_lookup(payload);
+        if (!request)
+            return reply(request.error(), {});
+        auto entries = found(request->keys);
+        if (entries.size() >= request->wait_for)
+            return reply(Status{}, encode_key_values(entries));
+        waiting_.push_back({std::move(request->keys), request->wait_for, std::move(reply)});
+        return;
     }
     case wire::RoutedOp::unpublish: {
         auto keys = decode_keys(payload);
         if (!keys)
-            return keys.error();
+            return reply(keys.error(), {});
         // PMIx_Unpublish without keys would mean "all the caller published"; the store does not know callers,
         // and removing every rank's data would be worse, so it removes nothing.
         for (const auto& key : *keys)
             values_.erase(key);
-        return Bytes{};
+        return reply(Status{}, {});
     }
     case wire::RoutedOp::direct_modex:
     case wire::RoutedOp::store:
         break;
     }
-    return make_error("the publish store cannot serve operation {}", static_cast<int>(op));
+    reply(make_error("the publish store cannot serve operation {}", static_cast<int>(op)), {});
+}
+
+void PublishStore::fail_waiting(const std::string& why)
+{
+    auto waiting = std::move(waiting_);
+    waiting_.clear();
+    for (auto& lookup : waiting)
+        lookup.reply(make_error("{}", why), {});
 }
 
 } // namespace canopy

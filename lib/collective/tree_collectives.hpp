@@ -49,9 +49,10 @@ public:
     void request(long target, wire::RoutedOp op, Bytes payload, Done done);
 
     // The job's name service, kept at the root (PublishStore): PMIx_Publish, MPI_Publish_name and friends.
-    // Keys are unique job-wide; a lookup gets the entries found, and none found is not an error.
+    // Keys are unique job-wide; a lookup gets the entries found, and none found is not an error. A lookup with
+    // `wait_for` > 0 is answered once at least that many of its keys are published (PMIx's PMIX_WAIT).
     void publish(KeyValues entries, std::function<void(Status)> done);
-    void lookup(std::vector<std::string> keys, std::function<void(Status, KeyValues)> done);
+    void lookup(std::vector<std::string> keys, std::function<void(Status, KeyValues)> done, std::size_t wait_for = 0);
     void unpublish(std::vector<std::string> keys, std::function<void(Status)> done);
 
     // Takes fence and routed frames from the parent (from = parent position) or a child; false if the frame is
@@ -107,17 +108,39 @@ private:
 // The job-wide publish/lookup store kept at the root (PMIx_Publish, MPI_Publish_name and friends).
 class PublishStore {
 public:
-    // Serves one routed store operation; payloads are encoded with the functions below.
-    Result<Bytes> serve(wire::RoutedOp op, const Bytes& payload);
+    using Reply = std::function<void(Status, Bytes)>;
+
+    // Serves one routed store operation (payloads are encoded with the functions below) and calls `reply`
+    // exactly once: at once, or for a waiting lookup when enough of its keys are published.
+    void serve(wire::RoutedOp op, const Bytes& payload, Reply reply);
+    // Answers every waiting lookup with an error: the job is ending.
+    void fail_waiting(const std::string& why);
     std::size_t size() const { return values_.size(); }
+    std::size_t waiting() const { return waiting_.size(); }
 
 private:
+    struct WaitingLookup {
+        std::vector<std::string> keys;
+        std::size_t wait_for = 0;
+        Reply reply;
+    };
+    KeyValues found(const std::vector<std::string>& keys) const;
+    void answer_waiting();
+
     std::map<std::string, Bytes> values_;
+    std::vector<WaitingLookup> waiting_;
+};
+
+struct LookupRequest {
+    std::vector<std::string> keys;
+    std::size_t wait_for = 0;   // 0: answer at once
 };
 
 Bytes encode_key_values(const KeyValues& entries);
 Result<KeyValues> decode_key_values(const Bytes& payload);
 Bytes encode_keys(const std::vector<std::string>& keys);
+Bytes encode_lookup(const LookupRequest& request);
+Result<LookupRequest> decode_lookup(const Bytes& payload);
 Result<std::vector<std::string>> decode_keys(const Bytes& payload);
 
 } // namespace canopy

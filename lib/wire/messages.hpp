@@ -394,8 +394,12 @@ struct StageFetchReply {
 
 // Which protocol a fence serves: each numbers its fences on its own, so a job whose ranks speak PMIx and simple
 // PMI at once (libcanopy in an MPICH program) never pairs one protocol's fence with the other's.
-enum class FenceDomain : std::uint8_t { pmix = 0, pmi = 1 };
-constexpr EnumLimit wire_limit(FenceDomain) { return {static_cast<std::uint8_t>(FenceDomain::pmi), "domain"}; }
+// Each domain numbers its fences apart: PMIx fences, simple-PMI barriers, and PMIx connects and disconnects.
+enum class FenceDomain : std::uint8_t { pmix = 0, pmi = 1, pmix_connect = 2 };
+constexpr EnumLimit wire_limit(FenceDomain)
+{
+    return {static_cast<std::uint8_t>(FenceDomain::pmix_connect), "domain"};
+}
 
 // One chunk of a fence going up (a subtree's contribution, sent when every participant below has arrived) or
 // down (the result, broadcast from the root to the subtrees that took part). Blobs travel in chunks: each

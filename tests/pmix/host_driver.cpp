@@ -275,7 +275,8 @@ private:
             w.kvs(data);
             send(std::move(w.out));
         };
-        tree.lookup = [this](std::vector<std::string> keys, std::function<void(Status, KeyValues)> done) {
+        // The driver's clients never wait on a lookup: it answers with what is published now.
+        tree.lookup = [this](std::vector<std::string> keys, std::size_t, std::function<void(Status, KeyValues)> done) {
             if (node_ == 0) {
                 KeyValues found = store_lookup(keys);
                 asio::post(io_, [done, found = std::move(found)]() mutable { done(Status{}, std::move(found)); });

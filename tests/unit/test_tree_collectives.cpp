@@ -28,8 +28,7 @@ public:
             auto server = [this, position](long from, wire::RoutedOp op, Bytes payload, TreeCollectives::Done reply) {
                 served_from_[position].push_back(from);
                 if (position == 0) {
-                    auto answer = store_.serve(op, payload);
-                    reply(answer ? Status{} : Status{answer.error()}, answer ? *answer : Bytes{});
+                    store_.serve(op, payload, std::move(reply));
                     return;
                 }
                 // Direct modex stand-in: the node answers with its own name and the rank asked for.
@@ -220,17 +219,48 @@ TEST(TreeCollectives, PublishAndLookupGoThroughTheRootStore)
     tree.at(3).request(0, wire::RoutedOp::publish, encode_key_values({{"port", Bytes{9}}}),
                        [&](Status status, Bytes) { duplicate_error = status.ok() ? "" : status.error().message; });
     KeyValues found;
-    tree.at(5).request(0, wire::RoutedOp::lookup, encode_keys({"port", "missing"}), [&](Status status, Bytes reply) {
+    tree.at(5).lookup({"port", "missing"}, [&](Status status, KeyValues values) {
         ASSERT_TRUE(status.ok());
-        auto decoded = decode_key_values(reply);
-        ASSERT_TRUE(decoded);
-        found = *decoded;
+        found = std::move(values);
     });
     tree.run();
     EXPECT_NE(duplicate_error.find("'port' is already published"), std::string::npos) << duplicate_error;
     ASSERT_EQ(found.size(), 1u);
     EXPECT_EQ(found[0].first, "port");
     EXPECT_EQ(found[0].second, (Bytes{1, 2}));   // the first publisher's value survived the refused one
+}
+
+TEST(TreeCollectives, AWaitingLookupIsAnsweredOnceItsKeysArePublished)
+{
+    // MPI_Comm_accept's side may look up the connecting side's port before it is published (PMIX_WAIT).
+    Tree tree(7, 2, std::vector<std::uint64_t>(7, 1));
+    std::optional<KeyValues> found;
+    tree.at(6).lookup({"a", "b"}, [&](Status status, KeyValues values) {
+        ASSERT_TRUE(status.ok());
+        found = std::move(values);
+    }, 2);
+    tree.run();
+    EXPECT_FALSE(found);
+    tree.at(3).publish({{"a", Bytes{1}}}, [](Status) {});
+    tree.run();
+    EXPECT_FALSE(found);   // one of two
+    tree.at(4).publish({{"b", Bytes{2}}}, [](Status) {});
+    tree.run();
+    ASSERT_TRUE(found);
+    EXPECT_EQ(*found, (KeyValues{{"a", Bytes{1}}, {"b", Bytes{2}}}));
+}
+
+TEST(TreeCollectives, WaitingLookupsFailWhenTheJobEnds)
+{
+    PublishStore store;
+    std::optional<Status> answer;
+    store.serve(wire::RoutedOp::lookup, encode_lookup({{"never"}, 1}), [&](Status status, Bytes) { answer = status; });
+    EXPECT_FALSE(answer);
+    EXPECT_EQ(store.waiting(), 1u);
+    store.fail_waiting("the job is ending");
+    ASSERT_TRUE(answer);
+    EXPECT_FALSE(answer->ok());
+    EXPECT_EQ(store.waiting(), 0u);
 }
 
 TEST(TreeCollectives, FailAllAnswersEveryWaiter)
@@ -295,9 +325,11 @@ TEST(TreeCollectives, ARequestIntoASubtreeThatLeftFailsInsteadOfHanging)
 TEST(TreeCollectives, MalformedStorePayloadIsAnError)
 {
     PublishStore store;
-    auto result = store.serve(wire::RoutedOp::publish, Bytes{0xff, 0xff, 0xff});
-    ASSERT_FALSE(result);
-    EXPECT_NE(result.error().message.find("malformed"), std::string::npos);
+    std::optional<Status> result;
+    store.serve(wire::RoutedOp::publish, Bytes{0xff, 0xff, 0xff}, [&](Status status, Bytes) { result = status; });
+    ASSERT_TRUE(result);
+    ASSERT_FALSE(result->ok());
+    EXPECT_NE(result->error().message.find("malformed"), std::string::npos);
 }
 
 } // namespace
