@@ -356,6 +356,10 @@ PmixTree Daemon::pmix_tree()
         position_->collectives().unpublish(std::move(keys), std::move(done));
     };
     tree.abort = [this](long rank, int status, std::string message) { report_abort(rank, status, message); };
+    tree.rank_output = [this](long rank, bool to_stderr, std::string text) {
+        send_up(wire::to_frame(
+            wire::Output{static_cast<std::uint64_t>(rank), static_cast<std::uint8_t>(to_stderr ? 2 : 1), std::move(text)}));
+    };
     return tree;
 }
 

@@ -1,5 +1,8 @@
 #include "rank_launches.hpp"
 
+#include <linux/magic.h>
+#include <sys/vfs.h>
+
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -19,6 +22,12 @@ std::vector<std::string> simulated_node_mpi_env(const std::string& node_tmpdir)
             "OMPI_MCA_oob_tcp_if_include=lo"};
 }
 
+bool on_tmpfs(const std::string& path)
+{
+    struct statfs info;
+    return ::statfs(path.c_str(), &info) == 0 && info.f_type == TMPFS_MAGIC;
+}
+
 } // namespace
 
 RankBatch plan_node_ranks(const wire::JobSpec& job, const NodeSite& site,
@@ -35,6 +44,7 @@ RankBatch plan_node_ranks(const wire::JobSpec& job, const NodeSite& site,
         return batch;
     auto bind = parse_cpu_bind(job.cpu_bind, static_cast<long>(job.depth));
     auto allowed = allowed_cpus();
+    bool tmpdir_on_tmpfs = !site.simulated && on_tmpfs(site.tmpdir);
     int unusable_cpu = -1;
     for (long local = 0; local < local_size; ++local) {
         RankIdentity who;
@@ -59,6 +69,10 @@ RankBatch plan_node_ranks(const wire::JobSpec& job, const NodeSite& site,
             if (site.simulated)
                 for (auto& setting : simulated_node_mpi_env(site.tmpdir))
                     add_environment_default(launch.env, std::move(setting));
+            // Open MPI's shared-memory segments (vader_segment.*) go in the node's temp dir when it is as fast
+            // as /dev/shm: the node guard removes that however the daemon ends, even by SIGKILL.
+            else if (tmpdir_on_tmpfs)
+                add_environment_default(launch.env, "OMPI_MCA_btl_vader_backing_directory=" + site.tmpdir);
             // More ranks than CPUs on this host (simulated nodes share one): busy-polling MPI ranks would
             // starve each other, so let Open MPI yield when idle, as mpirun does when oversubscribed.
             long ranks_on_host = site.simulated ? world_size : local_size;

@@ -93,4 +93,35 @@ void LookupAnswer::operator()(pmix_status_t status, const std::vector<std::pair<
     });
 }
 
+InfoAnswer::InfoAnswer(std::string nspace, pmix_info_cbfunc_t cbfunc, void* cbdata)
+    : nspace_(std::move(nspace)), cbfunc_(cbfunc), cbdata_(cbdata)
+{
+}
+
+void InfoAnswer::operator()(pmix_status_t status, pmix_info_t* info, std::size_t ninfo) const
+{
+    if (!cbfunc_) {
+        if (info)
+            PMIX_INFO_FREE(info, ninfo);
+        return;
+    }
+    struct Held {
+        pmix_info_t* info;
+        std::size_t ninfo;
+    };
+    auto* held = info ? new Held{info, ninfo} : nullptr;
+    run_on_pmix_thread(nspace_, [cbfunc = cbfunc_, cbdata = cbdata_, status, held] {
+        if (!held) {
+            cbfunc(status, nullptr, 0, cbdata, nullptr, nullptr);
+            return;
+        }
+        cbfunc(status, held->info, held->ninfo, cbdata,
+               [](void* p) {
+                   std::unique_ptr<Held> h(static_cast<Held*>(p));
+                   PMIX_INFO_FREE(h->info, h->ninfo);
+               },
+               held);
+    });
+}
+
 } // namespace canopy

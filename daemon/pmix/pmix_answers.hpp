@@ -56,4 +56,17 @@ private:
     void* cbdata_;
 };
 
+// The answer to a query: the info entries found, which PMIx holds until it calls the release function.
+class InfoAnswer {
+public:
+    InfoAnswer(std::string nspace, pmix_info_cbfunc_t cbfunc, void* cbdata);
+    // `info` was made with PMIX_INFO_CREATE (or is null); it passes to PMIx.
+    void operator()(pmix_status_t status, pmix_info_t* info, std::size_t ninfo) const;
+
+private:
+    std::string nspace_;
+    pmix_info_cbfunc_t cbfunc_;
+    void* cbdata_;
+};
+
 } // namespace canopy

@@ -48,6 +48,9 @@ struct PmixTree {
     // the rank and its node. The daemon must tear the job down: PMIx 4.2.2
     // would otherwise keep the surviving local ranks waiting in any fence the lost rank never joined.
     std::function<void(long rank, int status, std::string message)> abort;
+    // Optional: PMIx_Log's PMIX_LOG_STDOUT or PMIX_LOG_STDERR text from a rank, printed as its output (whole
+    // lines). When empty, PMIx_Log to those channels answers "not supported".
+    std::function<void(long rank, bool to_stderr, std::string text)> rank_output;
     // Optional: an error the job survives, one line for the user that names the node (a rank PMIx would not
     // register: it fails by itself if it uses PMIx). When empty, the host logs it.
     std::function<void(const std::string& message)> report_error;

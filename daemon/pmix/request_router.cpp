@@ -10,6 +10,7 @@
 #include <spdlog/logger.h>
 
 #include "pmix/module_log.hpp"
+#include "pmix/query_answers.hpp"
 
 namespace canopy {
 
@@ -108,6 +109,26 @@ void RequestRouter::fence(FenceCall call, ModexAnswer answer)
         if (!error)
             link.run([&once](RequestRouter&) { once(); });
     });
+}
+
+void RequestRouter::query(std::vector<std::vector<std::string>> keys, InfoAnswer answer)
+{
+    auto results = answer_queries(keys, {{job_.nspace}, {}});
+    if (results.found.empty()) {
+        answer(PMIX_ERR_NOT_FOUND, nullptr, 0);
+        return;
+    }
+    pmix_info_t* info = nullptr;
+    PMIX_INFO_CREATE(info, results.found.size());
+    for (std::size_t i = 0; i < results.found.size(); ++i) {
+        const auto& [key, value] = results.found[i];
+        if (auto* text = std::get_if<std::string>(&value))
+            PMIX_INFO_LOAD(&info[i], key.c_str(), text->c_str(), PMIX_STRING);
+        else
+            PMIX_INFO_LOAD(&info[i], key.c_str(), &std::get<std::size_t>(value), PMIX_SIZE);
+    }
+    answer(results.outcome == QueryResults::Outcome::all ? PMIX_SUCCESS : PMIX_ERR_PARTIAL_SUCCESS, info,
+           results.found.size());
 }
 
 void RequestRouter::connect(ConnectCall call, OpAnswer answer, const char* what)

@@ -51,6 +51,8 @@ public:
     void abort(long rank, int status, const std::string& message, const OpAnswer& answer);
     void fence(FenceCall call, ModexAnswer answer);
     void direct_modex(long rank, int timeout_s, ModexAnswer answer);
+    // PMIx_Query_info: each query's keys.
+    void query(std::vector<std::vector<std::string>> keys, InfoAnswer answer);
     // PMIx_Connect and PMIx_Disconnect (`what` says which, for the log).
     void connect(ConnectCall call, OpAnswer answer, const char* what);
     void publish(std::vector<std::pair<std::string, Bytes>> data, OpAnswer answer);

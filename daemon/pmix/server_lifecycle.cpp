@@ -219,7 +219,13 @@ void finalize_server(const std::string& nspace, bool ended_abnormally)
     if (ended_abnormally) {
         // PMIx 4.2.2 crashes in PMIx_server_finalize (about one run in three here) after clients were killed
         // inside a fence. The daemon exits after an aborted job anyway, so leave PMIx's state to process exit.
-        pmix_log().info("pmix: job {} ended abnormally; skipping PMIx_server_finalize", nspace);
+        // Deregistering the namespace still runs the cleanups the ranks registered (PMIX_REGISTER_CLEANUP).
+        auto deregistered = wait_for_op(std::chrono::seconds(1), [&](pmix_op_cbfunc_t cbfunc, void* cbdata) {
+            PMIx_server_deregister_nspace(nspace.c_str(), cbfunc, cbdata);
+            return PMIX_SUCCESS;
+        });
+        pmix_log().info("pmix: job {} ended abnormally; namespace deregistered: {}; skipping PMIx_server_finalize",
+                        nspace, pmix_error(deregistered));
         g_server_abandoned = true;
         return;
     }

@@ -116,13 +116,19 @@ pmix_status_t on_fence_nb(const pmix_proc_t procs[], std::size_t nprocs, const p
                           std::size_t ninfo, char* data, std::size_t ndata, pmix_modex_cbfunc_t cbfunc,
                           void* cbdata)
 {
+    // PMIx 4.2.2 drops a collective's other local callers when the upcall returns an error: refuse through the
+    // callback (we are on PMIx's thread), which answers them all.
+    auto refuse = [&] {
+        cbfunc(PMIX_ERR_NOT_SUPPORTED, nullptr, 0, cbdata, nullptr, nullptr);
+        return PMIX_SUCCESS;
+    };
     auto router = attached_router();
     if (!router || !router->tree().fence)
-        return PMIX_ERR_NOT_SUPPORTED;
+        return refuse();
     FenceCall call;
     for (std::size_t i = 0; i < nprocs; ++i) {
         if (!our_nspace(*router, procs[i].nspace))
-            return PMIX_ERR_NOT_SUPPORTED;   // canopy runs one job per PMIx server
+            return refuse();   // canopy runs one job per PMIx server
         if (procs[i].rank == PMIX_RANK_WILDCARD)
             call.whole_job = true;
         else
@@ -206,13 +212,18 @@ template <bool connecting>
 pmix_status_t on_connect(const pmix_proc_t procs[], std::size_t nprocs, const pmix_info_t info[], std::size_t ninfo,
                          pmix_op_cbfunc_t cbfunc, void* cbdata)
 {
+    // As for fences: refuse through the callback, never by the return value (on_fence_nb says why).
+    auto refuse = [&] {
+        cbfunc(PMIX_ERR_NOT_SUPPORTED, cbdata);
+        return PMIX_SUCCESS;
+    };
     auto router = attached_router();
     if (!router || !router->tree().connect)
-        return PMIX_ERR_NOT_SUPPORTED;
+        return refuse();
     ConnectCall call;
     for (std::size_t i = 0; i < nprocs; ++i) {
         if (!our_nspace(*router, procs[i].nspace))
-            return PMIX_ERR_NOT_SUPPORTED;   // another job's procs: canopy runs one namespace per job
+            return refuse();   // another job's procs: canopy runs one namespace per job
         if (procs[i].rank == PMIX_RANK_WILDCARD)
             call.whole_job = true;
         else
@@ -222,6 +233,59 @@ pmix_status_t on_connect(const pmix_proc_t procs[], std::size_t nprocs, const pm
     const char* what = connecting ? "connect" : "disconnect";
     return post(*router, [call = std::move(call), answer = OpAnswer(router->nspace(), cbfunc, cbdata),
                           what](RequestRouter& r) mutable { r.connect(std::move(call), std::move(answer), what); });
+}
+
+// PMIx_Job_control. PMIx's server takes the cleanup requests (PMIX_REGISTER_CLEANUP and _DIR) itself and runs them
+// when the rank or the job ends, but only if the host has this upcall; what it passes up are the other directives
+// (pause, kill, signal, checkpoint, provision...), which canopy does not serve.
+pmix_status_t on_job_control(const pmix_proc_t*, const pmix_proc_t[], std::size_t, const pmix_info_t[], std::size_t,
+                             pmix_info_cbfunc_t, void*)
+{
+    return PMIX_ERR_NOT_SUPPORTED;
+}
+
+pmix_status_t on_query(pmix_proc_t*, pmix_query_t* queries, std::size_t nqueries, pmix_info_cbfunc_t cbfunc,
+                       void* cbdata)
+{
+    auto router = attached_router();
+    if (!router)
+        return PMIX_ERR_NOT_SUPPORTED;
+    std::vector<std::vector<std::string>> keys;
+    for (std::size_t i = 0; i < nqueries; ++i)
+        keys.push_back(strings_from(queries[i].keys));
+    return post(*router, [keys = std::move(keys), answer = InfoAnswer(router->nspace(), cbfunc, cbdata)](
+                             RequestRouter& r) mutable { r.query(std::move(keys), std::move(answer)); });
+}
+
+// PMIx_Log. Without this upcall PMIx 4.2.2 drops PMIX_LOG_STDERR and PMIX_LOG_STDOUT and answers success; canopy
+// prints them as the rank's output. Other channels (syslog, email, a data store) are not served. PMIx ignores the
+// return value here, so every path calls back, and later: PMIx's caller still uses its request after this returns.
+void on_log(const pmix_proc_t* client, const pmix_info_t data[], std::size_t ndata, const pmix_info_t[], std::size_t,
+            pmix_op_cbfunc_t cbfunc, void* cbdata)
+{
+    auto router = attached_router();
+    pmix_status_t status = PMIX_SUCCESS;
+    for (std::size_t i = 0; i < ndata; ++i) {
+        bool to_stdout = PMIX_CHECK_KEY(&data[i], PMIX_LOG_STDOUT);
+        bool to_stderr = PMIX_CHECK_KEY(&data[i], PMIX_LOG_STDERR);
+        if (!to_stdout && !to_stderr) {
+            if (std::strncmp(data[i].key, "pmix.log.", 9) == 0)
+                status = PMIX_ERR_NOT_SUPPORTED;
+            continue;
+        }
+        if (!router || !router->tree().rank_output || data[i].value.type != PMIX_STRING ||
+            !data[i].value.data.string || !our_nspace(*router, client->nspace)) {
+            status = PMIX_ERR_NOT_SUPPORTED;
+            continue;
+        }
+        std::string text = data[i].value.data.string;
+        if (text.empty() || text.back() != '\n')
+            text += '\n';
+        router->link().post([rank = rank_of(client), to_stderr, text = std::move(text)](RequestRouter& r) {
+            r.tree().rank_output(rank, to_stderr, text);
+        });
+    }
+    OpAnswer(client->nspace, cbfunc, cbdata)(status);
 }
 
 pmix_server_module_t make_table()
@@ -238,6 +302,9 @@ pmix_server_module_t make_table()
     table.unpublish = on_unpublish;
     table.connect = on_connect<true>;
     table.disconnect = on_connect<false>;
+    table.job_control = on_job_control;
+    table.query = on_query;
+    table.log = on_log;
     return table;
 }
 

@@ -13,17 +13,11 @@
 #include <sys/syscall.h>
 #include <sys/types.h>
 
+#include "proc/guard_protocol.h"
 #include "util/raw_syscall.h"
 #include "util/remove_tree.h"
 
-// The pipe protocol (node_guard.cpp): a kind byte, a 4-byte length, the payload; one write each.
-#define KIND_GROUP 'g'
-#define KIND_PATH 'p'
-#define HEADER_SIZE 5
-#define MAX_PAYLOAD (PIPE_BUF - HEADER_SIZE)
-
-#define MAX_GROUPS 4096         // rank process groups of one node
-#define PATH_SPACE (64 * 1024)  // the node's temp dirs and sockets, NUL-separated
+#define MAX_PAYLOAD (PIPE_BUF - CANOPY_GUARD_HEADER_SIZE)
 
 #ifdef CANOPY_SYS_WITH_LIBC
 #include <string.h>
@@ -77,11 +71,11 @@ static int guard(int argc, char** argv)
     if (argc > 1)
         canopy_sys(SYS_prctl, PR_SET_NAME, (long)argv[1], 0, 0);
 
-    static pid_t groups[MAX_GROUPS];
-    static char paths[PATH_SPACE];
+    static pid_t groups[CANOPY_GUARD_MAX_GROUPS];
+    static char paths[CANOPY_GUARD_PATH_SPACE];
     size_t group_count = 0;
     size_t path_used = 0;
-    char header[HEADER_SIZE];
+    char header[CANOPY_GUARD_HEADER_SIZE];
     char payload[MAX_PAYLOAD];
     // Until the daemon is gone: its end of the pipe closes however it ends.
     while (read_exactly(header, sizeof header)) {
@@ -89,9 +83,9 @@ static int guard(int argc, char** argv)
         memcpy(&size, header + 1, sizeof size);
         if (size > sizeof payload || !read_exactly(payload, size))
             break;
-        if (header[0] == KIND_GROUP && size == sizeof(pid_t) && group_count < MAX_GROUPS) {
+        if (header[0] == CANOPY_GUARD_KIND_GROUP && size == sizeof(pid_t) && group_count < CANOPY_GUARD_MAX_GROUPS) {
             memcpy(&groups[group_count++], payload, sizeof(pid_t));
-        } else if (header[0] == KIND_PATH && path_used + size + 1 <= sizeof paths) {
+        } else if (header[0] == CANOPY_GUARD_KIND_PATH && path_used + size + 1 <= sizeof paths) {
             memcpy(paths + path_used, payload, size);
             paths[path_used + size] = '\0';
             path_used += size + 1;

@@ -10,14 +10,15 @@
 #include <cstring>
 #include <filesystem>
 
+#include "proc/guard_protocol.h"
+
 namespace canopy {
 namespace {
 
-// A message on the guard's pipe: a kind byte, a 4-byte length, the payload. Each is one write of at most
-// PIPE_BUF bytes, so it arrives whole (guard_main.c reads the same layout).
-constexpr char kind_group = 'g';
-constexpr char kind_path = 'p';
-constexpr std::size_t header_size = 1 + sizeof(std::uint32_t);
+constexpr char kind_group = CANOPY_GUARD_KIND_GROUP;
+constexpr char kind_path = CANOPY_GUARD_KIND_PATH;
+constexpr std::size_t header_size = CANOPY_GUARD_HEADER_SIZE;
+static_assert(header_size == 1 + sizeof(std::uint32_t));
 constexpr std::size_t max_payload = PIPE_BUF - header_size;
 
 } // namespace
@@ -47,7 +48,8 @@ Result<NodeGuard> NodeGuard::start(const std::string& program, const char* name)
 }
 
 NodeGuard::NodeGuard(NodeGuard&& other) noexcept
-    : pipe_(std::move(other.pipe_)), pid_(std::exchange(other.pid_, -1))
+    : pipe_(std::move(other.pipe_)), pid_(std::exchange(other.pid_, -1)),
+      path_space_used_(std::exchange(other.path_space_used_, 0))
 {
 }
 
@@ -57,6 +59,7 @@ NodeGuard& NodeGuard::operator=(NodeGuard&& other) noexcept
         finish();
         pipe_ = std::move(other.pipe_);
         pid_ = std::exchange(other.pid_, -1);
+        path_space_used_ = std::exchange(other.path_space_used_, 0);
     }
     return *this;
 }
@@ -85,10 +88,13 @@ void NodeGuard::send(char kind, std::string_view payload)
     [[maybe_unused]] auto written = ::write(pipe_.get(), message, header_size + payload.size());
 }
 
-void NodeGuard::watch_path(std::string_view path)
+bool NodeGuard::watch_path(std::string_view path)
 {
-    if (!path.empty())
-        send(kind_path, path);
+    if (path.empty() || path.size() > max_payload || path_space_used_ + path.size() + 1 > CANOPY_GUARD_PATH_SPACE)
+        return false;
+    path_space_used_ += path.size() + 1;
+    send(kind_path, path);
+    return true;
 }
 
 void NodeGuard::watch_process_group(pid_t group)

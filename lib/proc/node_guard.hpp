@@ -27,8 +27,9 @@ public:
     NodeGuard& operator=(NodeGuard&& other) noexcept;
 
     // Tells the guard about a directory or file to remove. Tell it before creating the path, so no moment is
-    // left in which a SIGKILL would leave the path behind.
-    void watch_path(std::string_view path);
+    // left in which a SIGKILL would leave the path behind. False if the guard's table of paths is full (64 KiB)
+    // or the path is empty or too long: the guard will not remove it.
+    bool watch_path(std::string_view path);
     // Tells the guard about a rank's process group.
     void watch_process_group(pid_t group);
     // On an orderly exit: lets the guard clean up now and reaps it, so it leaves no zombie behind.
@@ -40,6 +41,7 @@ private:
 
     UniqueFd pipe_;
     pid_t pid_ = -1;
+    std::size_t path_space_used_ = 0;   // of the guard's table of paths
 };
 
 } // namespace canopy

@@ -1,7 +1,13 @@
 # PMIx dynamic processes under canopy (issue 12): connect/accept, MPI_Comm_join, and what canopy does not serve.
+import os
+import re
+import signal
+import time
+from pathlib import Path
+
 import pytest
 
-from conftest import BUILD_DIR
+from conftest import BUILD_DIR, daemon_pids, wait_until
 
 PROGRAMS = BUILD_DIR / "tests" / "pmix"
 
@@ -28,3 +34,93 @@ def test_pairs_of_ranks_meet_through_mpi_comm_join(run_canopy, nodes, ppn):
     result = run_canopy(["--sim-nodes", nodes, "--ppn", ppn, program("mpi_comm_join"), n], timeout=90)
     assert result.returncode == 0, result.describe()
     assert f"mpi_comm_join: {n} ranks, {n // 2} pairs joined OK" in result.stdout, result.describe()
+
+
+def shm_entries(prefix):
+    return {path.name for path in Path("/dev/shm").glob(prefix + "*")}
+
+
+def test_open_mpi_ranks_killed_leave_no_shared_memory_segments(run_canopy):
+    # Open MPI registers its vader segments with PMIx for cleanup; PMIx removes them once canopyd deregisters the
+    # job, which it does after an abnormal end too. The node temp dir is not on tmpfs here (TMPDIR is the test's),
+    # so the segments go to /dev/shm, Open MPI's default.
+    before = shm_entries("vader_segment")
+    result = run_canopy(["-n", "4", program("mpi_linger"), "2"], timeout=60)
+    assert result.returncode != 0, result.describe()
+    assert "rank 2 on" in result.stderr and "killed by signal 9" in result.stderr, result.describe()
+    assert result.stdout.count("ready") == 4, result.describe()
+    assert shm_entries("vader_segment") - before == set(), result.describe()
+
+
+def test_a_killed_canopyd_leaves_no_shared_memory_segments_when_the_temp_dir_is_tmpfs(sandbox):
+    # On tmpfs the segments live in the node temp dir, which the node guard removes however canopyd ends.
+    before = shm_entries("vader_segment") | shm_entries("canopy-")
+    job = sandbox.start(["-n", "2", program("mpi_linger"), "-1"], env={"TMPDIR": "/dev/shm"})
+    assert wait_until(lambda: len(daemon_pids(sandbox.marker)) == 1, 20)
+    lines = []
+    deadline = time.monotonic() + 30
+    while len(lines) < 2 and time.monotonic() < deadline:
+        line = job.stdout.readline().decode()
+        if "ready" in line:
+            lines.append(line)
+    assert len(lines) == 2, lines
+    assert shm_entries("vader_segment") == before & shm_entries("vader_segment")   # in the temp dir instead
+    for pid in daemon_pids(sandbox.marker):
+        os.kill(pid, signal.SIGKILL)
+    result = sandbox.finish(job, timeout=30)
+    assert result.returncode != 0, result.describe()
+    assert wait_until(lambda: (shm_entries("vader_segment") | shm_entries("canopy-")) <= before, 10), \
+        (shm_entries("vader_segment") | shm_entries("canopy-")) - before
+
+
+@pytest.mark.parametrize("mode", ["finalize", "exit", "kill"])
+def test_files_a_pmix_client_registers_for_cleanup_are_removed_however_it_ends(run_canopy, sandbox, mode):
+    work = sandbox.root / "registered"
+    work.mkdir()
+    result = run_canopy(["--sim-nodes", "2", "--ppn", "2", program("client_cleanup"), work, mode], timeout=60)
+    assert "0 failed" in result.stdout, result.describe()
+    if mode == "finalize":
+        assert result.returncode == 0, result.describe()
+        assert len(re.findall(r"client_cleanup rank \d: registered .* 0 failed", result.stdout)) == 4, \
+            result.describe()
+    else:
+        assert result.returncode != 0, result.describe()
+    assert sorted(path.name for path in work.iterdir()) == [], result.describe()
+
+
+@pytest.mark.parametrize("nodes,ppn", [(2, 2), (3, 1)], ids=["2x2", "3x1"])
+def test_pmix_connect_disconnect_query_and_log_are_served(run_canopy, nodes, ppn):
+    n = nodes * ppn
+    result = run_canopy(["--sim-nodes", nodes, "--ppn", ppn, program("client_dynamic")], timeout=60)
+    assert result.returncode == 0, result.describe()
+    assert len(re.findall(rf"client_dynamic rank \d of {n}: \d+ checks, 0 failed", result.stdout)) == n, \
+        result.describe()
+    for rank in range(n):   # PMIx_Log(PMIX_LOG_STDERR) arrives as the rank's own stderr
+        assert f"client_dynamic rank {rank} logs to stderr through PMIx_Log" in result.stderr, result.describe()
+
+
+# Calls canopy does not serve, and what each must answer: an error at once. PMIx answers two of them itself
+# (a monitor request it takes locally, and an event whose delivery it does not confirm), so those are only timed.
+UNSERVED = {
+    "PMIx_Allocation_request": "NOT-SUPPORTED",
+    "PMIx_Job_control(pause)": "NOT-SUPPORTED",
+    "PMIx_Get_credential": "NOT-SUPPORTED",
+    "PMIx_Validate_credential": "NOT-SUPPORTED",
+    "PMIx_Log(email)": "NOT-SUPPORTED",
+    "PMIx_Query_info(unknown key)": "NOT-FOUND",
+    "PMIx_Group_construct": "NOT-SUPPORTED",
+    "PMIx_Process_monitor": None,
+    "PMIx_Notify_event(global)": None,
+}
+
+
+def test_pmix_calls_canopy_does_not_serve_return_at_once_with_an_error(run_canopy):
+    result = run_canopy(["--sim-nodes", "2", "--ppn", "2", program("client_unserved")], timeout=60)
+    assert result.returncode == 0, result.describe()
+    answers = re.findall(r"client_unserved rank (\d): (.+?) -> (\S+) in (\d+) ms", result.stdout)
+    assert len(answers) == 4 * len(UNSERVED), result.describe()
+    for rank, call, status, ms in answers:
+        assert call in UNSERVED, call
+        assert int(ms) < 1000, f"rank {rank}: {call} took {ms} ms"
+        if UNSERVED[call]:
+            assert status == UNSERVED[call], f"rank {rank}: {call} answered {status}"
