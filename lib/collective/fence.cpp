@@ -6,7 +6,7 @@
 namespace canopy {
 
 FenceTracker::FenceTracker(Topology topology, std::vector<std::uint64_t> ranks_per_node, long position)
-    : topology_(topology), blocks_(std::move(ranks_per_node)), position_(position)
+    : topology_(topology), ranks_(RankBlocks(std::move(ranks_per_node))), position_(position)
 {
 }
 

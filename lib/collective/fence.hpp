@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "hosts/rank_blocks.hpp"
+#include "hosts/tree_ranks.hpp"
 #include "tree/topology.hpp"
 #include "wire/messages.hpp"
 
@@ -51,8 +51,13 @@ public:
     // Forgets a fence that failed.
     void drop(const FenceId& id);
 
-    // The node index hosting a rank, or -1.
-    long node_of_rank(long rank) const { return blocks_.node_of(rank); }
+    // The node index hosting a tree rank (hosts/tree_ranks.hpp), or -1.
+    long node_of_rank(long rank) const { return ranks_.node_of(rank); }
+    // A namespace spawned into the job: its ranks become tree ranks from `first` on.
+    Status add_namespace(long first, std::vector<std::uint64_t> ranks_per_node)
+    {
+        return ranks_.add(first, std::move(ranks_per_node));
+    }
 
 private:
     struct Pending {
@@ -62,7 +67,7 @@ private:
     };
 
     Topology topology_;
-    RankBlocks blocks_;
+    TreeRanks ranks_;
     long position_;
     std::map<std::pair<wire::FenceDomain, std::vector<long>>, std::uint64_t> local_sequence_;
     std::map<FenceId, Pending> pending_;

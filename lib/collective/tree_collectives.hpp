@@ -66,7 +66,14 @@ public:
     // unanswered, and any later ones, fail with an error instead of waiting for ever.
     void child_lost(long child);
 
-    // The tree position of the node hosting a rank, or -1 if the job has no such rank.
+    // A namespace spawned into the job (PMIx_Spawn): its ranks become tree ranks from `first` on, at every position
+    // in the same order.
+    Status add_namespace(long first, std::vector<std::uint64_t> ranks_per_node)
+    {
+        return tracker_.add_namespace(first, std::move(ranks_per_node));
+    }
+
+    // The tree position of the node hosting a tree rank, or -1 if there is no such rank.
     long position_of_rank(long rank) const
     {
         long node = tracker_.node_of_rank(rank);

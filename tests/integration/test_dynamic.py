@@ -88,6 +88,19 @@ def test_files_a_pmix_client_registers_for_cleanup_are_removed_however_it_ends(r
     assert sorted(path.name for path in work.iterdir()) == [], result.describe()
 
 
+@pytest.mark.parametrize("mode,code,words", [
+    ("kill", 137, "exited without calling PMIx_Finalize (killed by signal 9)"),
+    ("exit", 1, "exited without calling PMIx_Finalize (exit code 0)"),
+])
+def test_a_rank_lost_while_others_wait_in_pmix_connect_ends_the_job_naming_it(run_canopy, mode, code, words):
+    result = run_canopy(["--sim-nodes", "2", "--ppn", "2", program("client_lost"), "2", mode, "connect"], timeout=60)
+    assert result.returncode == code, result.describe()
+    lines = result.canopy_lines()
+    assert len(lines) == 1, result.describe()
+    assert f"rank 2 on sim0001 {words}" in lines[0], lines[0]
+    assert "connect returned SUCCESS" not in result.stdout, result.describe()
+
+
 @pytest.mark.parametrize("nodes,ppn", [(2, 2), (3, 1)], ids=["2x2", "3x1"])
 def test_pmix_connect_disconnect_query_and_log_are_served(run_canopy, nodes, ppn):
     n = nodes * ppn

@@ -97,3 +97,48 @@ TEST(FenceTracker, NodeOfRankFollowsBlockPlacement)
 
 } // namespace
 } // namespace canopy
+
+namespace canopy {
+namespace {
+
+TEST(TreeRanks, SpawnedNamespacesFollowTheJobsRanks)
+{
+    TreeRanks ranks(RankBlocks({2, 2, 2}));
+    EXPECT_EQ(ranks.size(), 6);
+    ASSERT_TRUE(ranks.add(6, {0, 3, 1}).ok());   // four ranks: three on node 1, one on node 2
+    EXPECT_EQ(ranks.size(), 10);
+    EXPECT_EQ(ranks.node_of(5), 2);
+    EXPECT_EQ(ranks.node_of(6), 1);
+    EXPECT_EQ(ranks.node_of(8), 1);
+    EXPECT_EQ(ranks.node_of(9), 2);
+    EXPECT_EQ(ranks.node_of(10), -1);
+    EXPECT_EQ(ranks.node_of(-1), -1);
+    EXPECT_EQ(ranks.job().world_size(), 6);
+}
+
+TEST(TreeRanks, ANamespaceOutOfOrderOrOfAnotherShapeIsRefused)
+{
+    TreeRanks ranks(RankBlocks({1, 1}));
+    auto gap = ranks.add(5, {1, 1});
+    ASSERT_FALSE(gap.ok());
+    EXPECT_NE(gap.error().message.find("next free one is 2"), std::string::npos) << gap.error().message;
+    auto shape = ranks.add(2, {1, 1, 1});
+    ASSERT_FALSE(shape.ok());
+    EXPECT_NE(shape.error().message.find("lists 3 nodes, the job has 2"), std::string::npos);
+}
+
+TEST(FenceTracker, AFenceOverASpawnedNamespaceRoutesToItsNodes)
+{
+    // One job rank per node on seven nodes; a spawned namespace puts tree ranks 7 and 8 on node 4.
+    for (long position = 0; position <= 7; ++position) {
+        FenceTracker tracker(Topology(7, 2), std::vector<std::uint64_t>(7, 1), position);
+        ASSERT_TRUE(tracker.add_namespace(7, {0, 0, 0, 0, 2, 0, 0}).ok());
+        auto spawned = tracker.route({0, 7, 8});   // a connect of job rank 0 with both children
+        auto same_nodes = tracker.route({0, 4});   // job ranks on the same two nodes
+        EXPECT_EQ(spawned.local, same_nodes.local) << "position " << position;
+        EXPECT_EQ(spawned.children, same_nodes.children) << "position " << position;
+    }
+}
+
+} // namespace
+} // namespace canopy
