@@ -52,6 +52,10 @@ enum class MessageType : std::uint8_t {
     fence_down = 31,
     routed_request = 32,
     routed_reply = 33,
+    // Dynamic processes (PMIx_Spawn): a rank's node asks the root, the root answers and starts the namespace.
+    spawn_request = 40,
+    spawn_reply = 41,
+    namespace_start = 42,
 };
 
 const char* message_name(std::uint8_t type);
@@ -155,9 +159,11 @@ struct JobSpec {
     std::string stage_interposer;          // libcanopy_interpose.so on the nodes
     // --mark-on-output: when a rank first prints a line matching the regex, stamp app.<name> for it.
     std::vector<std::pair<std::string, std::string>> output_marks;   // (regex, name)
+    // --spawn-slots: ranks PMIx_Spawn may start on each node beyond the job's own.
+    std::uint64_t spawn_slots = 0;
 
     CANOPY_WIRE_FIELDS(argv, env, wdir, cpu_bind, depth, ranks_per_node, master_addr, master_port, pmix, simple_pmi,
-                       trace, stage, stage_cache_base, stage_interposer, output_marks)
+                       trace, stage, stage_cache_base, stage_interposer, output_marks, spawn_slots)
 };
 
 // Everything a daemon needs to build its part of the tree and run its ranks.
@@ -427,8 +433,9 @@ struct FenceDown : FenceChunk {
 
 // What a routed request asks for.
 // store: a JobStore request (payload: u8 operation, then its payload); the reply carries u8 answer + payload.
-enum class RoutedOp : std::uint8_t { direct_modex = 1, publish = 2, lookup = 3, unpublish = 4, store = 5 };
-constexpr EnumLimit wire_limit(RoutedOp) { return {static_cast<std::uint8_t>(RoutedOp::store), "operation", 1}; }
+// spawn: a SpawnRequest frame for the root; the reply carries a SpawnReply frame.
+enum class RoutedOp : std::uint8_t { direct_modex = 1, publish = 2, lookup = 3, unpublish = 4, store = 5, spawn = 6 };
+constexpr EnumLimit wire_limit(RoutedOp) { return {static_cast<std::uint8_t>(RoutedOp::spawn), "operation", 1}; }
 
 // A request for one position (the root for the job-wide store, a rank's node for direct modex), carried hop by
 // hop along tree links; the reply goes back to `from` the same way.
@@ -455,11 +462,61 @@ struct RoutedReply {
     CANOPY_WIRE_FIELDS(id, to, status, payload)
 };
 
+// PMIx_Spawn as the caller's node asks the root for it: one application, its ranks placed on the job's nodes.
+struct SpawnRequest {
+    static constexpr MessageType type = MessageType::spawn_request;
+    static constexpr const char* name = "spawn-request";
+    std::uint64_t parent_rank = 0;         // the caller's tree rank
+    std::vector<std::string> argv;
+    std::vector<std::string> env;          // NAME=VALUE, set over the job's environment
+    std::string wdir;                      // empty: the job's
+    std::uint64_t count = 0;               // ranks to start
+    std::vector<std::string> hosts;        // PMIX_HOST: only these of the job's nodes (empty: any)
+    std::string map_by;                    // PMIX_MAPBY: "node" (spread, the default) or "slot" (fill)
+    std::uint64_t per_node = 0;            // PMIX_PPR "N:node": exactly N on each node used (0: no such rule)
+
+    CANOPY_WIRE_FIELDS(parent_rank, argv, env, wdir, count, hosts, map_by, per_node)
+};
+
+// The root's answer: the new namespace, or why it could not start (the error names the limit).
+struct SpawnReply {
+    static constexpr MessageType type = MessageType::spawn_reply;
+    static constexpr const char* name = "spawn-reply";
+    std::string nspace;
+    std::uint64_t first = 0;               // its first tree rank
+    std::uint64_t size = 0;
+
+    CANOPY_WIRE_FIELDS(nspace, first, size)
+};
+
+// Down the tree from the root to every daemon, before the root answers the spawn: every position adds the
+// namespace's ranks to its tree ranks, every PMIx server learns the namespace, and the nodes it uses start ranks.
+struct NamespaceStart {
+    static constexpr MessageType type = MessageType::namespace_start;
+    static constexpr const char* name = "namespace-start";
+    std::string nspace;
+    std::uint64_t first = 0;                      // first tree rank
+    std::vector<std::uint64_t> ranks_per_node;    // by node index of the job; ranks in blocks, node 0 first
+    std::uint64_t parent_rank = 0;                // the spawning rank's tree rank
+    std::vector<std::string> argv;
+    std::vector<std::string> env;
+    std::string wdir;
+
+    CANOPY_WIRE_FIELDS(nspace, first, ranks_per_node, parent_rank, argv, env, wdir)
+    Status check() const
+    {
+        if (argv.empty())
+            return make_error("namespace-start {} has no program", nspace);
+        return {};
+    }
+};
+
 // Every message, listed once: the name table, the encoders and decoders and their round-trip test come from it.
 #define CANOPY_WIRE_MESSAGES(X)                                                                                  \
     X(Challenge) X(Hello) X(Welcome) X(ClockPing) X(ClockPong) X(LaunchPlan) X(StdinData) X(Signal) X(Shutdown)     \
     X(StageIndex) X(StageContent) X(StageFetchReply) X(SubtreeUp) X(SubtreeSpawned) X(SubtreeDone) X(Output)       \
-    X(RankFailed) X(DaemonError) X(DaemonLog) X(StageFetch) X(FenceUp) X(FenceDown) X(RoutedRequest) X(RoutedReply)
+    X(RankFailed) X(DaemonError) X(DaemonLog) X(StageFetch) X(FenceUp) X(FenceDown) X(RoutedRequest) X(RoutedReply) \
+    X(SpawnRequest) X(SpawnReply) X(NamespaceStart)
 
 // A listing name takes at least 3 bytes on the wire (two empty strings and its type).
 template <>

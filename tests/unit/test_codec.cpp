@@ -272,13 +272,16 @@ TEST(Messages, EveryMessageHasItsOwnTypeAndName)
 {
     std::set<std::uint8_t> types;
     std::set<std::string> names;
+    std::size_t listed = 0;
 #define CANOPY_COLLECT(M)                                                                                        \
     types.insert(static_cast<std::uint8_t>(M::type));                                                          \
-    names.insert(M::name);
+    names.insert(M::name);                                                                                     \
+    ++listed;
     CANOPY_WIRE_MESSAGES(CANOPY_COLLECT)
 #undef CANOPY_COLLECT
-    EXPECT_EQ(types.size(), 24u);
-    EXPECT_EQ(names.size(), 24u);
+    EXPECT_GE(listed, 27u);
+    EXPECT_EQ(types.size(), listed);
+    EXPECT_EQ(names.size(), listed);
     EXPECT_STREQ(message_name(99), "unknown");
 }
 
