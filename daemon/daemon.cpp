@@ -11,9 +11,11 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <fmt/format.h>
 
+#include "hosts/rank_blocks.hpp"
 #include "pmi/pmi_server.hpp"
 #include "pmix/pmix_node.hpp"
 #include "private_socket.hpp"
+#include "proc/rank_env.hpp"
 #include "rank_launches.hpp"
 #include "rank_socket.hpp"
 #include "stage/stage_node.hpp"
@@ -164,6 +166,14 @@ void Daemon::register_parent_handlers()
         position_->children().broadcast(wire::encode_frame(frame));
         return true;
     });
+    position_->on_parent(wire::MessageType::namespace_start, [this](long, const wire::Frame& frame) {
+        auto start = wire::decode_frame<wire::NamespaceStart>(frame);
+        if (!start)
+            return false;
+        position_->children().broadcast(wire::encode_frame(frame));   // the subtree learns it before any reply
+        start_namespace(*start);
+        return true;
+    });
     position_->on_parent(wire::MessageType::shutdown, [this](long, const wire::Frame& frame) {
         auto message = wire::decode_frame<wire::Shutdown>(frame);
         if (!message)
@@ -281,6 +291,8 @@ void Daemon::start_pmi_servers()
     job.ranks_per_node = plan_->job.ranks_per_node;
     job.node_index = Topology::position_to_node(args_.position);
     job.tmpdir = tmpdir_;
+    // MPI_UNIVERSE_SIZE: the job and the ranks it may spawn on its nodes.
+    job.universe_size = RankBlocks(job.ranks_per_node).world_size() + plan.job.spawn_slots * plan.hosts.size();
     PmixNode::Hooks hooks;
     hooks.report_error = [this](const std::string& message) { report_error(node_, message); };
     hooks.ready = [this] { node_phase("daemon.pmix_ready", since_launch(timing::now_ns())); };
@@ -356,6 +368,19 @@ PmixTree Daemon::pmix_tree()
         position_->collectives().unpublish(std::move(keys), std::move(done));
     };
     tree.abort = [this](long rank, int status, std::string message) { report_abort(rank, status, message); };
+    tree.spawn = [this](wire::SpawnRequest request, std::function<void(Status, wire::SpawnReply)> done) {
+        position_->collectives().request(
+            0, wire::RoutedOp::spawn, wire::to_frame(request), [done = std::move(done)](Status status, Bytes reply) {
+                if (!status.ok())
+                    return done(status, {});
+                auto frame = wire::read_frame(reply);
+                auto answer = frame ? wire::decode_frame<wire::SpawnReply>(*frame)
+                                    : Result<wire::SpawnReply>(make_error("the root's spawn reply is malformed"));
+                if (!answer)
+                    return done(answer.error(), {});
+                done(Status{}, std::move(*answer));
+            });
+    };
     tree.rank_output = [this](long rank, bool to_stderr, std::string text) {
         send_up(wire::to_frame(
             wire::Output{static_cast<std::uint64_t>(rank), static_cast<std::uint8_t>(to_stderr ? 2 : 1), std::move(text)}));
@@ -503,6 +528,45 @@ void Daemon::start_ranks()
     for (auto& service : rank_services_)
         service->ranks_started();
     // all_started carries on
+}
+
+void Daemon::start_namespace(const wire::NamespaceStart& start)
+{
+    if (auto added = position_->collectives().add_namespace(static_cast<long>(start.first), start.ranks_per_node);
+        !added) {
+        report_error(node_, fmt::format("spawned namespace {}: {}", start.nspace, added.error().message));
+        return;
+    }
+    for (auto& service : rank_services_)
+        if (auto learned = service->namespace_started(start); !learned)
+            report_error(node_, fmt::format("spawned namespace {}: {}", start.nspace, learned.error().message));
+    long index = Topology::position_to_node(args_.position);
+    if (index >= static_cast<long>(start.ranks_per_node.size()) || start.ranks_per_node[index] == 0)
+        return;
+    // Its ranks run as the job's do, with the spawner's program, environment and directory.
+    wire::JobSpec spawned = plan_->job;
+    spawned.argv = start.argv;
+    for (const auto& setting : start.env) {
+        auto name = setting.substr(0, setting.find('='));
+        auto value = setting.substr(std::min(setting.size(), setting.find('=') + 1));
+        // The spawner's own PMI and canopy identity, and its node's temp dir, are not the new ranks': each node
+        // sets those for its ranks.
+        bool node_dir = value.find("/canopy-" + plan_->job_id + "-") != std::string::npos;
+        if (name.starts_with("PMIX_") || name.starts_with("PMI_") || name.starts_with("CANOPY_") || node_dir)
+            continue;
+        set_environment_value(spawned.env, name, value);
+    }
+    spawned.wdir = start.wdir.empty() ? plan_->job.wdir : start.wdir;
+    spawned.ranks_per_node = start.ranks_per_node;
+    NodeSite site{node_, tmpdir_, index, static_cast<long>(plan_->hosts.size()), plan_->simulated, plan_->job_id};
+    auto batch = plan_node_ranks(
+        spawned, site, rank_services_, [this](const std::string& message) { report_error(node_, message); },
+        static_cast<long>(start.first));
+    spawn_log().info("starting {} ranks of spawned namespace {}", batch.launches.size(), start.nspace);
+    if (!batch.refused.empty())
+        ranks_->reject(std::move(batch.launches), batch.refused);
+    else
+        ranks_->spawn(batch.program, spawned.argv, spawned.wdir, std::move(batch.launches));
 }
 
 bool Daemon::ranks_drained()

@@ -66,6 +66,9 @@ private:
     void join_tree_position();
     // What the parent sends that the tree position leaves to the daemon: stdin, signals, shutdown.
     void register_parent_handlers();
+    // A namespace spawned into the job (the root's namespace-start): the collectives and the rank services learn
+    // it, and this node starts its ranks of it.
+    void start_namespace(const wire::NamespaceStart& start);
     // What children send that is not a report of their subtree or a collective: passed up, or a failure noted.
     void register_child_handlers();
     // The PMI servers this node's ranks connect to (simple PMI, and PMIx on demand or eager).

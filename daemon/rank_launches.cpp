@@ -32,7 +32,7 @@ bool on_tmpfs(const std::string& path)
 
 RankBatch plan_node_ranks(const wire::JobSpec& job, const NodeSite& site,
                           const std::vector<std::unique_ptr<RankService>>& services,
-                          const std::function<void(const std::string&)>& report_error)
+                          const std::function<void(const std::string&)>& report_error, long first_tree_rank)
 {
     RankBlocks blocks(job.ranks_per_node);
     long first_rank = blocks.first_rank(site.index);
@@ -60,7 +60,7 @@ RankBatch plan_node_ranks(const wire::JobSpec& job, const NodeSite& site,
         who.job_id = site.job_id;
         who.node_tmpdir = site.tmpdir;
         RankLaunch launch;
-        launch.rank = who.rank;
+        launch.rank = first_tree_rank + who.rank;
         launch.env = rank_environment(job.env, who);
         for (auto& service : services)
             if (auto prepared = service->prepare_rank(launch); !prepared)
@@ -84,7 +84,7 @@ RankBatch plan_node_ranks(const wire::JobSpec& job, const NodeSite& site,
         for (int cpu : launch.cpus)
             if (!std::binary_search(allowed.begin(), allowed.end(), cpu) && unusable_cpu < 0)
                 unusable_cpu = cpu;
-        launch.takes_stdin = who.rank == 0;
+        launch.takes_stdin = launch.rank == 0;   // the job's rank 0 only
         batch.launches.push_back(std::move(launch));
     }
     auto program = find_program(job.argv.at(0), environment_value(job.env, "PATH"));

@@ -29,9 +29,10 @@ struct RankBatch {
     std::string refused;               // non-empty: none of them can start, and why (names the node)
 };
 
-// `report_error` gets a service's failure to prepare a rank (the rank still starts).
+// `report_error` gets a service's failure to prepare a rank (the rank still starts). `first_tree_rank` is where
+// the ranks' namespace starts among tree ranks: 0 for the job, later for a namespace spawned into it.
 RankBatch plan_node_ranks(const wire::JobSpec& job, const NodeSite& site,
                           const std::vector<std::unique_ptr<RankService>>& services,
-                          const std::function<void(const std::string&)>& report_error);
+                          const std::function<void(const std::string&)>& report_error, long first_tree_rank = 0);
 
 } // namespace canopy

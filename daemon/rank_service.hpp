@@ -23,7 +23,10 @@ public:
     // Whether the node's ranks may start now; if not, the service calls `wake` once they may (the node cache
     // of a staged job is installed).
     virtual bool ready_for_ranks(std::function<void()> /*wake*/) { return true; }
-    // Adds what a rank about to start needs from the service (environment, inherited descriptors).
+    // A namespace spawned into the job (PMIx_Spawn), before any of its ranks start here; every node hears of it.
+    virtual Status namespace_started(const wire::NamespaceStart& /*start*/) { return {}; }
+    // Adds what a rank about to start needs from the service (environment, inherited descriptors). Its rank is a
+    // tree rank: the job's ranks, then those of spawned namespaces (hosts/tree_ranks.hpp).
     virtual Status prepare_rank(RankLaunch& launch) = 0;
     // Every rank of the node has been started (or failed to).
     virtual void ranks_started() {}

@@ -109,6 +109,8 @@ PmiServer::~PmiServer()
 Status PmiServer::prepare_rank(RankLaunch& launch)
 {
     long rank = launch.rank;
+    if (rank >= world_size_)
+        return {};   // spawned through PMIx into a namespace of its own: not a simple-PMI client
     auto& env = launch.env;
     int fds[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)

@@ -56,4 +56,14 @@ std::vector<std::string> pmix_rank_env(const PmixJob& job, long rank, const std:
     return env;
 }
 
+std::vector<std::string> pmix_spawned_rank_env(const PmixJob& job, const std::string& nspace, long rank,
+                                               const std::string& server_uri)
+{
+    auto env = pmix_rank_env(job, rank, server_uri);
+    for (auto& setting : env)
+        if (setting.starts_with("PMIX_NAMESPACE="))
+            setting = "PMIX_NAMESPACE=" + nspace;
+    return env;
+}
+
 } // namespace canopy

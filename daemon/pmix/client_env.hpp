@@ -30,5 +30,8 @@ std::vector<std::string> canopy_pmix_settings();
 // yet (a PmixRelay's address): what PmixHost::prepare_rank gives once it does, with that address.
 // tests/integration/test_pmix.py holds the two to the same variables and values.
 std::vector<std::string> pmix_rank_env(const PmixJob& job, long rank, const std::string& server_uri);
+// The same for rank `rank` of a namespace spawned into the job (`nspace`), served by the job's server on this node.
+std::vector<std::string> pmix_spawned_rank_env(const PmixJob& job, const std::string& nspace, long rank,
+                                               const std::string& server_uri);
 
 } // namespace canopy

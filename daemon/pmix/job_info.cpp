@@ -20,7 +20,7 @@ Result<RankLayout> RankLayout::make(const PmixJob& job)
     if (job.hosts.size() != job.ranks_per_node.size())
         return make_error("PMIx job {}: {} node names but {} rank counts", job.nspace, job.hosts.size(),
                           job.ranks_per_node.size());
-    if (job.node_index < 0 || static_cast<std::size_t>(job.node_index) >= job.hosts.size())
+    if (job.node_index < -1 || job.node_index >= static_cast<long>(job.hosts.size()))
         return make_error("PMIx job {}: node index {} is outside 0..{}", job.nspace, job.node_index,
                           job.hosts.size() - 1);
     RankLayout layout;
@@ -165,13 +165,9 @@ Result<PmixInfoArray> make_job_info(const PmixJob& job, const RankLayout& layout
 
     const long node = job.node_index;
     const auto job_size = static_cast<std::uint32_t>(layout.job_size());
-    const auto local_size = static_cast<std::uint32_t>(layout.local_size(node));
+    const auto universe_size = static_cast<std::uint32_t>(std::max<std::uint64_t>(job.universe_size, job_size));
     const auto num_nodes = static_cast<std::uint32_t>(layout.node_count());
-    const auto node_id = static_cast<std::uint32_t>(node);
-    const pmix_rank_t local_leader = static_cast<pmix_rank_t>(layout.first_rank(node));
     const std::uint32_t appnum = 0;
-    const std::string peers = layout.local_peers(node);
-    const std::string& hostname = job.hosts[static_cast<std::size_t>(node)];
 
     InfoList info;
     // Maps as PMIX_REGEX: passed as strings they break above 4 KB (REFERENCE.md).
@@ -180,11 +176,29 @@ Result<PmixInfoArray> make_job_info(const PmixJob& job, const RankLayout& layout
     std::free(node_regex);
     std::free(ppn_regex);
     info.add(PMIX_JOBID, job.nspace.c_str(), PMIX_STRING);
-    info.add(PMIX_UNIV_SIZE, &job_size, PMIX_UINT32);
+    info.add(PMIX_UNIV_SIZE, &universe_size, PMIX_UINT32);
     info.add(PMIX_JOB_SIZE, &job_size, PMIX_UINT32);
     info.add(PMIX_MAX_PROCS, &job_size, PMIX_UINT32);
     info.add(PMIX_NUM_NODES, &num_nodes, PMIX_UINT32);
     info.add(PMIX_APPNUM, &appnum, PMIX_UINT32);
+    if (!job.parent_nspace.empty()) {
+        pmix_proc_t parent;
+        PMIX_LOAD_PROCID(&parent, job.parent_nspace.c_str(), static_cast<pmix_rank_t>(job.parent_rank));
+        bool spawned = true;
+        info.add(PMIX_PARENT_ID, &parent, PMIX_PROC);
+        info.add(PMIX_SPAWNED, &spawned, PMIX_BOOL);
+    }
+    // A spawned namespace with no rank on this node: its maps, and nothing about this node.
+    if (node < 0) {
+        if (!info.failed_key().empty())
+            return make_error("PMIx job {}: cannot store job info key {}", job.nspace, info.failed_key());
+        return info.take();
+    }
+    const auto local_size = static_cast<std::uint32_t>(layout.local_size(node));
+    const auto node_id = static_cast<std::uint32_t>(node);
+    const pmix_rank_t local_leader = static_cast<pmix_rank_t>(layout.first_rank(node));
+    const std::string peers = layout.local_peers(node);
+    const std::string& hostname = job.hosts[static_cast<std::size_t>(node)];
     // Job-level copies of this node's facts: Open MPI 4.1 asks for them with the wildcard rank.
     info.add(PMIX_LOCAL_SIZE, &local_size, PMIX_UINT32);
     info.add(PMIX_LOCAL_PEERS, peers.c_str(), PMIX_STRING);

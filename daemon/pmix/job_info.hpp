@@ -15,8 +15,11 @@ struct PmixJob {
     std::string nspace;                         // e.g. "canopy.<jobid>"
     std::vector<std::string> hosts;             // node index -> node name
     std::vector<std::uint64_t> ranks_per_node;  // node index -> rank count (ranks in blocks, node 0 first)
-    long node_index = 0;                        // this daemon's node
+    long node_index = 0;                        // this daemon's node; -1: a spawned namespace with no rank here
     std::string tmpdir;                         // per job and node, 0700, exists
+    std::uint64_t universe_size = 0;            // PMIX_UNIV_SIZE: the job and what it may spawn; 0: the job's size
+    std::string parent_nspace;                  // a spawned namespace: who spawned it (PMIX_PARENT_ID)
+    long parent_rank = -1;
 };
 
 // Where each rank lives; pure arithmetic on PmixJob, no PMIx calls, so it is unit-tested on its own.

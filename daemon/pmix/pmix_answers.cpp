@@ -93,6 +93,22 @@ void LookupAnswer::operator()(pmix_status_t status, const std::vector<std::pair<
     });
 }
 
+SpawnAnswer::SpawnAnswer(std::string nspace, pmix_spawn_cbfunc_t cbfunc, void* cbdata)
+    : nspace_(std::move(nspace)), cbfunc_(cbfunc), cbdata_(cbdata)
+{
+}
+
+void SpawnAnswer::operator()(pmix_status_t status, const std::string& spawned) const
+{
+    if (!cbfunc_)
+        return;
+    run_on_pmix_thread(nspace_, [cbfunc = cbfunc_, cbdata = cbdata_, status, spawned] {
+        pmix_nspace_t name;
+        PMIX_LOAD_NSPACE(name, spawned.c_str());
+        cbfunc(status, name, cbdata);
+    });
+}
+
 InfoAnswer::InfoAnswer(std::string nspace, pmix_info_cbfunc_t cbfunc, void* cbdata)
     : nspace_(std::move(nspace)), cbfunc_(cbfunc), cbdata_(cbdata)
 {

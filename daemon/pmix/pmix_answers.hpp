@@ -56,6 +56,18 @@ private:
     void* cbdata_;
 };
 
+// The answer to a spawn: the new namespace, or an error (the caller learns nothing more from PMIx).
+class SpawnAnswer {
+public:
+    SpawnAnswer(std::string nspace, pmix_spawn_cbfunc_t cbfunc, void* cbdata);
+    void operator()(pmix_status_t status, const std::string& spawned) const;
+
+private:
+    std::string nspace_;
+    pmix_spawn_cbfunc_t cbfunc_;
+    void* cbdata_;
+};
+
 // The answer to a query: the info entries found, which PMIx holds until it calls the release function.
 class InfoAnswer {
 public:

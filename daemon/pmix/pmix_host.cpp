@@ -39,20 +39,24 @@ public:
         finalize_server(router_->nspace(), router_->ranks().ended_abnormally());
     }
 
+    Status add_namespace(PmixNamespace ns) override { return router_->add_namespace(std::move(ns)); }
+
     Result<std::vector<std::string>> prepare_rank(long rank, uid_t uid, gid_t gid) override
     {
         if (auto registered = register_rank(rank, uid, gid); !registered)
             return registered.error();
-        return rank_environment(router_->job(), rank);
+        auto who = router_->namespaces().proc_of(rank);
+        return rank_environment(router_->namespaces().find(who->nspace)->job, who->rank);
     }
 
     Status register_rank(long rank, uid_t uid, gid_t gid) override
     {
-        const PmixJob& job = router_->job();
-        if (!router_->is_local(rank))
-            return make_error("PMIx host on {}: rank {} does not run on this node", router_->node(), rank);
-        return canopy::register_rank(job, rank, uid, gid,
-                                     report_failure(router_->link(), fmt::format("cannot register rank {}", rank)));
+        auto who = router_->namespaces().proc_of(rank);
+        if (!who || !router_->is_local(rank))
+            return make_error("PMIx host on {}: tree rank {} does not run on this node", router_->node(), rank);
+        return canopy::register_rank(router_->namespaces().find(who->nspace)->job, who->rank, uid, gid,
+                                     report_failure(router_->link(), fmt::format("cannot register rank {} of {}",
+                                                                                 who->rank, who->nspace)));
     }
 
     const std::string& server_uri() const override { return server_uri_; }

@@ -15,7 +15,9 @@
 
 #include "pmix/client_env.hpp"
 #include "pmix/job_info.hpp"
+#include "pmix/namespaces.hpp"
 #include "util/result.hpp"
+#include "wire/messages.hpp"
 
 namespace canopy {
 
@@ -48,6 +50,9 @@ struct PmixTree {
     // the rank and its node. The daemon must tear the job down: PMIx 4.2.2
     // would otherwise keep the surviving local ranks waiting in any fence the lost rank never joined.
     std::function<void(long rank, int status, std::string message)> abort;
+    // Optional: PMIx_Spawn. The root places and starts the namespace; every node learns it (the daemon calls
+    // PmixHost::add_namespace) before `done` gets the root's answer here. When empty, spawn is not supported.
+    std::function<void(wire::SpawnRequest request, std::function<void(Status, wire::SpawnReply)> done)> spawn;
     // Optional: PMIx_Log's PMIX_LOG_STDOUT or PMIX_LOG_STDERR text from a rank, printed as its output (whole
     // lines). When empty, PMIx_Log to those channels answers "not supported".
     std::function<void(long rank, bool to_stderr, std::string text)> rank_output;
@@ -64,6 +69,12 @@ public:
     // to 20 s). After an abnormal end (an abort, or ranks that never finalized) it skips the PMIx teardown, which
     // crashes in PMIx 4.2.2 once clients were killed inside a fence: the process must exit soon after.
     virtual ~PmixHost() = default;
+
+    // Ranks are tree ranks (hosts/tree_ranks.hpp): the job's, then those of namespaces spawned into it.
+
+    // A namespace spawned into the job: registers it with this node's server (with its ranks here, if any), so
+    // connects, fences and direct modex across namespaces work here. Call before preparing its ranks.
+    virtual Status add_namespace(PmixNamespace ns) = 0;
 
     // Register a local rank and return the environment additions ("NAME=value") for its exec: what
     // PMIx_server_setup_fork produces plus the settings in docs/pmix.md (Open MPI joins the job, gds=hash).

@@ -30,7 +30,7 @@ std::unique_ptr<PmixNode> PmixNode::start(boost::asio::io_context& io, PmixMode 
 }
 
 PmixNode::PmixNode(boost::asio::io_context& io, PmixJob job, PmixTree tree, Hooks hooks)
-    : io_(io), job_(std::move(job)), tree_(std::move(tree)), hooks_(std::move(hooks))
+    : io_(io), job_(std::move(job)), namespaces_(job_), tree_(std::move(tree)), hooks_(std::move(hooks))
 {
     tree_.report_error = hooks_.report_error;
 }
@@ -75,6 +75,19 @@ Result<std::string> PmixNode::server_uri()
             return make_error("no PMIx server on {}", node());
         }
     }
+    // Then what was spawned into the job so far, each namespace before its ranks here.
+    for (auto& ns : namespaces_.spawned_so_far()) {
+        long first = ns.first, size = ns.size;
+        if (auto added = host_->add_namespace(std::move(ns)); !added) {
+            hooks_.report_error(fmt::format("cannot register a spawned namespace with PMIx on {}: {}", node(),
+                                            added.error().message));
+            return make_error("no PMIx server on {}", node());
+        }
+        for (long rank = first; rank < first + size; ++rank)
+            if (namespaces_.is_local(rank))
+                if (auto registered = host_->register_rank(rank, ::getuid(), ::getgid()); !registered)
+                    hooks_.report_error(registered.error().message);
+    }
     for (auto [rank, status] : exits_before_server_)
         host_->rank_exited(rank, status);
     exits_before_server_.clear();
@@ -87,8 +100,16 @@ Status PmixNode::prepare_rank(RankLaunch& launch)
 {
     if (relay_) {
         // On demand, every rank gets the relay's address; the server behind it starts when one connects.
-        for (auto& setting : pmix_rank_env(job_, launch.rank, relay_->uri()))
+        auto who = namespaces_.proc_of(launch.rank);
+        if (!who)
+            return make_error("no PMIx namespace has tree rank {} on {}", launch.rank, node());
+        auto env = who->nspace == job_.nspace ? pmix_rank_env(job_, who->rank, relay_->uri())
+                                               : pmix_spawned_rank_env(job_, who->nspace, who->rank, relay_->uri());
+        for (auto& setting : env)
             add_environment_default(launch.env, std::move(setting));
+        // A rank spawned once the server runs: PMIx must know it before its handshake arrives.
+        if (host_)
+            return host_->register_rank(launch.rank, ::getuid(), ::getgid());
         return {};
     }
     if (!host_)
@@ -124,6 +145,20 @@ bool PmixNode::serve_request(long, wire::RoutedOp op, Bytes payload, Done reply)
     }
     host_->serve_direct_modex(rank, std::move(reply));
     return true;
+}
+
+Status PmixNode::namespace_started(const wire::NamespaceStart& start)
+{
+    auto ns = Namespaces::spawned(start, job_.hosts, job_.node_index, job_.tmpdir);
+    if (auto parent = namespaces_.proc_of(static_cast<long>(start.parent_rank))) {
+        ns.job.parent_nspace = parent->nspace;
+        ns.job.parent_rank = parent->rank;
+    }
+    if (auto added = namespaces_.add(ns); !added)
+        return added;
+    if (host_)
+        return host_->add_namespace(std::move(ns));
+    return {};   // the server registers it when it starts
 }
 
 void PmixNode::stop()

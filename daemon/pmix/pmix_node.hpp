@@ -11,6 +11,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "pmix/job_info.hpp"
+#include "pmix/namespaces.hpp"
 #include "pmix/pmix_host.hpp"
 #include "pmix/pmix_relay.hpp"
 #include "rank_service.hpp"
@@ -42,6 +43,9 @@ public:
     bool serve_request(long from, wire::RoutedOp op, Bytes payload, Done reply) override;
     void stop() override;
 
+    // A namespace spawned into the job (the root's namespace-start): the server learns it now, or when it starts.
+    Status namespace_started(const wire::NamespaceStart& start) override;
+
 private:
     PmixNode(boost::asio::io_context& io, PmixJob job, PmixTree tree, Hooks hooks);
     bool start_server();
@@ -51,6 +55,7 @@ private:
 
     boost::asio::io_context& io_;
     PmixJob job_;
+    Namespaces namespaces_;   // the job's and those spawned into it, for the ranks' environment
     PmixTree tree_;
     Hooks hooks_;
     std::unique_ptr<PmixHost> host_;

@@ -11,6 +11,7 @@
 
 #include "pmix/module_log.hpp"
 #include "pmix/query_answers.hpp"
+#include "pmix/server_lifecycle.hpp"
 
 namespace canopy {
 
@@ -34,6 +35,7 @@ RequestRouter::RequestRouter(asio::io_context& io, PmixJob job, RankLayout layou
       layout_(std::move(layout)),
       tree_(std::move(tree)),
       node_(job_.hosts.at(static_cast<std::size_t>(job_.node_index))),
+      namespaces_(job_),
       ranks_(node_),
       pending_(io, PMIX_ERR_TIMEOUT)
 {
@@ -68,11 +70,26 @@ void RequestRouter::abort(long rank, int status, const std::string& message, con
     });
 }
 
+std::vector<long> RequestRouter::tree_participants(std::vector<long> participants, bool whole_job) const
+{
+    auto job_size = static_cast<long>(layout_.job_size());
+    std::sort(participants.begin(), participants.end());
+    participants.erase(std::unique(participants.begin(), participants.end()), participants.end());
+    bool only_job = participants.empty() || participants.back() < job_size;
+    if (only_job && (whole_job || static_cast<long>(participants.size()) == job_size))
+        return {};
+    if (whole_job) {   // the whole job and ranks of a spawned namespace: name the job's ranks one by one
+        for (long rank = 0; rank < job_size; ++rank)
+            participants.push_back(rank);
+        std::sort(participants.begin(), participants.end());
+        participants.erase(std::unique(participants.begin(), participants.end()), participants.end());
+    }
+    return participants;
+}
+
 void RequestRouter::fence(FenceCall call, ModexAnswer answer)
 {
-    auto participants = std::move(call.participants);
-    if (call.whole_job || participants.size() == layout_.job_size())
-        participants.clear();
+    auto participants = tree_participants(std::move(call.participants), call.whole_job);
     std::uint64_t id = pending_.add(
         {participants.empty(), participants},
         [answer = std::move(answer)](int status, Bytes bytes) { answer(status, std::move(bytes)); },
@@ -111,9 +128,54 @@ void RequestRouter::fence(FenceCall call, ModexAnswer answer)
     });
 }
 
+Status RequestRouter::add_namespace(PmixNamespace ns)
+{
+    auto layout = RankLayout::make(ns.job);
+    if (!layout)
+        return layout.error();
+    auto nspace = ns.job.nspace;
+    auto job = ns.job;
+    if (auto added = namespaces_.add(std::move(ns)); !added)
+        return added;
+    return register_namespace(job, *layout, [link = link(), nspace](pmix_status_t status) {
+        if (status != PMIX_SUCCESS)
+            link.post([nspace, status](RequestRouter& router) {
+                router.report_error(fmt::format("cannot register the spawned namespace {} with PMIx on {}: {}",
+                                                nspace, router.node(), pmix_error(status)));
+            });
+    });
+}
+
+void RequestRouter::spawn(wire::SpawnRequest request, SpawnAnswer answer)
+{
+    if (!tree_.spawn) {
+        answer(PMIX_ERR_NOT_SUPPORTED, "");
+        return;
+    }
+    // Pending, so that the host closing answers the caller too.
+    auto spawned = std::make_shared<std::string>();
+    std::uint64_t id = pending_.add(
+        {}, [answer = std::move(answer), spawned](int status, Bytes) { answer(status, *spawned); },
+        std::chrono::seconds(0), "spawn");
+    pmix_log().info("pmix: tree rank {} spawns {} x {}", request.parent_rank, request.count, request.argv.at(0));
+    tree_.spawn(std::move(request), [link = link(), id, spawned](Status status, wire::SpawnReply reply) {
+        link.run([&](RequestRouter& router) {
+            // The caller gets only a status; the user gets the reason, which names the limit.
+            if (!status.ok())
+                router.report_error(fmt::format("PMIx_Spawn from {}: {}", router.node(), status.error().message));
+            // The namespace-start reached this node before the reply did, so PMIx knows the namespace by now.
+            *spawned = reply.nspace;
+            router.complete(id, status.ok() ? PMIX_SUCCESS : PMIX_ERR_OUT_OF_RESOURCE, {});
+        });
+    });
+}
+
 void RequestRouter::query(std::vector<std::vector<std::string>> keys, InfoAnswer answer)
 {
-    auto results = answer_queries(keys, {{job_.nspace}, {}});
+    std::vector<std::string> nspaces{job_.nspace};
+    for (const auto& ns : namespaces_.spawned_so_far())
+        nspaces.push_back(ns.job.nspace);
+    auto results = answer_queries(keys, {nspaces, {PMIX_HOST, PMIX_WDIR, PMIX_MAPBY, PMIX_PPR}});
     if (results.found.empty()) {
         answer(PMIX_ERR_NOT_FOUND, nullptr, 0);
         return;
@@ -133,11 +195,7 @@ void RequestRouter::query(std::vector<std::vector<std::string>> keys, InfoAnswer
 
 void RequestRouter::connect(ConnectCall call, OpAnswer answer, const char* what)
 {
-    auto participants = std::move(call.participants);
-    std::sort(participants.begin(), participants.end());
-    participants.erase(std::unique(participants.begin(), participants.end()), participants.end());
-    if (call.whole_job || participants.size() == layout_.job_size())
-        participants.clear();
+    auto participants = tree_participants(std::move(call.participants), call.whole_job);
     std::uint64_t id = pending_.add(
         {participants.empty(), participants}, [answer = std::move(answer)](int status, Bytes) { answer(status); },
         std::chrono::seconds(call.timeout_s), what);
@@ -148,14 +206,14 @@ void RequestRouter::connect(ConnectCall call, OpAnswer answer, const char* what)
 
 void RequestRouter::direct_modex(long rank, int timeout_s, ModexAnswer answer)
 {
-    if (layout_.node_of(rank) < 0) {
+    if (!namespaces_.proc_of(rank)) {
         answer(PMIX_ERR_NOT_FOUND, {});
         return;
     }
     std::uint64_t id = pending_.add(
         {false, {rank}}, [answer = std::move(answer)](int status, Bytes bytes) { answer(status, std::move(bytes)); },
         std::chrono::seconds(timeout_s), "direct modex");
-    pmix_log().debug("pmix: direct modex {} for rank {} (on node {})", id, rank, layout_.node_of(rank));
+    pmix_log().debug("pmix: direct modex {} for tree rank {}", id, rank);
     tree_.direct_modex(rank, tree_reply(id, "direct modex"));
 }
 
@@ -223,8 +281,9 @@ void RequestRouter::serve_direct_modex(long rank, std::function<void(Status, Byt
         RouterLink link;
         std::uint64_t id;
     };
+    auto who = namespaces_.proc_of(rank);   // is_local above found it
     pmix_proc_t proc;
-    PMIX_LOAD_PROCID(&proc, job_.nspace.c_str(), static_cast<pmix_rank_t>(rank));
+    PMIX_LOAD_PROCID(&proc, who->nspace.c_str(), static_cast<pmix_rank_t>(who->rank));
     auto* request = new Request{link(), id};
     pmix_status_t rc = PMIx_server_dmodex_request(
         &proc,
@@ -299,8 +358,11 @@ void RequestRouter::notify_local_peers(long rank, int code)
         pmix_info_t* info = nullptr;
         std::size_t ninfo = 2;
     };
+    auto who = namespaces_.proc_of(rank);
+    if (!who)
+        return;
     auto* notice = new Notice;
-    PMIX_LOAD_PROCID(&notice->affected, job_.nspace.c_str(), static_cast<pmix_rank_t>(rank));
+    PMIX_LOAD_PROCID(&notice->affected, who->nspace.c_str(), static_cast<pmix_rank_t>(who->rank));
     PMIX_INFO_CREATE(notice->info, notice->ninfo);
     PMIx_Info_load(&notice->info[0], PMIX_EVENT_AFFECTED_PROC, &notice->affected, PMIX_PROC);
     PMIx_Info_load(&notice->info[1], PMIX_EXIT_CODE, &code, PMIX_INT);

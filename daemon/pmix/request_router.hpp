@@ -24,20 +24,22 @@ namespace canopy {
 class RequestRouter;
 using RouterLink = LiveLink<RequestRouter>;
 
+// Ranks here are tree ranks (Namespaces translates PMIx's procs).
+
 // A fence as PMIx asked for it.
 struct FenceCall {
     std::vector<long> participants;
-    bool whole_job = false;   // PMIX_RANK_WILDCARD was among the procs
+    bool whole_job = false;   // the job's namespace with PMIX_RANK_WILDCARD was among the procs
     bool collect = false;     // PMIX_COLLECT_DATA
     int local_status = 0;     // PMIX_LOCAL_COLLECTIVE_STATUS: an error when a local participant died
     int timeout_s = 0;        // PMIX_TIMEOUT; 0 waits for ever
     Bytes local;              // this node's blob
 };
 
-// A connect or disconnect as PMIx asked for it: the procs of this job taking part.
+// A connect or disconnect as PMIx asked for it: the procs taking part, of the job and namespaces it spawned.
 struct ConnectCall {
     std::vector<long> participants;
-    bool whole_job = false;   // PMIX_RANK_WILDCARD was among the procs
+    bool whole_job = false;   // the job's namespace with PMIX_RANK_WILDCARD was among the procs
     int timeout_s = 0;        // PMIX_TIMEOUT; 0 waits for ever
 };
 
@@ -51,6 +53,10 @@ public:
     void abort(long rank, int status, const std::string& message, const OpAnswer& answer);
     void fence(FenceCall call, ModexAnswer answer);
     void direct_modex(long rank, int timeout_s, ModexAnswer answer);
+    // PMIx_Spawn from `parent` (a tree rank).
+    void spawn(wire::SpawnRequest request, SpawnAnswer answer);
+    // A namespace spawned into the job, as this node registers it.
+    Status add_namespace(PmixNamespace ns);
     // PMIx_Query_info: each query's keys.
     void query(std::vector<std::vector<std::string>> keys, InfoAnswer answer);
     // PMIx_Connect and PMIx_Disconnect (`what` says which, for the log).
@@ -78,7 +84,9 @@ public:
     const PmixJob& job() const { return job_; }
     const std::string& nspace() const { return job_.nspace; }
     const std::string& node() const { return node_; }
-    bool is_local(long rank) const { return layout_.is_local(rank, job_.node_index); }
+    // Thread-safe: the upcalls translate procs to tree ranks on PMIx's thread.
+    const Namespaces& namespaces() const { return namespaces_; }
+    bool is_local(long rank) const { return namespaces_.is_local(rank); }
     const PmixTree& tree() const { return tree_; }
     std::size_t pending_requests() const { return pending_.size(); }
     RouterLink link() { return RouterLink(io_, weak_from_this()); }
@@ -90,12 +98,15 @@ private:
     void report_abort(long rank, int status, const std::string& message);
     void release_held_contributions();
     void notify_local_peers(long rank, int code);
+    // The participants as the tree takes them: empty for the whole job, else sorted tree ranks.
+    std::vector<long> tree_participants(std::vector<long> participants, bool whole_job) const;
 
     boost::asio::io_context& io_;
     const PmixJob job_;
     const RankLayout layout_;
     const PmixTree tree_;
     const std::string node_;
+    Namespaces namespaces_;
     RankTracker ranks_;
     bool closed_ = false;
     PendingRequests pending_;

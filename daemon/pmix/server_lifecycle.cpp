@@ -157,27 +157,33 @@ Result<std::string> start_server(const PmixJob& job, const RankLayout& layout, p
         return address.error();
     }
     // The regex generators need an initialized PMIx, so the job info is built only now.
-    auto job_info = make_job_info(job, layout);
-    if (!job_info) {
+    if (auto registered = register_namespace(job, layout, std::move(job_registered)); !registered) {
         PMIx_server_finalize();
-        return job_info.error();
+        return make_error("PMIx host on {}: {}", node, registered.error().message);
     }
+    return *address;
+}
+
+Status register_namespace(const PmixJob& job, const RankLayout& layout, Registered done)
+{
+    auto job_info = make_job_info(job, layout);
+    if (!job_info)
+        return job_info.error();
+    int local = job.node_index < 0 ? 0 : static_cast<int>(layout.local_size(job.node_index));
     // PMIx reads the info array until it calls back, so the callback owns it.
     auto info = std::make_shared<PmixInfoArray>(std::move(*job_info));
-    rc = start_op(
+    pmix_status_t rc = start_op(
         [&](pmix_op_cbfunc_t cbfunc, void* cbdata) {
-            return PMIx_server_register_nspace(job.nspace.c_str(), static_cast<int>(layout.local_size(job.node_index)),
-                                               static_cast<pmix_info_t*>(info->data()), info->size(), cbfunc, cbdata);
+            return PMIx_server_register_nspace(job.nspace.c_str(), local, static_cast<pmix_info_t*>(info->data()),
+                                               info->size(), cbfunc, cbdata);
         },
-        [info, done = std::move(job_registered)](pmix_status_t status) {
+        [info, done = std::move(done)](pmix_status_t status) {
             if (done)
                 done(status);
         });
-    if (rc != PMIX_SUCCESS) {
-        PMIx_server_finalize();
-        return make_error("PMIx host on {}: registering job {} failed: {}", node, job.nspace, pmix_error(rc));
-    }
-    return *address;
+    if (rc != PMIX_SUCCESS)
+        return make_error("registering namespace {} failed: {}", job.nspace, pmix_error(rc));
+    return {};
 }
 
 Status register_rank(const PmixJob& job, long rank, uid_t uid, gid_t gid, Registered done)
@@ -190,7 +196,7 @@ Status register_rank(const PmixJob& job, long rank, uid_t uid, gid_t gid, Regist
         },
         std::move(done));
     if (rc != PMIX_SUCCESS)
-        return make_error("PMIx host on {}: registering rank {} failed: {}", node_of(job), rank, pmix_error(rc));
+        return make_error("registering rank {} of {} failed: {}", rank, job.nspace, pmix_error(rc));
     return {};
 }
 

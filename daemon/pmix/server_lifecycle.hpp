@@ -30,6 +30,9 @@ using Registered = std::function<void(pmix_status_t status)>;
 Result<std::string> start_server(const PmixJob& job, const RankLayout& layout, pmix_server_module_t* upcalls,
                                  Registered job_registered);
 
+// PMIx_server_register_nspace for the job or a namespace spawned into it (node_index -1: no rank here).
+Status register_namespace(const PmixJob& job, const RankLayout& layout, Registered done);
+
 // PMIx_server_register_client.
 Status register_rank(const PmixJob& job, long rank, uid_t uid, gid_t gid, Registered done);
 

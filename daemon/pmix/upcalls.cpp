@@ -2,6 +2,8 @@
 #include "pmix/upcalls.hpp"
 
 #include <algorithm>
+#include <optional>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -34,11 +36,38 @@ pmix_status_t post(RequestRouter& router, Work work)
     return PMIX_SUCCESS;
 }
 
-long rank_of(const pmix_proc_t* proc) { return static_cast<long>(proc->rank); }
-
-bool our_nspace(const RequestRouter& router, const char* nspace)
+// A proc's tree rank: the job's ranks, then those of the namespaces it spawned.
+std::optional<long> tree_rank_of(const RequestRouter& router, const pmix_proc_t* proc)
 {
-    return PMIX_CHECK_NSPACE(nspace, router.nspace().c_str());
+    return router.namespaces().tree_rank(proc->nspace, static_cast<long>(proc->rank));
+}
+
+// A client's tree rank; PMIx only lets registered clients in, so one is always found.
+long client_rank(const RequestRouter& router, const pmix_proc_t* proc)
+{
+    return tree_rank_of(router, proc).value_or(static_cast<long>(proc->rank));
+}
+
+// The participants of a collective as tree ranks: false if a namespace is unknown here.
+template <typename Call>
+bool add_participants(const RequestRouter& router, const pmix_proc_t procs[], std::size_t nprocs, Call& call)
+{
+    for (std::size_t i = 0; i < nprocs; ++i) {
+        bool job = PMIX_CHECK_NSPACE(procs[i].nspace, router.nspace().c_str());
+        if (procs[i].rank == PMIX_RANK_WILDCARD && job) {
+            call.whole_job = true;
+        } else if (procs[i].rank == PMIX_RANK_WILDCARD) {
+            auto all = router.namespaces().tree_ranks(procs[i].nspace);
+            if (!all)
+                return false;
+            call.participants.insert(call.participants.end(), all->begin(), all->end());
+        } else if (auto rank = tree_rank_of(router, &procs[i])) {
+            call.participants.push_back(*rank);
+        } else {
+            return false;
+        }
+    }
+    return true;
 }
 
 int timeout_from(const pmix_info_t info[], std::size_t ninfo)
@@ -91,7 +120,7 @@ pmix_status_t on_rank_step(const pmix_proc_t* proc, void*, pmix_op_cbfunc_t cbfu
     auto router = attached_router();
     if (!router)
         return PMIX_ERR_NOT_SUPPORTED;
-    long rank = rank_of(proc);
+    long rank = client_rank(*router, proc);
     (router->ranks().*record)(rank);
     return post(*router, [rank, answer = OpAnswer(router->nspace(), cbfunc, cbdata)](RequestRouter& r) {
         (r.*handle)(rank, answer);
@@ -104,7 +133,7 @@ pmix_status_t on_abort(const pmix_proc_t* proc, void*, int status, const char ms
     auto router = attached_router();
     if (!router)
         return PMIX_ERR_NOT_SUPPORTED;
-    long rank = rank_of(proc);
+    long rank = client_rank(*router, proc);
     router->ranks().aborted(rank);
     return post(*router, [rank, status, message = std::string(msg ? msg : ""),
                           answer = OpAnswer(router->nspace(), cbfunc, cbdata)](RequestRouter& r) {
@@ -126,14 +155,8 @@ pmix_status_t on_fence_nb(const pmix_proc_t procs[], std::size_t nprocs, const p
     if (!router || !router->tree().fence)
         return refuse();
     FenceCall call;
-    for (std::size_t i = 0; i < nprocs; ++i) {
-        if (!our_nspace(*router, procs[i].nspace))
-            return refuse();   // canopy runs one job per PMIx server
-        if (procs[i].rank == PMIX_RANK_WILDCARD)
-            call.whole_job = true;
-        else
-            call.participants.push_back(static_cast<long>(procs[i].rank));
-    }
+    if (!add_participants(*router, procs, nprocs, call))
+        return refuse();   // a namespace this job did not spawn
     call.local_status = PMIX_SUCCESS;
     for (std::size_t i = 0; i < ninfo; ++i) {
         if (PMIX_CHECK_KEY(&info[i], PMIX_COLLECT_DATA))
@@ -153,9 +176,10 @@ pmix_status_t on_direct_modex(const pmix_proc_t* proc, const pmix_info_t info[],
     auto router = attached_router();
     if (!router || !router->tree().direct_modex)
         return PMIX_ERR_NOT_SUPPORTED;
-    if (!our_nspace(*router, proc->nspace) || proc->rank == PMIX_RANK_WILDCARD)
+    auto rank = proc->rank == PMIX_RANK_WILDCARD ? std::nullopt : tree_rank_of(*router, proc);
+    if (!rank)
         return PMIX_ERR_NOT_FOUND;
-    return post(*router, [rank = rank_of(proc), timeout_s = timeout_from(info, ninfo),
+    return post(*router, [rank = *rank, timeout_s = timeout_from(info, ninfo),
                           answer = ModexAnswer(router->nspace(), cbfunc, cbdata)](RequestRouter& r) mutable {
         r.direct_modex(rank, timeout_s, std::move(answer));
     });
@@ -221,14 +245,8 @@ pmix_status_t on_connect(const pmix_proc_t procs[], std::size_t nprocs, const pm
     if (!router || !router->tree().connect)
         return refuse();
     ConnectCall call;
-    for (std::size_t i = 0; i < nprocs; ++i) {
-        if (!our_nspace(*router, procs[i].nspace))
-            return refuse();   // another job's procs: canopy runs one namespace per job
-        if (procs[i].rank == PMIX_RANK_WILDCARD)
-            call.whole_job = true;
-        else
-            call.participants.push_back(static_cast<long>(procs[i].rank));
-    }
+    if (!add_participants(*router, procs, nprocs, call))
+        return refuse();   // another job's procs: canopy connects only the job and what it spawned
     call.timeout_s = timeout_from(info, ninfo);
     const char* what = connecting ? "connect" : "disconnect";
     return post(*router, [call = std::move(call), answer = OpAnswer(router->nspace(), cbfunc, cbdata),
@@ -242,6 +260,75 @@ pmix_status_t on_job_control(const pmix_proc_t*, const pmix_proc_t[], std::size_
                              pmix_info_cbfunc_t, void*)
 {
     return PMIX_ERR_NOT_SUPPORTED;
+}
+
+std::string string_value(const pmix_info_t& info)
+{
+    return info.value.type == PMIX_STRING && info.value.data.string ? info.value.data.string : "";
+}
+
+std::vector<std::string> split_commas(const std::string& text)
+{
+    std::vector<std::string> parts;
+    std::size_t start = 0;
+    while (start <= text.size()) {
+        auto comma = text.find(',', start);
+        auto part = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        if (!part.empty())
+            parts.push_back(part);
+        if (comma == std::string::npos)
+            break;
+        start = comma + 1;
+    }
+    return parts;
+}
+
+// PMIx_Spawn (MPI_Comm_spawn): one application; the root places it and every node learns the new namespace.
+pmix_status_t on_spawn(const pmix_proc_t* proc, const pmix_info_t job_info[], std::size_t ninfo,
+                       const pmix_app_t apps[], std::size_t napps, pmix_spawn_cbfunc_t cbfunc, void* cbdata)
+{
+    auto router = attached_router();
+    if (!router || !router->tree().spawn)
+        return PMIX_ERR_NOT_SUPPORTED;
+    if (napps != 1 || !apps[0].cmd || apps[0].maxprocs <= 0) {
+        pmix_log().warn("pmix: PMIx_Spawn of {} applications: canopy spawns one application (with at least one "
+                        "process) at a time",
+                        napps);
+        return PMIX_ERR_NOT_SUPPORTED;
+    }
+    const pmix_app_t& app = apps[0];
+    wire::SpawnRequest request;
+    request.parent_rank = static_cast<std::uint64_t>(client_rank(*router, proc));
+    request.argv = strings_from(app.argv);
+    if (request.argv.empty())
+        request.argv.push_back(app.cmd);
+    else
+        request.argv[0] = app.cmd;
+    request.env = strings_from(app.env);
+    request.wdir = app.cwd ? app.cwd : "";
+    request.count = static_cast<std::uint64_t>(app.maxprocs);
+    for (std::size_t i = 0; i < app.ninfo; ++i) {
+        if (PMIX_CHECK_KEY(&app.info[i], PMIX_HOST))
+            request.hosts = split_commas(string_value(app.info[i]));
+        else if (PMIX_CHECK_KEY(&app.info[i], PMIX_WDIR))
+            request.wdir = string_value(app.info[i]);
+    }
+    for (std::size_t i = 0; i < ninfo; ++i) {
+        if (PMIX_CHECK_KEY(&job_info[i], PMIX_MAPBY)) {
+            request.map_by = string_value(job_info[i]);
+        } else if (PMIX_CHECK_KEY(&job_info[i], PMIX_PPR)) {
+            // "N:node": N processes on each node used
+            auto ppr = string_value(job_info[i]);
+            auto colon = ppr.find(':');
+            if (colon == std::string::npos || ppr.substr(colon + 1) != "node" ||
+                (request.per_node = std::strtoull(ppr.c_str(), nullptr, 10)) == 0) {
+                pmix_log().warn("pmix: PMIx_Spawn with PMIX_PPR '{}': canopy takes only 'N:node'", ppr);
+                return PMIX_ERR_NOT_SUPPORTED;
+            }
+        }
+    }
+    return post(*router, [request = std::move(request), answer = SpawnAnswer(router->nspace(), cbfunc, cbdata)](
+                             RequestRouter& r) mutable { r.spawn(std::move(request), std::move(answer)); });
 }
 
 pmix_status_t on_query(pmix_proc_t*, pmix_query_t* queries, std::size_t nqueries, pmix_info_cbfunc_t cbfunc,
@@ -274,14 +361,14 @@ void on_log(const pmix_proc_t* client, const pmix_info_t data[], std::size_t nda
             continue;
         }
         if (!router || !router->tree().rank_output || data[i].value.type != PMIX_STRING ||
-            !data[i].value.data.string || !our_nspace(*router, client->nspace)) {
+            !data[i].value.data.string || !tree_rank_of(*router, client)) {
             status = PMIX_ERR_NOT_SUPPORTED;
             continue;
         }
         std::string text = data[i].value.data.string;
         if (text.empty() || text.back() != '\n')
             text += '\n';
-        router->link().post([rank = rank_of(client), to_stderr, text = std::move(text)](RequestRouter& r) {
+        router->link().post([rank = client_rank(*router, client), to_stderr, text = std::move(text)](RequestRouter& r) {
             r.tree().rank_output(rank, to_stderr, text);
         });
     }
@@ -304,6 +391,7 @@ pmix_server_module_t make_table()
     table.disconnect = on_connect<false>;
     table.job_control = on_job_control;
     table.query = on_query;
+    table.spawn = on_spawn;
     table.log = on_log;
     return table;
 }

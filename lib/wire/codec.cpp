@@ -183,6 +183,20 @@ void FrameDecoder::feed(std::span<const std::uint8_t> data)
     buffer_.insert(buffer_.end(), data.begin(), data.end());
 }
 
+Result<Frame> read_frame(std::span<const std::uint8_t> bytes)
+{
+    if (bytes.size() < header_size)
+        return make_error("a {}-byte frame is shorter than its header", bytes.size());
+    Reader header(bytes.subspan(0, header_size));
+    std::uint32_t length = header.u32();
+    if (bytes.size() != header_size + length)
+        return make_error("a frame of {} bytes says it carries {}", bytes.size(), length);
+    Frame frame;
+    frame.type = header.u8();
+    frame.payload.assign(bytes.begin() + header_size, bytes.end());
+    return frame;
+}
+
 Result<std::optional<Frame>> FrameDecoder::next()
 {
     std::size_t available = buffer_.size() - consumed_;

@@ -85,6 +85,9 @@ std::vector<std::uint8_t> encode_frame(std::uint8_t type, std::span<const std::u
 // A received frame encoded again unchanged: what a daemon relays to its parent or children.
 inline std::vector<std::uint8_t> encode_frame(const Frame& frame) { return encode_frame(frame.type, frame.payload); }
 
+// Exactly one whole frame, as encode_frame made it (a frame carried inside another message's payload).
+Result<Frame> read_frame(std::span<const std::uint8_t> bytes);
+
 // Incremental frame splitter: feed bytes as they arrive, pull complete frames out.
 class FrameDecoder {
 public:

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 /* Returns 1 when the world size is as expected (or nothing was expected), 0 after saying why not. */
-static int mpi_test_start(int *argc, char ***argv, const char *name, int *rank, int *size)
+static inline int mpi_test_start(int *argc, char ***argv, const char *name, int *rank, int *size)
 {
     MPI_Init(argc, argv);
     MPI_Comm_rank(MPI_COMM_WORLD, rank);
