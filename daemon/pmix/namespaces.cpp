@@ -1,5 +1,7 @@
 #include "pmix/namespaces.hpp"
 
+#include <fmt/format.h>
+
 namespace canopy {
 
 Namespaces::Namespaces(PmixJob job) : job_(job)
@@ -104,6 +106,14 @@ bool Namespaces::is_local(long tree_rank) const
         return false;
     RankBlocks blocks(ns->job.ranks_per_node);
     return blocks.node_of(tree_rank - ns->first) == ns->job.node_index;
+}
+
+std::string Namespaces::rank_name(long tree_rank) const
+{
+    auto who = proc_of(tree_rank);
+    if (!who || who->nspace == job_.nspace)
+        return fmt::format("rank {}", tree_rank);
+    return fmt::format("rank {} of spawned {}", who->rank, who->nspace);
 }
 
 std::vector<PmixNamespace> Namespaces::spawned_so_far() const

@@ -46,6 +46,8 @@ public:
     // The namespace and rank of a tree rank, and whether it runs on this node.
     std::optional<PmixProc> proc_of(long tree_rank) const;
     bool is_local(long tree_rank) const;
+    // For messages: "rank 3" for the job's ranks, "rank 1 of spawned canopy.<job>.2" for a spawned one's.
+    std::string rank_name(long tree_rank) const;
     std::vector<PmixNamespace> spawned_so_far() const;
 
 private:

@@ -28,7 +28,10 @@ int exit_status_code(int wait_status)
     return 1;
 }
 
-RankTracker::RankTracker(std::string node) : node_(std::move(node)) {}
+RankTracker::RankTracker(std::string node, std::function<std::string(long)> rank_name)
+    : node_(std::move(node)), rank_name_(std::move(rank_name))
+{
+}
 
 void RankTracker::connected(long rank)
 {
@@ -106,6 +109,9 @@ bool RankTracker::ended_abnormally() const
     return unclean;
 }
 
-std::string RankTracker::label(long rank) const { return fmt::format("rank {} on {}", rank, node_); }
+std::string RankTracker::label(long rank) const
+{
+    return fmt::format("{} on {}", rank_name_ ? rank_name_(rank) : fmt::format("rank {}", rank), node_);
+}
 
 } // namespace canopy

@@ -3,6 +3,7 @@
 // unit-tested on its own.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -22,7 +23,8 @@ public:
         std::string message;
     };
 
-    explicit RankTracker(std::string node);
+    // `rank_name` says which rank a number is ("rank 3", or a spawned namespace's rank); empty: "rank N".
+    explicit RankTracker(std::string node, std::function<std::string(long)> rank_name = {});
 
     void connected(long rank);
     void finalized(long rank);
@@ -54,6 +56,7 @@ private:
     };
 
     const std::string node_;
+    const std::function<std::string(long)> rank_name_;
     mutable std::mutex mutex_;   // held only for a few assignments
     std::map<long, Rank> ranks_;
     std::set<long> exited_unconnected_;

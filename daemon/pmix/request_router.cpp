@@ -36,7 +36,7 @@ RequestRouter::RequestRouter(asio::io_context& io, PmixJob job, RankLayout layou
       tree_(std::move(tree)),
       node_(job_.hosts.at(static_cast<std::size_t>(job_.node_index))),
       namespaces_(job_),
-      ranks_(node_),
+      ranks_(node_, [this](long rank) { return namespaces_.rank_name(rank); }),
       pending_(io, PMIX_ERR_TIMEOUT)
 {
 }
