@@ -225,6 +225,7 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
     }
     job.cpu_bind = options.cpu_bind;
     job.depth = static_cast<std::uint64_t>(options.depth);
+    job.spawn_slots = static_cast<std::uint64_t>(options.spawn_slots);
 
     // An explicit --env MASTER_ADDR/PORT wins; otherwise rank 0's node and a port derived from the job id,
     // so two jobs sharing a node do not collide on torch's default 29500.

@@ -88,7 +88,8 @@ Result<std::string> take_value(ArgCursor& cursor)
     return cursor.args[cursor.next++];
 }
 
-Result<long> parse_count(std::string_view spelling, std::string_view text)
+// An integer of at least `minimum`; the error names the option as typed.
+Result<long> parse_count(std::string_view spelling, std::string_view text, long minimum = 1)
 {
     long number = 0;
     const char* end = text.data() + text.size();
@@ -99,8 +100,8 @@ Result<long> parse_count(std::string_view spelling, std::string_view text)
     if (ec != std::errc{} || ptr != end) {
         return make_error("{} expects an integer, got '{}'", spelling, text);
     }
-    if (number < 1) {
-        return make_error("{} must be at least 1, got {}", spelling, number);
+    if (number < minimum) {
+        return make_error("{} must be at least {}, got {}", spelling, minimum, number);
     }
     return number;
 }
@@ -119,13 +120,13 @@ Result<double> parse_seconds(std::string_view spelling, std::string_view text)
     return seconds;
 }
 
-Status store_count(std::optional<long>& field, ArgCursor& cursor)
+Status store_count(std::optional<long>& field, ArgCursor& cursor, long minimum = 1)
 {
     auto text = take_value(cursor);
     if (!text) {
         return text.error();
     }
-    auto number = parse_count(cursor.spelling, *text);
+    auto number = parse_count(cursor.spelling, *text, minimum);
     if (!number) {
         return number.error();
     }
@@ -133,10 +134,10 @@ Status store_count(std::optional<long>& field, ArgCursor& cursor)
     return {};
 }
 
-Status store_count(long& field, ArgCursor& cursor)
+Status store_count(long& field, ArgCursor& cursor, long minimum = 1)
 {
     std::optional<long> parsed;
-    Status status = store_count(parsed, cursor);
+    Status status = store_count(parsed, cursor, minimum);
     if (status) {
         field = *parsed;
     }
@@ -367,6 +368,10 @@ const std::vector<OptionSpec>& option_table()
          "PMIx server for MPI and PMIx programs: on (default) starts it when a rank first connects, eager before "
          "the ranks, off never",
          [](ParseState& s, ArgCursor& c) { return store_choice(s.options.pmix, c, parse_pmix_mode, "on, eager or off"); }},
+        {{"--spawn-slots"}, Takes::value, "N", "Job",
+         "ranks that PMIx_Spawn / MPI_Comm_spawn may start on each node, beyond the job's own; default 0: a spawn "
+         "fails and says so",
+         [](ParseState& s, ArgCursor& c) { return store_count(s.options.spawn_slots, c, 0); }},
 
         // Tree and launch agent
         {{"--fanout"}, Takes::value, "K", "Tree and launch agent",

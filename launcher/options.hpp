@@ -33,6 +33,7 @@ struct Options {
     std::optional<double> timeout_seconds;
     std::optional<PmixMode> pmix;   // --pmix on|eager|off; unset: the config's [job] pmix
     std::optional<PmiInterfaces> pmi;   // --pmi all|pmix|simple|none; unset: the config's [job] pmi
+    long spawn_slots = 0;   // --spawn-slots: ranks PMIx_Spawn may start on each node beyond the job's own
     std::vector<std::string> stage_prefixes;   // --stage, comma-separated and repeatable
     std::optional<std::string> stage_manifest;
     std::optional<long> fanout, window;

@@ -20,6 +20,7 @@ namespace canopy {
 namespace {
 
 spdlog::logger& tree_log() { return area_logger("tree"); }
+spdlog::logger& spawn_log() { return area_logger("spawn"); }
 
 // After teardown starts, daemons get this long beyond the kill grace to leave before we SIGKILL their agents.
 constexpr double teardown_slack_seconds = 5.0;
@@ -44,8 +45,8 @@ std::chrono::milliseconds millis(double seconds) { return std::chrono::milliseco
 Root::Root(asio::io_context& io, ProcessReaper& reaper, RootPlan plan, std::int64_t started_ns,
            std::int64_t hosts_resolved_ns, InProcessStarter in_process)
     : io_(io), plan_(std::move(plan)), key_(auth::generate_key()), reaper_(reaper), in_process_(std::move(in_process)),
-      signals_(io, SIGINT, SIGTERM, SIGHUP), timeout_timer_(io), grace_timer_(io), teardown_deadline_(io),
-      stage_progress_timer_(io), job_store_timer_(io), started_ns_(started_ns)
+      spawn_(plan_.plan), signals_(io, SIGINT, SIGTERM, SIGHUP), timeout_timer_(io), grace_timer_(io),
+      teardown_deadline_(io), stage_progress_timer_(io), job_store_timer_(io), started_ns_(started_ns)
 {
     signals_.add(SIGUSR1);
     signals_.add(SIGUSR2);
@@ -86,6 +87,10 @@ int Root::run()
     auto serve = [this](long from, wire::RoutedOp op, Bytes payload, TreeCollectives::Done reply) {
         if (op == wire::RoutedOp::store) {
             serve_job_store(from, std::move(payload), std::move(reply));
+            return;
+        }
+        if (op == wire::RoutedOp::spawn) {
+            serve_spawn(payload, std::move(reply));
             return;
         }
         store_.serve(op, payload, std::move(reply));
@@ -154,6 +159,33 @@ void Root::serve_job_store(long from, Bytes payload, TreeCollectives::Done reply
         },
         steady_ms(), from);
     arm_job_store_timer();
+}
+
+void Root::serve_spawn(const Bytes& payload, TreeCollectives::Done reply)
+{
+    if (position_->leaving()) {
+        reply(make_error("PMIx_Spawn refused: the job is ending"), {});
+        return;
+    }
+    auto request = SpawnService::decode_request(payload);
+    auto started = request ? spawn_.start(*request) : Result<SpawnService::Started>(request.error());
+    if (!started) {
+        spawn_log().info("spawn refused: {}", started.error().message);
+        reply(started.error(), {});
+        return;
+    }
+    const auto& start = started->start;
+    if (auto added = position_->collectives().add_namespace(static_cast<long>(start.first), start.ranks_per_node);
+        !added) {
+        reply(added.error(), {});
+        return;
+    }
+    spawn_log().info("namespace {}: {} ranks from tree rank {}, spawned by tree rank {}", start.nspace,
+                     started->reply.size, start.first, start.parent_rank);
+    // Replies and broadcasts travel the same links in order: every daemon learns the namespace before the
+    // caller's node hears that it exists.
+    position_->children().broadcast(wire::to_frame(start));
+    reply(Status{}, wire::to_frame(started->reply));
 }
 
 void Root::arm_job_store_timer()

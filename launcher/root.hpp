@@ -14,6 +14,7 @@
 
 #include "collective/job_store.hpp"
 #include "launch_plan.hpp"
+#include "spawn_service.hpp"
 #include "stage_source.hpp"
 #include "stage/fetch_tree.hpp"
 #include "proc/node_guard.hpp"
@@ -67,6 +68,8 @@ private:
     // The root's job store, which canopy_store_* and canopy.torch.Store reach through the tree.
     void serve_job_store(long from, Bytes payload, TreeCollectives::Done reply);
     void arm_job_store_timer();
+    // PMIx_Spawn: places the namespace, tells every daemon, then answers the caller.
+    void serve_spawn(const Bytes& payload, TreeCollectives::Done reply);
 
     asio::io_context& io_;
     RootPlan plan_;
@@ -76,6 +79,7 @@ private:
     std::unique_ptr<TreePosition> position_;   // the root turns fences around and keeps the stores
     PublishStore store_;
     JobStore job_store_;
+    SpawnService spawn_;
     std::vector<wire::TraceEvent> trace_;
     std::thread stage_thread_;
     std::optional<PreparedStage> stage_;

@@ -23,7 +23,8 @@ def test_help_lists_every_option_group_on_stdout(run_canopy):
     positions = [result.stdout.find(group) for group in HELP_GROUPS]
     assert all(pos >= 0 for pos in positions), f"missing groups in --help:\n{result.stdout}"
     assert positions == sorted(positions), "option groups are out of order"
-    for option in ["--sim-nodes", "--ppn", "--hostfile", "--env", "--cpu-bind", "--timeout", "--timing", "--config"]:
+    for option in ["--sim-nodes", "--ppn", "--hostfile", "--env", "--cpu-bind", "--timeout", "--timing", "--config",
+                   "--spawn-slots"]:
         assert option in result.stdout
     assert result.stderr == ""
 
@@ -77,6 +78,8 @@ BAD_INPUT = {
     "unknown launch agent": (lambda d: ["--hosts", "n1", "--agent", "telnet", "hostname"], ["telnet"]),
     "ppn needs more hosts than given": (lambda d: ["--sim-nodes", "2", "--ppn", "2", "-n", "6", "hostname"],
                                         ["-n 6", "--ppn 2"]),
+    "negative spawn slots": (lambda d: ["--spawn-slots", "-1", "hostname"], ["--spawn-slots", "at least 0", "-1"]),
+    "spawn slots not a number": (lambda d: ["--spawn-slots", "many", "hostname"], ["--spawn-slots", "'many'"]),
 }
 
 

@@ -1,0 +1,56 @@
+// The root's side of PMIx_Spawn: placement within the spawn slots, the namespace's name and its tree ranks.
+#include "spawn_service.hpp"
+
+#include "hosts/namespace_names.hpp"
+#include "hosts/rank_blocks.hpp"
+#include "hosts/spawn_placement.hpp"
+
+namespace canopy {
+
+SpawnService::SpawnService(const wire::LaunchPlan& plan)
+    : job_id_(plan.job_id), job_wdir_(plan.job.wdir), hosts_(plan.hosts), slots_per_node_(plan.job.spawn_slots),
+      used_(plan.hosts.size(), 0), tree_ranks_(RankBlocks(plan.job.ranks_per_node).world_size())
+{
+}
+
+Result<wire::SpawnRequest> SpawnService::decode_request(const std::vector<std::uint8_t>& payload)
+{
+    wire::Reader header(payload);
+    std::uint32_t length = header.u32();
+    wire::Frame frame{header.u8(), {}};
+    if (!header.ok() || payload.size() - wire::header_size != length)
+        return make_error("malformed spawn request ({} bytes)", payload.size());
+    frame.payload.assign(payload.begin() + wire::header_size, payload.end());
+    return wire::decode_frame<wire::SpawnRequest>(frame);
+}
+
+Result<SpawnService::Started> SpawnService::start(const wire::SpawnRequest& request)
+{
+    if (request.argv.empty())
+        return make_error("PMIx_Spawn names no program to start");
+    SpawnNodes nodes{hosts_, {}, slots_per_node_};
+    for (std::uint64_t used : used_)
+        nodes.free_slots.push_back(slots_per_node_ - used);
+    auto placed = place_spawn(nodes, {request.count, request.hosts, request.map_by, request.per_node});
+    if (!placed)
+        return placed.error();
+
+    Started started;
+    auto& start = started.start;
+    start.nspace = spawned_nspace(job_id_, spawned_ + 1);
+    start.first = static_cast<std::uint64_t>(tree_ranks_);
+    start.ranks_per_node = std::move(*placed);
+    start.parent_rank = request.parent_rank;
+    start.argv = request.argv;
+    start.env = request.env;
+    start.wdir = request.wdir.empty() ? job_wdir_ : request.wdir;
+    started.reply = {start.nspace, start.first, request.count};
+
+    for (std::size_t node = 0; node < used_.size(); ++node)
+        used_[node] += start.ranks_per_node[node];
+    tree_ranks_ += static_cast<long>(request.count);
+    ++spawned_;
+    return started;
+}
+
+} // namespace canopy

@@ -1,0 +1,46 @@
+// The root's side of PMIx_Spawn: places each spawned namespace on the job's nodes within --spawn-slots, names it
+// and numbers its tree ranks. No I/O: Root sends what it returns.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "util/result.hpp"
+#include "wire/messages.hpp"
+
+namespace canopy {
+
+class SpawnService {
+public:
+    explicit SpawnService(const wire::LaunchPlan& plan);
+
+    // What one spawn sends: the namespace to every daemon, then the answer to the caller, in that order.
+    struct Started {
+        wire::NamespaceStart start;
+        wire::SpawnReply reply;
+    };
+
+    // The request a RoutedOp::spawn payload carries (a whole spawn-request frame); malformed bytes are an error.
+    static Result<wire::SpawnRequest> decode_request(const std::vector<std::uint8_t>& payload);
+
+    // Places the request and books its slots and tree ranks; an error books nothing.
+    Result<Started> start(const wire::SpawnRequest& request);
+
+    // Tree ranks so far: the job's and every namespace started here.
+    long tree_ranks() const { return tree_ranks_; }
+    const std::vector<std::uint64_t>& used_slots() const { return used_; }
+
+private:
+    std::string job_id_;
+    std::string job_wdir_;
+    std::vector<std::string> hosts_;
+    std::uint64_t slots_per_node_;
+    // Slots are not given back when spawned ranks exit: the root is not told of those exits, so a node's count
+    // holds every rank ever spawned there until the job ends.
+    std::vector<std::uint64_t> used_;   // by node index
+    long tree_ranks_;
+    long spawned_ = 0;                  // namespaces started so far
+};
+
+} // namespace canopy
