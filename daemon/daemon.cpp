@@ -11,6 +11,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <fmt/format.h>
 
+#include "hosts/namespace_names.hpp"
 #include "hosts/rank_blocks.hpp"
 #include "pmi/pmi_server.hpp"
 #include "pmix/pmix_node.hpp"
@@ -286,7 +287,7 @@ void Daemon::start_pmi_servers()
     if (plan.job.pmix == PmixMode::off)
         return;
     PmixJob job;
-    job.nspace = "canopy." + plan_->job_id;
+    job.nspace = job_nspace(plan_->job_id);
     job.hosts = plan_->hosts;
     job.ranks_per_node = plan_->job.ranks_per_node;
     job.node_index = Topology::position_to_node(args_.position);
@@ -305,7 +306,7 @@ void Daemon::start_pmi_servers()
 void Daemon::start_simple_pmi_server()
 {
     PmiJob job;
-    job.kvsname = "canopy." + plan_->job_id;
+    job.kvsname = job_nspace(plan_->job_id);
     job.ranks_per_node = plan_->job.ranks_per_node;
     job.node_index = Topology::position_to_node(args_.position);
     job.node = node_;

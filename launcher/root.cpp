@@ -374,19 +374,20 @@ void Root::on_rank_failed(const wire::RankFailed& failed)
         return;
     failure_reported_ = true;
     std::string line;
+    std::string who = spawn_.rank_name(static_cast<long>(failed.rank));
     int code;
     if (failed.kind == wire::RankFailure::aborted) {
         line = failed.message;
         code = failed.exit_code;
     } else if (!failed.message.empty()) {
-        line = fmt::format("rank {} on {} could not start: {}", failed.rank, failed.node, failed.message);
+        line = fmt::format("{} on {} could not start: {}", who, failed.node, failed.message);
         code = failed.exit_code;
     } else if (failed.signal) {
         int status = failed.signal;   // a wait status for a signal death is the signal number
-        line = fmt::format("rank {} on {} {}", failed.rank, failed.node, describe_wait_status(status));
+        line = fmt::format("{} on {} {}", who, failed.node, describe_wait_status(status));
         code = 128 + failed.signal;
     } else {
-        line = fmt::format("rank {} on {} exited with code {}", failed.rank, failed.node, failed.exit_code);
+        line = fmt::format("{} on {} exited with code {}", who, failed.node, failed.exit_code);
         code = failed.exit_code;
     }
     if (signalled_) {

@@ -1,6 +1,8 @@
 // The root's side of PMIx_Spawn: placement within the spawn slots, the namespace's name and its tree ranks.
 #include "spawn_service.hpp"
 
+#include <fmt/format.h>
+
 #include "hosts/namespace_names.hpp"
 #include "hosts/rank_blocks.hpp"
 #include "hosts/spawn_placement.hpp"
@@ -48,9 +50,18 @@ Result<SpawnService::Started> SpawnService::start(const wire::SpawnRequest& requ
 
     for (std::size_t node = 0; node < used_.size(); ++node)
         used_[node] += start.ranks_per_node[node];
+    started_.push_back({start.first, request.count, start.nspace});
     tree_ranks_ += static_cast<long>(request.count);
     ++spawned_;
     return started;
+}
+
+std::string SpawnService::rank_name(long tree_rank) const
+{
+    for (const auto& ns : started_)
+        if (tree_rank >= static_cast<long>(ns.first) && tree_rank < static_cast<long>(ns.first + ns.size))
+            return fmt::format("rank {} of spawned {}", tree_rank - static_cast<long>(ns.first), ns.nspace);
+    return fmt::format("rank {}", tree_rank);
 }
 
 } // namespace canopy

@@ -29,6 +29,8 @@ public:
 
     // Tree ranks so far: the job's and every namespace started here.
     long tree_ranks() const { return tree_ranks_; }
+    // For messages: "rank 3" for the job's ranks, "rank 1 of spawned canopy.<job>.2" for a spawned namespace's.
+    std::string rank_name(long tree_rank) const;
     const std::vector<std::uint64_t>& used_slots() const { return used_; }
 
 private:
@@ -41,6 +43,11 @@ private:
     std::vector<std::uint64_t> used_;   // by node index
     long tree_ranks_;
     long spawned_ = 0;                  // namespaces started so far
+    struct Namespace {
+        std::uint64_t first = 0, size = 0;
+        std::string nspace;
+    };
+    std::vector<Namespace> started_;
 };
 
 } // namespace canopy

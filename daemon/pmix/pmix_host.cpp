@@ -36,7 +36,10 @@ public:
         detach_upcalls();   // new upcalls now answer "not supported"
         // Release anyone still waiting before PMIx goes away; late tree replies find nothing pending.
         router_->close();
-        finalize_server(router_->nspace(), router_->ranks().ended_abnormally());
+        std::vector<std::string> nspaces{router_->nspace()};
+        for (const auto& ns : router_->namespaces().spawned_so_far())
+            nspaces.push_back(ns.job.nspace);
+        finalize_server(nspaces, router_->ranks().ended_abnormally());
     }
 
     Status add_namespace(PmixNamespace ns) override { return router_->add_namespace(std::move(ns)); }

@@ -106,6 +106,28 @@ Result<std::string> own_address(const PmixJob& job)
 
 } // namespace
 
+namespace {
+
+// Spawned namespaces first, then the job's; each waits at most a second. PMIx runs the cleanups the ranks
+// registered (PMIX_REGISTER_CLEANUP) as it deregisters their namespace.
+pmix_status_t deregister_all(const std::vector<std::string>& nspaces)
+{
+    pmix_status_t worst = PMIX_SUCCESS;
+    for (auto it = nspaces.rbegin(); it != nspaces.rend(); ++it) {
+        auto rc = wait_for_op(std::chrono::seconds(1), [&](pmix_op_cbfunc_t cbfunc, void* cbdata) {
+            PMIx_server_deregister_nspace(it->c_str(), cbfunc, cbdata);
+            return PMIX_SUCCESS;
+        });
+        if (rc != PMIX_SUCCESS)
+            worst = rc;
+        if (rc == PMIX_ERR_TIMEOUT)
+            break;   // PMIx's thread is stuck: the rest would wait as long
+    }
+    return worst;
+}
+
+} // namespace
+
 Result<std::string> start_server(const PmixJob& job, const RankLayout& layout, pmix_server_module_t* upcalls,
                                  Registered job_registered)
 {
@@ -220,16 +242,14 @@ Result<std::vector<std::string>> rank_environment(const PmixJob& job, long rank)
     return out;
 }
 
-void finalize_server(const std::string& nspace, bool ended_abnormally)
+void finalize_server(const std::vector<std::string>& nspaces, bool ended_abnormally)
 {
+    const std::string& nspace = nspaces.front();   // the job's
     if (ended_abnormally) {
         // PMIx 4.2.2 crashes in PMIx_server_finalize (about one run in three here) after clients were killed
         // inside a fence. The daemon exits after an aborted job anyway, so leave PMIx's state to process exit.
         // Deregistering the namespace still runs the cleanups the ranks registered (PMIX_REGISTER_CLEANUP).
-        auto deregistered = wait_for_op(std::chrono::seconds(1), [&](pmix_op_cbfunc_t cbfunc, void* cbdata) {
-            PMIx_server_deregister_nspace(nspace.c_str(), cbfunc, cbdata);
-            return PMIX_SUCCESS;
-        });
+        auto deregistered = deregister_all(nspaces);
         pmix_log().info("pmix: job {} ended abnormally; namespace deregistered: {}; skipping PMIx_server_finalize",
                         nspace, pmix_error(deregistered));
         g_server_abandoned = true;
@@ -239,11 +259,8 @@ void finalize_server(const std::string& nspace, bool ended_abnormally)
     // Deregister and finalize on a helper thread with a bound: whatever PMIx does, the daemon must get to exit.
     auto finished = std::make_shared<std::promise<void>>();
     auto result = finished->get_future();
-    std::thread([nspace, finished] {
-        auto deregistered = wait_for_op(std::chrono::seconds(1), [&](pmix_op_cbfunc_t cbfunc, void* cbdata) {
-            PMIx_server_deregister_nspace(nspace.c_str(), cbfunc, cbdata);
-            return PMIX_SUCCESS;
-        });
+    std::thread([nspaces, finished] {
+        auto deregistered = deregister_all(nspaces);
         if (deregistered == PMIX_ERR_TIMEOUT) {
             // PMIx 4.2.2 reads a new connection's handshake with a blocking recv on its progress thread, so
             // anyone who connects to its port and stays silent stalls it; PMIx_server_finalize would then wait

@@ -40,9 +40,10 @@ Status register_rank(const PmixJob& job, long rank, uid_t uid, gid_t gid, Regist
 // PMIx_server_setup_fork is synchronous but waits for nothing: it only reads PMIx's settings.
 Result<std::vector<std::string>> rank_environment(const PmixJob& job, long rank);
 
-// Deregisters the job and calls PMIx_server_finalize, waiting at most 20 s. After an abnormal end it skips both:
-// PMIx 4.2.2 crashes in PMIx_server_finalize once clients were killed inside a fence, and the process exits soon
-// after anyway. Either way a skipped finalize marks the server abandoned.
-void finalize_server(const std::string& nspace, bool ended_abnormally);
+// Deregisters `nspaces` (the job's, then those spawned into it), which runs the cleanups their ranks registered,
+// and calls PMIx_server_finalize, waiting at most 20 s. After an abnormal end it skips the finalize: PMIx 4.2.2
+// crashes in it once clients were killed inside a fence, and the process exits soon after anyway. Either way a
+// skipped finalize marks the server abandoned.
+void finalize_server(const std::vector<std::string>& nspaces, bool ended_abnormally);
 
 } // namespace canopy

@@ -137,3 +137,113 @@ def test_pmix_calls_canopy_does_not_serve_return_at_once_with_an_error(run_canop
         assert int(ms) < 1000, f"rank {rank}: {call} took {ms} ms"
         if UNSERVED[call]:
             assert status == UNSERVED[call], f"rank {rank}: {call} answered {status}"
+
+
+# MPI_Comm_spawn (issue 12): new ranks in a namespace of their own, placed on the job's nodes in --spawn-slots.
+def spawn_children(result):
+    return re.findall(r"mpi_spawn child (\d+) of (\d+) on (sim\d+)", result.stdout)
+
+
+def test_mpi_comm_spawn_from_the_world_places_children_across_nodes(run_canopy):
+    result = run_canopy(["--sim-nodes", 4, "--ppn", 1, "--spawn-slots", 1, program("mpi_spawn"), "world", 4],
+                        timeout=90)
+    assert result.returncode == 0, result.describe()
+    assert "mpi_spawn world: 4 parents, 4 children each spawn, merged sums OK" in result.stdout, result.describe()
+    children = spawn_children(result)
+    assert sorted(int(rank) for rank, _, _ in children) == [0, 1, 2, 3], result.describe()
+    assert {node for _, _, node in children} == {"sim0000", "sim0001", "sim0002", "sim0003"}, result.describe()
+
+
+def test_every_rank_spawning_its_own_children_gets_them_merged_and_summed(run_canopy):
+    result = run_canopy(["--sim-nodes", 2, "--ppn", 2, "--spawn-slots", 4, program("mpi_spawn"), "self", 2],
+                        timeout=90)
+    assert result.returncode == 0, result.describe()
+    assert "mpi_spawn self: 4 parents, 2 children each spawn, merged sums OK" in result.stdout, result.describe()
+    assert len(spawn_children(result)) == 8, result.describe()
+
+
+def test_a_spawned_child_that_fails_ends_the_job_naming_it(run_canopy):
+    result = run_canopy(["--sim-nodes", 2, "--ppn", 1, "--spawn-slots", 1, program("mpi_spawn"), "fail", 2],
+                        timeout=60)
+    assert result.returncode == 5, result.describe()
+    lines = result.canopy_lines()
+    assert len(lines) == 1, result.describe()
+    assert re.search(r"rank [01] of spawned canopy\.\w+\.1 on sim000[01] exited without calling PMIx_Finalize "
+                     r"\(exit code 5\)", lines[0]), lines[0]
+
+
+def test_spawning_a_missing_program_ends_the_job_naming_the_child_and_node(run_canopy):
+    result = run_canopy(["--sim-nodes", 2, "--ppn", 1, "--spawn-slots", 1, program("mpi_spawn"), "missing", 2],
+                        timeout=60)
+    assert result.returncode == 127, result.describe()
+    assert re.search(r"rank [01] of spawned canopy\.\w+\.1 on sim000[01] could not start: program "
+                     r"'/nonexistent/canopy-test-program' not found", result.stderr), result.describe()
+
+
+@pytest.mark.parametrize("slots,words", [
+    (0, "canopy was started without spawn slots; start it with --spawn-slots N"),
+    (1, "PMIx_Spawn asks for 4 ranks, but the job's nodes have 2 free spawn slots (--spawn-slots 1 on each of 2 nodes"),
+])
+def test_a_spawn_that_does_not_fit_fails_and_names_the_limit(run_canopy, slots, words):
+    result = run_canopy(["--sim-nodes", 2, "--ppn", 1, "--spawn-slots", slots, program("mpi_spawn"), "world", 4],
+                        timeout=60)
+    assert result.returncode != 0, result.describe()
+    assert words in result.stderr, result.describe()
+    assert not spawn_children(result), result.describe()   # nothing started, nothing oversubscribed
+
+
+def test_a_pmix_client_spawns_and_connects_across_namespaces(run_canopy):
+    result = run_canopy(["--sim-nodes", 2, "--ppn", 1, "--spawn-slots", 2, program("client_spawn"), 3], timeout=60)
+    assert result.returncode == 0, result.describe()
+    assert re.search(r"client_spawn parent: spawned canopy\.\w+\.1 with 3 ranks", result.stdout), result.describe()
+    parents = re.findall(r"client_spawn child (\d) of (canopy\.\w+\.1): parent is rank 0 of (canopy\.\w+)\n",
+                         result.stdout)
+    assert sorted(rank for rank, _, _ in parents) == ["0", "1", "2"], result.describe()
+    assert all(child.startswith(parent + ".") for _, child, parent in parents), result.describe()
+    assert "FAIL" not in result.stdout + result.stderr, result.describe()
+
+
+MPI4PY_SPAWN = """
+import sys
+from mpi4py import MPI
+parent = MPI.Comm.Get_parent()
+if parent != MPI.COMM_NULL:
+    parent.send(parent.Get_rank() * 10 + 1, dest=0, tag=7)
+    parent.Disconnect()
+else:
+    comm = MPI.COMM_SELF.Spawn(sys.executable, args=[__file__], maxprocs=2)
+    got = sorted(comm.recv(source=i, tag=7) for i in range(2))
+    comm.Disconnect()
+    print("mpi4py spawned workers answered", got)
+"""
+
+MPI4PY_FUTURES = """
+from mpi4py.futures import MPIPoolExecutor
+
+def square(x):
+    return x * x
+
+if __name__ == "__main__":
+    with MPIPoolExecutor(max_workers=3) as pool:
+        squares = list(pool.map(square, range(40)))
+    assert squares == [x * x for x in range(40)], squares
+    print("mpi4py futures mapped", len(squares), "sum", sum(squares))
+"""
+
+
+def test_mpi4py_comm_self_spawn_of_a_python_worker(run_canopy, sandbox):
+    script = sandbox.root / "spawn.py"
+    script.write_text(MPI4PY_SPAWN)
+    result = run_canopy(["--sim-nodes", 2, "--ppn", 1, "-n", 1, "--spawn-slots", 2, "/usr/bin/python3", script],
+                        timeout=90)
+    assert result.returncode == 0, result.describe()
+    assert "mpi4py spawned workers answered [1, 11]" in result.stdout, result.describe()
+
+
+def test_mpi4py_pool_executor_maps_over_workers_it_spawned(run_canopy, sandbox):
+    script = sandbox.root / "futures.py"
+    script.write_text(MPI4PY_FUTURES)
+    # The job's nodes are those with ranks: one here, so its three workers share it.
+    result = run_canopy(["--sim-nodes", 1, "--ppn", 1, "--spawn-slots", 3, "/usr/bin/python3", script], timeout=90)
+    assert result.returncode == 0, result.describe()
+    assert f"mpi4py futures mapped 40 sum {sum(x * x for x in range(40))}" in result.stdout, result.describe()

@@ -1,7 +1,8 @@
 /* MPI_Comm_spawn under canopy. usage: mpi_spawn MODE CHILDREN
  *   world: MPI_COMM_WORLD spawns CHILDREN copies of this program (root 0);
  *   self:  every rank spawns CHILDREN of its own over MPI_COMM_SELF;
- *   fail:  like world, but every child exits with code 5 right after MPI_Init.
+ *   fail:  like world, but every child exits with code 5 right after MPI_Init;
+ *   missing: like world, but the program to spawn does not exist.
  * Parents and children merge the intercommunicator and check an Allreduce over it; the children report their
  * nodes, and the parents' rank 0 prints one line that the test checks. */
 #include <string.h>
@@ -48,7 +49,8 @@ int main(int argc, char **argv)
     int spawner_size;
     MPI_Comm_size(spawner, &spawner_size);
     MPI_Comm inter;
-    MPI_Comm_spawn(argv[0], child_argv, children, MPI_INFO_NULL, 0, spawner, &inter, MPI_ERRCODES_IGNORE);
+    const char *program = strcmp(mode, "missing") == 0 ? "/nonexistent/canopy-test-program" : argv[0];
+    MPI_Comm_spawn(program, child_argv, children, MPI_INFO_NULL, 0, spawner, &inter, MPI_ERRCODES_IGNORE);
     int remote = 0;
     MPI_Comm_remote_size(inter, &remote);
     MPI_Comm merged;
