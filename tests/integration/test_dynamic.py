@@ -154,6 +154,14 @@ def test_mpi_comm_spawn_from_the_world_places_children_across_nodes(run_canopy):
     assert {node for _, _, node in children} == {"sim0000", "sim0001", "sim0002", "sim0003"}, result.describe()
 
 
+def test_mpi_comm_spawn_from_one_rank_while_the_others_wait(run_canopy):
+    result = run_canopy(["--sim-nodes", 3, "--ppn", 1, "--spawn-slots", 1, program("mpi_spawn"), "one", 3],
+                        timeout=90)
+    assert result.returncode == 0, result.describe()
+    assert "mpi_spawn one: 1 parents, 3 children each spawn, merged sums OK" in result.stdout, result.describe()
+    assert {node for _, _, node in spawn_children(result)} == {"sim0000", "sim0001", "sim0002"}, result.describe()
+
+
 def test_every_rank_spawning_its_own_children_gets_them_merged_and_summed(run_canopy):
     result = run_canopy(["--sim-nodes", 2, "--ppn", 2, "--spawn-slots", 4, program("mpi_spawn"), "self", 2],
                         timeout=90)

@@ -1,6 +1,7 @@
 /* MPI_Comm_spawn under canopy. usage: mpi_spawn MODE CHILDREN
  *   world: MPI_COMM_WORLD spawns CHILDREN copies of this program (root 0);
  *   self:  every rank spawns CHILDREN of its own over MPI_COMM_SELF;
+ *   one:   rank 0 alone spawns CHILDREN over MPI_COMM_SELF while the other ranks wait;
  *   fail:  like world, but every child exits with code 5 right after MPI_Init;
  *   missing: like world, but the program to spawn does not exist.
  * Parents and children merge the intercommunicator and check an Allreduce over it; the children report their
@@ -45,7 +46,14 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     char *child_argv[] = {(char *)mode, NULL};
-    MPI_Comm spawner = strcmp(mode, "self") == 0 ? MPI_COMM_SELF : MPI_COMM_WORLD;
+    int alone = strcmp(mode, "one") == 0;
+    if (alone && rank != 0) {   /* not a spawner: wait for rank 0's verdict */
+        int all_ok = 0;
+        MPI_Bcast(&all_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        MPI_Finalize();
+        return all_ok ? 0 : 1;
+    }
+    MPI_Comm spawner = strcmp(mode, "self") == 0 || alone ? MPI_COMM_SELF : MPI_COMM_WORLD;
     int spawner_size;
     MPI_Comm_size(spawner, &spawner_size);
     MPI_Comm inter;
@@ -64,9 +72,15 @@ int main(int argc, char **argv)
     MPI_Comm_free(&merged);
     MPI_Comm_disconnect(&inter);
     int all_ok = 0;
-    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    if (alone) {
+        all_ok = ok;
+        MPI_Bcast(&all_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    } else {
+        MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    }
     if (rank == 0 && all_ok)
-        printf("mpi_spawn %s: %d parents, %d children each spawn, merged sums OK\n", mode, size, children);
+        printf("mpi_spawn %s: %d parents, %d children each spawn, merged sums OK\n", mode, alone ? 1 : size,
+               children);
     MPI_Finalize();
     return all_ok ? 0 : 1;
 }
