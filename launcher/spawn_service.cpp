@@ -17,13 +17,10 @@ SpawnService::SpawnService(const wire::LaunchPlan& plan)
 
 Result<wire::SpawnRequest> SpawnService::decode_request(const std::vector<std::uint8_t>& payload)
 {
-    wire::Reader header(payload);
-    std::uint32_t length = header.u32();
-    wire::Frame frame{header.u8(), {}};
-    if (!header.ok() || payload.size() - wire::header_size != length)
-        return make_error("malformed spawn request ({} bytes)", payload.size());
-    frame.payload.assign(payload.begin() + wire::header_size, payload.end());
-    return wire::decode_frame<wire::SpawnRequest>(frame);
+    auto frame = wire::read_frame(payload);
+    if (!frame)
+        return make_error("malformed spawn request ({} bytes): {}", payload.size(), frame.error().message);
+    return wire::decode_frame<wire::SpawnRequest>(*frame);
 }
 
 Result<SpawnService::Started> SpawnService::start(const wire::SpawnRequest& request)
