@@ -469,7 +469,7 @@ void Daemon::make_rank_spawner()
     events.spawned = [this](long rank, pid_t pid, std::int64_t time_ns) {
         if (guard_)
             guard_->watch_process_group(pid);
-        phases_.add("rank.spawned", since_launch(time_ns), rank_label(rank));
+        phases_.add(rank_phase(rank, "spawned"), since_launch(time_ns), rank_label(rank));
         rank_spawn_ns_[rank] = time_ns;
     };
     events.exited = [this](long rank, int status, std::int64_t time_ns) {
@@ -477,8 +477,9 @@ void Daemon::make_rank_spawner()
         // status does; the simple PMI server leaves a failing exit to the line below.
         for (auto& service : rank_services_)
             service->rank_exited(rank, status);
-        phases_.add("rank.exited", since_launch(time_ns), rank_label(rank));
-        phases_.add("rank.runtime", static_cast<double>(time_ns - rank_spawn_ns_[rank]) / 1e9, rank_label(rank));
+        phases_.add(rank_phase(rank, "exited"), since_launch(time_ns), rank_label(rank));
+        phases_.add(rank_phase(rank, "runtime"), static_cast<double>(time_ns - rank_spawn_ns_[rank]) / 1e9,
+                    rank_label(rank));
         trace(rank, "run", since_launch(time_ns), static_cast<double>(time_ns - rank_spawn_ns_[rank]) / 1e9);
         if (status != 0 && !position_->leaving()) {
             wire::RankFailed failed{static_cast<std::uint64_t>(rank), node_, 0, 0, {}, time_ns + clock_offset_ns_};
@@ -713,5 +714,12 @@ Topology Daemon::tree() const
 }
 
 std::string Daemon::rank_label(long rank) const { return fmt::format("rank {} on {}", rank, node_); }
+
+// Ranks PMIx_Spawn started (tree ranks after the job's) keep apart from the job's start-up in the report.
+std::string Daemon::rank_phase(long rank, const char* what) const
+{
+    bool spawned = rank >= RankBlocks(plan_->job.ranks_per_node).world_size();
+    return fmt::format("{}.{}", spawned ? "spawned_rank" : "rank", what);
+}
 
 } // namespace canopy

@@ -104,6 +104,7 @@ private:
 
     double since_launch(std::int64_t local_ns) const;
     std::string rank_label(long rank) const;
+    std::string rank_phase(long rank, const char* what) const;
     // The job's tree, once the plan has arrived.
     Topology tree() const;
     // A daemon phase: into the sketches, and onto this node's --trace track.

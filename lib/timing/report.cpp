@@ -52,6 +52,9 @@ constexpr Description phase_descriptions[] = {
     {"rank.spawned", "rank process started"},
     {"rank.exited", "rank process exited"},
     {"rank.runtime", "rank run time, spawn to exit (a duration, not since start)"},
+    {"spawned_rank.spawned", "rank that PMIx_Spawn asked for started (tree rank: after the job's)"},
+    {"spawned_rank.exited", "rank that PMIx_Spawn asked for exited"},
+    {"spawned_rank.runtime", "spawned rank's run time, start to exit (a duration, not since start)"},
 };
 
 template <std::size_t N>
