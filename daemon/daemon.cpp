@@ -343,10 +343,10 @@ PmixTree Daemon::pmix_tree()
     tree.fence = [this](std::vector<long> participants, bool, Bytes local, std::function<void(Status, Bytes)> done) {
         position_->collectives().fence(std::move(participants), std::move(local), std::move(done));
     };
-    tree.connect = [this](std::vector<long> participants, std::function<void(Status)> done) {
+    tree.connect = [this](std::vector<long> participants, bool failed, std::function<void(Status)> done) {
         position_->collectives().fence(
             std::move(participants), {}, [done = std::move(done)](Status status, Bytes) { done(std::move(status)); },
-            wire::FenceDomain::pmix_connect);
+            wire::FenceDomain::pmix_connect, failed);
     };
     tree.direct_modex = [this](long rank, std::function<void(Status, Bytes)> done) {
         long target = position_->collectives().position_of_rank(rank);
@@ -489,6 +489,8 @@ void Daemon::make_rank_spawner()
                 failed.exit_code = WEXITSTATUS(status);
             report_rank_failure(failed);
         }
+        if (late_ranks_.erase(rank))
+            report_late_ranks(2, 1);
         position_->advance();
     };
     events.all_started = [this] {
@@ -565,10 +567,24 @@ void Daemon::start_namespace(const wire::NamespaceStart& start)
         spawned, site, rank_services_, [this](const std::string& message) { report_error(node_, message); },
         static_cast<long>(start.first));
     spawn_log().info("starting {} ranks of spawned namespace {}", batch.launches.size(), start.nspace);
+    // This node told its parent it was done already: the root learns of these ranks, and of their end, apart.
+    if (position_->reached(TreePosition::State::done)) {
+        for (const auto& launch : batch.launches)
+            late_ranks_.insert(launch.rank);
+        report_late_ranks(1, batch.launches.size());
+    }
     if (!batch.refused.empty())
         ranks_->reject(std::move(batch.launches), batch.refused);
     else
         ranks_->spawn(batch.program, spawned.argv, spawned.wdir, std::move(batch.launches));
+}
+
+void Daemon::report_late_ranks(std::uint8_t what, std::size_t count)
+{
+    wire::Writer writer;
+    writer.u8(what);
+    writer.varint(count);
+    position_->collectives().request(0, wire::RoutedOp::late_ranks, writer.take(), [](Status, Bytes) {});
 }
 
 bool Daemon::ranks_drained()
@@ -603,8 +619,10 @@ void Daemon::on_entered(TreePosition::State step)
         send_up(wire::to_frame(
             wire::SubtreeDone{ranks_->total() + position_->done_below(), phases_, std::move(trace_)}));
         // Nothing is left to do: leaving now, rather than on the root's shutdown, makes an orderly teardown one
-        // sweep up the tree instead of a sweep down and one up.
-        position_->leave(false);
+        // sweep up the tree instead of a sweep down and one up. Unless the job may spawn ranks onto this node:
+        // then it stays until the root's shutdown.
+        if (plan_->job.spawn_slots == 0)
+            position_->leave(false);
         break;
     }
     case S::leaving:

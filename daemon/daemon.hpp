@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <memory>
 #include <optional>
 #include <string>
@@ -69,6 +70,8 @@ private:
     // A namespace spawned into the job (the root's namespace-start): the collectives and the rank services learn
     // it, and this node starts its ranks of it.
     void start_namespace(const wire::NamespaceStart& start);
+    // Spawned ranks started after this node reported done (what 1) or one of them ended (what 2).
+    void report_late_ranks(std::uint8_t what, std::size_t count);
     // What children send that is not a report of their subtree or a collective: passed up, or a failure noted.
     void register_child_handlers();
     // The PMI servers this node's ranks connect to (simple PMI, and PMIx on demand or eager).
@@ -133,6 +136,7 @@ private:
     std::vector<wire::TraceEvent> trace_;
 
     std::map<long, std::int64_t> rank_spawn_ns_;
+    std::set<long> late_ranks_;   // spawned here after this node reported done, still running
     bool reported_failure_ = false;
     bool stopped_ = false;
     int exit_code_ = 0;

@@ -77,7 +77,8 @@ int Root::run()
             stamp("ranks_spawned");
         } else if (step == S::done) {
             stamp("ranks_exited");
-            end_job(false, exit_code_);
+            if (late_ranks_ == 0)
+                end_job(false, exit_code_);   // else when the last of them ends (serve_late_ranks)
         } else if (step == S::left) {
             finish();
         }
@@ -91,6 +92,10 @@ int Root::run()
         }
         if (op == wire::RoutedOp::spawn) {
             serve_spawn(payload, std::move(reply));
+            return;
+        }
+        if (op == wire::RoutedOp::late_ranks) {
+            serve_late_ranks(payload, std::move(reply));
             return;
         }
         store_.serve(op, payload, std::move(reply));
@@ -186,6 +191,22 @@ void Root::serve_spawn(const Bytes& payload, TreeCollectives::Done reply)
     // caller's node hears that it exists.
     position_->children().broadcast(wire::to_frame(start));
     reply(Status{}, wire::to_frame(started->reply));
+}
+
+// Ranks spawned onto nodes that had reported done: the job is done only once they have ended too.
+void Root::serve_late_ranks(const Bytes& payload, TreeCollectives::Done reply)
+{
+    wire::Reader reader(payload);
+    auto what = reader.u8();
+    auto count = static_cast<long>(reader.varint());
+    if (!reader.ok() || !reader.at_end() || (what != 1 && what != 2)) {
+        reply(make_error("malformed late-ranks notice ({} bytes)", payload.size()), {});
+        return;
+    }
+    late_ranks_ = std::max(0L, late_ranks_ + (what == 1 ? count : -count));
+    reply(Status{}, {});
+    if (late_ranks_ == 0 && position_->state() == TreePosition::State::done)
+        end_job(false, exit_code_);
 }
 
 void Root::arm_job_store_timer()

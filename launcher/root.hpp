@@ -70,6 +70,7 @@ private:
     void arm_job_store_timer();
     // PMIx_Spawn: places the namespace, tells every daemon, then answers the caller.
     void serve_spawn(const Bytes& payload, TreeCollectives::Done reply);
+    void serve_late_ranks(const Bytes& payload, TreeCollectives::Done reply);
 
     asio::io_context& io_;
     RootPlan plan_;
@@ -104,6 +105,7 @@ private:
     timing::PhaseSet phases_;
 
     bool signalled_ = false;
+    long late_ranks_ = 0;   // spawned ranks running on nodes that had reported done
     bool failure_reported_ = false;
     int exit_code_ = 0;
 };

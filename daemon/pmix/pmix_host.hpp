@@ -32,8 +32,8 @@ struct PmixTree {
                        std::function<void(Status, Bytes)> done)>
         fence;
     // PMIx_Connect and PMIx_Disconnect: a fence without data over the participants (sorted ranks, empty = the
-    // whole job), numbered apart from the job's fences.
-    std::function<void(std::vector<long> participants, std::function<void(Status)> done)> connect;
+    // whole job), numbered apart from the job's fences. `failed`: a local participant died, so it fails everywhere.
+    std::function<void(std::vector<long> participants, bool failed, std::function<void(Status)> done)> connect;
     // The blob for one rank, fetched from the daemon that hosts it (it calls PmixHost::serve_direct_modex there).
     std::function<void(long rank, std::function<void(Status, Bytes)> done)> direct_modex;
     // Values are opaque bytes (publisher and pmix_value_t packed by PMIx); keys are unique job-wide.

@@ -97,21 +97,29 @@ void RequestRouter::fence(FenceCall call, ModexAnswer answer)
     pmix_log().debug("pmix: fence {} over {} ranks, collect={}, {} bytes from {}", id,
                      participants.empty() ? layout_.job_size() : participants.size(), call.collect, call.local.size(),
                      node_);
-    if (call.local_status == PMIX_SUCCESS) {
-        tree_.fence(std::move(participants), call.collect, std::move(call.local), tree_reply(id, "fence"));
+    contribute(id, call.local_status, "fence",
+               [this, participants = std::move(participants), collect = call.collect,
+                local = std::move(call.local)](std::function<void(Status, Bytes)> reply) mutable {
+                   tree_.fence(std::move(participants), collect, std::move(local), std::move(reply));
+               });
+}
+
+void RequestRouter::contribute(std::uint64_t id, int local_status, const char* what,
+                               std::function<void(std::function<void(Status, Bytes)>)> send)
+{
+    if (local_status == PMIX_SUCCESS) {
+        send(tree_reply(id, what));
         return;
     }
     // A local participant died. Our ranks get the error and the other nodes our contribution (so none waits on
     // this node), but only once the dead rank's loss is on its way to the launcher, or after a second should its
-    // exit never be seen: otherwise a rank failing because of the fence could be reported before the rank that
-    // died, and the user would be pointed at the wrong rank.
-    pmix_log().info("pmix: fence {} failed locally: {}", id, pmix_error(call.local_status));
-    auto deferred = std::make_shared<std::function<void()>>(
-        [this, id, local_status = call.local_status, participants = std::move(participants), collect = call.collect,
-         local = std::move(call.local)]() mutable {
-            pending_.complete(id, local_status, {});
-            tree_.fence(std::move(participants), collect, std::move(local), [](Status, Bytes) {});
-        });
+    // exit never be seen: otherwise a rank failing because of the collective could be reported before the rank
+    // that died, and the user would be pointed at the wrong rank.
+    pmix_log().info("pmix: {} {} failed locally: {}", what, id, pmix_error(local_status));
+    auto deferred = std::make_shared<std::function<void()>>([this, id, local_status, send = std::move(send)] {
+        pending_.complete(id, local_status, {});
+        send([](Status, Bytes) {});
+    });
     auto once = [deferred] {
         if (auto run = std::exchange(*deferred, nullptr))
             run();
@@ -201,7 +209,12 @@ void RequestRouter::connect(ConnectCall call, OpAnswer answer, const char* what)
         std::chrono::seconds(call.timeout_s), what);
     pmix_log().debug("pmix: {} {} over {} ranks from {}", what, id,
                      participants.empty() ? layout_.job_size() : participants.size(), node_);
-    tree_.connect(std::move(participants), [reply = tree_reply(id, what)](Status status) { reply(status, {}); });
+    contribute(id, call.local_status, what,
+               [this, participants = std::move(participants),
+                failed = call.local_status != PMIX_SUCCESS](std::function<void(Status, Bytes)> reply) mutable {
+                   tree_.connect(std::move(participants), failed,
+                                 [reply = std::move(reply)](Status status) { reply(std::move(status), {}); });
+               });
 }
 
 void RequestRouter::direct_modex(long rank, int timeout_s, ModexAnswer answer)

@@ -41,6 +41,7 @@ struct ConnectCall {
     std::vector<long> participants;
     bool whole_job = false;   // the job's namespace with PMIX_RANK_WILDCARD was among the procs
     int timeout_s = 0;        // PMIX_TIMEOUT; 0 waits for ever
+    int local_status = 0;     // PMIX_LOCAL_COLLECTIVE_STATUS: an error when a local participant died
 };
 
 class RequestRouter : public std::enable_shared_from_this<RequestRouter> {
@@ -98,6 +99,10 @@ private:
     void report_abort(long rank, int status, const std::string& message);
     void release_held_contributions();
     void notify_local_peers(long rank, int code);
+    // Sends this node's part of collective `id` through `send`, whose reply completes it; after a local
+    // participant died (`local_status`), holds it back until the loss is reported and answers the ranks here.
+    void contribute(std::uint64_t id, int local_status, const char* what,
+                    std::function<void(std::function<void(Status, Bytes)>)> send);
     // The participants as the tree takes them: empty for the whole job, else sorted tree ranks.
     std::vector<long> tree_participants(std::vector<long> participants, bool whole_job) const;
 

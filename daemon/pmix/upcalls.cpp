@@ -248,6 +248,9 @@ pmix_status_t on_connect(const pmix_proc_t procs[], std::size_t nprocs, const pm
     if (!add_participants(*router, procs, nprocs, call))
         return refuse();   // another job's procs: canopy connects only the job and what it spawned
     call.timeout_s = timeout_from(info, ninfo);
+    for (std::size_t i = 0; i < ninfo; ++i)
+        if (PMIX_CHECK_KEY(&info[i], PMIX_LOCAL_COLLECTIVE_STATUS) && info[i].value.type == PMIX_STATUS)
+            call.local_status = info[i].value.data.status;
     const char* what = connecting ? "connect" : "disconnect";
     return post(*router, [call = std::move(call), answer = OpAnswer(router->nspace(), cbfunc, cbdata),
                           what](RequestRouter& r) mutable { r.connect(std::move(call), std::move(answer), what); });

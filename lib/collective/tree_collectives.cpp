@@ -50,11 +50,14 @@ TreeCollectives::TreeCollectives(Topology topology, std::vector<std::uint64_t> r
     };
 }
 
-void TreeCollectives::fence(std::vector<long> participants, Bytes local, Done done, wire::FenceDomain domain)
+void TreeCollectives::fence(std::vector<long> participants, Bytes local, Done done, wire::FenceDomain domain,
+                            bool local_failed)
 {
     FenceId id{std::move(participants), 0, domain};
     id.sequence = tracker_.next_local_sequence(id.participants, domain);
     fence_waiters_[id] = std::move(done);
+    if (local_failed)
+        fence_status_[id] = 1;
     if (auto blob = tracker_.contribute(id, position_, local))
         subtree_complete(id, fence_status_[id], std::move(*blob));
 }

@@ -41,9 +41,10 @@ public:
                     Server server);
 
     // This node's part of a fence (participants: sorted ranks, or empty for the whole job). `done` gets every
-    // participating node's blob concatenated, or an error if a participant failed.
+    // participating node's blob concatenated, or an error if a participant failed: `local_failed` says one of
+    // this node's did, and the fence then fails everywhere.
     void fence(std::vector<long> participants, Bytes local, Done done,
-               wire::FenceDomain domain = wire::FenceDomain::pmix);
+               wire::FenceDomain domain = wire::FenceDomain::pmix, bool local_failed = false);
 
     // Sends a request to the position `target` (or serves it here) and calls `done` with its reply.
     void request(long target, wire::RoutedOp op, Bytes payload, Done done);

@@ -170,8 +170,9 @@ void TreePosition::leave(bool abort)
     state_ = State::leaving;
     aborted_ = abort;
     children_->stop_listening();
-    // After done every child leaves by itself; before, it must be told.
-    if (!reached(State::done))
+    // After done every child leaves by itself, unless ranks may still be spawned onto its node (--spawn-slots);
+    // before, it must be told.
+    if (!reached(State::done) || plan_.job.spawn_slots > 0)
         children_->broadcast(wire::to_frame(wire::Shutdown{abort}));
     // Children that never connected cannot hear the shutdown: stop their agents now.
     if (abort)

@@ -434,8 +434,12 @@ struct FenceDown : FenceChunk {
 // What a routed request asks for.
 // store: a JobStore request (payload: u8 operation, then its payload); the reply carries u8 answer + payload.
 // spawn: a SpawnRequest frame for the root; the reply carries a SpawnReply frame.
-enum class RoutedOp : std::uint8_t { direct_modex = 1, publish = 2, lookup = 3, unpublish = 4, store = 5, spawn = 6 };
-constexpr EnumLimit wire_limit(RoutedOp) { return {static_cast<std::uint8_t>(RoutedOp::spawn), "operation", 1}; }
+// late_ranks: a node that had reported done starts (u8 1) or has finished (u8 2) spawned ranks, varint how many:
+// the root must not end the job while they run.
+enum class RoutedOp : std::uint8_t {
+    direct_modex = 1, publish = 2, lookup = 3, unpublish = 4, store = 5, spawn = 6, late_ranks = 7
+};
+constexpr EnumLimit wire_limit(RoutedOp) { return {static_cast<std::uint8_t>(RoutedOp::late_ranks), "operation", 1}; }
 
 // A request for one position (the root for the job-wide store, a rank's node for direct modex), carried hop by
 // hop along tree links; the reply goes back to `from` the same way.

@@ -126,6 +126,20 @@ TEST(TreeCollectives, WholeJobFenceGivesEveryNodeEveryBlob)
     EXPECT_EQ(tree.at(2).frames_sent(), 4u);
 }
 
+TEST(TreeCollectives, AFenceWhoseLocalParticipantDiedFailsOnEveryNode)
+{
+    // PMIx_Connect after a participant died: no node may see it succeed.
+    Tree tree(7, 2, std::vector<std::uint64_t>(7, 1));
+    std::map<long, bool> ok;
+    for (long position = 1; position <= 7; ++position)
+        tree.at(position).fence({}, {}, [&, position](Status status, Bytes) { ok[position] = status.ok(); },
+                                wire::FenceDomain::pmix_connect, position == 5);
+    tree.run();
+    ASSERT_EQ(ok.size(), 7u);
+    for (const auto& [position, succeeded] : ok)
+        EXPECT_FALSE(succeeded) << "position " << position;
+}
+
 TEST(TreeCollectives, SubsetFenceInvolvesOnlyItsNodes)
 {
     // Ranks 2 and 9: nodes 1 and 4 (positions 2 and 5) of 7 nodes with 2 ranks each.
