@@ -42,6 +42,11 @@ def host_list(n):
     return ",".join(sim_name(i) for i in range(n))
 
 
+def host_slots(n, slots):
+    """sim0000:SLOTS,...,sim{n-1}:SLOTS: n fake hosts with `slots` slots each, as mpirun's --host takes them."""
+    return ",".join("%s:%d" % (sim_name(i), slots) for i in range(n))
+
+
 def session_pids(sid):
     """Processes still alive in session `sid` (daemons a launcher left behind)."""
     pids = []
@@ -385,6 +390,16 @@ def scratch_dir(prefix):
         yield tmp, agent_env(node_tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def mpirun_argv(mpirun, hosts):
+    """Open MPI's mpirun on fake hosts (`hosts`: its --host value, e.g. host_slots(2, 2)), up to its -np.
+
+    local_agent.sh stands in for ssh, so every fake host's orted runs on this machine in its own TMPDIR; Open MPI's
+    out-of-band and TCP traffic stay on loopback; root may run it, and a host may get more ranks than slots.
+    """
+    return [mpirun, "--allow-run-as-root", "--oversubscribe", "--mca", "plm_rsh_agent", AGENT,
+            "--mca", "oob_tcp_if_include", "lo", "--mca", "btl_tcp_if_include", "lo", "--host", hosts]
 
 
 def compile_c(compiler, source, path, script, flags=()):

@@ -98,10 +98,7 @@ def command_for(launcher, nodes, ppn, programs, timing_path, args):
                      "sh", "-c", 'OMPI_MCA_btl_vader_backing_directory="$CANOPY_NODE_TMPDIR" exec "$0" "$@"']
         return argv + [programs[flavour], str(n)]
     if launcher == "mpirun":
-        hosts = ",".join("%s:%d" % (h, ppn) for h in host_list(nodes).split(","))
-        return [args.mpirun, "--allow-run-as-root", "--oversubscribe", "--mca", "plm_rsh_agent", AGENT,
-                "--mca", "oob_tcp_if_include", "lo", "--mca", "btl_tcp_if_include", "lo",
-                "--host", hosts, "-np", str(n),
+        return benchlib.mpirun_argv(args.mpirun, benchlib.host_slots(nodes, ppn)) + ["-np", str(n),
                 # each fake host's shared memory in its own TMPDIR (local_agent.sh sets it per host)
                 "sh", "-c", 'OMPI_MCA_btl_vader_backing_directory="$TMPDIR" exec "$0" "$@"',
                 programs["ompi"], str(n)]
