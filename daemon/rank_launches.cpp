@@ -73,6 +73,9 @@ RankBatch plan_node_ranks(const wire::JobSpec& job, const NodeSite& site,
             // as /dev/shm: the node guard removes that however the daemon ends, even by SIGKILL.
             else if (tmpdir_on_tmpfs)
                 add_environment_default(launch.env, "OMPI_MCA_btl_vader_backing_directory=" + site.tmpdir);
+            // Open MPI's session directory (ompi.<host>.<uid>/jf.<job>) too: under a PMIx server no orted
+            // removes it, so in /tmp one would pile up per job.
+            add_environment_default(launch.env, "OMPI_MCA_orte_tmpdir_base=" + site.tmpdir);
             // More ranks than CPUs on this host (simulated nodes share one): busy-polling MPI ranks would
             // starve each other, so let Open MPI yield when idle, as mpirun does when oversubscribed.
             long ranks_on_host = site.simulated ? world_size : local_size;

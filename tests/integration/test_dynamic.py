@@ -255,3 +255,20 @@ def test_mpi4py_pool_executor_maps_over_workers_it_spawned(run_canopy, sandbox):
     result = run_canopy(["--sim-nodes", 1, "--ppn", 1, "--spawn-slots", 3, "/usr/bin/python3", script], timeout=90)
     assert result.returncode == 0, result.describe()
     assert f"mpi4py futures mapped 40 sum {sum(x * x for x in range(40))}" in result.stdout, result.describe()
+
+
+@pytest.mark.parametrize("args", [
+    ["--sim-nodes", 2, "--ppn", 2, "mpi_allreduce", 4],
+    ["--sim-nodes", 2, "--ppn", 1, "--spawn-slots", 1, "mpi_spawn", "world", 2],
+    ["-n", 4, "mpi_linger", 1],
+], ids=["finished", "spawned", "killed"])
+def test_open_mpi_jobs_leave_no_session_directory(run_canopy, sandbox, args):
+    # Under a PMIx server no orted removes Open MPI's ompi.<host>.<uid>/jf.<job> tree from $TMPDIR (or /tmp): it
+    # goes in the node temp dir, which canopy removes however the job ends.
+    args = [program(arg) if arg in ("mpi_allreduce", "mpi_spawn", "mpi_linger") else arg for arg in args]
+    before = {path.name for path in Path("/tmp").glob("ompi.*")}
+    result = run_canopy(args, timeout=90)
+    assert "killed by signal 9" in result.stderr if "mpi_linger" in str(args) else result.returncode == 0, \
+        result.describe()
+    assert sorted(path.name for path in sandbox.tmpdir.glob("ompi.*")) == [], result.describe()
+    assert {path.name for path in Path("/tmp").glob("ompi.*")} <= before
