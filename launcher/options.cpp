@@ -5,16 +5,21 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <regex>
 #include <string_view>
 #include <system_error>
 #include <utility>
 
+#include "hosts/placement.hpp"
 #include "timing/mark_name.hpp"
+#include "tree/agent.hpp"
 #include "util/suggest.hpp"
 
 namespace canopy {
 namespace {
+
+constexpr double max_seconds = 365.0 * 24 * 3600;
 
 // Where parsing is: the arguments, the next unread one, and the option being handled.
 struct ArgCursor {
@@ -89,7 +94,8 @@ Result<std::string> take_value(ArgCursor& cursor)
 }
 
 // An integer of at least `minimum`; the error names the option as typed.
-Result<long> parse_count(std::string_view spelling, std::string_view text, long minimum = 1)
+Result<long> parse_count(std::string_view spelling, std::string_view text, long minimum = 1,
+                         long maximum = std::numeric_limits<long>::max())
 {
     long number = 0;
     const char* end = text.data() + text.size();
@@ -102,6 +108,9 @@ Result<long> parse_count(std::string_view spelling, std::string_view text, long 
     }
     if (number < minimum) {
         return make_error("{} must be at least {}, got {}", spelling, minimum, number);
+    }
+    if (number > maximum) {
+        return make_error("{} must be at most {}, got {}", spelling, maximum, number);
     }
     return number;
 }
@@ -117,16 +126,20 @@ Result<double> parse_seconds(std::string_view spelling, std::string_view text)
     if (seconds <= 0) {
         return make_error("{} must be greater than 0 seconds, got {}", spelling, text);
     }
+    if (seconds > max_seconds) {   // beyond it the timers' nanosecond clock would overflow long before
+        return make_error("{} must be at most {:.0f} seconds (a year), got {}", spelling, max_seconds, text);
+    }
     return seconds;
 }
 
-Status store_count(std::optional<long>& field, ArgCursor& cursor, long minimum = 1)
+Status store_count(std::optional<long>& field, ArgCursor& cursor, long minimum = 1,
+                   long maximum = std::numeric_limits<long>::max())
 {
     auto text = take_value(cursor);
     if (!text) {
         return text.error();
     }
-    auto number = parse_count(cursor.spelling, *text, minimum);
+    auto number = parse_count(cursor.spelling, *text, minimum, maximum);
     if (!number) {
         return number.error();
     }
@@ -134,10 +147,10 @@ Status store_count(std::optional<long>& field, ArgCursor& cursor, long minimum =
     return {};
 }
 
-Status store_count(long& field, ArgCursor& cursor, long minimum = 1)
+Status store_count(long& field, ArgCursor& cursor, long minimum = 1, long maximum = std::numeric_limits<long>::max())
 {
     std::optional<long> parsed;
-    Status status = store_count(parsed, cursor, minimum);
+    Status status = store_count(parsed, cursor, minimum, maximum);
     if (status) {
         field = *parsed;
     }
@@ -283,7 +296,7 @@ const std::vector<OptionSpec>& option_table()
          [](ParseState& s, ArgCursor& c) { return store_count(s.options.ranks, c); }},
         {{"-ppn", "--ppn", "-N", "--npernode", "-npernode"}, Takes::value, "N", "Ranks and hosts",
          "ranks per node",
-         [](ParseState& s, ArgCursor& c) { return store_count(s.options.ppn, c); }},
+         [](ParseState& s, ArgCursor& c) { return store_count(s.options.ppn, c, 1, max_ranks_per_node); }},
         {{"--hostfile", "-hostfile", "-f", "-machinefile", "--machinefile"}, Takes::value, "FILE", "Ranks and hosts",
          "read hosts from FILE, one per line (e.g. $PBS_NODEFILE)",
          [](ParseState& s, ArgCursor& c) {
@@ -300,7 +313,7 @@ const std::vector<OptionSpec>& option_table()
          "simulate N nodes on this machine (to try a tree without a cluster)",
          [](ParseState& s, ArgCursor& c) {
              s.sim_nodes_spelling = c.spelling;
-             return store_count(s.options.sim_nodes, c);
+             return store_count(s.options.sim_nodes, c, 1, max_simulated_nodes);
          }},
 
         // Environment

@@ -1,12 +1,11 @@
 // `canopy report`: prints a saved --timing JSON file again, or two side by side.
 #include "report_command.hpp"
 
-#include <fstream>
-
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "timing/report.hpp"
+#include "util/read_file.hpp"
 
 namespace canopy {
 namespace {
@@ -17,10 +16,10 @@ constexpr const char* report_usage =
 
 Result<timing::JobTiming> load(const std::string& path)
 {
-    std::ifstream in(path);
-    if (!in)
-        return make_error("cannot read {}", path);
-    auto document = nlohmann::json::parse(in, nullptr, false);
+    auto text = read_file(path, std::size_t{1} << 30, "timing report");
+    if (!text)
+        return text.error();
+    auto document = nlohmann::json::parse(*text, nullptr, false);
     if (document.is_discarded())
         return make_error("{} is not JSON; expected a file written by canopy --timing=FILE.json", path);
     auto timing = timing::from_json(document);

@@ -156,8 +156,8 @@ std::optional<Problem> apply_stage_prefixes(const toml::node& node, Config& conf
 std::optional<Problem> apply_connect_timeout(const toml::node& node, Config& config)
 {
     auto seconds = as_seconds(node);
-    if (!seconds || *seconds <= 0) {
-        return problem(node, "connect_timeout must be a number of seconds > 0");
+    if (!seconds || *seconds <= 0 || *seconds > 86400) {
+        return problem(node, "connect_timeout must be a number of seconds above 0, at most 86400 (a day)");
     }
     config.connect_timeout = *seconds;
     return std::nullopt;
@@ -166,8 +166,8 @@ std::optional<Problem> apply_connect_timeout(const toml::node& node, Config& con
 std::optional<Problem> apply_kill_grace(const toml::node& node, Config& config)
 {
     auto seconds = as_seconds(node);
-    if (!seconds || *seconds < 0) {
-        return problem(node, "kill_grace must be a number of seconds >= 0");
+    if (!seconds || *seconds < 0 || *seconds > 86400) {
+        return problem(node, "kill_grace must be a number of seconds from 0 to 86400 (a day)");
     }
     config.kill_grace = *seconds;
     return std::nullopt;

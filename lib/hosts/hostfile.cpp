@@ -1,5 +1,6 @@
 // Parsing of hostfiles and of SLURM's node list into host entries with slots.
 #include "hosts/hostfile.hpp"
+#include "util/read_file.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -241,31 +242,11 @@ Result<std::vector<HostEntry>> parse_hostfile(std::string_view text, std::string
 
 Result<std::vector<HostEntry>> read_hostfile(const std::string& path)
 {
-    auto cannot_read = [&](int error) {
-        return make_error("hostfile {}: cannot read: {}", path,
-                          std::error_code(error, std::generic_category()).message());
-    };
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return cannot_read(errno);
-    std::string text;
-    char buffer[8192];
-    while (true) {
-        ssize_t n = ::read(fd, buffer, sizeof buffer);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            int error = errno;
-            ::close(fd);
-            return cannot_read(error);
-        }
-        if (n == 0)
-            break;
-        text.append(buffer, static_cast<std::size_t>(n));
-    }
-    ::close(fd);
-
-    auto entries = parse_hostfile(text, path);
+    // A million hosts of 60 characters: anything larger is not a hostfile.
+    auto text = read_file(path, std::size_t{64} << 20, "hostfile");
+    if (!text)
+        return text.error();
+    auto entries = parse_hostfile(*text, path);
     if (entries && entries->empty())
         return make_error("hostfile {}: no hosts listed; add one host name per line", path);
     return entries;

@@ -77,7 +77,9 @@ Placement place_evenly(std::optional<long> ranks, const std::vector<HostEntry>& 
 
 } // namespace
 
-Result<Placement> place_ranks(const PlacementRequest& request)
+namespace {
+
+Result<Placement> place_unchecked(const PlacementRequest& request)
 {
     if (request.hosts.empty())
         return make_error("no hosts to place ranks on; give a hostfile or a host list");
@@ -96,6 +98,20 @@ Result<Placement> place_ranks(const PlacementRequest& request)
     } catch (const std::exception& e) {
         return make_error("placing ranks: {}", e.what());
     }
+}
+
+} // namespace
+
+Result<Placement> place_ranks(const PlacementRequest& request)
+{
+    auto placement = place_unchecked(request);
+    if (!placement)
+        return placement;
+    for (const auto& node : placement->nodes)
+        if (node.count > max_ranks_per_node)
+            return make_error("-n {} on {} hosts puts {} ranks on {}; a node runs at most {}", placement->world_size,
+                              placement->nodes.size(), node.count, node.host, max_ranks_per_node);
+    return placement;
 }
 
 } // namespace canopy

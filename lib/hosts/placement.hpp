@@ -11,6 +11,9 @@
 
 namespace canopy {
 
+// PMIx numbers a node's ranks with 16 bits; no node runs more.
+constexpr long max_ranks_per_node = 65535;
+
 struct PlacementRequest {
     std::optional<long> ranks; // -n; may be omitted
     std::optional<long> ppn;   // --ppn

@@ -2,6 +2,7 @@
 #include "stage/index.hpp"
 #include "stage/directory_handles.hpp"
 #include "stage/record_format.h"
+#include "util/read_file.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -17,6 +18,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <thread>
 #include <unordered_map>
 
@@ -602,11 +604,10 @@ Result<Index> Index::from_blob(std::vector<unsigned char> blob, std::string_view
 
 Result<Index> Index::load(const std::string& file)
 {
-    std::ifstream in(file, std::ios::binary);
-    if (!in)
-        return make_error("stage manifest {}: cannot open ({}); check the path given to --stage-manifest", file,
-                          std::strerror(errno));
-    std::vector<unsigned char> blob((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto text = read_file(file, std::size_t{16} << 30, "stage manifest");
+    if (!text)
+        return make_error("{}; check the path given to --stage-manifest", text.error().message);
+    std::vector<unsigned char> blob(text->begin(), text->end());
     return from_blob(std::move(blob), "stage manifest " + file);
 }
 
@@ -794,10 +795,10 @@ Result<std::vector<PathRequest>> read_records(const std::vector<std::string>& fi
 {
     std::map<std::string, bool> merged;
     for (const auto& file : files) {
-        std::ifstream in(file);
-        if (!in)
-            return make_error("stage record {}: cannot open ({}); was the command run with the interposer?", file,
-                              std::strerror(errno));
+        auto text = read_file(file, std::size_t{4} << 30, "stage record");
+        if (!text)
+            return make_error("{}; was the command run with the interposer?", text.error().message);
+        std::istringstream in(*text);
         std::string line;
         while (std::getline(in, line)) {
             // "OP<TAB>RESULT<TAB>PATH" (record_format.h).

@@ -33,6 +33,8 @@ Result<std::vector<std::string>> split_words(std::string_view command);
 
 // Simulated node i binds 127.1.X.Y: a distinct loopback address per node, without touching 127.0.0.1.
 std::string simulated_node_address(long node_index);
+// Simulated nodes get distinct 127.1.x.y addresses: 254 per /24, 256 of them.
+constexpr long max_simulated_nodes = 254 * 256;
 // Simulated node names: sim0000, sim0001, ...
 std::string simulated_node_name(long node_index);
 

@@ -80,6 +80,22 @@ BAD_INPUT = {
                                         ["-n 6", "--ppn 2"]),
     "negative spawn slots": (lambda d: ["--spawn-slots", "-1", "hostname"], ["--spawn-slots", "at least 0", "-1"]),
     "spawn slots not a number": (lambda d: ["--spawn-slots", "many", "hostname"], ["--spawn-slots", "'many'"]),
+    # Each of these once hung, overflowed a timer or crashed (issue 15's probe).
+    "more ranks on a node than PMIx can number": (lambda d: ["--sim-nodes", "2", "-n", "2147483648", "true"],
+                                                  ["-n 2147483648", "1073741824 ranks on sim0000", "65535"]),
+    "ranks per node beyond any node": (lambda d: ["--sim-nodes", "2", "--ppn", "99999999999", "true"],
+                                       ["--ppn", "at most 65535"]),
+    "more simulated nodes than addresses": (lambda d: ["--sim-nodes", "99999", "true"], ["--sim-nodes", "65024"]),
+    "a timeout past what timers hold": (lambda d: ["--timeout", "1e10", "--sim-nodes", "1", "true"],
+                                        ["--timeout", "a year", "1e10"]),
+    "kill grace past what timers hold": (
+        lambda d: ["--config", str(write(d / "grace.toml", "[job]\nkill_grace = 1e308\n")), "--sim-nodes", "1", "true"],
+        ["grace.toml:2", "kill_grace", "86400"]),
+    "hostfile that is a device": (lambda d: ["-f", "/dev/zero", "true"], ["/dev/zero", "is a device"]),
+    "hostfile that is a directory": (lambda d: ["-f", str(d), "true"], ["is a directory"]),
+    "stage manifest that is a directory": (
+        lambda d: ["--sim-nodes", "1", "--stage", "/usr/lib/python3", "--stage-manifest", str(d), "true"],
+        ["stage manifest", "is a directory"]),
 }
 
 

@@ -183,7 +183,10 @@ TEST(ApplyConfig, WrongTypePointsAtTheValue)
     EXPECT_EQ(apply_error("[launch]\nssh_args = \"-x\"\n"),
               "config /x/canopy.toml:2:12: ssh_args must be an array of strings, e.g. [\"-o\", \"BatchMode=yes\"]");
     EXPECT_EQ(apply_error("[job]\nkill_grace = -1\n"),
-              "config /x/canopy.toml:2:14: kill_grace must be a number of seconds >= 0");
+              "config /x/canopy.toml:2:14: kill_grace must be a number of seconds from 0 to 86400 (a day)");
+    // Past a timer's range: it once SIGKILLed the daemons at the start of teardown.
+    EXPECT_EQ(apply_error("[job]\nkill_grace = 1e308\n"),
+              "config /x/canopy.toml:2:14: kill_grace must be a number of seconds from 0 to 86400 (a day)");
 }
 
 TEST(ApplyConfig, ExecAgentNeedsHostPlaceholder)

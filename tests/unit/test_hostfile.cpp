@@ -178,7 +178,7 @@ TEST_F(ReadHostfile, DirectoryIsUnreadable)
 {
     auto entries = read_hostfile(dir_);
     ASSERT_FALSE(entries.ok());
-    EXPECT_EQ(entries.error().message, "hostfile " + dir_ + ": cannot read: Is a directory");
+    EXPECT_EQ(entries.error().message, "hostfile " + dir_ + ": is a directory, not a file");
 }
 
 TEST_F(ReadHostfile, FileWithoutHostsIsAnError)

@@ -174,3 +174,17 @@ TEST(Placement, NodeOfRankOnUnevenLargePlacement)
 
 } // namespace
 } // namespace canopy
+
+namespace canopy {
+namespace {
+
+TEST(Placement, NoNodeGetsMoreRanksThanPmixCanNumber)
+{
+    // -n 2^31 on two hosts once had every daemon build a billion launches.
+    EXPECT_EQ(place_error(2147483648L, std::nullopt, hosts(2)),
+              "-n 2147483648 on 2 hosts puts 1073741824 ranks on n1; a node runs at most 65535");
+    EXPECT_EQ(place_ok(2L * max_ranks_per_node, std::nullopt, hosts(2)).world_size, 2 * max_ranks_per_node);
+}
+
+} // namespace
+} // namespace canopy
