@@ -547,6 +547,10 @@ void Daemon::start_namespace(const wire::NamespaceStart& start)
     long index = Topology::position_to_node(args_.position);
     if (index >= static_cast<long>(start.ranks_per_node.size()) || start.ranks_per_node[index] == 0)
         return;
+    if (position_->leaving()) {   // the job is ending here: the spawner learns of it as the job ends
+        spawn_log().info("not starting ranks of spawned namespace {}: the job is ending", start.nspace);
+        return;
+    }
     // Its ranks run as the job's do, with the spawner's program, environment and directory.
     wire::JobSpec spawned = plan_->job;
     spawned.argv = start.argv;
