@@ -151,6 +151,10 @@ private:
 
     Status add_host(std::string host, std::optional<int> slots)
     {
+        // DNS names stop at 253 characters; a longer "name" is a file that is not a hostfile.
+        if (host.size() > 253)
+            return fail("a host name of {} characters (\"{}...\"); host names have at most 253", host.size(),
+                        host.substr(0, 20));
         if (!hosts_.empty() && hosts_.back().name == host) {
             PendingHost& last = hosts_.back();
             if (last.explicit_slots != slots.has_value()) {

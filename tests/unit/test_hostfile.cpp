@@ -36,6 +36,15 @@ TEST(ParseHostfile, PlainNamesHaveNoSlots)
     EXPECT_EQ(parse_ok("n1\nn2\n"), (Entries{{"n1", 0}, {"n2", 0}}));
 }
 
+TEST(ParseHostfile, AHugeLineIsNotTakenAsAHostName)
+{
+    // A 10 MB line once became a 10 MB host name, sent to every daemon.
+    std::string text = "n1\n" + std::string(10 << 20, 'x') + "\n";
+    EXPECT_EQ(parse_error(text), "hostfile hosts.txt:2: a host name of 10485760 characters (\"xxxxxxxxxxxxxxxxxxxx...\"); "
+                                 "host names have at most 253");
+    EXPECT_EQ(parse_error(std::string(254, 'a')).find("254 characters") != std::string::npos, true);
+}
+
 TEST(ParseHostfile, ColonAndSlotsEqualsGiveSlots)
 {
     EXPECT_EQ(parse_ok("n1:4\nn2 slots=8\nn3 slots = 2\n"), (Entries{{"n1", 4}, {"n2", 8}, {"n3", 2}}));
