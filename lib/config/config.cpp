@@ -1,17 +1,15 @@
 // canopy.toml: reads and validates config layers with toml++, reporting problems as file:line:col.
 #include "config/config.hpp"
+#include "util/read_file.hpp"
 #include "util/suggest.hpp"
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <toml++/toml.h>
 
@@ -344,20 +342,6 @@ Error syntax_error(std::string_view source_name, const toml::source_position& wh
     return located_error(source_name, where, "invalid TOML: " + text);
 }
 
-Result<std::string> read_text(const fs::path& path)
-{
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        return make_error("config {}: cannot read: {}", path.string(), std::strerror(errno));
-    }
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (in.bad()) {
-        return make_error("config {}: cannot read: {}", path.string(), std::strerror(errno));
-    }
-    return text.str();
-}
-
 bool file_exists(const fs::path& path)
 {
     std::error_code ec;
@@ -366,7 +350,8 @@ bool file_exists(const fs::path& path)
 
 Status apply_file(const fs::path& path, Config& config)
 {
-    auto text = read_text(path);
+    // A config is a few lines; 16 MiB is far past any, and keeps a device or a wrong file from being read on.
+    auto text = read_file(path.string(), std::size_t{16} << 20, "config");
     if (!text) {
         return text.error();
     }

@@ -92,6 +92,8 @@ BAD_INPUT = {
         lambda d: ["--config", str(write(d / "grace.toml", "[job]\nkill_grace = 1e308\n")), "--sim-nodes", "1", "true"],
         ["grace.toml:2", "kill_grace", "86400"]),
     "hostfile that is a device": (lambda d: ["-f", "/dev/zero", "true"], ["/dev/zero", "is a device"]),
+    "config that is a directory": (lambda d: ["--config", str(d), "true"], ["config", "is a directory"]),
+    "config that is a device": (lambda d: ["--config", "/dev/zero", "true"], ["config /dev/zero", "is a device"]),
     "hostfile that is a directory": (lambda d: ["-f", str(d), "true"], ["is a directory"]),
     "stage manifest that is a directory": (
         lambda d: ["--sim-nodes", "1", "--stage", "/usr/lib/python3", "--stage-manifest", str(d), "true"],
