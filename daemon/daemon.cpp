@@ -740,7 +740,7 @@ std::string Daemon::rank_label(long rank) const { return fmt::format("rank {} on
 // Ranks PMIx_Spawn started (tree ranks after the job's) keep apart from the job's start-up in the report.
 std::string Daemon::rank_phase(long rank, const char* what) const
 {
-    bool spawned = rank >= RankBlocks(plan_->job.ranks_per_node).world_size();
+    bool spawned = rank >= position_->collectives().job_size();
     return fmt::format("{}.{}", spawned ? "spawned_rank" : "rank", what);
 }
 

@@ -84,6 +84,15 @@ int timeout_from(const pmix_info_t info[], std::size_t ninfo)
     return 0;
 }
 
+// PMIX_LOCAL_COLLECTIVE_STATUS: an error when a local participant of a fence or connect died.
+int local_status_from(const pmix_info_t info[], std::size_t ninfo)
+{
+    for (std::size_t i = 0; i < ninfo; ++i)
+        if (PMIX_CHECK_KEY(&info[i], PMIX_LOCAL_COLLECTIVE_STATUS) && info[i].value.type == PMIX_STATUS)
+            return info[i].value.data.status;
+    return PMIX_SUCCESS;
+}
+
 // PMIX_WAIT asks a lookup to wait until that many keys are published: 0 or true means all of them.
 std::size_t wait_count(const pmix_info_t info[], std::size_t ninfo, std::size_t keys)
 {
@@ -157,13 +166,10 @@ pmix_status_t on_fence_nb(const pmix_proc_t procs[], std::size_t nprocs, const p
     FenceCall call;
     if (!add_participants(*router, procs, nprocs, call))
         return refuse();   // a namespace this job did not spawn
-    call.local_status = PMIX_SUCCESS;
-    for (std::size_t i = 0; i < ninfo; ++i) {
+    for (std::size_t i = 0; i < ninfo; ++i)
         if (PMIX_CHECK_KEY(&info[i], PMIX_COLLECT_DATA))
             call.collect = PMIX_INFO_TRUE(&info[i]);
-        else if (PMIX_CHECK_KEY(&info[i], PMIX_LOCAL_COLLECTIVE_STATUS) && info[i].value.type == PMIX_STATUS)
-            call.local_status = info[i].value.data.status;
-    }
+    call.local_status = local_status_from(info, ninfo);
     call.timeout_s = timeout_from(info, ninfo);
     call.local.assign(reinterpret_cast<const std::uint8_t*>(data), reinterpret_cast<const std::uint8_t*>(data) + ndata);
     return post(*router, [call = std::move(call), answer = ModexAnswer(router->nspace(), cbfunc, cbdata)](
@@ -248,9 +254,7 @@ pmix_status_t on_connect(const pmix_proc_t procs[], std::size_t nprocs, const pm
     if (!add_participants(*router, procs, nprocs, call))
         return refuse();   // another job's procs: canopy connects only the job and what it spawned
     call.timeout_s = timeout_from(info, ninfo);
-    for (std::size_t i = 0; i < ninfo; ++i)
-        if (PMIX_CHECK_KEY(&info[i], PMIX_LOCAL_COLLECTIVE_STATUS) && info[i].value.type == PMIX_STATUS)
-            call.local_status = info[i].value.data.status;
+    call.local_status = local_status_from(info, ninfo);
     const char* what = connecting ? "connect" : "disconnect";
     return post(*router, [call = std::move(call), answer = OpAnswer(router->nspace(), cbfunc, cbdata),
                           what](RequestRouter& r) mutable { r.connect(std::move(call), std::move(answer), what); });

@@ -53,6 +53,8 @@ public:
 
     // The node index hosting a tree rank (hosts/tree_ranks.hpp), or -1.
     long node_of_rank(long rank) const { return ranks_.node_of(rank); }
+    // The job's own ranks: tree ranks below this are the job's, the rest spawned.
+    long job_size() const { return ranks_.job().world_size(); }
     // A namespace spawned into the job: its ranks become tree ranks from `first` on.
     Status add_namespace(long first, std::vector<std::uint64_t> ranks_per_node)
     {

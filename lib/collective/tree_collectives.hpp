@@ -74,6 +74,9 @@ public:
         return tracker_.add_namespace(first, std::move(ranks_per_node));
     }
 
+    // The job's own ranks; tree ranks from here on belong to spawned namespaces.
+    long job_size() const { return tracker_.job_size(); }
+
     // The tree position of the node hosting a tree rank, or -1 if there is no such rank.
     long position_of_rank(long rank) const
     {
