@@ -7,7 +7,7 @@ namespace canopy {
 Namespaces::Namespaces(PmixJob job) : job_(job)
 {
     RankBlocks blocks(job.ranks_per_node);
-    all_.push_back({std::move(job), 0, blocks.world_size()});
+    all_.push_back({std::move(job), 0, std::move(blocks)});
 }
 
 PmixNamespace Namespaces::spawned(const wire::NamespaceStart& start, const std::vector<std::string>& job_hosts,
@@ -25,8 +25,8 @@ PmixNamespace Namespaces::spawned(const wire::NamespaceStart& start, const std::
             ns.job.node_index = static_cast<long>(ns.job.hosts.size());
         ns.job.hosts.push_back(job_hosts[i]);
         ns.job.ranks_per_node.push_back(start.ranks_per_node[i]);
-        ns.size += static_cast<long>(start.ranks_per_node[i]);
     }
+    ns.blocks = RankBlocks(ns.job.ranks_per_node);
     return ns;
 }
 
@@ -36,9 +36,9 @@ Status Namespaces::add(PmixNamespace ns)
     if (find_locked(ns.job.nspace))
         return make_error("namespace {} is known already", ns.job.nspace);
     const auto& last = all_.back();
-    if (ns.first != last.first + last.size)
+    if (ns.first != last.first + last.size())
         return make_error("namespace {} starts at tree rank {}, expected {}", ns.job.nspace, ns.first,
-                          last.first + last.size);
+                          last.first + last.size());
     all_.push_back(std::move(ns));
     return {};
 }
@@ -54,7 +54,7 @@ const PmixNamespace* Namespaces::find_locked(std::string_view nspace) const
 const PmixNamespace* Namespaces::holding_locked(long tree_rank) const
 {
     for (const auto& ns : all_)
-        if (tree_rank >= ns.first && tree_rank < ns.first + ns.size)
+        if (tree_rank >= ns.first && tree_rank < ns.first + ns.size())
             return &ns;
     return nullptr;
 }
@@ -71,7 +71,7 @@ std::optional<long> Namespaces::tree_rank(std::string_view nspace, long rank) co
 {
     std::lock_guard lock(mutex_);
     auto* ns = find_locked(nspace);
-    if (!ns || rank < 0 || rank >= ns->size)
+    if (!ns || rank < 0 || rank >= ns->size())
         return std::nullopt;
     return ns->first + rank;
 }
@@ -83,8 +83,8 @@ std::optional<std::vector<long>> Namespaces::tree_ranks(std::string_view nspace)
     if (!ns)
         return std::nullopt;
     std::vector<long> ranks;
-    ranks.reserve(static_cast<std::size_t>(ns->size));
-    for (long r = 0; r < ns->size; ++r)
+    ranks.reserve(static_cast<std::size_t>(ns->size()));
+    for (long r = 0; r < ns->size(); ++r)
         ranks.push_back(ns->first + r);
     return ranks;
 }
@@ -102,10 +102,7 @@ bool Namespaces::is_local(long tree_rank) const
 {
     std::lock_guard lock(mutex_);
     auto* ns = holding_locked(tree_rank);
-    if (!ns || ns->job.node_index < 0)
-        return false;
-    RankBlocks blocks(ns->job.ranks_per_node);
-    return blocks.node_of(tree_rank - ns->first) == ns->job.node_index;
+    return ns && ns->job.node_index >= 0 && ns->blocks.node_of(tree_rank - ns->first) == ns->job.node_index;
 }
 
 std::string Namespaces::rank_name(long tree_rank) const

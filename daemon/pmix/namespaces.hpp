@@ -15,9 +15,11 @@
 namespace canopy {
 
 struct PmixNamespace {
-    PmixJob job;      // a spawned one lists only the nodes it uses; node_index -1 when this node hosts none
-    long first = 0;   // its first tree rank
-    long size = 0;
+    PmixJob job;         // a spawned one lists only the nodes it uses; node_index -1 when this node hosts none
+    long first = 0;      // its first tree rank
+    RankBlocks blocks;   // job.ranks_per_node, for the arithmetic on them
+
+    long size() const { return blocks.world_size(); }
 };
 
 // A process by namespace and rank within it.

@@ -77,7 +77,7 @@ Result<std::string> PmixNode::server_uri()
     }
     // Then what was spawned into the job so far, each namespace before its ranks here.
     for (auto& ns : namespaces_.spawned_so_far()) {
-        long first = ns.first, size = ns.size;
+        long first = ns.first, size = ns.size();
         if (auto added = host_->add_namespace(std::move(ns)); !added) {
             hooks_.report_error(fmt::format("cannot register a spawned namespace with PMIx on {}: {}", node(),
                                             added.error().message));
