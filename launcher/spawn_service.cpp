@@ -36,7 +36,7 @@ Result<SpawnService::Started> SpawnService::start(const wire::SpawnRequest& requ
 
     Started started;
     auto& start = started.start;
-    start.nspace = spawned_nspace(job_id_, spawned_ + 1);
+    start.nspace = spawned_nspace(job_id_, static_cast<long>(started_.size()) + 1);
     start.first = static_cast<std::uint64_t>(tree_ranks_);
     start.ranks_per_node = std::move(*placed);
     start.parent_rank = request.parent_rank;
@@ -49,7 +49,6 @@ Result<SpawnService::Started> SpawnService::start(const wire::SpawnRequest& requ
         used_[node] += start.ranks_per_node[node];
     started_.push_back({start.first, request.count, start.nspace});
     tree_ranks_ += static_cast<long>(request.count);
-    ++spawned_;
     return started;
 }
 

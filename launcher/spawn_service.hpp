@@ -42,12 +42,11 @@ private:
     // holds every rank ever spawned there until the job ends.
     std::vector<std::uint64_t> used_;   // by node index
     long tree_ranks_;
-    long spawned_ = 0;                  // namespaces started so far
     struct Namespace {
         std::uint64_t first = 0, size = 0;
         std::string nspace;
     };
-    std::vector<Namespace> started_;
+    std::vector<Namespace> started_;   // in the order started: the k-th is canopy.<job>.k
 };
 
 } // namespace canopy
