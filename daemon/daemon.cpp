@@ -298,6 +298,7 @@ void Daemon::start_pmi_servers()
     hooks.report_error = [this](const std::string& message) { report_error(node_, message); };
     hooks.ready = [this] { node_phase("daemon.pmix_ready", since_launch(timing::now_ns())); };
     hooks.ending = [this] { return position_->leaving(); };
+    hooks.watch_cleanup = [this](const std::string& path) { return guard_ && guard_->watch_path(path); };
     auto relay_address = plan.simulated ? simulated_node_address(job.node_index) : std::string("127.0.0.1");
     if (auto node = PmixNode::start(io_, plan.job.pmix, std::move(job), pmix_tree(), relay_address, std::move(hooks)))
         rank_services_.push_back(std::move(node));

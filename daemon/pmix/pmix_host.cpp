@@ -73,6 +73,13 @@ public:
 
     std::size_t pending_requests() const override { return router_->pending_requests(); }
 
+    std::string job_control_prefix() const override { return packed_job_control_command(); }
+
+    std::vector<CleanupRegistration> registered_cleanups(std::string_view message) const override
+    {
+        return canopy::registered_cleanups(message);
+    }
+
 private:
     std::shared_ptr<RequestRouter> router_;
     std::string server_uri_;

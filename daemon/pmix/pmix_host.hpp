@@ -7,12 +7,14 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <spdlog/fwd.h>
 
+#include "pmix/cleanup_registrations.hpp"
 #include "pmix/client_env.hpp"
 #include "pmix/job_info.hpp"
 #include "pmix/namespaces.hpp"
@@ -96,6 +98,11 @@ public:
 
     // Fences, lookups and other requests waiting on the tree right now (for tests and status lines).
     virtual std::size_t pending_requests() const = 0;
+
+    // How a job-control request starts, and the cleanups a relayed one registers (cleanup_registrations.hpp): both
+    // need libpmix's packing.
+    virtual std::string job_control_prefix() const = 0;
+    virtual std::vector<CleanupRegistration> registered_cleanups(std::string_view message) const = 0;
 };
 
 // PMIx_server_init + PMIx_server_register_nspace. Only one host may exist per process (PMIx's server state is

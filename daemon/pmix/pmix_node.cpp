@@ -3,12 +3,17 @@
 
 #include <unistd.h>
 
+#include <filesystem>
+#include <utility>
+
 #include <fmt/format.h>
+#include <spdlog/logger.h>
 
 #include "hosts/rank_blocks.hpp"
 #include "pmix/client_env.hpp"
 #include "pmix/pmix_module.hpp"
 #include "proc/rank_env.hpp"
+#include "util/log.hpp"
 #include "wire/codec.hpp"
 
 namespace canopy {
@@ -52,8 +57,30 @@ bool PmixNode::start_server()
         return false;
     }
     host_ = std::move(*host);
+    if (relay_)
+        relay_->tap_messages(host_->job_control_prefix(),
+                             [this](std::string_view message) { cleanups_registered(message); });
     hooks_.ready();
     return true;
+}
+
+void PmixNode::cleanups_registered(std::string_view message)
+{
+    if (!host_ || !hooks_.watch_cleanup)
+        return;
+    for (auto& cleanup : host_->registered_cleanups(message)) {
+        // PMIx alone runs the partial kinds (empty subdirectories only, ignore lists, keeping the top): the guard
+        // can only remove a whole tree, and removing more than was asked is worse than leaving it.
+        if (cleanup.directory && !cleanup.whole_tree)
+            continue;
+        auto path = std::filesystem::path(cleanup.path).lexically_normal();
+        if (!path.is_absolute() || path == path.root_path())
+            continue;
+        if (!hooks_.watch_cleanup(path.string()) && !std::exchange(guard_full_reported_, true))
+            area_logger("pmix").warn("{}: the node guard's table of paths is full; files ranks register for cleanup "
+                                     "from now on are removed only if canopyd ends normally",
+                                     node());
+    }
 }
 
 Result<std::string> PmixNode::server_uri()

@@ -28,6 +28,9 @@ public:
         std::function<void()> ready;
         // The job is ending here: no server starts any more.
         std::function<bool()> ending;
+        // A path a rank registered for cleanup, for the node guard to remove should canopyd die; false if the
+        // guard cannot take it.
+        std::function<bool(const std::string& path)> watch_cleanup;
     };
 
     // Eager: starts the server now. On demand: listens on `relay_address` and starts it when a rank connects.
@@ -52,6 +55,8 @@ private:
     // On demand: the running server's own address, starting it (and registering the running ranks) first.
     Result<std::string> server_uri();
     std::string node() const;
+    // A rank's job-control request passed the relay: the guard learns the paths it registers for cleanup.
+    void cleanups_registered(std::string_view message);
 
     boost::asio::io_context& io_;
     PmixJob job_;
@@ -62,6 +67,7 @@ private:
     std::unique_ptr<PmixRelay> relay_;   // on demand: the ranks' PMIx address until a server runs
     std::string server_uri_;             // set once the on-demand server runs
     bool start_failed_ = false;          // one attempt, one error line
+    bool guard_full_reported_ = false;
     std::map<long, int> exits_before_server_;   // rank -> wait status, reaped before the server started
 };
 

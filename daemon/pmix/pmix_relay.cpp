@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstring>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -127,6 +128,8 @@ struct PmixRelay::Pipe : std::enable_shared_from_this<Pipe> {
                                   if (error || self->closed)
                                       return self->close();
                                   self->hello = {};
+                                  if (self->relay->tap_handler_)
+                                      self->tap.emplace(self->relay->tap_prefix_, self->relay->tap_handler_);
                                   self->pump(self->rank, self->server, self->to_server);
                                   self->pump(self->server, self->rank, self->to_rank);
                               });
@@ -150,6 +153,8 @@ struct PmixRelay::Pipe : std::enable_shared_from_this<Pipe> {
                 self->close();
                 return;
             }
+            if (self->tap && &from == &self->rank)
+                self->tap->feed(buffer.data(), size);
             asio::async_write(to, asio::buffer(buffer.data(), size),
                               [self, &from, &to, &buffer](boost::system::error_code error, std::size_t) {
                                   if (error) {
@@ -198,6 +203,7 @@ struct PmixRelay::Pipe : std::enable_shared_from_this<Pipe> {
     bool closed = false;
     std::shared_ptr<ServerGate> gate;   // null when the server's port could not be gated
     std::uint16_t admitted_port = 0;
+    std::optional<PmixMessageTap> tap;   // reads along what the rank sends
     std::array<char, 65536> to_server{};
     std::array<char, 65536> to_rank{};
     int open_directions = 2;

@@ -12,6 +12,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
+#include "pmix/message_tap.hpp"
 #include "util/result.hpp"
 
 namespace canopy {
@@ -36,6 +37,14 @@ public:
     // Starts the server if it is not running yet, and returns its address. The first time, it also closes the
     // server's own port to everyone but the relay (server_gate.hpp).
     Result<boost::asio::ip::tcp::endpoint> start_server();
+
+    // From now on, what every relayed connection sends that starts with `prefix` (a PMIx command, such as
+    // PMIx_Job_control's) is also handed to `handler`, whole, as it passes.
+    void tap_messages(std::string prefix, PmixMessageTap::Handler handler)
+    {
+        tap_prefix_ = std::move(prefix);
+        tap_handler_ = std::move(handler);
+    }
 
     // The relay's address in PMIx's URI form, for the ranks' PMIX_SERVER_URI* variables.
     std::string uri() const;
@@ -62,6 +71,8 @@ private:
     bool gate_tried_ = false;
     std::vector<std::weak_ptr<Pipe>> pipes_;
     std::size_t relayed_ = 0;
+    std::string tap_prefix_;
+    PmixMessageTap::Handler tap_handler_;
 };
 
 // "tcp4://127.0.0.1:4000" or "tcp6://[::1]:4000" to an endpoint; an error names the text.

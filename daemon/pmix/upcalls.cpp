@@ -15,6 +15,7 @@
 #include "pmix/module_log.hpp"
 #include "pmix/published_values.hpp"
 #include "pmix/request_router.hpp"
+#include "util/text.hpp"
 
 namespace canopy {
 namespace {
@@ -272,22 +273,6 @@ pmix_status_t on_job_control(const pmix_proc_t*, const pmix_proc_t[], std::size_
 std::string string_value(const pmix_info_t& info)
 {
     return info.value.type == PMIX_STRING && info.value.data.string ? info.value.data.string : "";
-}
-
-std::vector<std::string> split_commas(const std::string& text)
-{
-    std::vector<std::string> parts;
-    std::size_t start = 0;
-    while (start <= text.size()) {
-        auto comma = text.find(',', start);
-        auto part = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        if (!part.empty())
-            parts.push_back(part);
-        if (comma == std::string::npos)
-            break;
-        start = comma + 1;
-    }
-    return parts;
 }
 
 // PMIx_Spawn (MPI_Comm_spawn): one application; the root places it and every node learns the new namespace.

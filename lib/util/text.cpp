@@ -29,4 +29,18 @@ std::optional<long> parse_decimal(std::string_view digits, std::size_t max_digit
     return value;
 }
 
+std::vector<std::string> split_commas(std::string_view text)
+{
+    std::vector<std::string> items;
+    while (!text.empty()) {
+        auto comma = text.find(',');
+        if (auto item = text.substr(0, comma); !item.empty())
+            items.emplace_back(item);
+        if (comma == std::string_view::npos)
+            break;
+        text.remove_prefix(comma + 1);
+    }
+    return items;
+}
+
 } // namespace canopy

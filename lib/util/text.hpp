@@ -3,7 +3,9 @@
 
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace canopy {
 
@@ -13,5 +15,8 @@ std::string_view trim(std::string_view text);
 
 // A plain decimal number (digits only, at most max_digits of them), or nothing.
 std::optional<long> parse_decimal(std::string_view digits, std::size_t max_digits);
+
+// The non-empty items of a comma-separated list ("a,,b" is a and b).
+std::vector<std::string> split_commas(std::string_view text);
 
 } // namespace canopy

@@ -1,7 +1,7 @@
 /* PMIx client test: each rank creates DIR/file.RANK and DIR/dir.RANK/inner, registers them for cleanup
  * (PMIX_REGISTER_CLEANUP, PMIX_REGISTER_CLEANUP_DIR with PMIX_CLEANUP_RECURSIVE), then ends as MODE says:
- * "finalize" (PMIx_Finalize, exit 0), "exit" (exit 3 without PMIx_Finalize) or "kill" (SIGKILL itself), once
- * every rank has registered.
+ * "finalize" (PMIx_Finalize, exit 0), "exit" (exit 3 without PMIx_Finalize), "kill" (SIGKILL itself) or "wait"
+ * (sleep until killed), once every rank has registered.
  * usage: client_cleanup DIR MODE */
 #include "client_common.h"
 
@@ -39,7 +39,7 @@ static void register_cleanup(const char *key, const char *path, int recursive)
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: client_cleanup DIR finalize|exit|kill\n");
+        fprintf(stderr, "usage: client_cleanup DIR finalize|exit|kill|wait\n");
         return 2;
     }
     pmix_status_t rc = PMIx_Init(&me, NULL, 0);
@@ -63,6 +63,8 @@ int main(int argc, char **argv)
         raise(SIGKILL);
     if (strcmp(argv[2], "exit") == 0)
         _exit(3);
+    if (strcmp(argv[2], "wait") == 0)
+        sleep(120);
     PMIx_Finalize(NULL, 0);
     return failures ? 1 : 0;
 }

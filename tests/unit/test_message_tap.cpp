@@ -1,0 +1,68 @@
+// The PMIx message tap on its own: framing of a rank's byte stream however it is cut, and which messages it hands
+// over (those starting with the prefix, up to its size bound).
+#include <arpa/inet.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "pmix/message_tap.hpp"
+
+namespace canopy {
+namespace {
+
+std::string message(const std::string& payload)
+{
+    std::string framed(PmixMessageTap::header_size, '\0');
+    std::uint32_t nbytes = htonl(static_cast<std::uint32_t>(payload.size()));
+    std::uint32_t tag = htonl(7);
+    std::memcpy(framed.data() + 4, &tag, sizeof tag);
+    std::memcpy(framed.data() + 8, &nbytes, sizeof nbytes);
+    return framed + payload;
+}
+
+struct Tapped {
+    std::vector<std::string> seen;
+    PmixMessageTap tap{std::string("\x02\x12", 2), [this](std::string_view payload) { seen.emplace_back(payload); }};
+};
+
+TEST(PmixMessageTap, HandsOverOnlyMessagesThatStartWithThePrefix)
+{
+    Tapped t;
+    std::string stream = message(std::string("\x02\x12", 2) + "cleanup") + message("\x02\x03other") + message("") +
+                         message(std::string("\x02\x12", 2) + "again") + message("\x02");
+    t.tap.feed(stream.data(), stream.size());
+    EXPECT_EQ(t.seen, (std::vector<std::string>{std::string("\x02\x12", 2) + "cleanup",
+                                                std::string("\x02\x12", 2) + "again"}));
+}
+
+TEST(PmixMessageTap, FramesTheSameWhateverTheReadsCutTheStreamInto)
+{
+    std::string stream;
+    for (int i = 0; i < 5; ++i)
+        stream += message(std::string("\x02\x12", 2) + std::string(static_cast<std::size_t>(i) * 40, 'x')) +
+                  message(std::string(100, 'y'));
+    for (std::size_t piece : {1u, 2u, 3u, 15u, 16u, 17u, 1000u}) {
+        Tapped t;
+        for (std::size_t at = 0; at < stream.size(); at += piece)
+            t.tap.feed(stream.data() + at, std::min(piece, stream.size() - at));
+        ASSERT_EQ(t.seen.size(), 5u) << "pieces of " << piece;
+        EXPECT_EQ(t.seen[4].size(), 2u + 160u) << "pieces of " << piece;
+    }
+}
+
+TEST(PmixMessageTap, PassesLargeMessagesByAndStaysInStep)
+{
+    Tapped t;
+    std::string big = message(std::string("\x02\x12", 2) + std::string(PmixMessageTap::max_message, 'z'));
+    std::string after = message(std::string("\x02\x12", 2) + "small");
+    t.tap.feed(big.data(), big.size());
+    t.tap.feed(after.data(), after.size());
+    EXPECT_EQ(t.seen, (std::vector<std::string>{std::string("\x02\x12", 2) + "small"}));
+}
+
+} // namespace
+} // namespace canopy
