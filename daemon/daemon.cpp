@@ -491,7 +491,7 @@ void Daemon::make_rank_spawner()
             report_rank_failure(failed);
         }
         if (late_ranks_.erase(rank))
-            report_late_ranks(2, 1);
+            report_late_ranks(false, 1);
         position_->advance();
     };
     events.all_started = [this] {
@@ -576,7 +576,7 @@ void Daemon::start_namespace(const wire::NamespaceStart& start)
     if (position_->reached(TreePosition::State::done)) {
         for (const auto& launch : batch.launches)
             late_ranks_.insert(launch.rank);
-        report_late_ranks(1, batch.launches.size());
+        report_late_ranks(true, batch.launches.size());
     }
     if (!batch.refused.empty())
         ranks_->reject(std::move(batch.launches), batch.refused);
@@ -584,12 +584,10 @@ void Daemon::start_namespace(const wire::NamespaceStart& start)
         ranks_->spawn(batch.program, spawned.argv, spawned.wdir, std::move(batch.launches));
 }
 
-void Daemon::report_late_ranks(std::uint8_t what, std::size_t count)
+void Daemon::report_late_ranks(bool started, std::size_t count)
 {
-    wire::Writer writer;
-    writer.u8(what);
-    writer.varint(count);
-    position_->collectives().request(0, wire::RoutedOp::late_ranks, writer.take(), [](Status, Bytes) {});
+    wire::LateRanks late{started, count, started ? timing::PhaseSet{} : std::exchange(phases_, {})};
+    position_->collectives().request(0, wire::RoutedOp::late_ranks, wire::to_frame(late), [](Status, Bytes) {});
 }
 
 bool Daemon::ranks_drained()
@@ -621,8 +619,9 @@ void Daemon::on_entered(TreePosition::State step)
         if (collectives.frames_received() > 0)
             phases_.add("daemon.tree_messages",
                         static_cast<double>(collectives.frames_received() + collectives.frames_sent()), node_);
-        send_up(wire::to_frame(
-            wire::SubtreeDone{ranks_->total() + position_->done_below(), phases_, std::move(trace_)}));
+        // Sent off, not kept: what is recorded from now on is the late ranks', sent with their end.
+        send_up(wire::to_frame(wire::SubtreeDone{ranks_->total() + position_->done_below(),
+                                                 std::exchange(phases_, {}), std::move(trace_)}));
         // Nothing is left to do: leaving now, rather than on the root's shutdown, makes an orderly teardown one
         // sweep up the tree instead of a sweep down and one up. Unless the job may spawn ranks onto this node:
         // then it stays until the root's shutdown.

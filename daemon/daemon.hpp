@@ -71,7 +71,7 @@ private:
     // it, and this node starts its ranks of it.
     void start_namespace(const wire::NamespaceStart& start);
     // Spawned ranks started after this node reported done (what 1) or one of them ended (what 2).
-    void report_late_ranks(std::uint8_t what, std::size_t count);
+    void report_late_ranks(bool started, std::size_t count);
     // What children send that is not a report of their subtree or a collective: passed up, or a failure noted.
     void register_child_handlers();
     // The PMI servers this node's ranks connect to (simple PMI, and PMIx on demand or eager).

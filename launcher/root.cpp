@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <limits>
 #include <thread>
 
 #include <fmt/format.h>
@@ -172,7 +173,7 @@ void Root::serve_spawn(const Bytes& payload, TreeCollectives::Done reply)
         reply(make_error("PMIx_Spawn refused: the job is ending"), {});
         return;
     }
-    auto request = SpawnService::decode_request(payload);
+    auto request = wire::decode_frame_bytes<wire::SpawnRequest>(payload);
     auto started = request ? spawn_.start(*request) : Result<SpawnService::Started>(request.error());
     if (!started) {
         spawn_log().info("spawn refused: {}", started.error().message);
@@ -196,14 +197,14 @@ void Root::serve_spawn(const Bytes& payload, TreeCollectives::Done reply)
 // Ranks spawned onto nodes that had reported done: the job is done only once they have ended too.
 void Root::serve_late_ranks(const Bytes& payload, TreeCollectives::Done reply)
 {
-    wire::Reader reader(payload);
-    auto what = reader.u8();
-    auto count = static_cast<long>(reader.varint());
-    if (!reader.ok() || !reader.at_end() || (what != 1 && what != 2)) {
+    auto late = wire::decode_frame_bytes<wire::LateRanks>(payload);
+    if (!late || late->count > static_cast<std::uint64_t>(std::numeric_limits<long>::max())) {
         reply(make_error("malformed late-ranks notice ({} bytes)", payload.size()), {});
         return;
     }
-    late_ranks_ = std::max(0L, late_ranks_ + (what == 1 ? count : -count));
+    auto count = static_cast<long>(late->count);
+    late_ranks_ = std::max(0L, late_ranks_ + (late->started ? count : -count));
+    phases_.merge(late->phases);
     reply(Status{}, {});
     if (late_ranks_ == 0 && position_->state() == TreePosition::State::done)
         end_job(false, exit_code_);

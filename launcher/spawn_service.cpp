@@ -15,14 +15,6 @@ SpawnService::SpawnService(const wire::LaunchPlan& plan)
 {
 }
 
-Result<wire::SpawnRequest> SpawnService::decode_request(const std::vector<std::uint8_t>& payload)
-{
-    auto frame = wire::read_frame(payload);
-    if (!frame)
-        return make_error("malformed spawn request ({} bytes): {}", payload.size(), frame.error().message);
-    return wire::decode_frame<wire::SpawnRequest>(*frame);
-}
-
 Result<SpawnService::Started> SpawnService::start(const wire::SpawnRequest& request)
 {
     if (request.argv.empty())

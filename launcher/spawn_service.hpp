@@ -21,9 +21,6 @@ public:
         wire::SpawnReply reply;
     };
 
-    // The request a RoutedOp::spawn payload carries (a whole spawn-request frame); malformed bytes are an error.
-    static Result<wire::SpawnRequest> decode_request(const std::vector<std::uint8_t>& payload);
-
     // Places the request and books its slots and tree ranks; an error books nothing.
     Result<Started> start(const wire::SpawnRequest& request);
 

@@ -432,6 +432,8 @@ void PublishStore::serve(wire::RoutedOp op, const Bytes& payload, Reply reply)
     }
     case wire::RoutedOp::direct_modex:
     case wire::RoutedOp::store:
+    case wire::RoutedOp::spawn:
+    case wire::RoutedOp::late_ranks:
         break;
     }
     reply(make_error("the publish store cannot serve operation {}", static_cast<int>(op)), {});

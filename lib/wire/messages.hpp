@@ -56,6 +56,7 @@ enum class MessageType : std::uint8_t {
     spawn_request = 40,
     spawn_reply = 41,
     namespace_start = 42,
+    late_ranks = 43,
 };
 
 const char* message_name(std::uint8_t type);
@@ -434,8 +435,7 @@ struct FenceDown : FenceChunk {
 // What a routed request asks for.
 // store: a JobStore request (payload: u8 operation, then its payload); the reply carries u8 answer + payload.
 // spawn: a SpawnRequest frame for the root; the reply carries a SpawnReply frame.
-// late_ranks: a node that had reported done starts (u8 1) or has finished (u8 2) spawned ranks, varint how many:
-// the root must not end the job while they run.
+// late_ranks: a LateRanks frame for the root.
 enum class RoutedOp : std::uint8_t {
     direct_modex = 1, publish = 2, lookup = 3, unpublish = 4, store = 5, spawn = 6, late_ranks = 7
 };
@@ -515,12 +515,24 @@ struct NamespaceStart {
     }
 };
 
+// From a node that had reported done (its subtree-done went up) to the root: it starts, or has finished, ranks
+// spawned onto it since. The root must not end the job while they run, and their timing phases come with the end.
+struct LateRanks {
+    static constexpr MessageType type = MessageType::late_ranks;
+    static constexpr const char* name = "late-ranks";
+    bool started = false;        // else ended
+    std::uint64_t count = 0;
+    timing::PhaseSet phases;     // with an end: what the node recorded since its subtree-done or last such end
+
+    CANOPY_WIRE_FIELDS(started, count, phases)
+};
+
 // Every message, listed once: the name table, the encoders and decoders and their round-trip test come from it.
 #define CANOPY_WIRE_MESSAGES(X)                                                                                  \
     X(Challenge) X(Hello) X(Welcome) X(ClockPing) X(ClockPong) X(LaunchPlan) X(StdinData) X(Signal) X(Shutdown)     \
     X(StageIndex) X(StageContent) X(StageFetchReply) X(SubtreeUp) X(SubtreeSpawned) X(SubtreeDone) X(Output)       \
     X(RankFailed) X(DaemonError) X(DaemonLog) X(StageFetch) X(FenceUp) X(FenceDown) X(RoutedRequest) X(RoutedReply) \
-    X(SpawnRequest) X(SpawnReply) X(NamespaceStart)
+    X(SpawnRequest) X(SpawnReply) X(NamespaceStart) X(LateRanks)
 
 // A listing name takes at least 3 bytes on the wire (two empty strings and its type).
 template <>
@@ -555,6 +567,16 @@ Result<M> decode_frame(const Frame& frame)
     if (!reader.ok() || !reader.at_end())
         return make_error("malformed {} message ({} bytes)", message_name(frame.type), frame.payload.size());
     return message;
+}
+
+// A whole frame carried as bytes inside another message (a routed request's payload), decoded as M.
+template <typename M>
+Result<M> decode_frame_bytes(std::span<const std::uint8_t> bytes)
+{
+    auto frame = read_frame(bytes);
+    if (!frame)
+        return make_error("malformed {} message ({} bytes): {}", M::name, bytes.size(), frame.error().message);
+    return decode_frame<M>(*frame);
 }
 
 } // namespace canopy::wire

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD_DIR, daemon_pids, wait_until
+from conftest import BUILD_DIR, daemon_pids, timing_phases, wait_until
 
 PROGRAMS = BUILD_DIR / "tests" / "pmix"
 
@@ -226,8 +226,10 @@ def test_a_spawn_that_does_not_fit_fails_and_names_the_limit(run_canopy, slots, 
     assert not spawn_children(result), result.describe()   # nothing started, nothing oversubscribed
 
 
-def test_a_pmix_client_spawns_and_connects_across_namespaces(run_canopy):
-    result = run_canopy(["--sim-nodes", 2, "--ppn", 1, "--spawn-slots", 2, program("client_spawn"), 3], timeout=60)
+def test_a_pmix_client_spawns_and_connects_across_namespaces(run_canopy, sandbox):
+    timing = sandbox.root / "timing.json"
+    result = run_canopy(["--sim-nodes", 2, "--ppn", 1, "--spawn-slots", 2, f"--timing={timing}",
+                         program("client_spawn"), 3], timeout=60)
     assert result.returncode == 0, result.describe()
     assert re.search(r"client_spawn parent: spawned canopy\.\w+\.1 with 3 ranks", result.stdout), result.describe()
     parents = re.findall(r"client_spawn child (\d) of (canopy\.\w+\.1): parent is rank 0 of (canopy\.\w+)\n",
@@ -235,6 +237,10 @@ def test_a_pmix_client_spawns_and_connects_across_namespaces(run_canopy):
     assert sorted(rank for rank, _, _ in parents) == ["0", "1", "2"], result.describe()
     assert all(child.startswith(parent + ".") for _, child, parent in parents), result.describe()
     assert "FAIL" not in result.stdout + result.stderr, result.describe()
+    # Rank 1 ends at once, so node 1 has reported done when its child starts: that child's timing comes late.
+    phases = timing_phases(timing)
+    assert phases["spawned_rank.spawned"]["count"] == 3, phases.get("spawned_rank.spawned")
+    assert phases["spawned_rank.exited"]["count"] == 3, phases.get("spawned_rank.exited")
 
 
 MPI4PY_SPAWN = """

@@ -354,5 +354,25 @@ TEST(Messages, RoutedRequestsAndRepliesRoundTrip)
     EXPECT_FALSE(decode_frame<RoutedRequest>(frame).ok());
 }
 
+TEST(Messages, AFrameCarriedAsBytesDecodesOnlyWhole)
+{
+    LateRanks late{true, 3, {}};
+    auto bytes = to_frame(late);
+    auto decoded = decode_frame_bytes<LateRanks>(bytes);
+    ASSERT_TRUE(decoded.ok()) << decoded.error().message;
+    EXPECT_TRUE(decoded->started);
+    EXPECT_EQ(decoded->count, 3u);
+
+    auto truncated = bytes;
+    truncated.pop_back();
+    auto trailing = bytes;
+    trailing.push_back(0);
+    EXPECT_FALSE(decode_frame_bytes<LateRanks>({}).ok());
+    EXPECT_FALSE(decode_frame_bytes<LateRanks>(std::vector<std::uint8_t>{1, 2, 3}).ok());
+    EXPECT_FALSE(decode_frame_bytes<LateRanks>(truncated).ok());
+    EXPECT_FALSE(decode_frame_bytes<LateRanks>(trailing).ok());
+    EXPECT_FALSE(decode_frame_bytes<LateRanks>(to_frame(SpawnReply{"x", 0, 1})).ok());
+}
+
 } // namespace
 } // namespace canopy::wire
