@@ -36,7 +36,7 @@ HOST_ENV = {
     "LC_ALL": "C.UTF-8",
 }
 # Slurm's daemons and munged, and the sshd listener: what a host runs when no job does.
-SERVICES = ("sshd", "munged", "slurmd", "slurmctld")
+SERVICES = ("sshd", "munged", "slurmd", "slurmctld", "slurmscriptd")
 
 _PR_SET_PDEATHSIG = 1
 _CAP_NET_ADMIN = 12
@@ -44,12 +44,13 @@ _CAP_SYS_ADMIN = 21
 
 
 class Unsupported(Exception):
-    """`up` cannot make hosts here. `kernel` is True when the kernel or our privileges lack what it needs (the
-    only reason a test may skip), False when a program is missing (tests/setup-deps.sh installs it)."""
+    """`up` cannot make hosts here. `no_namespaces` is True when this machine cannot make namespaces at all (no
+    privilege, or a kernel or container that refuses them): the only reason a test may skip. Anything else (no
+    bridge or veth, a program missing, an address clash) fails the tests."""
 
-    def __init__(self, message, kernel):
+    def __init__(self, message, no_namespaces):
         super().__init__(message)
-        self.kernel = kernel
+        self.no_namespaces = no_namespaces
 
 
 class ClusterError(Exception):
@@ -130,10 +131,11 @@ def check_support(slurm=False):
     effective = int(next(line.split()[1] for line in status.splitlines() if line.startswith("CapEff:")), 16)
     for cap, name in ((_CAP_SYS_ADMIN, "CAP_SYS_ADMIN"), (_CAP_NET_ADMIN, "CAP_NET_ADMIN")):
         if not effective & (1 << cap):
-            raise Unsupported(f"needs {name} to make namespaces (run as root)", kernel=True)
+            raise Unsupported(f"needs {name} to make namespaces (run as root)", no_namespaces=True)
     for kind in ("net", "pid", "uts", "mnt", "ipc"):
         if not Path(f"/proc/self/ns/{kind}").exists():
-            raise Unsupported(f"the kernel has no {kind} namespaces (/proc/self/ns/{kind} is missing)", kernel=True)
+            raise Unsupported(f"the kernel has no {kind} namespaces (/proc/self/ns/{kind} is missing)",
+                              no_namespaces=True)
     programs = ["unshare", "nsenter", "ip", "mount", "/usr/sbin/sshd", "ssh", "ssh-keygen"]
     if slurm:
         programs += ["/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd", "salloc", "sbatch", "scontrol"]
@@ -143,20 +145,24 @@ def check_support(slurm=False):
                        "ip": "iproute2", "/usr/sbin/munged": "munge"}.get(program, "slurm-wlm" if slurm else
                                                                           "util-linux")
             raise Unsupported(f"{program} is missing (Debian package {package}; tests/setup-deps.sh installs it)",
-                              kernel=False)
-    # Make, in a throwaway set of namespaces, all that a host needs: a bridge, a veth pair, tmpfs and a hostname.
+                              no_namespaces=False)
+    # First the namespaces alone (a container may refuse them), then in a throwaway set all that a host needs: a
+    # bridge, a veth pair, tmpfs and a hostname.
+    unshare = ["unshare", "--pid", "--fork", "--mount-proc", "--uts", "--net", "--ipc", "--"]
     probe = ("ip link add canopy-br type bridge && ip link add canopy-a type veth peer name canopy-b && "
              "ip link set canopy-a master canopy-br && mount -t tmpfs canopy-probe /tmp && hostname canopy-probe")
-    try:
-        result = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "--uts", "--net", "--ipc", "--",
-                                 "sh", "-c", probe], stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                                timeout=30)
-    except subprocess.TimeoutExpired:
-        raise Unsupported("making a network, PID, mount and UTS namespace did not finish in 30 s", kernel=True)
-    if result.returncode != 0:
-        lines = result.stderr.strip().splitlines()
-        raise Unsupported(f"the kernel cannot make a host's namespaces, bridge and veth: "
-                          f"{lines[-1] if lines else 'exit ' + str(result.returncode)}", kernel=True)
+    for command, what, no_namespaces in ((["true"], "make network, PID, mount, UTS and IPC namespaces", True),
+                                         (["sh", "-c", probe], "make a host's bridge, veth pair, tmpfs and name",
+                                          False)):
+        try:
+            result = subprocess.run(unshare + command, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                    timeout=30)
+        except subprocess.TimeoutExpired:
+            raise Unsupported(f"cannot {what}: it did not finish in 30 s", no_namespaces)
+        if result.returncode != 0:
+            lines = result.stderr.strip().splitlines()
+            raise Unsupported(f"cannot {what}: {lines[-1] if lines else 'exit ' + str(result.returncode)}",
+                              no_namespaces)
     own = _run(["ip", "-j", "addr"], timeout=10).stdout
     for interface in json.loads(own):
         for info in interface.get("addr_info", []):
@@ -164,7 +170,7 @@ def check_support(slurm=False):
                 network = ipaddress.ip_network(f"{info['local']}/{info['prefixlen']}", strict=False)
                 if network.overlaps(NETWORK):
                     raise Unsupported(f"this machine's {interface['ifname']} is on {network}, which overlaps the "
-                                      f"test hosts' {NETWORK}", kernel=False)
+                                      f"test hosts' {NETWORK}", no_namespaces=False)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -488,6 +494,23 @@ class Cluster:
                     shutil.rmtree(entry, ignore_errors=True)
                 else:
                     entry.unlink(missing_ok=True)
+
+    # -- faults ------------------------------------------------------------------------------------------------
+    def set_link(self, name, up):
+        """Takes a host's cable out (up=False) or puts it back: its bridge port goes down, and packets to and from
+        the host are dropped without a word, as when a switch port or a cable fails."""
+        index = self.hosts.index(self.host(name)) + 1
+        _run(["nsenter", "-t", self.state.switch.init, "-n", "ip", "link", "set", f"p{index}",
+              "up" if up else "down"])
+
+    def kill_host(self, name):
+        """Ends a host at once, as a power cut would: SIGKILL to its PID 1 takes every process of the host."""
+        os.kill(self.host(name).init, signal.SIGKILL)
+
+    def host_gone(self, host):
+        """True when nothing of the host is left: no process in its PID or network namespace."""
+        return not any(_namespace(pid, "pid") == host.pid_ns or _namespace(pid, "net") == host.net_ns
+                       for pid in _pids())
 
     # -- down --------------------------------------------------------------------------------------------------
     def down(self):

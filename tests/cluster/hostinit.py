@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 
 
 def mount(*args):
@@ -48,13 +47,16 @@ def main():
     # PID 1 gets only the signals it handles: SIGTERM (from inside the host or from `down`) ends the host.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     signal.signal(signal.SIGINT, lambda *_: sys.exit(0))
+    # Orphans become our children when their parent exits (a daemon's first fork, a job's leftovers): reap each as
+    # soon as it ends, so no zombie stays on the host.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
     while True:
         try:
-            os.wait()
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
         except ChildProcessError:
-            time.sleep(1)   # nothing to reap yet; services started later become our children when they daemonize
-        except InterruptedError:
             pass
+        signal.sigtimedwait({signal.SIGCHLD}, 5)
 
 
 if __name__ == "__main__":
