@@ -14,6 +14,8 @@ packages=(
   openssh-server openssh-client mpich openmpi-bin python3-mpi4py procps iproute2 python3 python3-pytest
   # file staging: a FUSE file system that counts operations, a real Python stack to import, syscall traces
   libfuse3-dev fuse3 python3-torch strace
+  # the cluster in a box (tests/cluster): hosts in namespaces, each with sshd, munge and Slurm
+  util-linux munge slurm-wlm
   # benchmarks
   hyperfine
 )

@@ -31,8 +31,10 @@ std::string pmix_build_version() { return CANOPY_PMIX_VERSION; }
 std::vector<std::string> canopy_pmix_settings()
 {
     // Open MPI 4.1's "orte" schizo component declares every app it cannot place a singleton and pins
-    // OMPI_MCA_ess=singleton; excluding it lets the PMIx-based ess (pmi) win. See docs/pmix.md.
-    return {"PMIX_MCA_gds=" + pmix_component("PMIX_MCA_gds", "hash"), "OMPI_MCA_schizo=^orte"};
+    // OMPI_MCA_ess=singleton; inside a Slurm, Flux or LSF allocation (the job's variables reach the ranks) the
+    // scheduler's own component does the same for an app outside a job step. Excluding them lets the PMIx-based
+    // ess (pmi) win. See docs/pmix.md.
+    return {"PMIX_MCA_gds=" + pmix_component("PMIX_MCA_gds", "hash"), "OMPI_MCA_schizo=^orte,slurm,flux,jsm"};
 }
 
 std::vector<std::string> pmix_rank_env(const PmixJob& job, long rank, const std::string& server_uri)

@@ -24,6 +24,9 @@ spdlog::logger& tree_log() { return area_logger("tree"); }
 constexpr double handshake_timeout_seconds = 10.0;
 // After a child's link closes, its agent process gets this long to exit before SIGKILL.
 constexpr auto reap_grace = std::chrono::seconds(5);
+// After an agent exits while its daemon's link is open, the link gets this long to close on its own (the daemon
+// ended and the agent's exit was seen first) before the node counts as lost.
+constexpr auto agent_exit_grace = std::chrono::seconds(2);
 constexpr std::size_t kept_stderr_lines = 3;
 
 } // namespace
@@ -193,10 +196,33 @@ void ChildSet::start_child(Child& child)
             std::string what = fmt::format("{} {}", child.launch.argv[0], describe_wait_status(status));
             std::string output = recent_output(child);
             give_up(child, output.empty() ? what : fmt::format("{}: {}", what, output));
+        } else if (child.connected && !child.gone) {
+            agent_ended(child, status);
         }
         check_finished();
     });
     await_connection(child);
+}
+
+void ChildSet::agent_ended(Child& child, int status)
+{
+    // The daemon's session is gone (sshd killed, the srun step cancelled): its stdin and stderr with it, and a
+    // daemon started again there could not be told apart from this one. Its link still being open is no reason
+    // to wait for it: the node is lost, as mpirun and Hydra count it.
+    long position = child.launch.position;
+    child.timer = std::make_unique<asio::steady_timer>(io_);
+    child.timer->expires_after(agent_exit_grace);
+    child.timer->async_wait([this, alive = alive_, position, status](const boost::system::error_code& error) {
+        if (error || !*alive)
+            return;
+        Child& child = *children_.at(position);
+        if (child.gone || !child.link)
+            return;
+        drain_stderr(child);
+        std::string what = fmt::format("its launch agent {} {}", child.launch.argv[0], describe_wait_status(status));
+        std::string output = recent_output(child);
+        child.link->close(output.empty() ? what : fmt::format("{}: {}", what, output));
+    });
 }
 
 void ChildSet::await_connection(Child& child)

@@ -100,6 +100,7 @@ private:
     void start_next();
     void start_child(Child& child);
     void await_connection(Child& child);
+    void agent_ended(Child& child, int status);
     void read_stderr(Child& child);
     void take_stderr(Child& child, std::string_view data);
     void drain_stderr(Child& child);

@@ -98,14 +98,14 @@ void Link::close_after_flush()
         close();
 }
 
-void Link::close()
+void Link::close(const std::string& reason)
 {
     if (closed_)
         return;
     boost::system::error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
-    finish({});
+    finish(reason);
 }
 
 void Link::finish(const std::string& reason)

@@ -33,9 +33,9 @@ public:
 
     void start(FrameHandler on_frame, CloseHandler on_close);
     void send(std::vector<std::uint8_t> frame);
-    // Flushes queued frames, then closes. close() drops them.
+    // Flushes queued frames, then closes. close() drops them; its reason goes to the close handler.
     void close_after_flush();
-    void close();
+    void close(const std::string& reason = {});
     const std::string& peer_name() const { return peer_name_; }
     // Bytes waiting to be written: a bulk sender paces itself on this.
     std::size_t queued_bytes() const { return queued_bytes_; }

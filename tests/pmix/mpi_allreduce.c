@@ -32,6 +32,5 @@ int main(int argc, char **argv)
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (rank == 0)
         printf("mpi_allreduce: %d ranks, sum %ld max %ld vector %s\n", size, sum, max, all_ok ? "OK" : "WRONG");
-    MPI_Finalize();
-    return ok ? 0 : 1;
+    return mpi_test_finish(ok ? 0 : 1);
 }

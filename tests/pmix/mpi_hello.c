@@ -1,9 +1,7 @@
 /* MPI test (built with Open MPI and with MPICH): each rank reports its rank, the world size, its host and how many
  * ranks share its node (MPI_COMM_TYPE_SHARED, what shared memory needs); exits 1 if the size is not EXPECTED.
  * usage: mpi_hello [EXPECTED_SIZE] */
-#include <mpi.h>
-#include <stdio.h>
-#include <stdlib.h>
+#include "mpi_common.h"
 
 int main(int argc, char **argv)
 {
@@ -24,6 +22,5 @@ int main(int argc, char **argv)
     int ok = size == expected;
     if (!ok)
         fprintf(stderr, "mpi_hello: rank %d sees world size %d, expected %d\n", rank, size, expected);
-    MPI_Finalize();
-    return ok ? 0 : 1;
+    return mpi_test_finish(ok ? 0 : 1);
 }
