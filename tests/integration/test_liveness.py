@@ -99,6 +99,18 @@ def test_job_flooding_output_through_the_tree_is_not_lost(run_canopy, sandbox):
     assert result.stderr == "", result.describe()
 
 
+def test_reader_that_stalls_for_several_timeouts_loses_neither_the_job_nor_its_output(sandbox):
+    # `canopy ... | less`, left paused: the launcher cannot write its stdout, and must still keep its heartbeats.
+    config = heartbeat_config(sandbox, 1.0)
+    per_rank = 2_000_000
+    job = sandbox.start(["--config", config, "--sim-nodes", "2", "sh", "-c", f"yes canopy-output | head -c {per_rank}"])
+    time.sleep(4)   # nothing reads canopy's stdout meanwhile: the pipe filled long ago
+    result = sandbox.finish(job, timeout=30)
+    assert result.returncode == 0, result.describe()
+    assert len(result.stdout) == 2 * per_rank, result.describe()
+    assert result.stderr == "", result.describe()
+
+
 @pytest.mark.parametrize("value", ["0", "-1", "1e308", "\"soon\"", "0.1"],
                          ids=["zero", "negative", "absurdly-large", "not-a-number", "below-half-a-second"])
 def test_bad_heartbeat_timeout_gives_one_line_naming_file_and_key(value, run_canopy, sandbox):
