@@ -115,6 +115,8 @@ asio::awaitable<void> Daemon::join_parent()
     parent_ = std::make_shared<Link>(std::move(socket), "parent");
     parent_->start([this](wire::Frame frame) { on_parent_frame(std::move(frame)); },
                    [this](const std::string& reason) { on_parent_closed(reason); });
+    // Until the plan names the job's heartbeat timeout, the parent has as long to send it as it had to answer.
+    parent_->keep_alive(connect_to_parent_timeout_seconds);
 }
 
 void Daemon::on_parent_frame(wire::Frame frame)
@@ -204,6 +206,7 @@ void Daemon::on_plan(wire::LaunchPlan plan)
     }
     clock_offset_ns_ += plan.root_offset_ns;
     plan_ = std::move(plan);
+    parent_->keep_alive(plan_->heartbeat_timeout);
     node_ = plan_->hosts[static_cast<std::size_t>(index)];
     init_logging(fmt::format("canopyd[{}]", node_), static_cast<int>(plan_->verbosity));
 

@@ -200,6 +200,7 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
     plan.window = static_cast<std::uint64_t>(options.window.value_or(config.window));
     plan.connect_timeout = config.connect_timeout;
     plan.kill_grace = config.kill_grace;
+    plan.heartbeat_timeout = config.heartbeat_timeout;
     plan.tmpdir = config.tmpdir;
     plan.verbosity = static_cast<std::uint32_t>(options.verbosity);
 

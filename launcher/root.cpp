@@ -26,19 +26,6 @@ spdlog::logger& spawn_log() { return area_logger("spawn"); }
 // After teardown starts, daemons get this long beyond the kill grace to leave before we SIGKILL their agents.
 constexpr double teardown_slack_seconds = 5.0;
 
-void write_all(int fd, std::string_view data)
-{
-    while (!data.empty()) {
-        ssize_t written = ::write(fd, data.data(), data.size());
-        if (written < 0) {
-            if (errno == EINTR)
-                continue;
-            return;   // our stdout went away; nothing sensible is left to do with the output
-        }
-        data.remove_prefix(static_cast<std::size_t>(written));
-    }
-}
-
 std::chrono::milliseconds millis(double seconds) { return std::chrono::milliseconds(static_cast<long>(seconds * 1000)); }
 
 } // namespace
@@ -113,7 +100,7 @@ int Root::run()
     // Before anything that starts a thread or a process of its own, so that a failure returns cleanly. Nothing
     // the children send is read before io_.run().
     if (auto started = position_->start_children(plan_.listen_address, plan.daemon_path, 0, in_process_); !started) {
-        fmt::print(stderr, "canopy: {}\n", started.error().message);
+        fmt::print(stderr, "canopy: {}\n", started.error().message);   // nothing is queued in output_ yet
         return exit_infrastructure;
     }
 
@@ -138,6 +125,7 @@ int Root::run()
     end_stage_fetch();
     if (stage_guard_)
         stage_guard_->finish();   // the cache is gone already; this only reaps the guard
+    output_.flush();   // before main() prints the timing report, and whatever the reader's pace
     return exit_code_;
 }
 
@@ -271,19 +259,19 @@ void Root::write_learned_manifest()
 {
     const auto& answers = stage_fetch_->answers();
     if (answers.empty()) {
-        fmt::print(stderr, "canopy: no rank looked anything up under the staged prefixes; stage manifest {} not "
-                           "written\n", stage_->learn);
+        output_.to_stderr(fmt::format("canopy: no rank looked anything up under the staged prefixes; stage manifest "
+                                      "{} not written\n", stage_->learn));
         return;
     }
     auto learned = learn_manifest(stage_->learn, plan_.stage->prefixes, answers);
     if (!learned) {
-        fmt::print(stderr, "canopy: {}\n", learned.error().message);
+        output_.to_stderr(fmt::format("canopy: {}\n", learned.error().message));
         return;
     }
-    fmt::print(stderr, "canopy: wrote stage manifest {}: {} paths, {} files ({:.1f} MiB) that jobs naming it stage "
-                       "up front\n",
-               stage_->learn, learned->size(), learned->content_files().size(),
-               static_cast<double>(learned->content_bytes()) / (1 << 20));
+    output_.to_stderr(fmt::format("canopy: wrote stage manifest {}: {} paths, {} files ({:.1f} MiB) that jobs naming "
+                                  "it stage up front\n",
+                                  stage_->learn, learned->size(), learned->content_files().size(),
+                                  static_cast<double>(learned->content_bytes()) / (1 << 20)));
 }
 
 void Root::on_stage_prepared(Result<PreparedStage> prepared)
@@ -296,7 +284,7 @@ void Root::on_stage_prepared(Result<PreparedStage> prepared)
     }
     stamp("stage_indexed");
     if (!prepared->warning.empty())
-        fmt::print(stderr, "canopy: {}\n", prepared->warning);
+        output_.to_stderr(fmt::format("canopy: {}\n", prepared->warning));
     if (!prepared->learn.empty())
         tree_log().info("stage manifest {} does not exist yet: staging on demand, and writing it at the end",
                         prepared->learn);
@@ -336,14 +324,15 @@ void Root::show_stage_progress(bool final)
     if (tty && (stage_progress_shown_ || !final)) {
         double fraction = progress.bytes_total ? static_cast<double>(progress.bytes_sent) / progress.bytes_total : 1;
         int filled = static_cast<int>(fraction * 30);
-        fmt::print(stderr, "\rcanopy: staging [{:<30}] {:.0f}/{:.0f} MiB, {}/{} files{}",
-                   std::string(static_cast<std::size_t>(filled), '#'), mib(progress.bytes_sent),
-                   mib(progress.bytes_total), progress.files_sent, progress.files_total, final ? "\r\033[K" : "");
+        output_.to_stderr(fmt::format("\rcanopy: staging [{:<30}] {:.0f}/{:.0f} MiB, {}/{} files{}",
+                                      std::string(static_cast<std::size_t>(filled), '#'), mib(progress.bytes_sent),
+                                      mib(progress.bytes_total), progress.files_sent, progress.files_total,
+                                      final ? "\r\033[K" : ""));
         stage_progress_shown_ = !final;
     } else if (!tty && !final && elapsed >= 5.0) {
-        fmt::print(stderr, "canopy: staging: {:.0f}/{:.0f} MiB, {}/{} files sent after {:.0f} s\n",
-                   mib(progress.bytes_sent), mib(progress.bytes_total), progress.files_sent, progress.files_total,
-                   elapsed);
+        output_.to_stderr(fmt::format("canopy: staging: {:.0f}/{:.0f} MiB, {}/{} files sent after {:.0f} s\n",
+                                      mib(progress.bytes_sent), mib(progress.bytes_total), progress.files_sent,
+                                      progress.files_total, elapsed));
     }
     if (final || !stage_sending_)
         return;
@@ -425,9 +414,9 @@ void Root::fail(int exit_code, const std::string& line)
     if (position_->leaving())
         return;
     if (stage_progress_shown_)
-        fmt::print(stderr, "\r\033[K");   // the error goes on a clean line, not after the progress bar
+        output_.to_stderr("\r\033[K");   // the error goes on a clean line, not after the progress bar
     stage_progress_shown_ = false;
-    fmt::print(stderr, "canopy: {}\n", line);
+    output_.to_stderr(fmt::format("canopy: {}\n", line));
     end_job(true, exit_code);
 }
 
@@ -451,7 +440,7 @@ void Root::on_signal(int signo)
     }
     signalled_ = true;
     exit_code_ = 128 + signo;
-    fmt::print(stderr, "canopy: received SIG{}; forwarding it to every rank\n", sigabbrev_np(signo));
+    output_.to_stderr(fmt::format("canopy: received SIG{}; forwarding it to every rank\n", sigabbrev_np(signo)));
     position_->children().broadcast(wire::to_frame(wire::Signal{signo}));
     grace_timer_.expires_after(millis(plan_.plan.kill_grace));
     grace_timer_.async_wait([this](const boost::system::error_code& error) {
@@ -471,7 +460,7 @@ void Root::end_job(bool abort, int exit_code)
         stage_sender_->stop();
         stage_progress_timer_.cancel();
         if (stage_progress_shown_)
-            fmt::print(stderr, "\r\033[K");
+            output_.to_stderr("\r\033[K");
     }
     timeout_timer_.cancel();
     grace_timer_.cancel();
@@ -502,14 +491,19 @@ void Root::print_daemon_line(const std::string& line)
         tree_log().debug("{}", line);
         return;
     }
-    fmt::print(stderr, "{}\n", line);
+    output_.to_stderr(line + "\n");
 }
 
 void Root::print_output(const wire::Output& output)
 {
-    int fd = output.stream == 2 ? STDERR_FILENO : STDOUT_FILENO;
+    auto print = [this, &output](std::string data) {
+        if (output.stream == 2)
+            output_.to_stderr(std::move(data));
+        else
+            output_.to_stdout(std::move(data));
+    };
     if (!plan_.label) {
-        write_all(fd, output.data);
+        print(output.data);
         return;
     }
     std::string labelled;
@@ -524,7 +518,7 @@ void Root::print_output(const wire::Output& output)
     }
     if (!labelled.empty() && labelled.back() != '\n')
         labelled += '\n';
-    write_all(fd, labelled);
+    print(std::move(labelled));
 }
 
 void Root::start_stdin_forwarding()

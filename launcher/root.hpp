@@ -14,6 +14,7 @@
 
 #include "collective/job_store.hpp"
 #include "launch_plan.hpp"
+#include "output_writer.hpp"
 #include "spawn_service.hpp"
 #include "stage_source.hpp"
 #include "stage/fetch_tree.hpp"
@@ -103,6 +104,7 @@ private:
     bool stage_sending_ = false;
     std::vector<timing::Stamp> timeline_;
     timing::PhaseSet phases_;
+    OutputWriter output_;   // the ranks' output and our own lines, never written on the io thread
 
     bool signalled_ = false;
     long late_ranks_ = 0;   // spawned ranks running on nodes that had reported done

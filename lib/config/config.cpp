@@ -2,6 +2,7 @@
 #include "config/config.hpp"
 #include "util/read_file.hpp"
 #include "util/suggest.hpp"
+#include "wire/messages.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -151,23 +152,15 @@ std::optional<Problem> apply_stage_prefixes(const toml::node& node, Config& conf
     return std::nullopt;
 }
 
-std::optional<Problem> apply_connect_timeout(const toml::node& node, Config& config)
+// Seconds within a range: from `low` (itself allowed or not) to `high`; `expected` is the error, naming the key.
+std::optional<Problem> read_seconds(const toml::node& node, double& field, double low, bool low_allowed, double high,
+                                    std::string expected)
 {
     auto seconds = as_seconds(node);
-    if (!seconds || *seconds <= 0 || *seconds > 86400) {
-        return problem(node, "connect_timeout must be a number of seconds above 0, at most 86400 (a day)");
+    if (!seconds || *seconds < low || (*seconds == low && !low_allowed) || *seconds > high) {
+        return problem(node, std::move(expected));
     }
-    config.connect_timeout = *seconds;
-    return std::nullopt;
-}
-
-std::optional<Problem> apply_kill_grace(const toml::node& node, Config& config)
-{
-    auto seconds = as_seconds(node);
-    if (!seconds || *seconds < 0 || *seconds > 86400) {
-        return problem(node, "kill_grace must be a number of seconds from 0 to 86400 (a day)");
-    }
-    config.kill_grace = *seconds;
+    field = *seconds;
     return std::nullopt;
 }
 
@@ -196,9 +189,20 @@ const KeySpec key_table[] = {
     {"launch", "daemon_path", [](const Node& n, Config& c) { return read_string(n, "daemon_path", c.daemon_path); }},
     {"tree", "fanout", [](const Node& n, Config& c) { return read_count(n, "fanout", c.fanout); }},
     {"tree", "window", [](const Node& n, Config& c) { return read_count(n, "window", c.window); }},
-    {"tree", "connect_timeout", apply_connect_timeout},
+    {"tree", "connect_timeout", [](const Node& n, Config& c) {
+         return read_seconds(n, c.connect_timeout, 0, false, 86400,
+                             "connect_timeout must be a number of seconds above 0, at most 86400 (a day)");
+     }},
+    {"tree", "heartbeat_timeout", [](const Node& n, Config& c) {
+         return read_seconds(n, c.heartbeat_timeout, wire::min_heartbeat_timeout, true, wire::max_heartbeat_timeout,
+                             fmt::format("heartbeat_timeout must be a number of seconds from {:g} to {:g} (a day)",
+                                         wire::min_heartbeat_timeout, wire::max_heartbeat_timeout));
+     }},
     {"tree", "bind_address", [](const Node& n, Config& c) { return read_string(n, "bind_address", c.bind_address); }},
-    {"job", "kill_grace", apply_kill_grace},
+    {"job", "kill_grace", [](const Node& n, Config& c) {
+         return read_seconds(n, c.kill_grace, 0, true, 86400,
+                             "kill_grace must be a number of seconds from 0 to 86400 (a day)");
+     }},
     {"job", "tmpdir", apply_tmpdir},
     {"job", "pmi", [](const Node& n, Config& c) -> std::optional<Problem> {
          auto interfaces = n.is_string() ? parse_pmi_interfaces(n.as_string()->get()) : std::nullopt;

@@ -19,6 +19,7 @@ struct Config {
     long fanout = 32;
     long window = 32;
     double connect_timeout = 30.0;        // seconds for a child to connect back
+    double heartbeat_timeout = 30.0;      // seconds a tree link may stay silent before its peer is lost
     std::string daemon_path;              // canopyd on remote nodes; empty = same path as the local one
     std::string bind_address;             // address daemons listen on; empty = the one facing the parent
     double kill_grace = 3.0;              // SIGTERM -> SIGKILL grace, seconds

@@ -100,12 +100,13 @@ const std::string& ChildSet::host_of(long position) const
     return it == children_.end() ? unknown : it->second->launch.host;
 }
 
-void ChildSet::launch(std::vector<ChildLaunch> children, std::size_t window, double connect_timeout, bool shared_clock,
-                      InProcessStarter in_process)
+void ChildSet::launch(std::vector<ChildLaunch> children, std::size_t window, double connect_timeout,
+                      double heartbeat_timeout, bool shared_clock, InProcessStarter in_process)
 {
     in_process_ = std::move(in_process);
     window_ = std::max<std::size_t>(window, 1);
     connect_timeout_ = connect_timeout;
+    heartbeat_timeout_ = heartbeat_timeout;
     clock_rounds_ = shared_clock ? 0 : clock_rounds_between_hosts;
     for (auto& launch : children) {
         long position = launch.position;
@@ -375,6 +376,7 @@ void ChildSet::adopt(tcp::socket socket, long position)
             events_.closed(position, reason);
             check_finished();
         });
+    child.link->keep_alive(heartbeat_timeout_);
     events_.connected(position);
     start_next();
 }
@@ -398,8 +400,10 @@ void ChildSet::mark_gone(Child& child)
         return;
     if (!child.timer)
         child.timer = std::make_unique<asio::steady_timer>(io_);
-    child.timer->expires_after(child.connected ? std::chrono::duration_cast<std::chrono::milliseconds>(reap_grace)
-                                               : std::chrono::milliseconds(0));
+    // A child that connected gets a moment to exit by itself; one that never did, or went silent, would not.
+    bool may_exit = child.connected && !child.link->peer_silent();
+    child.timer->expires_after(may_exit ? std::chrono::duration_cast<std::chrono::milliseconds>(reap_grace)
+                                        : std::chrono::milliseconds(0));
     child.timer->async_wait([alive = alive_, &child](const boost::system::error_code& error) {
         if (error || !*alive || !child.process_alive)
             return;

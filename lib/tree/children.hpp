@@ -60,11 +60,12 @@ public:
     Status listen(const std::string& address);
     std::string endpoint() const;   // "address:port" for the children's command line
 
-    // Starts children with at most `window` in flight (started but not yet connected). shared_clock: the
-    // children run on this host (simulated nodes), so their clocks need no offset measurement. `in_process`, if
-    // set, starts them instead of the agent.
-    void launch(std::vector<ChildLaunch> children, std::size_t window, double connect_timeout, bool shared_clock,
-                InProcessStarter in_process = {});
+    // Starts children with at most `window` in flight (started but not yet connected). Each connected child's
+    // link keeps a heartbeat: one silent for heartbeat_timeout closes with a reason saying so, and its process
+    // is killed at once. shared_clock: the children run on this host (simulated nodes), so their clocks need no
+    // offset measurement. `in_process`, if set, starts them instead of the agent.
+    void launch(std::vector<ChildLaunch> children, std::size_t window, double connect_timeout,
+                double heartbeat_timeout, bool shared_clock, InProcessStarter in_process = {});
 
     void send(long position, std::vector<std::uint8_t> frame);
     void broadcast(const std::vector<std::uint8_t>& frame);
@@ -123,6 +124,7 @@ private:
     std::size_t in_flight_ = 0;
     std::size_t connected_ = 0;
     double connect_timeout_ = 30;
+    double heartbeat_timeout_ = 30;
     int clock_rounds_ = clock_rounds_between_hosts;
     InProcessStarter in_process_;
     bool finished_reported_ = false;

@@ -6,6 +6,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
+#include "tree/heartbeat.hpp"
 #include "util/log.hpp"
 #include "wire/messages.hpp"
 
@@ -17,6 +18,8 @@ Link::Link(tcp::socket socket, std::string peer_name)
     boost::system::error_code ignored;
     socket_.set_option(tcp::no_delay(true), ignored);
 }
+
+Link::~Link() = default;
 
 void Link::start(FrameHandler on_frame, CloseHandler on_close)
 {
@@ -41,6 +44,7 @@ void Link::read_more()
                 self->finish(error == asio::error::eof ? std::string() : error.message());
                 return;
             }
+            self->last_received_ = Clock::now();
             self->decoder_.feed(std::span(self->read_buffer_.get(), size));
             for (;;) {
                 auto frame = self->decoder_.next();
@@ -50,6 +54,9 @@ void Link::read_more()
                 }
                 if (!frame->has_value())
                     break;
+                // A heartbeat has done its work by arriving.
+                if ((*frame)->type == static_cast<std::uint8_t>(wire::MessageType::heartbeat))
+                    continue;
                 self->on_frame_(std::move(**frame));
                 if (self->closed_)
                     return;
@@ -85,6 +92,7 @@ void Link::write_next()
                 self->finish(error.message());
                 return;
             }
+            self->last_sent_ = Clock::now();
             self->queued_bytes_ -= self->write_queue_.front().size();
             self->write_queue_.pop_front();
             self->write_next();
@@ -108,6 +116,26 @@ void Link::close(const std::string& reason)
     finish(reason);
 }
 
+void Link::keep_alive(double timeout_seconds)
+{
+    if (heartbeat_) {
+        heartbeat_->set_timeout(timeout_seconds);
+        return;
+    }
+    // The heartbeat dies with the link, so it may call back into it.
+    heartbeat_ = std::make_unique<LinkHeartbeat>(socket_.get_executor(), shared_from_this(), timeout_seconds,
+                                                 [this](const std::string& reason) {
+                                                     peer_silent_ = true;
+                                                     close(reason);
+                                                 });
+}
+
+bool Link::has_unread_bytes() const
+{
+    boost::system::error_code error;
+    return !closed_ && socket_.available(error) > 0 && !error;
+}
+
 void Link::finish(const std::string& reason)
 {
     if (!closed_) {
@@ -116,6 +144,8 @@ void Link::finish(const std::string& reason)
     }
     closed_ = true;
     write_queue_.clear();
+    if (heartbeat_)
+        heartbeat_->stop();
     if (auto handler = std::move(on_close_)) {
         on_close_ = nullptr;
         handler(reason);

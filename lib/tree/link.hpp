@@ -1,6 +1,7 @@
 // An authenticated, framed TCP connection between a parent and a child in the tree.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -19,28 +20,47 @@
 
 namespace canopy {
 
+class LinkHeartbeat;
+
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
-// Moves frames; knows nothing about what they mean. Writes are queued and never interleave.
+// Moves frames; knows nothing about what they mean, except heartbeats, which it takes itself (lib/tree/heartbeat).
+// Writes are queued and never interleave.
 class Link : public std::enable_shared_from_this<Link> {
 public:
+    using Clock = std::chrono::steady_clock;
     using FrameHandler = std::function<void(wire::Frame frame)>;
     // Called once, when the connection ends; the message is empty for an orderly close.
     using CloseHandler = std::function<void(const std::string& reason)>;
 
     Link(tcp::socket socket, std::string peer_name);
+    ~Link();
+    Link(const Link&) = delete;
+    Link& operator=(const Link&) = delete;
 
     void start(FrameHandler on_frame, CloseHandler on_close);
     void send(std::vector<std::uint8_t> frame);
     // Flushes queued frames, then closes. close() drops them; its reason goes to the close handler.
     void close_after_flush();
     void close(const std::string& reason = {});
+    // Heartbeats from now on (lib/tree/heartbeat): one goes out when we have been quiet, and a peer that sends
+    // nothing for `timeout_seconds` fails the link with a reason saying so. Called again, takes the new timeout.
+    void keep_alive(double timeout_seconds);
+    // The peer fell silent for the heartbeat timeout: hung, stopped or cut off, so it will not leave by itself.
+    bool peer_silent() const { return peer_silent_; }
     const std::string& peer_name() const { return peer_name_; }
     // Bytes waiting to be written: a bulk sender paces itself on this.
     std::size_t queued_bytes() const { return queued_bytes_; }
     bool is_open() const { return !closed_; }
     tcp::endpoint local_endpoint() const;
+    // When bytes last arrived from the peer, and when a write of ours last went out (the link's start before
+    // either): any traffic proves a peer alive, so heartbeats are only needed on a quiet link.
+    Clock::time_point last_received() const { return last_received_; }
+    Clock::time_point last_sent() const { return last_sent_; }
+    // Bytes the kernel holds for us that we have not read yet: if our own thread was busy, the peer may have
+    // spoken although last_received() is old.
+    bool has_unread_bytes() const;
 
 private:
     void read_more();
@@ -60,6 +80,10 @@ private:
     bool writing_ = false;
     bool close_when_flushed_ = false;
     bool closed_ = false;
+    bool peer_silent_ = false;
+    std::unique_ptr<LinkHeartbeat> heartbeat_;
+    Clock::time_point last_received_ = Clock::now();
+    Clock::time_point last_sent_ = last_received_;
 };
 
 // Parent side of the handshake: challenge, check the child's proof, prove ourselves, answer clock pings.

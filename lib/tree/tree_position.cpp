@@ -87,8 +87,8 @@ Status TreePosition::start_children(const std::string& listen_address, const std
             return launch.error();
         launches.push_back(std::move(*launch));
     }
-    children_->launch(std::move(launches), plan_.window, plan_.connect_timeout, plan_.simulated,
-                      std::move(in_process));
+    children_->launch(std::move(launches), plan_.window, plan_.connect_timeout, plan_.heartbeat_timeout,
+                      plan_.simulated, std::move(in_process));
     return {};
 }
 

@@ -57,6 +57,8 @@ enum class MessageType : std::uint8_t {
     spawn_reply = 41,
     namespace_start = 42,
     late_ranks = 43,
+    // Either way on every tree link: proof of life when nothing else was sent (lib/tree/heartbeat).
+    heartbeat = 50,
 };
 
 const char* message_name(std::uint8_t type);
@@ -167,6 +169,10 @@ struct JobSpec {
                        trace, stage, stage_cache_base, stage_interposer, output_marks, spawn_slots)
 };
 
+// The heartbeat timeout's range, in seconds: the config refuses anything outside it, and so does a daemon's plan.
+inline constexpr double min_heartbeat_timeout = 0.5;
+inline constexpr double max_heartbeat_timeout = 86400;
+
 // Everything a daemon needs to build its part of the tree and run its ranks.
 struct LaunchPlan {
     static constexpr MessageType type = MessageType::launch_plan;
@@ -185,6 +191,7 @@ struct LaunchPlan {
     std::uint64_t window = 32;
     double connect_timeout = 30;
     double kill_grace = 3;
+    double heartbeat_timeout = 30;       // seconds a link may stay silent before its peer is declared lost
     std::string tmpdir;
     std::uint32_t verbosity = 0;
     std::int64_t launcher_start_ns = 0;   // root clock
@@ -192,12 +199,15 @@ struct LaunchPlan {
     JobSpec job;
 
     CANOPY_WIRE_FIELDS(job_id, position, HostList{hosts}, simulated, agent, ssh_command, ssh_args, rsh_command,
-                       daemon_path, bind_address, fanout, window, connect_timeout, kill_grace, tmpdir, verbosity,
-                       launcher_start_ns, root_offset_ns, job)
+                       daemon_path, bind_address, fanout, window, connect_timeout, kill_grace, heartbeat_timeout,
+                       tmpdir, verbosity, launcher_start_ns, root_offset_ns, job)
     Status check() const
     {
         if (hosts.size() != job.ranks_per_node.size() || fanout == 0)
             return make_error("launch-plan lists {} hosts but {} rank counts", hosts.size(), job.ranks_per_node.size());
+        // Every link arms timers from it: a value the config would refuse could overflow them.
+        if (!(heartbeat_timeout >= min_heartbeat_timeout && heartbeat_timeout <= max_heartbeat_timeout))
+            return make_error("launch-plan carries heartbeat timeout {} s", heartbeat_timeout);
         return {};
     }
 };
@@ -527,12 +537,22 @@ struct LateRanks {
     CANOPY_WIRE_FIELDS(started, count, phases)
 };
 
+// Sent on a tree link by a side that has sent nothing else for a while (a quarter of the heartbeat timeout), so
+// that the peer can tell a quiet link from a hung node. The link itself takes it; no owner sees it.
+struct Heartbeat {
+    static constexpr MessageType type = MessageType::heartbeat;
+    static constexpr const char* name = "heartbeat";
+    std::uint64_t sequence = 0;   // how many this side has sent on the link: a debug log can tell gaps apart
+
+    CANOPY_WIRE_FIELDS(sequence)
+};
+
 // Every message, listed once: the name table, the encoders and decoders and their round-trip test come from it.
 #define CANOPY_WIRE_MESSAGES(X)                                                                                  \
     X(Challenge) X(Hello) X(Welcome) X(ClockPing) X(ClockPong) X(LaunchPlan) X(StdinData) X(Signal) X(Shutdown)     \
     X(StageIndex) X(StageContent) X(StageFetchReply) X(SubtreeUp) X(SubtreeSpawned) X(SubtreeDone) X(Output)       \
     X(RankFailed) X(DaemonError) X(DaemonLog) X(StageFetch) X(FenceUp) X(FenceDown) X(RoutedRequest) X(RoutedReply) \
-    X(SpawnRequest) X(SpawnReply) X(NamespaceStart) X(LateRanks)
+    X(SpawnRequest) X(SpawnReply) X(NamespaceStart) X(LateRanks) X(Heartbeat)
 
 // A listing name takes at least 3 bytes on the wire (two empty strings and its type).
 template <>

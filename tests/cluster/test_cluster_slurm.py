@@ -86,8 +86,10 @@ def test_srun_agent_starts_every_daemon_as_a_slurm_step(jobs):
 
 @AGENTS
 def test_exit_code_of_a_failing_rank_reaches_salloc(jobs, agent):
+    # node3's rank fails once every daemon is up: a failure within about 0.5 s of the start can leave a temp dir
+    # behind with the srun agent (docs/cluster.md, "Known problems"); that is not what this test is about.
     result = jobs.run(["salloc", "-N", "4", CANOPY, "--agent", agent,
-                       "sh", "-c", '[ "$(hostname)" != node3 ] || exit 3; sleep 30'], timeout=90)
+                       "sh", "-c", '[ "$(hostname)" != node3 ] || { sleep 2; exit 3; }; sleep 30'], timeout=90)
     assert result.returncode == 3, result.describe()
     assert result.seconds < 30, result.describe()
     lines = canopy_lines(result.stderr)

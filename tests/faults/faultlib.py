@@ -26,6 +26,9 @@ HEARTBEAT_BOUND = 3.0
 HANG_SECONDS = 60.0
 # How long processes and files of an ended job may take to go.
 GRACE_SECONDS = 3.0
+# How long a new file in /dev/shm may stay before it counts as this run's: the directory is shared with any other
+# job on the machine.
+SHM_SETTLE_SECONDS = 15.0
 
 PHASES = ["tree", "staging", "fence", "mpi_init", "pmi_init", "steady", "teardown"]
 FAULTS = ["kill_rank", "kill_leaf", "kill_interior", "kill_launcher", "term_launcher", "int_launcher",
@@ -270,7 +273,7 @@ def run_one(fault, phase, workdir: Path, staged: StagedTree | None, rng: random.
     workdir.mkdir(parents=True)
     sandbox = JobSandbox(workdir)
     config = workdir / "canopy.toml"
-    config.write_text(f"[tree]\nheartbeat_timeout = {HEARTBEAT_BOUND}\n" if fault.startswith("stop") else "")
+    config.write_text(f"[tree]\nheartbeat_timeout = {HEARTBEAT_BOUND}\n")
     marks = Marks(workdir / "marks")
     shm_before = shm_files()
     slow = SlowCgroup(f"canopy-fault-{os.getpid()}-{workdir.name}")
@@ -313,6 +316,8 @@ def run_one(fault, phase, workdir: Path, staged: StagedTree | None, rng: random.
             except ProcessLookupError:
                 pass
         wait_until(lambda: not any(sandbox.tmpdir.iterdir()) and not (shm_files() - shm_before), GRACE_SECONDS)
+        # /dev/shm is the machine's: a file another job made meanwhile goes when that job ends, a leak stays.
+        wait_until(lambda: not (shm_files() - shm_before), SHM_SETTLE_SECONDS)
         outcome.leftovers = sorted([f"$TMPDIR/{p.name}" for p in sandbox.tmpdir.iterdir()] +
                                    [f"/dev/shm/{name}" for name in shm_files() - shm_before])
         sandbox.close()

@@ -78,6 +78,7 @@ TEST(ApplyConfig, EmptyDocumentKeepsDefaults)
     EXPECT_EQ(applied->fanout, 32);
     EXPECT_EQ(applied->window, 32);
     EXPECT_DOUBLE_EQ(applied->connect_timeout, 30.0);
+    EXPECT_DOUBLE_EQ(applied->heartbeat_timeout, 30.0);
     EXPECT_DOUBLE_EQ(applied->kill_grace, 3.0);
     EXPECT_EQ(applied->tmpdir, "");
     EXPECT_EQ(applied->loaded_from, std::vector<std::string>{"empty.toml"});
@@ -96,6 +97,7 @@ daemon_path = "/opt/canopy/libexec/canopyd"
 fanout = 8
 window = 4
 connect_timeout = 12
+heartbeat_timeout = 2.5
 bind_address = "10.0.0.1"
 [job]
 kill_grace = 0.5
@@ -118,6 +120,7 @@ interposer = "/opt/canopy/lib/libcanopy_interpose.so"
     EXPECT_EQ(applied->fanout, 8);
     EXPECT_EQ(applied->window, 4);
     EXPECT_DOUBLE_EQ(applied->connect_timeout, 12.0);
+    EXPECT_DOUBLE_EQ(applied->heartbeat_timeout, 2.5);
     EXPECT_EQ(applied->bind_address, "10.0.0.1");
     EXPECT_DOUBLE_EQ(applied->kill_grace, 0.5);
     EXPECT_EQ(applied->tmpdir, "/dev/shm");
@@ -187,6 +190,20 @@ TEST(ApplyConfig, WrongTypePointsAtTheValue)
     // Past a timer's range: it once SIGKILLed the daemons at the start of teardown.
     EXPECT_EQ(apply_error("[job]\nkill_grace = 1e308\n"),
               "config /x/canopy.toml:2:14: kill_grace must be a number of seconds from 0 to 86400 (a day)");
+}
+
+TEST(ApplyConfig, HeartbeatTimeoutOutsideItsRangeIsRefusedNamingTheKey)
+{
+    const std::string expected =
+        "heartbeat_timeout must be a number of seconds from 0.5 to 86400 (a day)";
+    // Zero would declare every node lost at once; past a day the timers lose their meaning (and 1e308 overflows).
+    for (const char* value : {"0", "-5", "0.1", "86401", "1e308", "\"ten\"", "nan", "inf", "[1]"})
+        EXPECT_EQ(apply_error(std::string("[tree]\nheartbeat_timeout = ") + value + "\n"),
+                  "config /x/canopy.toml:2:21: " + expected)
+            << value;
+    auto edge = apply_config("[tree]\nheartbeat_timeout = 0.5\n", "edge.toml", Config{});
+    ASSERT_TRUE(edge.ok()) << edge.error().message;
+    EXPECT_DOUBLE_EQ(edge->heartbeat_timeout, 0.5);
 }
 
 TEST(ApplyConfig, ExecAgentNeedsHostPlaceholder)
@@ -329,7 +346,7 @@ TEST(ShippedConfig, DefaultFileMatchesBuiltInDefaults)
     sentinel.ssh_args = {};
     sentinel.rsh_command = "x";
     sentinel.fanout = sentinel.window = 99;
-    sentinel.connect_timeout = sentinel.kill_grace = 99;
+    sentinel.connect_timeout = sentinel.kill_grace = sentinel.heartbeat_timeout = 99;
     sentinel.daemon_path = sentinel.bind_address = sentinel.tmpdir = "/x";
     auto applied = apply_config(text, "canopy.toml", sentinel);
     ASSERT_TRUE(applied.ok()) << applied.error().message;
@@ -341,6 +358,7 @@ TEST(ShippedConfig, DefaultFileMatchesBuiltInDefaults)
     EXPECT_EQ(applied->fanout, defaults.fanout);
     EXPECT_EQ(applied->window, defaults.window);
     EXPECT_DOUBLE_EQ(applied->connect_timeout, defaults.connect_timeout);
+    EXPECT_DOUBLE_EQ(applied->heartbeat_timeout, defaults.heartbeat_timeout);
     EXPECT_EQ(applied->daemon_path, defaults.daemon_path);
     EXPECT_EQ(applied->bind_address, defaults.bind_address);
     EXPECT_DOUBLE_EQ(applied->kill_grace, defaults.kill_grace);

@@ -1,0 +1,82 @@
+// The launcher's stdout and stderr, written on a thread of their own.
+#include "output_writer.hpp"
+
+#include <errno.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <string_view>
+
+namespace canopy {
+namespace {
+
+void write_all(int fd, std::string_view data)
+{
+    while (!data.empty()) {
+        ssize_t written = ::write(fd, data.data(), data.size());
+        if (written < 0) {
+            if (errno == EINTR)
+                continue;
+            return;   // the stream went away; nothing sensible is left to do with the output
+        }
+        data.remove_prefix(static_cast<std::size_t>(written));
+    }
+}
+
+} // namespace
+
+OutputWriter::~OutputWriter()
+{
+    {
+        std::lock_guard lock(mutex_);
+        stopping_ = true;
+    }
+    queued_.notify_one();
+    if (thread_.joinable())
+        thread_.join();
+}
+
+void OutputWriter::queue(int fd, std::string data)
+{
+    if (data.empty())
+        return;
+    {
+        std::lock_guard lock(mutex_);
+        queue_.emplace_back(fd, std::move(data));
+        // Started by the first output, not before: the launcher forks guards early, best with no other thread.
+        if (!thread_.joinable())
+            thread_ = std::thread([this] { run(); });
+    }
+    queued_.notify_one();
+}
+
+void OutputWriter::flush()
+{
+    std::unique_lock lock(mutex_);
+    written_.wait(lock, [this] { return queue_.empty() && !writing_; });
+}
+
+void OutputWriter::run()
+{
+    // Signals are the io thread's to handle.
+    sigset_t all;
+    ::sigfillset(&all);
+    ::pthread_sigmask(SIG_BLOCK, &all, nullptr);
+    std::unique_lock lock(mutex_);
+    for (;;) {
+        queued_.wait(lock, [this] { return !queue_.empty() || stopping_; });
+        if (queue_.empty())
+            return;
+        auto [fd, data] = std::move(queue_.front());
+        queue_.pop_front();
+        writing_ = true;
+        lock.unlock();
+        write_all(fd, data);
+        lock.lock();
+        writing_ = false;
+        if (queue_.empty())
+            written_.notify_all();
+    }
+}
+
+} // namespace canopy

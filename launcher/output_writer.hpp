@@ -1,0 +1,44 @@
+// The launcher's stdout and stderr, written on a thread of their own so that a reader who stalls does not stall
+// the launcher.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+
+namespace canopy {
+
+// A paused pager or a full pipe blocks write(). On the io thread that would stop the launcher's heartbeats, and
+// every daemon would take the launcher for hung (docs/architecture.md, "Liveness"). So the io thread only queues,
+// and this thread writes, in the order queued across both streams. What a stalled reader has not taken waits here.
+class OutputWriter {
+public:
+    // The streams' descriptors: the launcher's own, or a test's pipes.
+    explicit OutputWriter(int stdout_fd = 1, int stderr_fd = 2) : fds_{stdout_fd, stderr_fd} {}
+    ~OutputWriter();   // writes what is queued first
+    OutputWriter(const OutputWriter&) = delete;
+    OutputWriter& operator=(const OutputWriter&) = delete;
+
+    void to_stdout(std::string data) { queue(fds_[0], std::move(data)); }
+    void to_stderr(std::string data) { queue(fds_[1], std::move(data)); }
+    // Returns once everything queued so far is written (or its stream has gone).
+    void flush();
+
+private:
+    void queue(int fd, std::string data);
+    void run();
+
+    int fds_[2];
+    std::mutex mutex_;
+    std::condition_variable queued_;    // wakes the writer
+    std::condition_variable written_;   // wakes flush()
+    std::deque<std::pair<int, std::string>> queue_;
+    bool writing_ = false;   // the writer holds a piece it took off the queue
+    bool stopping_ = false;
+    std::thread thread_;
+};
+
+} // namespace canopy

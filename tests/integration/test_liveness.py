@@ -1,0 +1,125 @@
+# Liveness on tree links: a node that hangs (SIGSTOP) ends the job naming it, a hung launcher makes every daemon
+# leave, and quiet or busy jobs that run many heartbeat timeouts are never declared lost.
+import os
+import signal
+import time
+
+import pytest
+
+from conftest import daemon_for_node, wait_until
+
+HEARTBEAT_TIMEOUT = 2.0
+# The stopped side's last heartbeat may have left up to a quarter of the timeout before it stopped: silence is counted
+# from then, so detection can come that much sooner after the SIGSTOP.
+EARLIEST = HEARTBEAT_TIMEOUT * 3 / 4 - 0.1
+# Detection takes the timeout (plus the scheduling of a loaded 2-core machine), then a failure teardown.
+ENDS_WITHIN = HEARTBEAT_TIMEOUT + 4.0
+
+
+def heartbeat_config(sandbox, seconds=HEARTBEAT_TIMEOUT):
+    path = sandbox.root / "heartbeat.toml"
+    path.write_text(f"[tree]\nheartbeat_timeout = {seconds}\n")
+    return path
+
+
+def resume(pid):
+    """Lets a stopped process go on, so it can be reaped or notice it is alone; gone already is fine."""
+    try:
+        os.kill(pid, signal.SIGCONT)
+    except ProcessLookupError:
+        pass
+
+
+# Fanout 2 over 7 nodes: sim0001 is a child of the launcher with children of its own (sim0004, sim0005); sim0005 is a
+# leaf, so its own parent daemon is the one that notices.
+@pytest.mark.parametrize("node", ["sim0005", "sim0001"], ids=["leaf", "inner"])
+def test_stopped_daemon_ends_the_job_naming_it_and_the_missing_heartbeat(node, sandbox, ready):
+    config = heartbeat_config(sandbox)
+    job = sandbox.start(["--config", config, "--sim-nodes", "7", "--fanout", "2", "sh", "-c",
+                         f"{ready.touch}; exec sleep 60"])
+    ready.wait(7, job)
+    pid = daemon_for_node(node, sandbox.marker)
+    assert pid, f"no canopyd for {node} found in /proc"
+    os.kill(pid, signal.SIGSTOP)
+    stopped = time.monotonic()
+    try:
+        result = sandbox.finish(job, timeout=30)
+    finally:
+        resume(pid)
+    took = time.monotonic() - stopped
+    assert result.returncode == 255, result.describe()
+    lines = result.canopy_lines()
+    assert len(lines) == 1, result.describe()
+    assert node in lines[0] and "no heartbeat for" in lines[0], lines[0]
+    assert EARLIEST <= took < ENDS_WITHIN, \
+        f"the job ended {took:.1f} s after {node} stopped, with heartbeat_timeout {HEARTBEAT_TIMEOUT} s"
+    # The sandbox fixture then checks that no daemon, guard or rank of the stopped subtree is left, nor a temp dir.
+
+
+def test_stopped_launcher_makes_every_daemon_end_its_ranks_and_leave(sandbox, ready):
+    config = heartbeat_config(sandbox)
+    job = sandbox.start(["--config", config, "--sim-nodes", "7", "--fanout", "2", "--ppn", "2", "sh", "-c",
+                         f"{ready.touch}; exec sleep 60"])
+    ready.wait(14, job)
+    assert len(sandbox.leftovers()) >= 7 + 14, "the job's daemons and ranks should be visible while it runs"
+    job.send_signal(signal.SIGSTOP)
+    stopped = time.monotonic()
+    try:
+        # The launcher stays stopped: what ends is the daemons' own doing (a stopped parent reaps nothing, so they
+        # linger as zombies, which do not count).
+        gone = wait_until(lambda: not sandbox.leftovers(), ENDS_WITHIN + 2)
+        took = time.monotonic() - stopped
+        left = sandbox.leftovers()
+        dirs = sandbox.job_dirs()
+    finally:
+        job.send_signal(signal.SIGCONT)
+    assert gone, f"still running {took:.1f} s after the launcher stopped: {left}"
+    assert EARLIEST <= took < ENDS_WITHIN, f"the daemons left {took:.1f} s after the launcher stopped"
+    assert not dirs, f"temp dirs left by daemons whose launcher stopped: {dirs}"
+    result = sandbox.finish(job, timeout=20)
+    assert result.returncode == 255, result.describe()   # resumed, the launcher finds its daemons gone
+
+
+def test_quiet_job_running_five_heartbeat_timeouts_succeeds(run_canopy, sandbox):
+    config = heartbeat_config(sandbox, 1.0)
+    result = run_canopy(["--config", config, "--sim-nodes", "4", "--fanout", "2", "sleep", "5"], timeout=30)
+    assert result.returncode == 0, result.describe()
+    assert result.stderr == "", result.describe()
+
+
+def test_job_flooding_output_through_the_tree_is_not_lost(run_canopy, sandbox):
+    # Every daemon's io thread is busy forwarding output the whole time: heartbeats (or the output itself) still
+    # reach every parent within the 1 s timeout.
+    config = heartbeat_config(sandbox, 1.0)
+    per_rank = 8_000_000
+    result = run_canopy(["--config", config, "--sim-nodes", "4", "--fanout", "2", "sh", "-c",
+                         f"yes canopy-output | head -c {per_rank}; sleep 2"], timeout=60)
+    assert result.returncode == 0, result.describe()
+    assert len(result.stdout) == 4 * per_rank, result.describe()
+    assert result.stderr == "", result.describe()
+
+
+def test_reader_that_stalls_for_several_timeouts_loses_neither_the_job_nor_its_output(sandbox):
+    # `canopy ... | less`, left paused: the launcher cannot write its stdout, and must still keep its heartbeats.
+    config = heartbeat_config(sandbox, 1.0)
+    per_rank = 2_000_000
+    job = sandbox.start(["--config", config, "--sim-nodes", "2", "sh", "-c", f"yes canopy-output | head -c {per_rank}"])
+    time.sleep(4)   # nothing reads canopy's stdout meanwhile: the pipe filled long ago
+    result = sandbox.finish(job, timeout=30)
+    assert result.returncode == 0, result.describe()
+    assert len(result.stdout) == 2 * per_rank, result.describe()
+    assert result.stderr == "", result.describe()
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "1e308", "\"soon\"", "0.1"],
+                         ids=["zero", "negative", "absurdly-large", "not-a-number", "below-half-a-second"])
+def test_bad_heartbeat_timeout_gives_one_line_naming_file_and_key(value, run_canopy, sandbox):
+    path = sandbox.root / "liveness.toml"
+    path.write_text(f"[tree]\nheartbeat_timeout = {value}\n")
+    result = run_canopy(["--config", path, "--sim-nodes", "1", "true"], timeout=10)
+    assert result.returncode == 2, result.describe()
+    lines = result.stderr_lines()
+    assert len(lines) == 1, result.describe()
+    assert lines[0].startswith("canopy: ") and "liveness.toml:2" in lines[0] and "heartbeat_timeout" in lines[0], \
+        lines[0]
+    assert "0.5 to 86400" in lines[0], lines[0]
