@@ -12,6 +12,8 @@ packages=(
   libgtest-dev libgmock-dev
   # integration tests: a real sshd on loopback, MPI stacks, process and socket inspection, pytest
   openssh-server openssh-client mpich openmpi-bin python3-mpi4py procps iproute2 python3 python3-pytest
+  # the Python package installed by pip into a fresh venv
+  python3-venv
   # file staging: a FUSE file system that counts operations, a real Python stack to import, syscall traces
   libfuse3-dev fuse3 python3-torch strace
   # the cluster in a box (tests/cluster): hosts in namespaces, each with sshd, munge and Slurm

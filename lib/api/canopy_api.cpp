@@ -7,6 +7,7 @@
 #include <new>
 #include <string>
 
+#include "api/launcher_env.hpp"
 #include "api/library.hpp"
 
 using canopy::api::Failure;
@@ -108,9 +109,6 @@ constexpr StatusInfo statuses[] = {
 };
 static_assert(std::size(statuses) == CANOPY_ERR_NO_MEMORY + 1, "a status code without a name, or a gap");
 
-constexpr const char* modes[] = {"none", "canopy", "pmix", "singleton"};
-static_assert(std::size(modes) == CANOPY_MODE_SINGLETON + 1, "a mode without a name, or a gap");
-
 const StatusInfo* status_info(int status)
 {
     return status >= 0 && status < static_cast<int>(std::size(statuses)) ? &statuses[status] : nullptr;
@@ -130,10 +128,7 @@ const char* canopy_status_name(int status)
     return info ? info->name : nullptr;
 }
 
-const char* canopy_mode_name(int mode)
-{
-    return mode >= 0 && mode < static_cast<int>(std::size(modes)) ? modes[mode] : nullptr;
-}
+const char* canopy_mode_name(int mode) { return canopy::api::mode_name(mode); }
 
 int canopy_mode(void) { return lib().mode(); }
 

@@ -11,6 +11,7 @@
 #include <ctime>
 #include <string_view>
 
+#include "api/launcher_env.hpp"
 #include "timing/mark_name.hpp"
 
 extern char** environ;
@@ -157,6 +158,11 @@ Checked Library::init_locked()
         mode_ = CANOPY_MODE_CANOPY;
         return done();
     }
+    auto foreign = find_foreign_launcher(env);
+    if (!foreign)
+        return foreign.failure();
+    if (*foreign)
+        return adopt(**foreign);
     if (pmix_launcher_present()) {
         pmix_ = std::make_unique<PmixSession>("this process");
         auto job = pmix_->job_info();
@@ -168,9 +174,31 @@ Checked Library::init_locked()
         mode_ = CANOPY_MODE_PMIX;
         return done();
     }
+    if (auto alone = check_no_world(env); !alone)
+        return alone;
     info_ = RankInfo{0, 1, 0, 1, 0, 1, host_name()};
     who_ = "singleton on " + info_.node_name;
     mode_ = CANOPY_MODE_SINGLETON;
+    return done();
+}
+
+Checked Library::adopt(const ForeignLaunch& launch)
+{
+    info_ = launch.info;
+    info_.node_name = host_name();
+    who_ = "rank " + std::to_string(info_.rank) + " on " + info_.node_name;
+    if (launch.own_pmix && pmix_launcher_present()) {
+        pmix_ = std::make_unique<PmixSession>(who_);
+        if (info_.node_rank < 0 || info_.num_nodes < 0) {
+            // Open MPI across nodes names no node index; its PMIx server does (at the cost of connecting now).
+            auto job = pmix_->job_info();
+            if (!job)
+                return job.failure();
+            info_.node_rank = job->node_rank;
+            info_.num_nodes = job->num_nodes;
+        }
+    }
+    mode_ = launch.mode;
     return done();
 }
 
@@ -213,6 +241,25 @@ Checked Library::mark(const char* name, std::optional<std::int64_t> duration_ns)
                                                 duration_ns.value_or(-1), name));
 }
 
+Outcome<bool> Library::exchange_is_local(const char* what)
+{
+    if (auto ok = ready(); !ok)
+        return ok.failure();
+    if (pmix_)
+        return false;
+    if (info_.size == 1)
+        return true;
+    return fail(CANOPY_ERR_NOT_AVAILABLE, "{}: {} started this job of {} ranks without a PMIx server, so libcanopy "
+                "cannot reach the other ranks; use your framework's collectives (torch.distributed, MPI), start it "
+                "with a PMIx launcher (mpirun, srun --mpi=pmix) or run under canopy", what, launcher_name(),
+                info_.size);
+}
+
+std::string Library::launcher_name() const
+{
+    return mode_ == CANOPY_MODE_PMIX ? "a PMIx launcher" : mode_name(mode_.load());
+}
+
 Checked Library::check_pmix_key(const char* key, const char* what)
 {
     if (!key || !*key)
@@ -229,13 +276,14 @@ Checked Library::check_pmix_key(const char* key, const char* what)
 
 Checked Library::put(const char* key, const void* value, std::size_t len)
 {
-    if (auto ok = ready(); !ok)
-        return ok;
     if (auto ok = check_pmix_key(key, "canopy_put"); !ok)
         return ok;
     if (!value && len > 0)
         return fail(CANOPY_ERR_INVALID, "canopy_put: key '{}': value is NULL with length {}", key, len);
-    if (mode_ == CANOPY_MODE_SINGLETON) {
+    auto local = exchange_is_local("canopy_put");
+    if (!local)
+        return local.failure();
+    if (*local) {
         std::lock_guard lock(singleton_kv_mutex_);
         singleton_kv_[key] = std::string(static_cast<const char*>(value), len);
         return done();
@@ -245,23 +293,26 @@ Checked Library::put(const char* key, const void* value, std::size_t len)
 
 Checked Library::commit()
 {
-    if (auto ok = ready(); !ok)
-        return ok;
-    return mode_ == CANOPY_MODE_SINGLETON ? done() : pmix_->commit();
+    auto local = exchange_is_local("canopy_commit");
+    if (!local)
+        return local.failure();
+    return *local ? done() : pmix_->commit();
 }
 
 Checked Library::fence()
 {
-    if (auto ok = ready(); !ok)
-        return ok;
-    return mode_ == CANOPY_MODE_SINGLETON ? done() : pmix_->fence(true);
+    auto local = exchange_is_local("canopy_fence");
+    if (!local)
+        return local.failure();
+    return *local ? done() : pmix_->fence(true);
 }
 
 Checked Library::barrier()
 {
-    if (auto ok = ready(); !ok)
-        return ok;
-    return mode_ == CANOPY_MODE_SINGLETON ? done() : pmix_->fence(false);
+    auto local = exchange_is_local("canopy_barrier");
+    if (!local)
+        return local.failure();
+    return *local ? done() : pmix_->fence(false);
 }
 
 Outcome<std::string> Library::get(int rank, const char* key)
@@ -272,7 +323,10 @@ Outcome<std::string> Library::get(int rank, const char* key)
         return ok.failure();
     if (rank < 0 || rank >= info_.size)
         return fail(CANOPY_ERR_INVALID, "canopy_get: rank {} is outside the job (0 to {})", rank, info_.size - 1);
-    if (mode_ == CANOPY_MODE_SINGLETON) {
+    auto local = exchange_is_local("canopy_get");
+    if (!local)
+        return local.failure();
+    if (*local) {
         std::lock_guard lock(singleton_kv_mutex_);
         auto found = singleton_kv_.find(key);
         if (found == singleton_kv_.end())
@@ -284,12 +338,13 @@ Outcome<std::string> Library::get(int rank, const char* key)
 
 Outcome<std::vector<std::string>> Library::allgather(const void* data, std::size_t len)
 {
-    if (auto ok = ready(); !ok)
-        return ok.failure();
     if (!data && len > 0)
         return fail(CANOPY_ERR_INVALID, "canopy_allgather: data is NULL with length {}", len);
+    auto local = exchange_is_local("canopy_allgather");
+    if (!local)
+        return local.failure();
     std::string mine(data ? static_cast<const char*>(data) : "", len);
-    if (mode_ == CANOPY_MODE_SINGLETON)
+    if (*local)
         return std::vector<std::string>{mine};
     // Every rank calls allgather the same number of times, so the round number names the same exchange
     // everywhere; a fresh key per round keeps a fast rank's next round apart from a slow rank's reads.
@@ -319,13 +374,13 @@ Outcome<AgentClient*> Library::store_agent(const char* what)
 {
     if (auto ok = ready(); !ok)
         return ok.failure();
-    if (mode_ == CANOPY_MODE_PMIX)
-        return fail(CANOPY_ERR_NOT_AVAILABLE, "{}: the canopy store is not available outside canopy (this "
-                    "process was started by another PMIx launcher); use a TCPStore or run under canopy", what);
     if (mode_ == CANOPY_MODE_CANOPY && !agent_)
         return fail(CANOPY_ERR_NOT_AVAILABLE, "{}: the canopy store is not available: CANOPY_AGENT_SOCKET is "
                     "not set for {} (a canopyd without the store, or the variable was removed)", what, who_);
-    return agent_.get();  // null in singleton mode: the local store answers
+    if (mode_ != CANOPY_MODE_CANOPY && info_.size > 1)
+        return fail(CANOPY_ERR_NOT_AVAILABLE, "{}: the canopy store is not available outside canopy (this "
+                    "process was started by {}); use a TCPStore or run under canopy", what, launcher_name());
+    return agent_.get();  // null in a job of one rank: the local store answers
 }
 
 Outcome<agent::Reply> Library::store_call(agent::Op op, const std::string& payload, const std::string& what,

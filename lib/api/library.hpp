@@ -13,6 +13,7 @@
 
 #include "api/agent_client.hpp"
 #include "api/failure.hpp"
+#include "api/launcher_env.hpp"
 #include "api/local_store.hpp"
 #include "api/pmix_session.hpp"
 
@@ -53,6 +54,12 @@ private:
     Library() = default;
     Checked ready();  // init() on first use; NOT_INITIALIZED after finalize
     Checked init_locked();
+    // Takes the rank information another launcher left in the environment.
+    Checked adopt(const ForeignLaunch& launch);
+    // How put, fence and get reach the other ranks: false through PMIx, true when this process is the whole
+    // job and answers itself; NOT_AVAILABLE when there are other ranks but no PMIx server to reach them.
+    Outcome<bool> exchange_is_local(const char* what);
+    std::string launcher_name() const;  // "torchrun", "hydra", ...
     Checked check_pmix_key(const char* key, const char* what);
     // The daemon connection, or why the store is not available here.
     Outcome<AgentClient*> store_agent(const char* what);
@@ -69,9 +76,9 @@ private:
     std::string who_;
     std::unique_ptr<PmixSession> pmix_;
     std::unique_ptr<AgentClient> agent_;  // canopy mode with CANOPY_AGENT_SOCKET only
-    LocalStore local_store_;              // singleton mode
+    LocalStore local_store_;              // a job of one rank
     std::mutex singleton_kv_mutex_;
-    std::map<std::string, std::string> singleton_kv_;  // canopy_put/get of a singleton
+    std::map<std::string, std::string> singleton_kv_;  // canopy_put/get in a job of one rank
     std::atomic<std::uint64_t> allgather_round_{0};
 };
 

@@ -8,20 +8,9 @@
 #include <string>
 
 #include "api/failure.hpp"
+#include "api/rank_info.hpp"
 
 namespace canopy::api {
-
-// Where this rank sits in the job (-1 where the launcher does not say): what PMIx reports, and what libcanopy
-// answers its queries from whichever launcher it learnt it.
-struct RankInfo {
-    int rank = -1;
-    int size = -1;
-    int local_rank = -1;
-    int local_size = -1;
-    int node_rank = -1;
-    int num_nodes = -1;
-    std::string node_name;
-};
 
 class PmixSession {
 public:

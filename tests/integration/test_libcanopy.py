@@ -37,9 +37,9 @@ int main(void)
     CHECK(status == CANOPY_OK, "canopy_init: %d", status);
     rank = canopy_rank();
     int size = canopy_size();
-    printf("info rank=%d size=%d local_rank=%d local_size=%d node_rank=%d num_nodes=%d node=%s mode=%d\n", rank,
+    printf("info rank=%d size=%d local_rank=%d local_size=%d node_rank=%d num_nodes=%d node=%s mode=%s\n", rank,
            size, canopy_local_rank(), canopy_local_size(), canopy_node_rank(), canopy_num_nodes(),
-           canopy_node_name(), canopy_mode());
+           canopy_node_name(), canopy_mode_name(canopy_mode()));
     CHECK(canopy_mark("api_check.start") == CANOPY_OK, "canopy_mark");
 
     /* put / commit / fence / get: every rank's value from every rank */
@@ -167,7 +167,7 @@ def parse_info(output):
 def expected_info(nodes, ppn):
     return {rank: {"rank": str(rank), "size": str(nodes * ppn), "local_rank": str(rank % ppn),
                    "local_size": str(ppn), "node_rank": str(rank // ppn), "num_nodes": str(nodes),
-                   "node": f"sim{rank // ppn:04d}", "mode": "1"}
+                   "node": f"sim{rank // ppn:04d}", "mode": "canopy"}
             for rank in range(nodes * ppn)}
 
 
@@ -188,14 +188,15 @@ def test_c_api_as_a_singleton(sandbox, api_check):
     assert result.returncode == 0, result.stdout + result.stderr
     info = parse_info(result.stdout)
     assert info == {0: {"rank": "0", "size": "1", "local_rank": "0", "local_size": "1", "node_rank": "0",
-                        "num_nodes": "1", "node": os.uname().nodename, "mode": "3"}}, result.stdout
+                        "num_nodes": "1", "node": os.uname().nodename, "mode": "singleton"}}, result.stdout
     assert "api_check rank 0: OK" in result.stdout, result.stdout + result.stderr
     assert "store count=1" in result.stdout, result.stdout   # a singleton keeps its store in the process
 
 
 @pytest.mark.skipif(not shutil.which("mpirun"), reason="Open MPI's mpirun is not installed")
 def test_c_api_under_another_pmix_launcher_works_without_the_canopy_extras(sandbox, api_check):
-    # Open MPI's mpirun is a PMIx server: rank information and exchange come from it; the store does not exist.
+    # Open MPI's mpirun is a PMIx server: rank information comes from its variables, exchange from its PMIx
+    # server; the store does not exist. (tests/integration/test_launchers.py: the other launchers.)
     command = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-n", "3", str(api_check)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=60, env=clean_env(sandbox.env),
                             cwd=sandbox.root)
@@ -203,7 +204,7 @@ def test_c_api_under_another_pmix_launcher_works_without_the_canopy_extras(sandb
     info = parse_info(result.stdout)
     assert sorted(info) == [0, 1, 2], result.stdout
     for rank, fields in info.items():
-        assert fields["size"] == "3" and fields["mode"] == "2", fields
+        assert fields["size"] == "3" and fields["mode"] == "open-mpi", fields
         assert fields["local_size"] == "3" and fields["num_nodes"] == "1", fields
     assert sorted(int(m) for m in re.findall(r"api_check rank (\d+): OK", result.stdout)) == [0, 1, 2]
     unavailable = re.findall(r"store not available: (.*)", result.stdout)
@@ -301,8 +302,9 @@ def test_python_api_as_a_singleton(sandbox, tmp_path):
 def test_python_status_codes_and_modes_are_the_c_headers(sandbox):
     header = (INCLUDE / "canopy" / "canopy.h").read_text()
     defined = {name: int(value) for name, value in re.findall(r"#define CANOPY_((?:ERR_\w+)|OK) (\d+)", header)}
-    modes = {int(value): name.lower() for name, value in re.findall(r"#define CANOPY_MODE_(\w+) (\d+)", header)}
-    assert len(defined) >= 9 and len(modes) == 4, (defined, modes)
+    modes = {int(value): name.lower().replace("_", "-")
+             for name, value in re.findall(r"#define CANOPY_MODE_(\w+) (\d+)", header)}
+    assert len(defined) >= 9 and len(modes) == 9 and modes[5] == "open-mpi", (defined, modes)
     probe = ("import canopy, json; print(json.dumps([{n: getattr(canopy, n) for n in %r}, canopy._MODES]))"
              % sorted(defined))
     result = subprocess.run([PYTHON, "-c", probe], capture_output=True, text=True, timeout=30,

@@ -8,13 +8,23 @@
  * canopy_last_error() gives a one-line message for the calling thread that names the key, rank or node
  * involved and says what to do. No call aborts the process or prints anything.
  *
- * The same binary runs in three settings (canopy_mode()):
+ * The same binary runs under any of these launchers (canopy_mode()):
  *   CANOPY_MODE_CANOPY     started by canopy: rank information comes from the environment, PMIx is
  *                          connected on the first call that needs it, marks and the store go to the node's
- *                          canopyd over a unix socket;
- *   CANOPY_MODE_PMIX       started by another PMIx launcher (prterun, srun --mpi=pmix, mpirun): everything
- *                          over PMIx; marks are accepted and dropped, the store is CANOPY_ERR_NOT_AVAILABLE;
+ *                          canopyd over a unix socket. canopy's variables win over every other launcher's;
+ *   CANOPY_MODE_TORCHRUN, CANOPY_MODE_OPEN_MPI, CANOPY_MODE_HYDRA, CANOPY_MODE_SLURM, CANOPY_MODE_PALS
+ *                          started by torchrun, Open MPI's mpirun, MPICH's mpiexec.hydra, Slurm's srun or
+ *                          PALS: rank information comes from that launcher's variables (node_rank and
+ *                          num_nodes are -1 where it gives none, e.g. Hydra across several nodes). Exchange
+ *                          goes over the launcher's PMIx server where it has one (mpirun, srun --mpi=pmix),
+ *                          else it is CANOPY_ERR_NOT_AVAILABLE in a job of more than one rank. Marks are
+ *                          accepted and dropped; the store is CANOPY_ERR_NOT_AVAILABLE;
+ *   CANOPY_MODE_PMIX       started by another PMIx launcher (prterun): everything over PMIx; marks are
+ *                          accepted and dropped, the store is CANOPY_ERR_NOT_AVAILABLE;
  *   CANOPY_MODE_SINGLETON  started alone: rank 0 of 1; fences are immediate, the store lives in this process.
+ * A launcher's variables that contradict each other (a rank not below the size), or a world size with no
+ * launcher libcanopy knows, make canopy_init fail: libcanopy never calls a rank of a larger job a singleton.
+ * A job of one rank under any launcher works as a singleton does (local exchange and store).
  *
  * Every call initialises the library on demand; call canopy_init() first to see its status.
  * Functions are thread-safe. Buffers the library returns are freed with canopy_free().
@@ -51,6 +61,11 @@ extern "C" {
 #define CANOPY_MODE_CANOPY 1
 #define CANOPY_MODE_PMIX 2
 #define CANOPY_MODE_SINGLETON 3
+#define CANOPY_MODE_TORCHRUN 4
+#define CANOPY_MODE_OPEN_MPI 5
+#define CANOPY_MODE_HYDRA 6
+#define CANOPY_MODE_SLURM 7
+#define CANOPY_MODE_PALS 8
 
 /* A timeout that never ends, for canopy_store_get and canopy_store_wait. */
 #define CANOPY_WAIT_FOREVER (-1)
@@ -60,8 +75,9 @@ extern "C" {
 
 /* --- Life cycle ------------------------------------------------------------------------------------- */
 
-/* Reads the rank information (from canopy's environment, else from PMIx, else singleton). Cheap under
- * canopy: no PMIx connection until a call needs it. Calling it again returns the first call's status. */
+/* Reads the rank information (from canopy's environment, else another launcher's, else from PMIx, else
+ * singleton). Cheap under canopy: no PMIx connection until a call needs it. Calling it again returns the
+ * first call's status. */
 CANOPY_API int canopy_init(void);
 /* Disconnects from PMIx (a rank that used PMIx must finalize, or canopy reports it as lost) and from the
  * daemon. Also run at exit if the program forgets. Later calls fail with CANOPY_ERR_NOT_INITIALIZED. */
@@ -75,7 +91,8 @@ CANOPY_API const char* canopy_status_string(int status);
 CANOPY_API const char* canopy_status_name(int status);
 /* CANOPY_MODE_*; CANOPY_MODE_NONE until initialised. */
 CANOPY_API int canopy_mode(void);
-/* A mode's name: "none", "canopy", "pmix", "singleton"; NULL past the last (they too run from 0). */
+/* A mode's name: "none", "canopy", "pmix", "singleton", "torchrun", "open-mpi", "hydra", "slurm", "pals";
+ * NULL past the last (they too run from 0). */
 CANOPY_API const char* canopy_mode_name(int mode);
 
 /* --- Where this rank is (fixed at init; -1 or NULL if initialisation failed) ------------------------ */
@@ -91,7 +108,7 @@ CANOPY_API const char* canopy_node_name(void);
 /* --- Phase marks: stamp "this rank reached NAME now" into the job's timing report --------------------- */
 
 /* One message on an open socket (a few microseconds). Shown in canopy's report as phase "app.NAME".
- * Outside canopy a valid mark is accepted and dropped (CANOPY_OK). */
+ * Outside canopy a valid mark is accepted and dropped (CANOPY_OK) without any I/O. */
 CANOPY_API int canopy_mark(const char* name);
 /* The same, for a phase that ended now after duration_ns nanoseconds; the report also shows
  * "app.NAME.duration". */
@@ -117,8 +134,8 @@ CANOPY_API int canopy_barrier(void);
 CANOPY_API int canopy_allgather(const void* data, size_t len, void** out, size_t* lens);
 
 /* --- The job-wide store (canopy only: held at the root daemon, reached through this node's daemon) -- */
-/* Semantics follow torch.distributed's HashStore; values are bytes, keys are C strings. In singleton
- * mode the store lives in this process. Under another launcher: CANOPY_ERR_NOT_AVAILABLE. */
+/* Semantics follow torch.distributed's HashStore; values are bytes, keys are C strings. In a singleton (or
+ * a job of one rank) the store lives in this process. Under another launcher: CANOPY_ERR_NOT_AVAILABLE. */
 
 CANOPY_API int canopy_store_set(const char* key, const void* value, size_t len);
 /* timeout_ms: 0 = answer at once (CANOPY_ERR_NOT_FOUND if missing), > 0 = wait up to that long for the

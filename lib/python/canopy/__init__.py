@@ -1,7 +1,10 @@
 """canopy: rank information, phase marks, PMIx exchange and the job store, for programs started by canopy.
 
 A thin ctypes layer over libcanopy.so (canopy/canopy.h); every call goes to the C library. Failures raise
-CanopyError (or a subclass) carrying the library's status code and its one-line message.
+CanopyError (or a subclass) carrying the library's status code and its one-line message. The rank
+information also works under torchrun, mpirun, mpiexec.hydra, srun and PALS (mode() names the launcher).
+`canopy.torch` (torch.distributed on canopy's store) is imported on first use, so `import canopy` alone
+never imports torch.
 
     import canopy
     with canopy.phase("imports"):
@@ -13,10 +16,15 @@ CanopyError (or a subclass) carrying the library's status code and its one-line 
 import contextlib
 import ctypes
 import ctypes.util
+import importlib
+import logging
 import math
 import os
 import time
 import warnings
+
+# The package's release; tests check it against meson.build's project version.
+__version__ = "0.1.0"
 
 __all__ = [
     "CanopyError", "KeyNotFoundError", "CanopyTimeoutError", "NotAvailableError",
@@ -60,10 +68,13 @@ def _candidates():
     here = os.path.dirname(os.path.abspath(__file__))
     yield os.path.join(here, "libcanopy.so")
     try:
-        from canopy import _build_config   # written by meson at install time
+        from canopy import _build_config   # written by meson when it installs the package
         yield os.path.join(_build_config.LIBDIR, "libcanopy.so.0")
     except ImportError:
         pass
+    # Installed canopy as the dynamic loader finds it (LD_LIBRARY_PATH, ld.so.cache): what a package that pip
+    # installed relies on.
+    yield "libcanopy.so.0"
     found = ctypes.util.find_library("canopy")
     if found:
         yield found
@@ -210,7 +221,8 @@ def finalize():
 
 
 def mode():
-    """"canopy", "pmix" (another PMIx launcher) or "singleton"."""
+    """Who started this process: "canopy", "torchrun", "open-mpi", "hydra", "slurm", "pals", "pmix" (another
+    PMIx launcher) or "singleton"."""
     _check(_lib.canopy_init())
     return _MODES.get(_lib.canopy_mode(), "none")
 
@@ -256,11 +268,25 @@ def node_name():
 # --- phase marks ----------------------------------------------------------------------------------------
 
 _mark_warned = False
+_marks_explained = False
+_log = logging.getLogger("canopy")
+
+
+def _explain_marks():
+    """Says once, at debug level, that marks go nowhere outside canopy (each returns at once)."""
+    global _marks_explained
+    _marks_explained = True
+    started_by = mode()
+    if started_by != "canopy":
+        _log.debug("canopy: marks are dropped without any I/O: this process was started by %s, not canopy",
+                   started_by)
 
 
 def _check_mark(status):
     """A bad name raises; a lost daemon connection only warns (once): timing must not stop the training."""
     global _mark_warned
+    if not _marks_explained:
+        _explain_marks()
     if status == ERR_DAEMON:
         if not _mark_warned:
             _mark_warned = True
@@ -413,3 +439,10 @@ def store_wait(keys, timeout=None):
     """Waits until every key exists (None: no limit); CanopyTimeoutError after `timeout` seconds."""
     array, count = _key_array(keys)
     _check(_lib.canopy_store_wait(array, count, _timeout_ms(timeout)))
+
+
+def __getattr__(name):
+    """`canopy.torch` on first use (PEP 562), so that `import canopy` never imports torch."""
+    if name == "torch":
+        return importlib.import_module("canopy.torch")
+    raise AttributeError(f"module 'canopy' has no attribute {name!r}")

@@ -7,7 +7,9 @@ Under canopy the c10d store is canopy's own (`Store`): each rank talks only to i
 every request up the daemon tree to the job's store at the root. Rank 0 also picks a free port and publishes
 "addr:port" through PMIx (one fence), so MASTER_ADDR/MASTER_PORT are right for any code that reads them.
 Under another PMIx launcher the same published address serves a TCPStore on rank 0; a singleton keeps its
-store in the process.
+store in the process. Under torchrun, and under any other launcher that set MASTER_ADDR and MASTER_PORT, it is
+torch's own env:// rendezvous; so it is under mpiexec.hydra, srun or PALS without PMIx, which have no way to
+carry rank 0's address (set MASTER_ADDR and MASTER_PORT there).
 """
 
 import datetime
@@ -19,7 +21,7 @@ import torch.distributed as dist
 
 import canopy
 
-__all__ = ["Store", "init_process_group", "master_address"]
+__all__ = ["Store", "init_process_group", "master_address", "rendezvous"]
 
 # The PMIx key under which rank 0 publishes "addr:port".
 MASTER_KEY = "torch.master_addr_port"
@@ -124,13 +126,37 @@ def master_address(tcp_store_timeout=None):
     return address, port, tcp_store
 
 
+def _exchange_available():
+    """True when put, fence and get reach every rank (canopy, PMIx, or a job of one rank)."""
+    try:
+        canopy.commit()
+        return True
+    except canopy.NotAvailableError:
+        return False
+
+
+def rendezvous():
+    """How init_process_group meets the other ranks: "canopy" (canopy's store, or a TCPStore whose address
+    PMIx carries) or "env" (torch's env://, from MASTER_ADDR and MASTER_PORT)."""
+    mode = canopy.mode()
+    if mode in ("canopy", "singleton"):
+        return "canopy"
+    if os.environ.get("MASTER_ADDR") and os.environ.get("MASTER_PORT"):
+        return "env"
+    if _exchange_available():
+        return "canopy"
+    raise RuntimeError(f"canopy.torch: rank {canopy.rank()} was started by {mode} without a PMIx server, and "
+                       "MASTER_ADDR and MASTER_PORT are not set: set them to rank 0's host and a free port (torch's "
+                       "env://), or run under canopy")
+
+
 def init_process_group(backend=None, timeout=None, **kwargs):
     """torch.distributed.init_process_group with canopy's rank, world size and store.
 
     backend: as torch's ("gloo", "nccl", ...); default "nccl" with CUDA, else "gloo". timeout: a timedelta
     for the process group and the store (torch's default: 30 min). Other keywords go to torch, except
     store, rank, world_size and init_method, which canopy supplies. Stamps the phase app.init_process_group.
-    Returns the store."""
+    Returns the store; None where the rendezvous is torch's env:// (see rendezvous())."""
     for supplied in ("store", "rank", "world_size", "init_method"):
         if supplied in kwargs:
             raise TypeError(f"canopy.torch.init_process_group supplies {supplied} itself; do not pass it")
@@ -139,6 +165,10 @@ def init_process_group(backend=None, timeout=None, **kwargs):
     if timeout is None:
         timeout = dist.default_pg_timeout
     with canopy.phase("init_process_group"):
+        if rendezvous() == "env":
+            dist.init_process_group(backend, init_method="env://", rank=canopy.rank(), world_size=canopy.size(),
+                                    timeout=timeout, **kwargs)
+            return None
         address, port, tcp_store = master_address(timeout)
         os.environ["MASTER_ADDR"] = address
         os.environ["MASTER_PORT"] = str(port)
