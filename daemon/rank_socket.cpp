@@ -1,10 +1,34 @@
 // The node's socket for its ranks' libcanopy.
 #include "rank_socket.hpp"
 
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "build_config.hpp"
+#include "proc/process.hpp"
 #include "proc/rank_env.hpp"
 #include "util/log.hpp"
 
 namespace canopy {
+
+namespace {
+
+// The libcanopy of this canopyd's own build or install, for the ranks' Python package (CANOPY_LIBRARY): the build
+// tree first, so a build never hands its ranks an older installed copy. Empty if neither is there.
+std::string own_libcanopy()
+{
+    namespace fs = std::filesystem;
+    const fs::path name = "libcanopy.so.0";
+    fs::path self = own_executable();
+    for (const auto& candidate :
+         {self.parent_path().parent_path() / "lib" / "api" / name, fs::path(CANOPY_LIBDIR) / name})
+        if (::access(candidate.c_str(), R_OK) == 0)
+            return candidate.string();
+    return {};
+}
+
+} // namespace
 
 std::unique_ptr<RankSocket> RankSocket::start(boost::asio::io_context& io, const std::string& path,
                                               const std::string& node, Hooks hooks)
@@ -43,6 +67,10 @@ Status RankSocket::prepare_rank(RankLaunch& launch)
 {
     if (server_)
         set_environment_value(launch.env, "CANOPY_AGENT_SOCKET", server_->path());
+    // A user's own choice, passed through from the launcher's environment, stands.
+    static const std::string library = own_libcanopy();
+    if (!library.empty())
+        add_environment_default(launch.env, "CANOPY_LIBRARY=" + library);
     return {};
 }
 

@@ -17,7 +17,7 @@ LAUNCHER_PREFIXES = ("CANOPY_", "PMIX_", "PMI_", "OMPI_", "SLURM_", "PALS_", "TO
 RANK_IMPORT = r"""
 import importlib.metadata, json, sys
 import canopy
-found = {"file": canopy.__file__, "torch_after_import": "torch" in sys.modules,
+found = {"file": canopy.__file__, "library": canopy._lib._name, "torch_after_import": "torch" in sys.modules,
          "version": importlib.metadata.version("canopy-hpc"), "mode": canopy.mode(),
          "place": [canopy.rank(), canopy.size(), canopy.local_rank(), canopy.local_size(), canopy.node_rank(),
                    canopy.num_nodes()],
@@ -59,8 +59,9 @@ def venv(tmp_path_factory):
 def test_a_4_rank_job_imports_canopy_from_the_venv_pip_made(run_canopy, sandbox, venv, tmp_path):
     script = tmp_path / "rank_import.py"
     script.write_text(RANK_IMPORT)
-    env = {**clean_env(sandbox.env), "CANOPY_LIBRARY": str(LIBRARY)}
-    result = run_canopy(["--sim-nodes", "2", "--ppn", "2", venv / "bin" / "python", script], timeout=90, env=env)
+    # No CANOPY_LIBRARY here: canopyd tells its ranks where its own libcanopy is.
+    result = run_canopy(["--sim-nodes", "2", "--ppn", "2", venv / "bin" / "python", script], timeout=90,
+                        env=clean_env(sandbox.env))
     assert result.returncode == 0, result.describe()
     found = sorted((json.loads(line.split("venvcheck ", 1)[1]) for line in result.stdout.splitlines()
                     if "venvcheck " in line), key=lambda entry: entry["place"][0])
@@ -68,6 +69,7 @@ def test_a_4_rank_job_imports_canopy_from_the_venv_pip_made(run_canopy, sandbox,
     assert sorted(entry["count"] for entry in found) == [1, 2, 3, 4], result.describe()
     for entry in found:
         assert entry["file"].startswith(str(venv / "lib")), entry
+        assert entry["library"] == str(BUILD_DIR / "lib" / "api" / "libcanopy.so.0"), entry
         assert entry["mode"] == "canopy" and entry["total"] == 4, entry
         assert entry["version"] == meson_version(), entry
         assert entry["torch_after_import"] is False, entry
