@@ -15,6 +15,8 @@ SUBSET = [
     ("kill_launcher", "tree"),
     ("term_launcher", "teardown"),
     ("int_launcher", "fence"),
+    ("stop_leaf", "fence"),
+    ("stop_interior", "steady"),
     ("slow_leaf", "steady"),
 ]
 
