@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -80,7 +81,24 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings)
     ::_exit(127);
 }
 
+// The descriptor limit to give children, set by raise_descriptor_limit.
+struct rlimit children_descriptor_limit{};
+bool restore_descriptor_limit = false;
+
 } // namespace
+
+void raise_descriptor_limit()
+{
+    struct rlimit limit;
+    if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max)
+        return;
+    struct rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) != 0)
+        return;
+    children_descriptor_limit = limit;
+    restore_descriptor_limit = true;
+}
 
 Result<pid_t> spawn_process(const SpawnRequest& request)
 {
@@ -120,6 +138,8 @@ Result<pid_t> spawn_process(const SpawnRequest& request)
             ::prctl(PR_SET_PDEATHSIG, request.parent_death_signal);
         if (request.own_process_group)
             ::setpgid(0, 0);
+        if (restore_descriptor_limit)
+            ::setrlimit(RLIMIT_NOFILE, &children_descriptor_limit);
         // Ignored signals stay ignored across exec, and a shell cannot even trap a signal ignored at its start:
         // give the program the defaults it would have from a login shell.
         for (int signo = 1; signo < NSIG; ++signo)

@@ -68,6 +68,11 @@ struct SpawnRequest {
 inline constexpr std::size_t exec_report_size = 2 * sizeof(int);
 std::string describe_exec_failure(std::span<const std::uint8_t> record, const SpawnRequest& request);
 
+// Raises this process's soft limit on open descriptors to its hard limit, so the job's own needs (rank pipes, PMIx,
+// dlopen) are not the first thing to fail when peers hold many connections. spawn_process gives every child the
+// soft limit we started with: a program that uses select() must not see descriptors past FD_SETSIZE.
+void raise_descriptor_limit();
+
 // vfork/exec; returns the pid, or the reason the child could not start (bad wdir, exec error) when waiting.
 Result<pid_t> spawn_process(const SpawnRequest& request);
 
