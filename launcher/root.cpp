@@ -25,17 +25,19 @@ spdlog::logger& spawn_log() { return area_logger("spawn"); }
 // After teardown starts, daemons get this long beyond the kill grace to leave before we SIGKILL their agents.
 constexpr double teardown_slack_seconds = 5.0;
 
-void write_all(int fd, std::string_view data)
+// False when the reader has gone (EPIPE); other errors lose the output, as a full disk would.
+bool write_all(int fd, std::string_view data)
 {
     while (!data.empty()) {
         ssize_t written = ::write(fd, data.data(), data.size());
         if (written < 0) {
             if (errno == EINTR)
                 continue;
-            return;   // our stdout went away; nothing sensible is left to do with the output
+            return errno != EPIPE;
         }
         data.remove_prefix(static_cast<std::size_t>(written));
     }
+    return true;
 }
 
 std::chrono::milliseconds millis(double seconds) { return std::chrono::milliseconds(static_cast<long>(seconds * 1000)); }
@@ -132,12 +134,35 @@ int Root::run()
     start_stage_fetch();   // first: it forks the cache's guard, best before any other thread runs
     start_stage_preparation();
     io_.run();
+    // A signal that comes as the job ends still counts (README: exit codes). From here on it stays pending rather
+    // than killing us; what was caught but not yet handled is handled by the poll below.
+    sigset_t ending;
+    sigemptyset(&ending);
+    for (int signo : {SIGINT, SIGTERM, SIGHUP})
+        sigaddset(&ending, signo);
+    ::pthread_sigmask(SIG_BLOCK, &ending, nullptr);
     if (stage_thread_.joinable())
         stage_thread_.join();
     end_stage_fetch();
     if (stage_guard_)
         stage_guard_->finish();   // the cache is gone already; this only reaps the guard
+    io_.restart();
+    io_.poll();
+    sigset_t pending;
+    if (::sigpending(&pending) == 0)
+        for (int signo : {SIGINT, SIGTERM, SIGHUP})
+            if (sigismember(&pending, signo))
+                note_signal_at_end(signo);
     return exit_code_;
+}
+
+void Root::note_signal_at_end(int signo)
+{
+    // Every rank may have exited 0 already; the user still interrupted canopy before it exited, and gets the
+    // status any interrupted command gives. A job that failed keeps its rank's code.
+    if (!signalled_ && exit_code_ == 0)
+        exit_code_ = 128 + signo;
+    signalled_ = true;
 }
 
 namespace {
@@ -441,6 +466,7 @@ void Root::on_signal(int signo)
         return;
     }
     if (signalled_ || position_->leaving()) {
+        note_signal_at_end(signo);
         // A second interrupt means now.
         if (!position_->leaving())
             end_job(true, 128 + signo);
@@ -450,6 +476,13 @@ void Root::on_signal(int signo)
     }
     signalled_ = true;
     exit_code_ = 128 + signo;
+    if (position_->state() < TreePosition::State::spawned) {
+        // Ranks are still starting: stop that now rather than let them start only to be signalled, and end
+        // without waiting out the kill grace for ranks that may not even have a handler yet.
+        fmt::print(stderr, "canopy: received SIG{} during start-up; stopping the job\n", sigabbrev_np(signo));
+        end_job(true, exit_code_);
+        return;
+    }
     fmt::print(stderr, "canopy: received SIG{}; forwarding it to every rank\n", sigabbrev_np(signo));
     position_->children().broadcast(wire::to_frame(wire::Signal{signo}));
     grace_timer_.expires_after(millis(plan_.plan.kill_grace));
@@ -508,7 +541,8 @@ void Root::print_output(const wire::Output& output)
 {
     int fd = output.stream == 2 ? STDERR_FILENO : STDOUT_FILENO;
     if (!plan_.label) {
-        write_all(fd, output.data);
+        if (!write_all(fd, output.data))
+            output_closed(fd);
         return;
     }
     std::string labelled;
@@ -523,7 +557,19 @@ void Root::print_output(const wire::Output& output)
     }
     if (!labelled.empty() && labelled.back() != '\n')
         labelled += '\n';
-    write_all(fd, labelled);
+    if (!write_all(fd, labelled))
+        output_closed(fd);
+}
+
+void Root::output_closed(int fd)
+{
+    // As a command in a pipeline dies of SIGPIPE when its reader goes (`canopy ... | head -1`), the job ends, with
+    // the shell's status for that death; the line says why the ranks were stopped. Output to a closed stderr is
+    // only lost.
+    if (fd != STDOUT_FILENO || position_->leaving())
+        return;
+    fmt::print(stderr, "canopy: standard output was closed; ending the job\n");
+    end_job(true, 128 + SIGPIPE);
 }
 
 void Root::start_stdin_forwarding()
@@ -539,6 +585,13 @@ void Root::start_stdin_forwarding()
         return;
     }
     // A blocking reader thread: stdin may be a file, a pipe or a terminal, and epoll accepts only some of those.
+    // It starts with the signals canopy handles blocked: one that came after the main thread blocked them at the
+    // job's end would otherwise go to this thread and kill canopy halfway (run()).
+    sigset_t handled, before;
+    sigemptyset(&handled);
+    for (int signo : {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2})
+        sigaddset(&handled, signo);
+    ::pthread_sigmask(SIG_BLOCK, &handled, &before);
     std::thread([this, target, hop] {
         char buffer[64 * 1024];
         for (;;) {
@@ -556,6 +609,7 @@ void Root::start_stdin_forwarding()
                 return;
         }
     }).detach();
+    ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
 }
 
 timing::JobTiming Root::job_timing() const
