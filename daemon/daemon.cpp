@@ -500,6 +500,10 @@ void Daemon::make_rank_spawner()
             report_late_ranks(2, 1);
         position_->advance();
     };
+    events.group_ended = [this](pid_t group) {
+        if (guard_)
+            guard_->forget_process_group(group);
+    };
     events.all_started = [this] {
         if (ranks_->total() > 0)
             node_phase("daemon.ranks_spawned", since_launch(timing::now_ns()));

@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -245,11 +246,26 @@ ProcessReaper::ProcessReaper(boost::asio::io_context& io) : signals_(io, SIGCHLD
 
 void ProcessReaper::watch(pid_t pid, ExitHandler handler) { handlers_[pid] = std::move(handler); }
 
+int ProcessReaper::add_before_reap(BeforeReap hook)
+{
+    before_reap_.emplace(next_hook_id_, std::move(hook));
+    return next_hook_id_++;
+}
+
+void ProcessReaper::remove_before_reap(int id) { before_reap_.erase(id); }
+
 void ProcessReaper::reap()
 {
     for (;;) {
+        // Look first, reap after the hooks: they may still ask about the zombie (its process group).
+        siginfo_t info{};
+        if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid <= 0)
+            return;
+        pid_t exited = info.si_pid;
+        for (auto& [id, hook] : before_reap_)
+            hook(exited);
         int status = 0;
-        pid_t pid = ::waitpid(-1, &status, WNOHANG);
+        pid_t pid = ::waitpid(exited, &status, WNOHANG);
         if (pid <= 0)
             return;
         auto it = handlers_.find(pid);
@@ -269,6 +285,36 @@ void ProcessReaper::wait_for_signal()
         reap();
         wait_for_signal();
     });
+}
+
+std::vector<pid_t> own_children()
+{
+    std::vector<pid_t> children;
+    std::error_code error;
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", error)) {
+        std::ifstream list(task.path() / "children");
+        pid_t pid;
+        while (list >> pid)
+            children.push_back(pid);
+    }
+    return children;
+}
+
+bool child_in_process_group(pid_t group, pid_t except)
+{
+    for (pid_t child : own_children())
+        if (child != except && ::getpgid(child) == group)
+            return true;
+    return false;
+}
+
+bool started_with_environment(pid_t pid, std::string_view entry)
+{
+    std::ifstream environ_file(fmt::format("/proc/{}/environ", pid), std::ios::binary);
+    for (std::string variable; std::getline(environ_file, variable, '\0');)
+        if (variable == entry)
+            return true;
+    return false;
 }
 
 std::string describe_wait_status(int wait_status)
