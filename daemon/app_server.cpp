@@ -11,6 +11,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
+#include <fmt/format.h>
 
 #include "private_socket.hpp"
 #include "timing/mark_name.hpp"
@@ -129,7 +130,8 @@ struct AppServer::Connection : std::enable_shared_from_this<Connection> {
 };
 
 AppServer::AppServer(boost::asio::io_context& io, std::string path, Handlers handlers)
-    : acceptor_(io), path_(std::move(path)), handlers_(std::make_shared<Handlers>(std::move(handlers)))
+    : acceptor_(io), accept_guard_(io, app_log()), path_(std::move(path)),
+      handlers_(std::make_shared<Handlers>(std::move(handlers)))
 {
 }
 
@@ -153,12 +155,16 @@ AppServer::~AppServer()
 void AppServer::accept_next()
 {
     acceptor_.async_accept([this](const boost::system::error_code& error, local::socket socket) {
-        if (error)
+        if (error == boost::asio::error::operation_aborted)
             return;   // closed: the daemon is leaving
+        if (error) {
+            accept_guard_.after_accept(error, [this] { accept_next(); });
+            return;
+        }
         // Only this user's processes may mark or use the store.
         unsigned uid = 0;
         if (!peer_is_this_user(socket, uid)) {
-            app_log().warn("refused a connection to {} from uid {}", path_, uid);
+            accept_guard_.refused(fmt::format("refused a connection to {} from uid {}", path_, uid));
             accept_next();
             return;
         }

@@ -10,6 +10,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 
+#include "util/accept_guard.hpp"
 #include "util/result.hpp"
 
 namespace canopy {
@@ -49,6 +50,7 @@ private:
     void accept_next();
 
     boost::asio::local::stream_protocol::acceptor acceptor_;
+    AcceptGuard accept_guard_;   // a pause, not the end of the socket, when descriptors run out
     std::string path_;
     std::shared_ptr<Handlers> handlers_;
     std::shared_ptr<std::size_t> open_ = std::make_shared<std::size_t>(0);

@@ -217,12 +217,19 @@ void Daemon::on_plan(wire::LaunchPlan plan)
     tmpdir_ = node_temp_dir(plan_->tmpdir, plan_->job_id, node_);
     if (guard_)
         guard_->watch_path(tmpdir_);
+    // Only the job's own directory: a [job] tmpdir that does not exist is the user's to fix, not ours to create
+    // and then leave behind.
     std::error_code error;
-    std::filesystem::create_directories(tmpdir_, error);
+    std::filesystem::create_directory(tmpdir_, error);
     if (!error)
         std::filesystem::permissions(tmpdir_, std::filesystem::perms::owner_all, error);
     if (error) {
-        report_error(node_, fmt::format("cannot create the node temp dir {}: {}", tmpdir_, error.message()));
+        std::string base = std::filesystem::path(tmpdir_).parent_path().string();
+        report_error(node_, fmt::format("cannot create the node temp dir {} on {}: {}{}", tmpdir_, node_,
+                                        error.message(),
+                                        std::filesystem::is_directory(base)
+                                            ? ""
+                                            : fmt::format("; the temp dir {} ([job] tmpdir) does not exist", base)));
         tmpdir_.clear();
     }
 
@@ -497,6 +504,10 @@ void Daemon::make_rank_spawner()
             report_late_ranks(false, 1);
         position_->advance();
     };
+    events.group_ended = [this](pid_t group) {
+        if (guard_)
+            guard_->forget_process_group(group);
+    };
     events.all_started = [this] {
         if (ranks_->total() > 0)
             node_phase("daemon.ranks_spawned", since_launch(timing::now_ns()));
@@ -513,6 +524,8 @@ void Daemon::make_rank_spawner()
 
 void Daemon::start_ranks_when_ready()
 {
+    if (position_->leaving())
+        return;   // interrupted while a service got ready: the ranks would only be killed
     for (auto& service : rank_services_)
         if (!service->ready_for_ranks([this] { start_ranks_when_ready(); }))
             return;

@@ -17,6 +17,7 @@
 #include "build_config.hpp"
 #include "daemon.hpp"
 #include "pmix/pmix_module.hpp"
+#include "proc/process.hpp"
 #include "timing/clock.hpp"
 #include "util/log.hpp"
 
@@ -101,6 +102,8 @@ int main(int argc, char** argv)
     ::signal(SIGINT, SIG_IGN);    // the launcher decides what an interrupt means for the job
     // Orphans below us (a killed child daemon's guard, a rank's daemonised helpers) come back to us to be reaped.
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+    // Strangers' connections and a big node's ranks draw on the same descriptors; the ranks keep the usual limit.
+    canopy::raise_descriptor_limit();
 
     auto args = parse_args(argc, argv);
     if (!args) {

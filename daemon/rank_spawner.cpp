@@ -23,9 +23,42 @@ constexpr auto drain_grace = std::chrono::seconds(1);
 RankSpawner::RankSpawner(asio::io_context& io, ProcessReaper& reaper, Events events)
     : io_(io), reaper_(reaper), events_(std::move(events))
 {
+    before_reap_hook_ = reaper_.add_before_reap([this](pid_t pid) { before_reap(pid); });
 }
 
-RankSpawner::~RankSpawner() { *alive_ = false; }
+RankSpawner::~RankSpawner()
+{
+    *alive_ = false;
+    reaper_.remove_before_reap(before_reap_hook_);
+}
+
+// While the exited process is a zombie its pid, and so its group's id, cannot be reused: this is the moment to
+// decide whether the group still has members, and so is still ours to signal.
+void RankSpawner::before_reap(pid_t pid)
+{
+    if (auto leader = rank_of_leader_.find(pid); leader != rank_of_leader_.end()) {
+        Rank& rank = *ranks_.at(leader->second);
+        rank_of_leader_.erase(leader);
+        if (child_in_process_group(pid, pid))
+            leaderless_groups_.insert(pid);
+        else
+            rank.group_ended = true;   // reported once the rank's exit is handled, after its start
+        return;
+    }
+    if (leaderless_groups_.empty())
+        return;
+    pid_t group = ::getpgid(pid);
+    if (leaderless_groups_.count(group) && !child_in_process_group(group, pid)) {
+        leaderless_groups_.erase(group);
+        end_group(group);
+    }
+}
+
+void RankSpawner::end_group(pid_t group)
+{
+    if (events_.group_ended)
+        events_.group_ended(group);
+}
 
 void RankSpawner::spawn(const std::string& program, const std::vector<std::string>& argv, const std::string& wdir,
                         std::vector<RankLaunch> ranks)
@@ -55,6 +88,10 @@ void RankSpawner::spawn(const std::string& program, const std::vector<std::strin
         SpawnRequest request;
         request.argv = argv;
         request.argv[0] = program;
+        if (job_variables_.empty())
+            for (const auto& variable : launch.env)
+                if (variable.starts_with("CANOPY_JOBID=") || variable.starts_with("CANOPY_NODE="))
+                    job_variables_.push_back(variable);
         request.env = std::move(launch.env);
         request.wdir = wdir;
         request.stdout_fd = out->write_end.get();
@@ -75,6 +112,7 @@ void RankSpawner::spawn(const std::string& program, const std::vector<std::strin
             continue;
         }
         r.pid = *pid;
+        rank_of_leader_.emplace(r.pid, r.rank);
         request.env.reset();   // only argv and wdir are needed to describe a failed exec
         r.request = std::move(request);
         r.exec_report = std::make_unique<asio::posix::stream_descriptor>(io_, report.release());
@@ -101,6 +139,8 @@ void RankSpawner::spawn(const std::string& program, const std::vector<std::strin
                                       : std::string());
             }
             rank.reaped = true;
+            if (rank.group_ended)
+                end_group(rank.pid);
             rank.wait_status = status;
             rank.exit_ns = timing::now_ns();
             rank.drain_timer = std::make_unique<asio::steady_timer>(io_, drain_grace);
@@ -276,10 +316,33 @@ void RankSpawner::terminate(double grace_seconds)
 
 void RankSpawner::kill_all()
 {
-    // Exited ranks too: their process group may hold background processes that must not outlive the job.
     for (auto& [id, rank] : ranks_)
-        if (rank->pid > 0)
+        if (rank->pid > 0 && !rank->reaped)
             ::kill(-rank->pid, SIGKILL);
+    // Exited ranks' groups too while processes remain in them: background processes must not outlive the job.
+    for (pid_t group : leaderless_groups_)
+        ::kill(-group, SIGKILL);
+    kill_adopted();
+}
+
+void RankSpawner::kill_adopted()
+{
+    // A rank's process that left its group (setsid) is out of reach of the group kills; once its parent has exited
+    // it is our child (we are a subreaper), and the environment it started with still names the job and this node.
+    // Our guard and child daemons carry neither; other nodes' ranks (daemons run in one process in tests) not both.
+    if (job_variables_.size() != 2)
+        return;
+    for (pid_t child : own_children()) {
+        if (rank_of_leader_.count(child) || !started_with_environment(child, job_variables_[0]) ||
+            !started_with_environment(child, job_variables_[1]))
+            continue;
+        // Not yet reaped, so neither its pid nor its group's id can belong to another process. Never our own group,
+        // which a rank may have joined.
+        pid_t group = ::getpgid(child);
+        if (group > 1 && group != ::getpgrp())
+            ::kill(-group, SIGKILL);
+        ::kill(child, SIGKILL);
+    }
 }
 
 } // namespace canopy

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,9 @@ public:
         std::function<void(long rank, int wait_status, std::int64_t time_ns)> exited;
         // The rank could not be started; it counts as finished.
         std::function<void(long rank, const std::string& message)> failed_to_start;
+        // The rank's process group has no process left: nothing of it remains to signal, and its id may be reused
+        // by an unrelated process from now on, so whoever was told of the group (the node guard) must forget it.
+        std::function<void(pid_t group)> group_ended;
     };
 
     RankSpawner(asio::io_context& io, ProcessReaper& reaper, Events events);
@@ -60,7 +64,10 @@ public:
     void signal_all(int signo);
     // SIGTERM every rank's process group now and SIGKILL whatever is left after the grace period.
     void terminate(double grace_seconds);
-    void kill_all();   // SIGKILL to every rank's process group, including already exited ranks' leftovers
+    // SIGKILL to every rank's process group, including what exited ranks left running in theirs. A group whose
+    // leader has been reaped and that has no member left is never signalled: its id may belong to another process.
+    // Also what ranks left in sessions of their own (setsid) once it has come to us as orphans (docs/architecture.md).
+    void kill_all();
 
     std::size_t total() const { return ranks_.size(); }
     std::size_t finished() const { return finished_; }
@@ -78,6 +85,7 @@ private:
         long rank = 0;
         pid_t pid = -1;
         bool reaped = false;
+        bool group_ended = false;        // when reaped: no process was left in its group
         bool finished = false;
         int wait_status = 0;
         std::int64_t exit_ns = 0;
@@ -96,6 +104,9 @@ private:
     void check_all_started();
     void maybe_finish(Rank& rank);
     void write_next_stdin();
+    void before_reap(pid_t pid);
+    void end_group(pid_t group);
+    void kill_adopted();
 
     asio::io_context& io_;
     ProcessReaper& reaper_;
@@ -110,6 +121,12 @@ private:
     bool stdin_writing_ = false;
     bool stdin_eof_ = false;
     std::unique_ptr<asio::steady_timer> kill_timer_;
+    // Ranks' groups whose leader has exited while other processes of the rank stay in them (its background
+    // children, which we inherit as a subreaper): signalled by kill_all until the last of them exits.
+    std::set<pid_t> leaderless_groups_;
+    std::map<pid_t, long> rank_of_leader_;   // pid of a rank not yet reaped -> its rank
+    std::vector<std::string> job_variables_;   // CANOPY_JOBID=, CANOPY_NODE=: what every rank's process starts with
+    int before_reap_hook_ = -1;
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

@@ -14,6 +14,7 @@
 #include "config/config.hpp"
 #include "launch_plan.hpp"
 #include "options.hpp"
+#include "proc/process.hpp"
 #include "report_command.hpp"
 #include "root.hpp"
 #include "trace_file.hpp"
@@ -49,6 +50,8 @@ int main(int argc, char** argv)
     ::signal(SIGPIPE, SIG_IGN);   // a daemon that vanished is an error code on write, not a crash
     // Orphans below us (a killed child daemon's guard, a rank's daemonised helpers) come back to us to be reaped.
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+    // Strangers' connections and a big node's ranks draw on the same descriptors; the ranks keep the usual limit.
+    canopy::raise_descriptor_limit();
 
     if (argc > 1 && std::string_view(argv[1]) == "report")
         return canopy::run_report_command(std::vector<std::string>(argv + 2, argv + argc));

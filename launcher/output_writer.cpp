@@ -10,17 +10,19 @@
 namespace canopy {
 namespace {
 
-void write_all(int fd, std::string_view data)
+// False when the reader has gone (EPIPE); other errors lose the output, as a full disk would.
+bool write_all(int fd, std::string_view data)
 {
     while (!data.empty()) {
         ssize_t written = ::write(fd, data.data(), data.size());
         if (written < 0) {
             if (errno == EINTR)
                 continue;
-            return;   // the stream went away; nothing sensible is left to do with the output
+            return errno != EPIPE;
         }
         data.remove_prefix(static_cast<std::size_t>(written));
     }
+    return true;
 }
 
 } // namespace
@@ -71,7 +73,12 @@ void OutputWriter::run()
         queue_.pop_front();
         writing_ = true;
         lock.unlock();
-        write_all(fd, data);
+        int stream = fd == fds_[0] ? 0 : 1;
+        if (!gone_[stream] && !write_all(fd, data)) {
+            gone_[stream] = true;
+            if (closed_)
+                closed_(fd);
+        }
         lock.lock();
         writing_ = false;
         if (queue_.empty())

@@ -4,6 +4,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -26,12 +27,17 @@ public:
     void to_stderr(std::string data) { queue(fds_[1], std::move(data)); }
     // Returns once everything queued so far is written (or its stream has gone).
     void flush();
+    // Called on the writer's thread, once per stream, when its reader has gone (EPIPE); later output to it is
+    // dropped. Set before the first output.
+    void on_closed(std::function<void(int fd)> closed) { closed_ = std::move(closed); }
 
 private:
     void queue(int fd, std::string data);
     void run();
 
     int fds_[2];
+    bool gone_[2] = {false, false};   // the stream's reader has gone: written only by the writer's thread
+    std::function<void(int fd)> closed_;
     std::mutex mutex_;
     std::condition_variable queued_;    // wakes the writer
     std::condition_variable written_;   // wakes flush()

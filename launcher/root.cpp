@@ -9,6 +9,7 @@
 #include <limits>
 #include <thread>
 
+#include <boost/asio/post.hpp>
 #include <fmt/format.h>
 
 #include "timing/clock.hpp"
@@ -38,6 +39,8 @@ Root::Root(asio::io_context& io, ProcessReaper& reaper, RootPlan plan, std::int6
 {
     signals_.add(SIGUSR1);
     signals_.add(SIGUSR2);
+    // The writer's thread finds a closed stream; what that means for the job is decided here, on the io thread.
+    output_.on_closed([this](int fd) { asio::post(io_, [this, fd] { output_closed(fd); }); });
     plan_.plan.launcher_start_ns = started_ns;
     timeline_.push_back({"start", 0.0});
     timeline_.push_back({"hosts_resolved", static_cast<double>(hosts_resolved_ns - started_ns) / 1e9});
@@ -120,13 +123,36 @@ int Root::run()
     start_stage_fetch();   // first: it forks the cache's guard, best before any other thread runs
     start_stage_preparation();
     io_.run();
+    // A signal that comes as the job ends still counts (README: exit codes). From here on it stays pending rather
+    // than killing us; what was caught but not yet handled is handled by the poll below.
+    sigset_t ending;
+    sigemptyset(&ending);
+    for (int signo : {SIGINT, SIGTERM, SIGHUP})
+        sigaddset(&ending, signo);
+    ::pthread_sigmask(SIG_BLOCK, &ending, nullptr);
     if (stage_thread_.joinable())
         stage_thread_.join();
     end_stage_fetch();
     if (stage_guard_)
         stage_guard_->finish();   // the cache is gone already; this only reaps the guard
+    io_.restart();
+    io_.poll();
+    sigset_t pending;
+    if (::sigpending(&pending) == 0)
+        for (int signo : {SIGINT, SIGTERM, SIGHUP})
+            if (sigismember(&pending, signo))
+                note_signal_at_end(signo);
     output_.flush();   // before main() prints the timing report, and whatever the reader's pace
     return exit_code_;
+}
+
+void Root::note_signal_at_end(int signo)
+{
+    // Every rank may have exited 0 already; the user still interrupted canopy before it exited, and gets the
+    // status any interrupted command gives. A job that failed keeps its rank's code.
+    if (!signalled_ && exit_code_ == 0)
+        exit_code_ = 128 + signo;
+    signalled_ = true;
 }
 
 namespace {
@@ -431,6 +457,7 @@ void Root::on_signal(int signo)
         return;
     }
     if (signalled_ || position_->leaving()) {
+        note_signal_at_end(signo);
         // A second interrupt means now.
         if (!position_->leaving())
             end_job(true, 128 + signo);
@@ -440,6 +467,14 @@ void Root::on_signal(int signo)
     }
     signalled_ = true;
     exit_code_ = 128 + signo;
+    if (position_->state() < TreePosition::State::spawned) {
+        // Ranks are still starting: stop that now rather than let them start only to be signalled, and end
+        // without waiting out the kill grace for ranks that may not even have a handler yet.
+        output_.to_stderr(
+            fmt::format("canopy: received SIG{} during start-up; stopping the job\n", sigabbrev_np(signo)));
+        end_job(true, exit_code_);
+        return;
+    }
     output_.to_stderr(fmt::format("canopy: received SIG{}; forwarding it to every rank\n", sigabbrev_np(signo)));
     position_->children().broadcast(wire::to_frame(wire::Signal{signo}));
     grace_timer_.expires_after(millis(plan_.plan.kill_grace));
@@ -521,6 +556,17 @@ void Root::print_output(const wire::Output& output)
     print(std::move(labelled));
 }
 
+void Root::output_closed(int fd)
+{
+    // As a command in a pipeline dies of SIGPIPE when its reader goes (`canopy ... | head -1`), the job ends, with
+    // the shell's status for that death; the line says why the ranks were stopped. Output to a closed stderr is
+    // only lost.
+    if (fd != STDOUT_FILENO || position_->leaving())
+        return;
+    output_.to_stderr("canopy: standard output was closed; ending the job\n");
+    end_job(true, 128 + SIGPIPE);
+}
+
 void Root::start_stdin_forwarding()
 {
     // Rank 0 lives on node 0; its daemon is where stdin goes, through the tree.
@@ -534,6 +580,13 @@ void Root::start_stdin_forwarding()
         return;
     }
     // A blocking reader thread: stdin may be a file, a pipe or a terminal, and epoll accepts only some of those.
+    // It starts with the signals canopy handles blocked: one that came after the main thread blocked them at the
+    // job's end would otherwise go to this thread and kill canopy halfway (run()).
+    sigset_t handled, before;
+    sigemptyset(&handled);
+    for (int signo : {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2})
+        sigaddset(&handled, signo);
+    ::pthread_sigmask(SIG_BLOCK, &handled, &before);
     std::thread([this, target, hop] {
         char buffer[64 * 1024];
         for (;;) {
@@ -551,6 +604,7 @@ void Root::start_stdin_forwarding()
                 return;
         }
     }).detach();
+    ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
 }
 
 timing::JobTiming Root::job_timing() const

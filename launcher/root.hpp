@@ -51,8 +51,10 @@ private:
     void register_child_handlers();
     void on_rank_failed(const wire::RankFailed& failed);
     void on_signal(int signo);
+    void note_signal_at_end(int signo);
     void start_stdin_forwarding();
     void print_output(const wire::Output& output);
+    void output_closed(int fd);
     void print_daemon_line(const std::string& line);
     // Ends the job: orderly (all ranks done) or abort (failure, signal, timeout). The tree position leaves.
     void end_job(bool abort, int exit_code);

@@ -101,6 +101,7 @@ struct PmixRelay::Pipe : std::enable_shared_from_this<Pipe> {
                                  if (error || self->closed)
                                      return self->close();
                                  self->deadline.cancel();
+                                 self->pending.release();
                                  self->hello_received();
                              });
         });
@@ -188,6 +189,7 @@ struct PmixRelay::Pipe : std::enable_shared_from_this<Pipe> {
     {
         closed = true;
         boost::system::error_code ignored;
+        pending.release();
         rank.close(ignored);
         server.close(ignored);
         deadline.cancel();
@@ -196,6 +198,7 @@ struct PmixRelay::Pipe : std::enable_shared_from_this<Pipe> {
     }
 
     PmixRelay* relay;
+    AcceptGuard::Pending pending;   // counted against the relay's cap until the connect-ack is in
     tcp::socket rank;
     tcp::socket server;
     asio::steady_timer deadline;
@@ -210,7 +213,8 @@ struct PmixRelay::Pipe : std::enable_shared_from_this<Pipe> {
 };
 
 PmixRelay::PmixRelay(asio::io_context& io, StartServer start_server, std::chrono::milliseconds hello_deadline)
-    : io_(io), acceptor_(io), start_server_(std::move(start_server)), hello_deadline_(hello_deadline)
+    : io_(io), acceptor_(io), accept_guard_(io, relay_log(), {.max_pending = 1024}),
+      start_server_(std::move(start_server)), hello_deadline_(hello_deadline)
 {
 }
 
@@ -246,11 +250,9 @@ std::string PmixRelay::uri() const
 void PmixRelay::accept_next()
 {
     acceptor_.async_accept([this](boost::system::error_code error, tcp::socket rank) {
-        if (error == asio::error::operation_aborted)
-            return;
         if (!error)
             relay(std::move(rank));
-        accept_next();
+        accept_guard_.after_accept(error, [this] { accept_next(); });
     });
 }
 
@@ -280,6 +282,10 @@ void PmixRelay::relay(tcp::socket rank)
 {
     set_no_delay(rank);
     auto pipe = std::make_shared<Pipe>(std::move(rank), *this);
+    pipe->pending = accept_guard_.admit([weak = std::weak_ptr<Pipe>(pipe)] {
+        if (auto dropped = weak.lock())
+            dropped->close();
+    });
     std::erase_if(pipes_, [](const std::weak_ptr<Pipe>& p) { return p.expired(); });
     pipes_.push_back(pipe);
     pipe->await_hello(hello_deadline_);

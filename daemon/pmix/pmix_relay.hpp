@@ -13,6 +13,7 @@
 #include <boost/asio/ip/tcp.hpp>
 
 #include "pmix/message_tap.hpp"
+#include "util/accept_guard.hpp"
 #include "util/result.hpp"
 
 namespace canopy {
@@ -65,6 +66,9 @@ private:
 
     boost::asio::io_context& io_;
     boost::asio::ip::tcp::acceptor acceptor_;
+    // A node's ranks all connect at once in PMIx_Init, so the cap on connections yet to say hello is well above a
+    // node's rank count; it still bounds what strangers' silent connections cost in descriptors.
+    AcceptGuard accept_guard_;
     StartServer start_server_;
     std::chrono::milliseconds hello_deadline_;
     std::shared_ptr<ServerGate> gate_;

@@ -13,6 +13,7 @@
 
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
+#include <fmt/format.h>
 
 #include "private_socket.hpp"
 #include "stage/board_format.h"
@@ -125,7 +126,7 @@ struct StageFetcher::Connection : std::enable_shared_from_this<Connection> {
 };
 
 StageFetcher::StageFetcher(boost::asio::io_context& io, std::string path, StageFetchTree& tree)
-    : acceptor_(io), path_(std::move(path)), tree_(tree)
+    : acceptor_(io), accept_guard_(io, stage_log()), path_(std::move(path)), tree_(tree)
 {
 }
 
@@ -155,11 +156,15 @@ StageFetcher::~StageFetcher()
 void StageFetcher::accept_next()
 {
     acceptor_.async_accept([this, alive = alive_](const boost::system::error_code& error, local::socket socket) {
-        if (error || !*alive)
+        if (error == asio::error::operation_aborted || !*alive)
             return;   // closed: the daemon is leaving
+        if (error) {
+            accept_guard_.after_accept(error, [this] { accept_next(); });
+            return;
+        }
         unsigned uid = 0;
         if (!peer_is_this_user(socket, uid)) {
-            stage_log().warn("refused a connection to {} from uid {}", path_, uid);
+            accept_guard_.refused(fmt::format("refused a connection to {} from uid {}", path_, uid));
             accept_next();
             return;
         }

@@ -9,6 +9,7 @@
 
 #include "stage/answer_board.hpp"
 #include "stage/fetch_tree.hpp"
+#include "util/accept_guard.hpp"
 #include "util/result.hpp"
 
 namespace canopy {
@@ -32,6 +33,7 @@ private:
     void accept_next();
 
     boost::asio::local::stream_protocol::acceptor acceptor_;
+    AcceptGuard accept_guard_;   // a pause, not the end of the socket, when descriptors run out
     std::string path_;
     StageFetchTree& tree_;
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

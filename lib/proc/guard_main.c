@@ -85,6 +85,15 @@ static int guard(int argc, char** argv)
             break;
         if (header[0] == CANOPY_GUARD_KIND_GROUP && size == sizeof(pid_t) && group_count < CANOPY_GUARD_MAX_GROUPS) {
             memcpy(&groups[group_count++], payload, sizeof(pid_t));
+        } else if (header[0] == CANOPY_GUARD_KIND_FORGET_GROUP && size == sizeof(pid_t)) {
+            // An emptied group's id may come back as another process's group: never signal it.
+            pid_t group;
+            memcpy(&group, payload, sizeof group);
+            for (size_t i = 0; i < group_count; ++i)
+                if (groups[i] == group) {
+                    groups[i] = groups[--group_count];
+                    break;
+                }
         } else if (header[0] == CANOPY_GUARD_KIND_PATH && path_used + size + 1 <= sizeof paths) {
             memcpy(paths + path_used, payload, size);
             paths[path_used + size] = '\0';

@@ -5,9 +5,10 @@
 
 #define CANOPY_GUARD_KIND_GROUP 'g'   /* payload: a pid_t, a rank's process group */
 #define CANOPY_GUARD_KIND_PATH 'p'    /* payload: a path to remove, without its NUL */
+#define CANOPY_GUARD_KIND_FORGET_GROUP 'f'   /* payload: a pid_t, a group now empty whose id may be reused */
 #define CANOPY_GUARD_HEADER_SIZE 5
 
-#define CANOPY_GUARD_MAX_GROUPS 4096          /* rank process groups of one node */
+#define CANOPY_GUARD_MAX_GROUPS 4096          /* rank process groups of one node with processes in them */
 #define CANOPY_GUARD_PATH_SPACE (64 * 1024)   /* the paths, NUL-separated */
 
 #endif

@@ -17,6 +17,7 @@ namespace {
 
 constexpr char kind_group = CANOPY_GUARD_KIND_GROUP;
 constexpr char kind_path = CANOPY_GUARD_KIND_PATH;
+constexpr char kind_forget_group = CANOPY_GUARD_KIND_FORGET_GROUP;
 constexpr std::size_t header_size = CANOPY_GUARD_HEADER_SIZE;
 static_assert(header_size == 1 + sizeof(std::uint32_t));
 constexpr std::size_t max_payload = PIPE_BUF - header_size;
@@ -100,6 +101,11 @@ bool NodeGuard::watch_path(std::string_view path)
 void NodeGuard::watch_process_group(pid_t group)
 {
     send(kind_group, std::string_view(reinterpret_cast<const char*>(&group), sizeof group));
+}
+
+void NodeGuard::forget_process_group(pid_t group)
+{
+    send(kind_forget_group, std::string_view(reinterpret_cast<const char*>(&group), sizeof group));
 }
 
 } // namespace canopy

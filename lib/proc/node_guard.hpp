@@ -32,6 +32,8 @@ public:
     bool watch_path(std::string_view path);
     // Tells the guard about a rank's process group.
     void watch_process_group(pid_t group);
+    // Tells the guard the group has no process left: its id may be reused, so the guard must not signal it.
+    void forget_process_group(pid_t group);
     // On an orderly exit: lets the guard clean up now and reaps it, so it leaves no zombie behind.
     void finish();
 

@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -80,7 +82,24 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings)
     ::_exit(127);
 }
 
+// The descriptor limit to give children, set by raise_descriptor_limit.
+struct rlimit children_descriptor_limit{};
+bool restore_descriptor_limit = false;
+
 } // namespace
+
+void raise_descriptor_limit()
+{
+    struct rlimit limit;
+    if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max)
+        return;
+    struct rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) != 0)
+        return;
+    children_descriptor_limit = limit;
+    restore_descriptor_limit = true;
+}
 
 Result<pid_t> spawn_process(const SpawnRequest& request)
 {
@@ -120,6 +139,8 @@ Result<pid_t> spawn_process(const SpawnRequest& request)
             ::prctl(PR_SET_PDEATHSIG, request.parent_death_signal);
         if (request.own_process_group)
             ::setpgid(0, 0);
+        if (restore_descriptor_limit)
+            ::setrlimit(RLIMIT_NOFILE, &children_descriptor_limit);
         // Ignored signals stay ignored across exec, and a shell cannot even trap a signal ignored at its start:
         // give the program the defaults it would have from a login shell.
         for (int signo = 1; signo < NSIG; ++signo)
@@ -225,11 +246,26 @@ ProcessReaper::ProcessReaper(boost::asio::io_context& io) : signals_(io, SIGCHLD
 
 void ProcessReaper::watch(pid_t pid, ExitHandler handler) { handlers_[pid] = std::move(handler); }
 
+int ProcessReaper::add_before_reap(BeforeReap hook)
+{
+    before_reap_.emplace(next_hook_id_, std::move(hook));
+    return next_hook_id_++;
+}
+
+void ProcessReaper::remove_before_reap(int id) { before_reap_.erase(id); }
+
 void ProcessReaper::reap()
 {
     for (;;) {
+        // Look first, reap after the hooks: they may still ask about the zombie (its process group).
+        siginfo_t info{};
+        if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid <= 0)
+            return;
+        pid_t exited = info.si_pid;
+        for (auto& [id, hook] : before_reap_)
+            hook(exited);
         int status = 0;
-        pid_t pid = ::waitpid(-1, &status, WNOHANG);
+        pid_t pid = ::waitpid(exited, &status, WNOHANG);
         if (pid <= 0)
             return;
         auto it = handlers_.find(pid);
@@ -249,6 +285,36 @@ void ProcessReaper::wait_for_signal()
         reap();
         wait_for_signal();
     });
+}
+
+std::vector<pid_t> own_children()
+{
+    std::vector<pid_t> children;
+    std::error_code error;
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", error)) {
+        std::ifstream list(task.path() / "children");
+        pid_t pid;
+        while (list >> pid)
+            children.push_back(pid);
+    }
+    return children;
+}
+
+bool child_in_process_group(pid_t group, pid_t except)
+{
+    for (pid_t child : own_children())
+        if (child != except && ::getpgid(child) == group)
+            return true;
+    return false;
+}
+
+bool started_with_environment(pid_t pid, std::string_view entry)
+{
+    std::ifstream environ_file(fmt::format("/proc/{}/environ", pid), std::ios::binary);
+    for (std::string variable; std::getline(environ_file, variable, '\0');)
+        if (variable == entry)
+            return true;
+    return false;
 }
 
 std::string describe_wait_status(int wait_status)

@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
@@ -68,6 +69,11 @@ struct SpawnRequest {
 inline constexpr std::size_t exec_report_size = 2 * sizeof(int);
 std::string describe_exec_failure(std::span<const std::uint8_t> record, const SpawnRequest& request);
 
+// Raises this process's soft limit on open descriptors to its hard limit, so the job's own needs (rank pipes, PMIx,
+// dlopen) are not the first thing to fail when peers hold many connections. spawn_process gives every child the
+// soft limit we started with: a program that uses select() must not see descriptors past FD_SETSIZE.
+void raise_descriptor_limit();
+
 // vfork/exec; returns the pid, or the reason the child could not start (bad wdir, exec error) when waiting.
 Result<pid_t> spawn_process(const SpawnRequest& request);
 
@@ -77,14 +83,29 @@ Result<std::string> find_program(const std::string& name, const std::string& pat
 // This process's executable (/proc/self/exe), or "" when it cannot be read.
 std::string own_executable();
 
+// This process's children (of every thread), zombies included: with PR_SET_CHILD_SUBREAPER, also the orphans of
+// its descendants.
+std::vector<pid_t> own_children();
+// Whether one of our children other than `except` is in process group `group`. As a subreaper we inherit what a
+// rank leaves running, so after a rank's leader has exited this says whether its group still has members.
+bool child_in_process_group(pid_t group, pid_t except);
+// Whether process `pid` was started with `entry` ("NAME=value") in its environment; false when it cannot be read.
+bool started_with_environment(pid_t pid, std::string_view entry);
+
 // Turns SIGCHLD into callbacks on the io_context, one per watched pid.
 class ProcessReaper {
 public:
     using ExitHandler = std::function<void(int wait_status)>;
+    // Sees every child that has exited, watched or not, while it is still a zombie: until it is reaped neither its
+    // pid nor its process group's id can be reused.
+    using BeforeReap = std::function<void(pid_t pid)>;
 
     explicit ProcessReaper(boost::asio::io_context& io);
     void watch(pid_t pid, ExitHandler handler);
     std::size_t watched() const { return handlers_.size(); }
+    // Returns an id for remove_before_reap.
+    int add_before_reap(BeforeReap hook);
+    void remove_before_reap(int id);
     // Reap what has exited now (also runs on every SIGCHLD).
     void reap();
 
@@ -93,6 +114,8 @@ private:
 
     boost::asio::signal_set signals_;
     std::map<pid_t, ExitHandler> handlers_;
+    std::map<int, BeforeReap> before_reap_;
+    int next_hook_id_ = 0;
 };
 
 // "exited with code 3" / "was killed by signal 9 (SIGKILL)".

@@ -10,6 +10,10 @@ namespace canopy::stage {
 
 int DirectoryHandles::open(const std::string& dir)
 {
+    if (dir.empty() || dir[0] != '/') {
+        errno = EINVAL;   // a relative name has no parent to open it through
+        return -1;
+    }
     if (auto it = handles_.find(dir); it != handles_.end()) {
         errno = it->second.error;
         return it->second.fd;

@@ -16,7 +16,8 @@ public:
     DirectoryHandles& operator=(const DirectoryHandles&) = delete;
     ~DirectoryHandles() { close_all(); }
 
-    // An O_PATH descriptor for `dir` (absolute, normalised, no "." or ".."), or -1 with errno set.
+    // An O_PATH descriptor for `dir` (absolute, normalised, no "." or ".."), or -1 with errno set (EINVAL for a
+    // relative or empty name).
     int open(const std::string& dir);
 
     // Opens `path` (absolute, normalised) for reading through its directory's handle; -1 with errno set.

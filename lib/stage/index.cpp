@@ -599,6 +599,27 @@ Result<Index> Index::from_blob(std::vector<unsigned char> blob, std::string_view
     if (checksum(index.blob_.data() + h.header_size, index.blob_.size() - h.header_size) != h.checksum)
         return make_error("{}: checksum mismatch (truncated or corrupted); rebuild it with `canopy stage record`",
                           origin);
+    // Everything downstream walks these as absolute paths from /; a valid checksum says nothing about who wrote it.
+    for (const auto& prefix : index.prefixes())
+        if (prefix.empty() || prefix[0] != '/')
+            return make_error("{}: prefix '{}' is not an absolute path; rebuild it with `canopy stage record`",
+                              origin, prefix);
+    for (std::uint32_t i = 0; i < h.entry_count; ++i) {
+        const auto& e = index.view_.entries[i];
+        const char* path = canopy_stage_string(&index.view_, e.path_off, e.path_len);
+        const char* mirror = canopy_stage_string(&index.view_, e.mirror_off, e.mirror_len);
+        for (const char* name : {path, mirror})
+            if (name && name[0] != '/')
+                return make_error("{}: entry '{}' is not an absolute path; rebuild it with `canopy stage record`",
+                                  origin, name);
+        // The node cache copies to <cache>/root<mirror>: a ".." there would write outside the cache.
+        if (mirror && (std::string_view(mirror).find("/../") != std::string_view::npos ||
+                       std::string_view(mirror).ends_with("/..")))
+            return make_error("{}: entry '{}' leaves the node cache (..); rebuild it with `canopy stage record`",
+                              origin, mirror);
+        if (!path)
+            return make_error("{}: entry {} has no path; rebuild it with `canopy stage record`", origin, i);
+    }
     return index;
 }
 

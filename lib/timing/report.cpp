@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <unordered_map>
 #include <string_view>
 #include <utility>
 
@@ -150,15 +151,25 @@ void format_phases(std::string& out, const PhaseSet& phases)
             return 2;
         return name.ends_with(".duration") || name == "rank.runtime" ? 1 : 0;
     };
-    std::vector<const std::pair<std::string, Sketch>*> ordered;
+    // Each key computed once, not once per comparison: a report may hold 10^5 phases.
+    struct Key {
+        int kind;
+        double median;
+        const std::pair<std::string, Sketch>* phase;
+    };
+    std::vector<Key> keys;
+    keys.reserve(phases.phases().size());
     for (const auto& phase : phases.phases())
-        ordered.push_back(&phase);
-    std::stable_sort(ordered.begin(), ordered.end(), [&](const auto* a, const auto* b) {
-        int ka = kind(a->first), kb = kind(b->first);
-        if (ka != kb)
-            return ka < kb;
-        return ka == 0 ? a->second.median() < b->second.median() : a->first < b->first;
+        keys.push_back({kind(phase.first), phase.second.median(), &phase});
+    std::stable_sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
+        if (a.kind != b.kind)
+            return a.kind < b.kind;
+        return a.kind == 0 ? a.median < b.median : a.phase->first < b.phase->first;
     });
+    std::vector<const std::pair<std::string, Sketch>*> ordered;
+    ordered.reserve(keys.size());
+    for (const auto& key : keys)
+        ordered.push_back(key.phase);
 
     append_line(out, "phases, over all daemons/ranks (seconds since launcher start unless noted):");
     append_line(out, header + "slowest");
@@ -203,12 +214,12 @@ std::string format_comparison(const JobTiming& before, const JobTiming& after, s
         bool count = false;
     };
     std::vector<Row> rows;
-    auto row_for = [&rows](const std::string& name) -> Row& {
-        for (auto& row : rows)
-            if (row.name == name)
-                return row;
-        rows.push_back({name, {}, {}, false});
-        return rows.back();
+    std::unordered_map<std::string, std::size_t> row_of;   // name -> index in rows
+    auto row_for = [&rows, &row_of](const std::string& name) -> Row& {
+        auto [at, added] = row_of.try_emplace(name, rows.size());
+        if (added)
+            rows.push_back({name, {}, {}, false});
+        return rows[at->second];
     };
     for (const auto& stamp : before.timeline)
         row_for(stamp.name).a = stamp.seconds;

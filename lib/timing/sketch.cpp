@@ -162,9 +162,9 @@ Sketch Sketch::from_data(SketchData data)
 
 Sketch& PhaseSet::slot(std::string_view phase)
 {
-    for (auto& [name, sketch] : phases_)
-        if (name == phase)
-            return sketch;
+    auto [at, added] = position_.try_emplace(std::string(phase), phases_.size());
+    if (!added)
+        return phases_[at->second].second;
     return phases_.emplace_back(std::string(phase), Sketch{}).second;
 }
 
@@ -191,10 +191,8 @@ void PhaseSet::merge(const PhaseSet& other)
 
 const Sketch* PhaseSet::find(std::string_view phase) const
 {
-    for (const auto& [name, sketch] : phases_)
-        if (name == phase)
-            return &sketch;
-    return nullptr;
+    auto at = position_.find(std::string(phase));
+    return at == position_.end() ? nullptr : &phases_[at->second].second;
 }
 
 } // namespace canopy::timing

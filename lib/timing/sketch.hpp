@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <unordered_map>
 #include <vector>
 
 namespace canopy::timing {
@@ -84,6 +85,7 @@ private:
     Sketch& slot(std::string_view phase);
 
     std::vector<std::pair<std::string, Sketch>> phases_;
+    std::unordered_map<std::string, std::size_t> position_;   // name -> index in phases_: a report may hold 10^5
 };
 
 } // namespace canopy::timing

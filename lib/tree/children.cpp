@@ -53,7 +53,7 @@ Result<ChildLaunch> plan_child_launch(const wire::LaunchPlan& plan, long positio
 }
 
 ChildSet::ChildSet(asio::io_context& io, ProcessReaper& reaper, const auth::Key& key, Events events)
-    : io_(io), reaper_(reaper), key_(key), events_(std::move(events)), acceptor_(io)
+    : io_(io), reaper_(reaper), key_(key), events_(std::move(events)), acceptor_(io), accept_guard_(io, tree_log())
 {
 }
 
@@ -309,20 +309,26 @@ std::string ChildSet::recent_output(const Child& child) const
 void ChildSet::accept_next()
 {
     acceptor_.async_accept([this, alive = alive_](const boost::system::error_code& error, tcp::socket socket) {
-        if (!*alive || error == asio::error::operation_aborted)
+        if (!*alive)
             return;
         if (!error) {
             auto peer = std::make_shared<tcp::socket>(std::move(socket));
-            asio::co_spawn(io_, authenticate(peer), [](std::exception_ptr exception) {
+            auto pending = accept_guard_.admit([weak = std::weak_ptr<tcp::socket>(peer)] {
+                boost::system::error_code ignored;
+                if (auto dropped = weak.lock())
+                    dropped->close(ignored);
+            });
+            asio::co_spawn(io_, authenticate(peer, std::move(pending)), [](std::exception_ptr exception) {
                 if (exception)
                     tree_log().error("internal error while authenticating a child");
             });
         }
-        accept_next();
+        accept_guard_.after_accept(error, [this] { accept_next(); });
     });
 }
 
-asio::awaitable<void> ChildSet::authenticate(std::shared_ptr<tcp::socket> peer)
+// `pending` counts the connection against the cap until the handshake ends, however it ends.
+asio::awaitable<void> ChildSet::authenticate(std::shared_ptr<tcp::socket> peer, AcceptGuard::Pending pending)
 {
     auto alive = alive_;
     boost::system::error_code ignored;
@@ -332,8 +338,13 @@ asio::awaitable<void> ChildSet::authenticate(std::shared_ptr<tcp::socket> peer)
         co_return;
     if (!position) {
         // Once the job is ending, children dying mid-handshake are expected, not suspicious.
-        tree_log().log(listening_ ? spdlog::level::warn : spdlog::level::debug, "dropped a connection from {}: {}",
-                       remote.address().to_string(), position.error().message);
+        auto message = fmt::format("dropped a connection from {}: {}", remote.address().to_string(),
+                                   pending.dropped_for_room() ? "too many others were still authenticating"
+                                                              : position.error().message);
+        if (listening_)
+            accept_guard_.refused(message);
+        else
+            tree_log().debug("{}", message);
         peer->close(ignored);
         co_return;
     }
@@ -461,6 +472,7 @@ void ChildSet::stop_listening()
     listening_ = false;
     boost::system::error_code ignored;
     acceptor_.close(ignored);
+    accept_guard_.flush();
 }
 
 bool ChildSet::finished() const

@@ -18,6 +18,7 @@
 
 #include "proc/process.hpp"
 #include "tree/link.hpp"
+#include "util/accept_guard.hpp"
 #include "wire/auth.hpp"
 #include "wire/messages.hpp"
 
@@ -106,7 +107,7 @@ private:
     void take_stderr(Child& child, std::string_view data);
     void drain_stderr(Child& child);
     void accept_next();
-    asio::awaitable<void> authenticate(std::shared_ptr<tcp::socket> peer);
+    asio::awaitable<void> authenticate(std::shared_ptr<tcp::socket> peer, AcceptGuard::Pending pending);
     void adopt(tcp::socket socket, long position);
     void give_up(Child& child, const std::string& message);
     void mark_gone(Child& child);
@@ -118,6 +119,7 @@ private:
     auth::Key key_;
     Events events_;
     tcp::acceptor acceptor_;
+    AcceptGuard accept_guard_;   // strangers' connections: capped while they authenticate, refusals rate-limited
     std::map<long, std::unique_ptr<Child>> children_;
     std::deque<long> pending_;
     std::size_t window_ = 32;

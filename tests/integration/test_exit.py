@@ -1,5 +1,9 @@
 # How a job ends: canopy's exit code and the one line that says which rank on which node failed.
 import re
+import subprocess
+import time
+
+import pytest
 
 
 def test_all_ranks_succeeding_exits_0_quietly(run_canopy):
@@ -92,3 +96,19 @@ def test_timeout_kills_ranks_that_ignore_sigterm(run_canopy, sandbox):
                          "trap '' TERM; sleep 60 & while :; do sleep 1; done"], timeout=30)
     assert result.returncode == 124, result.describe()
     assert result.seconds < 8, f"ranks ignoring SIGTERM kept the job alive {result.seconds:.1f} s"
+
+
+def test_closing_standard_output_ends_the_job_as_sigpipe_would(sandbox):
+    """Issue 15, item 7: with `canopy ... | head -1` the job ran on to its end and exited 0. A command whose reader
+    has gone dies of SIGPIPE; canopy ends the job instead, with one line and the shell's status for that: 141."""
+    job = sandbox.start(["--sim-nodes", "2", "sh", "-c", "while :; do echo y; sleep 0.01; done"])
+    assert job.stdout.readline() == b"y\n"
+    job.stdout.close()
+    started = time.monotonic()
+    try:
+        job.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the job ran on after its standard output was closed")
+    assert job.returncode == 141, job.stderr.read().decode()
+    assert time.monotonic() - started < 5
+    assert job.stderr.read().decode().splitlines() == ["canopy: standard output was closed; ending the job"]

@@ -74,6 +74,18 @@ def test_without_tmpdir_node_dirs_live_on_dev_shm_and_are_removed(run_canopy):
     assert not [d for d in dirs if Path(d).exists()], "the job's node dirs must be gone when canopy returns"
 
 
+def test_a_tmpdir_that_does_not_exist_fails_the_job_naming_it_and_is_not_created(run_canopy, sandbox):
+    """Issue 15, item 7: a [job] tmpdir that did not exist was created, and left after the job."""
+    missing = sandbox.root / "no" / "such" / "dir"
+    config = sandbox.root / "tmpdir.toml"
+    config.write_text(f'[job]\ntmpdir = "{missing}"\n')
+    result = run_canopy(["--config", config, "--sim-nodes", "2", "true"], timeout=20)
+    assert result.returncode == 255, result.describe()
+    lines = result.canopy_lines()
+    assert len(lines) == 1 and str(missing) in lines[0] and "sim000" in lines[0], result.describe()
+    assert not (sandbox.root / "no").exists(), "canopy created the missing tmpdir"
+
+
 def test_ppn_places_blocks_of_ranks_per_node(run_canopy):
     result = run_canopy(["--sim-nodes", "4", "--ppn", "3", "-n", "10", "-l"] + WHERE)
     assert result.returncode == 0, result.describe()

@@ -1,8 +1,10 @@
 # Strangers on the tree's ports cannot disturb a job, and the job secret never shows in a process listing.
 import os
 import re
+import resource
 import socket
 import struct
+import time
 
 import pytest
 
@@ -173,6 +175,74 @@ def test_strangers_on_the_pmix_servers_own_port_neither_get_in_nor_hold_up_the_j
     assert result.seconds < 8, result.describe()   # no daemon waited to be killed
     for stranger in strangers:
         stranger.close()
+
+
+def limit_descriptors(limit):
+    """preexec_fn for a job started as under `ulimit -n LIMIT`: soft and hard limit alike, so canopy cannot raise it."""
+    return lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+
+def open_silent_connections(port, count):
+    """`count` connections to `port` that never say a word; the peer may drop them as it likes."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < count + 256:
+        pytest.skip(f"this test needs {count + 256} descriptors, the hard limit is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, count + 256), hard))
+    return [socket.create_connection(port, timeout=5) for _ in range(count)]
+
+
+def test_many_silent_connections_to_an_inner_daemon_under_a_low_ulimit_leave_the_mpi_job_unharmed(sandbox, ready):
+    """Issue 15, item 2: 1,100 silent connections to an inner daemon's tree port under `ulimit -n 1024` made it
+    spin on accept (EMFILE), and the MPI job failed when the daemon could not dlopen its PMIx module."""
+    go = sandbox.root / "go"
+    script = (f'{ready.touch}; while [ ! -e {go} ]; do sleep 0.05; done; '
+              f'{MPI_HELLO} > /dev/null && echo "done $RANK"')
+    job = sandbox.start(["--sim-nodes", "7", "--fanout", "2", "-l", "sh", "-c", script],
+                        preexec_fn=limit_descriptors(1024))
+    ready.wait(7, job)
+    pid = daemon_for_node("sim0000", sandbox.marker)
+    assert pid, "no canopyd for sim0000"
+    strangers = open_silent_connections(port_of(pid, "127.1.0.1"), 1100)
+    try:
+        go.touch()
+        result = sandbox.finish(job, timeout=60)
+    finally:
+        for stranger in strangers:
+            stranger.close()
+    assert result.returncode == 0, result.describe()
+    assert parse_labelled(result.stdout) == {r: [f"done {r}"] for r in range(7)}, result.describe()
+    assert not result.canopy_lines(), result.describe()
+    assert len(result.stderr_lines()) <= 10, f"the strangers flooded stderr:\n{result.stderr[:4000]}"
+
+
+@pytest.mark.parametrize("target", ["launcher", "daemon"])
+def test_two_hundred_strangers_at_once_leave_the_job_unharmed_and_give_a_few_warnings(target, sandbox, ready):
+    """Issue 15, items 2 and 7: 200 connections at once to a tree port from a peer without the key must not harm
+    the job, and must not print 200 warning lines on the user's stderr: a few, then a count."""
+    go = sandbox.root / "go"
+    job = sandbox.start(JOB + [f'{ready.touch}; while [ ! -e {go} ]; do sleep 0.05; done; echo "done $RANK"'])
+    ready.wait(7, job)
+    if target == "launcher":
+        port = port_of(job.pid, "127.0.0.1")
+    else:
+        pid = daemon_for_node("sim0000", sandbox.marker)
+        assert pid, "no canopyd for sim0000"
+        port = port_of(pid, "127.1.0.1")
+    strangers = [connect(port) for _ in range(200)]
+    for stranger in strangers:
+        stranger.sendall(os.urandom(64))
+    for stranger in strangers:
+        assert closed_by_peer(stranger, timeout=5), "a stranger's garbage should get its connection dropped"
+        stranger.close()
+    # The count comes within 2 s. A daemon's lines written as the job ends may not reach canopy before it exits.
+    time.sleep(2.5)
+    go.touch()
+    result = sandbox.finish(job, timeout=30)
+    check_job_unharmed(result)
+    warnings = result.stderr_lines()
+    assert 1 <= len(warnings) <= 5, f"200 refused connections gave {len(warnings)} lines:\n{result.stderr[:4000]}"
+    counted = [int(m.group(1)) for line in warnings for m in [re.search(r"(\d+) more connections refused", line)] if m]
+    assert sum(counted) + len(warnings) - len(counted) == 200, result.stderr
 
 
 AGENT_SCRIPT = """#!/bin/sh

@@ -157,8 +157,11 @@ def test_four_node_tree_over_ssh_runs_every_rank(run_canopy, ssh_config, sshd):
 
 def test_daemons_start_their_children_over_ssh(sandbox, ssh_config, sshd, ready):
     # With fanout 2, node1's daemon starts node3 and node4: their ssh clients must run under node1's canopyd.
+    # Every rank waits for the test to look: a daemon whose subtree is done leaves (docs/architecture.md), and its
+    # ssh client with it, so a leaf (node2) whose rank only slept could be gone before node3 and node4 were up.
+    go = sandbox.root / "go"
     job = sandbox.start(["--config", ssh_config, "--hosts", "node[1-4]", "--fanout", "2", "sh", "-c",
-                         f"{ready.touch}; sleep 2"])
+                         f"{ready.touch}; while [ ! -e {go} ]; do sleep 0.05; done"])
     ready.wait(4, job, timeout=30)
     ssh_clients = {}
     for pid in all_pids():
@@ -171,6 +174,7 @@ def test_daemons_start_their_children_over_ssh(sandbox, ssh_config, sshd, ready)
     by_daemon = [hosts for parent, hosts in ssh_clients.values() if parent and "canopyd" == Path(parent[0]).name]
     assert sorted(sum(by_launcher, [])) == ["node1", "node2"], ssh_clients
     assert sorted(sum(by_daemon, [])) == ["node3", "node4"], ssh_clients
+    go.touch()
     result = sandbox.finish(job, timeout=60)
     assert result.returncode == 0, result.describe()
 

@@ -1,6 +1,7 @@
 // Unit tests for the timing report: the terminal table and the JSON document.
 #include "timing/report.hpp"
 
+#include <chrono>
 #include <sstream>
 #include <string>
 
@@ -215,6 +216,24 @@ TEST(Report, JsonThatIsNotAnObjectIsRejected)
 {
     EXPECT_FALSE(from_json(nlohmann::json::array()).ok());
     EXPECT_FALSE(from_json(nlohmann::json("text")).ok());
+}
+
+// Issue 15, item 7: 200,000 phases took over 40 s, every phase looked up by walking all those before it. Linear
+// work does it in about a second; the bound leaves room for a loaded machine, not for quadratic time.
+TEST(Report, TwoHundredThousandPhasesAreReadAndReportedInLinearTime)
+{
+    JobTiming timing = sample_timing();
+    for (int i = 0; i < 200000; ++i)
+        timing.phases.add("app.step" + std::to_string(i), 1.0 + i * 1e-6, "rank 0 on sim1000");
+    auto start = std::chrono::steady_clock::now();
+    auto parsed = from_json(to_json(timing));
+    ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+    const std::string report = format_report(*parsed);
+    const std::string comparison = format_comparison(*parsed, timing, "a.json", "b.json");
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_NE(report.find("app.step199999"), std::string::npos);
+    EXPECT_NE(comparison.find("app.step199999 (median)"), std::string::npos);
+    EXPECT_LT(seconds, 20.0);
 }
 
 } // namespace

@@ -1,12 +1,16 @@
 // Unit tests for the stage index: building from looked-up paths, the blob and its C lookups, validate, refresh.
 #include "stage/index.hpp"
 
+#include "stage/directory_handles.hpp"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -170,6 +174,55 @@ TEST_F(StageIndex, SavedBlobLoadsBackAndCorruptionIsRefused)
     EXPECT_NE(corrupt.error().message.find("checksum"), std::string::npos);
     blob.resize(blob.size() / 2);
     EXPECT_FALSE(Index::from_blob(blob, "manifest").ok());
+}
+
+// Recomputes the blob's checksum over what follows the header, so a test can forge a manifest that passes it.
+void reseal(std::vector<unsigned char>& blob)
+{
+    canopy_stage_header header;
+    std::memcpy(&header, blob.data(), sizeof header);
+    header.checksum = canopy_stage_hash(reinterpret_cast<const char*>(blob.data()) + header.header_size,
+                                        blob.size() - header.header_size);
+    std::memcpy(blob.data(), &header, sizeof header);
+}
+
+// Issue 15, item 4: such a manifest sent the launcher into endless recursion in DirectoryHandles::open.
+TEST_F(StageIndex, AManifestWithARelativePathIsRefusedNamingTheFileAndTheEntry)
+{
+    auto blob = build({{root_ + "/pkg/sub/mod.py", true}}).blob();
+    auto path = std::search(blob.begin(), blob.end(), root_.begin(), root_.end());
+    ASSERT_NE(path, blob.end());
+    for (; path != blob.end(); path = std::search(path + 1, blob.end(), root_.begin(), root_.end()))
+        *path = 'x';   // every copy: prefix, paths and mirrors all lose their leading '/'
+    reseal(blob);
+    auto index = Index::from_blob(blob, "stage manifest bad.manifest");
+    ASSERT_FALSE(index.ok());
+    EXPECT_NE(index.error().message.find("bad.manifest"), std::string::npos) << index.error().message;
+    EXPECT_NE(index.error().message.find("not an absolute path"), std::string::npos) << index.error().message;
+}
+
+TEST_F(StageIndex, AnEntryWithARelativePathIsRefusedNamingIt)
+{
+    auto blob = build({{root_ + "/pkg/sub/mod.py", true}}).blob();
+    const std::string entry = root_ + "/pkg/sub/mod.py";
+    auto at = std::search(blob.begin(), blob.end(), entry.begin(), entry.end());
+    ASSERT_NE(at, blob.end());
+    *at = 'x';
+    reseal(blob);
+    auto index = Index::from_blob(blob, "stage manifest bad.manifest");
+    ASSERT_FALSE(index.ok());
+    EXPECT_NE(index.error().message.find("x" + entry.substr(1)), std::string::npos) << index.error().message;
+}
+
+TEST_F(StageIndex, DirectoryHandlesRefuseARelativeOrEmptyName)
+{
+    DirectoryHandles handles;
+    EXPECT_EQ(handles.open("a/b"), -1);
+    EXPECT_EQ(errno, EINVAL);
+    EXPECT_EQ(handles.open(""), -1);
+    EXPECT_EQ(handles.open_file("a/b/c", O_RDONLY), -1);
+    int fd = handles.open(root_ + "/pkg");
+    EXPECT_GE(fd, 0);
 }
 
 TEST_F(StageIndex, ValidateIsQuietWhenNothingChanged)
