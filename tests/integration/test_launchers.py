@@ -1,8 +1,10 @@
 # libcanopy under launchers other than canopy: the real mpirun (Open MPI), mpiexec.hydra (MPICH) and torch's
 # elastic agent (what torchrun runs), and Slurm's and PALS's variables set by hand (no Slurm runs here).
 import json
+import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 
@@ -19,7 +21,7 @@ LAUNCHER_NAMES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP
 
 # Prints what one rank learnt: its place, its launcher, what a thousand marks cost, and whether exchange works.
 RANK_CHECK = r"""
-import json, logging, time
+import json, logging, sys, time
 logging.basicConfig(level=logging.DEBUG, format="%(name)s %(levelname)s %(message)s")
 import canopy
 found = {"mode": canopy.mode(), "place": [canopy.rank(), canopy.size(), canopy.local_rank(), canopy.local_size(),
@@ -35,21 +37,23 @@ try:
 except canopy.NotAvailableError as error:
     found["allgather"] = "not available: " + str(error)
 found["store"] = canopy.store_available()
-print("rankcheck " + json.dumps(found), flush=True)
+sys.stdout.write("rankcheck " + json.dumps(found) + "\n")   # one write: Hydra interleaves partial lines
+sys.stdout.flush()
 """
 
 # canopy.torch under a launcher: env:// where MASTER_ADDR/MASTER_PORT are set, then one all_reduce.
 TORCH_CHECK = r"""
-import json
+import datetime, json, sys
 import canopy
 import canopy.torch
 import torch, torch.distributed as dist
-store = canopy.torch.init_process_group("gloo")
+store = canopy.torch.init_process_group("gloo", timeout=datetime.timedelta(seconds=40))
 total = torch.tensor([float(canopy.rank())])
 dist.all_reduce(total)
-print("torchcheck " + json.dumps({"mode": canopy.mode(), "rendezvous": canopy.torch.rendezvous(),
-                                  "rank": dist.get_rank(), "size": dist.get_world_size(), "sum": total.item(),
-                                  "store": store is not None}), flush=True)
+sys.stdout.write("torchcheck " + json.dumps({"mode": canopy.mode(), "rendezvous": canopy.torch.rendezvous(),
+                                             "rank": dist.get_rank(), "size": dist.get_world_size(),
+                                             "sum": total.item(), "store": store is not None}) + "\n")
+sys.stdout.flush()   # one write: Hydra interleaves partial lines
 dist.destroy_process_group()
 """
 
@@ -80,10 +84,17 @@ def results(output, tag):
 
 
 def run(command, env, timeout=90):
-    result = subprocess.run([str(part) for part in command], capture_output=True, text=True, timeout=timeout,
-                            env=env)
-    return result, f"{command}\nexit {result.returncode}\nstdout:\n{result.stdout[-3000:]}\nstderr:\n" \
-                    f"{result.stderr[-3000:]}"
+    # A session of its own, so that a launcher that hangs is killed with everything it started.
+    process = subprocess.Popen([str(part) for part in command], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=env, start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        pytest.fail(f"{command} did not end within {timeout} s\nstdout:\n{stdout[-3000:]}\nstderr:\n{stderr[-3000:]}")
+    result = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+    return result, f"{command}\nexit {result.returncode}\nstdout:\n{stdout[-3000:]}\nstderr:\n{stderr[-3000:]}"
 
 
 def free_port():

@@ -140,7 +140,9 @@ def test_strangers_on_the_pmix_port_do_not_disturb_the_job(sandbox, ready):
     garbage = connect(uri)
     garbage.sendall(os.urandom(2048))
     go.touch()
+    released = time.monotonic()
     result = sandbox.finish(job, timeout=30)
+    ended = time.monotonic() - released
     assert result.returncode == 0, result.describe()
     assert parse_labelled(result.stdout) == {r: [f"mpi_hello: rank {r} of 2 on {socket.gethostname()}, 1 on this node",
                                                  f"done {r}"] for r in range(2)}, result.describe()
@@ -154,7 +156,8 @@ def test_strangers_on_the_pmix_servers_own_port_neither_get_in_nor_hold_up_the_j
     # PMIx 4.2.2 waits on its progress thread for a new connection's handshake, so a silent connection to the
     # server's own port stalls it. On demand only the relay gets through to that port. With eager the ranks
     # connect to it directly, so a stranger gets in too, and must at least not keep the daemons from leaving.
-    script = f'{MPI_HELLO} && {ready.touch}; sleep 2; echo "done $RANK"'
+    go = sandbox.root / "go"   # the ranks outlive the checks, however slowly the machine gets through them
+    script = f'{MPI_HELLO} && {ready.touch}; while [ ! -e {go} ]; do sleep 0.05; done; echo "done $RANK"'
     job = sandbox.start(["--sim-nodes", "2", "--pmix", mode, "-l", "sh", "-c", script])
     ready.wait(2, job)
     strangers = []
@@ -167,12 +170,15 @@ def test_strangers_on_the_pmix_servers_own_port_neither_get_in_nor_hold_up_the_j
                 socket.create_connection(server, timeout=1)
         else:
             strangers.append(connect(server))
+    go.touch()
+    released = time.monotonic()
     result = sandbox.finish(job, timeout=30)
+    ended = time.monotonic() - released
     assert result.returncode == 0, result.describe()
     assert parse_labelled(result.stdout) == {r: [f"mpi_hello: rank {r} of 2 on {socket.gethostname()}, 1 on this node",
                                                  f"done {r}"] for r in range(2)}, result.describe()
     assert not result.canopy_lines(), result.describe()
-    assert result.seconds < 8, result.describe()   # no daemon waited to be killed
+    assert ended < 5, f"the job took {ended:.1f} s to end: a daemon waited to be killed\n{result.describe()}"
     for stranger in strangers:
         stranger.close()
 
@@ -237,7 +243,9 @@ def test_two_hundred_strangers_at_once_leave_the_job_unharmed_and_give_a_few_war
     # The count comes within 2 s. A daemon's lines written as the job ends may not reach canopy before it exits.
     time.sleep(2.5)
     go.touch()
+    released = time.monotonic()
     result = sandbox.finish(job, timeout=30)
+    ended = time.monotonic() - released
     check_job_unharmed(result)
     warnings = result.stderr_lines()
     assert 1 <= len(warnings) <= 5, f"200 refused connections gave {len(warnings)} lines:\n{result.stderr[:4000]}"

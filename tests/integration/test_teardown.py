@@ -235,7 +235,7 @@ def test_what_a_rank_started_in_a_session_of_its_own_is_killed_at_job_end(ending
 
 def test_sigint_early_in_start_up_stops_the_job_without_waiting_the_kill_grace(sandbox):
     """Issue 15, item 7: SIGINT 35 ms into start-up let most ranks start, and the job took the whole kill_grace."""
-    early = 0
+    early = stopped = 0
     for attempt, delay in enumerate([0.01, 0.02, 0.035, 0.05] * 2):   # how far start-up gets depends on the machine
         ready = sandbox.root / f"ready{attempt}"
         ready.mkdir()
@@ -247,11 +247,17 @@ def test_sigint_early_in_start_up_stops_the_job_without_waiting_the_kill_grace(s
         result = sandbox.finish(job, timeout=20)
         took = time.monotonic() - interrupted
         assert result.returncode == 128 + signal.SIGINT, result.describe()
-        assert took < 2.5, f"the job took {took:.1f} s to end after SIGINT at {delay * 1000:.0f} ms (kill_grace 3 s)"
         if any("SIGINT" in line and "start-up" in line for line in result.canopy_lines()):
             early += 1
-            assert len(list(ready.iterdir())) < 32, "an interrupt during start-up should keep ranks from starting"
+            assert took < 2.5, f"the job took {took:.1f} s to end after SIGINT at {delay * 1000:.0f} ms (kill_grace 3 s)"
+            # The daemons may all have started their ranks just before the root heard of it.
+            stopped += len(list(ready.iterdir())) < 32
+        else:
+            # Every rank had started, so the ranks got the signal. A shell whose foreground command has just exited
+            # normally may ignore it and go on, as a rank may: then the kill grace ends the job.
+            assert took < 3 + 2, f"the job took {took:.1f} s to end after SIGINT at {delay * 1000:.0f} ms (kill_grace 3 s)"
     assert early, "no SIGINT came during start-up: the test did not test anything"
+    assert stopped, f"none of {early} interrupts during start-up kept a rank from starting"
 
 
 def _exited(process):
@@ -277,7 +283,7 @@ def test_a_signal_as_a_successful_job_ends_gives_128_plus_its_number(sandbox):
         # A signal that lands inside canopy's exit() is lost, as for any process; one sent 2 ms earlier is not.
         allowed = [128 + signal.SIGTERM] if signalled > 1 else [0, 128 + signal.SIGTERM]
         assert result.returncode in allowed, f"{signalled} SIGTERM sent before canopy exited\n{result.describe()}"
-        hits += signalled > 1
+        hits += result.returncode == 128 + signal.SIGTERM
         if hits == 3:
             break
     assert hits, "no SIGTERM reached canopy before it exited: the test did not test anything"
