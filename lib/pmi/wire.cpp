@@ -203,7 +203,9 @@ std::string encode_v1(const Command& command)
 {
     auto clean = [](std::string_view text) {
         std::string out(text);
-        std::replace_if(out.begin(), out.end(), [](char c) { return c == ' ' || c == '\n' || c == '\t'; }, '_');
+        // Whatever parse_v1 splits on: a value from a PMI-2 client may hold any of them.
+        std::replace_if(out.begin(), out.end(), [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; },
+                        '_');
         return out;
     };
     std::string line = "cmd=" + clean(command.name);

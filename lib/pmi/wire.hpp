@@ -67,7 +67,7 @@ Result<Command> parse_v1(std::string_view line, const Limits& limits = {});
 // value written twice.
 Result<Command> parse_v2(std::string_view body, const Limits& limits = {});
 
-// `cmd=NAME k=v ...\n`. PMI-1 values cannot hold spaces or newlines; encode_v1 replaces them with '_'.
+// `cmd=NAME k=v ...\n`. PMI-1 values cannot hold whitespace (space, tab, CR, LF); encode_v1 replaces it with '_'.
 std::string encode_v1(const Command& command);
 // The 6-character length prefix, then `cmd=NAME;k=v;...;`.
 std::string encode_v2(const Command& command);
