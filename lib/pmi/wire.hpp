@@ -58,6 +58,7 @@ private:
     Wire wire_ = Wire::v1;
     bool framing_known_ = false;
     std::string buffer_;
+    std::size_t scanned_ = 0;   // PMI-1: bytes of buffer_ known to hold no end of the current command
     std::optional<Error> failed_;
 };
 
