@@ -174,7 +174,8 @@ TEST_F(InProcessTree, ABarrierOverTheTreeCarriesEveryRanksKeyToEveryRank)
                   std::string::npos)
             << "rank " << rank << " in:\n" << out;
     // The puts crossed the tree: every daemon but the leaves relayed fence frames.
-    const auto* messages = root_->job_timing().phases.find("daemon.tree_messages");
+    auto timing = root_->job_timing();   // a copy: the pointer below points into it
+    const auto* messages = timing.phases.find("daemon.tree_messages");
     ASSERT_NE(messages, nullptr);
     EXPECT_GE(messages->count(), 2u);
 }
