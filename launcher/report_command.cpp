@@ -2,7 +2,6 @@
 #include "report_command.hpp"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "timing/report.hpp"
 #include "util/read_file.hpp"
@@ -19,13 +18,7 @@ Result<timing::JobTiming> load(const std::string& path)
     auto text = read_file(path, std::size_t{1} << 30, "timing report");
     if (!text)
         return text.error();
-    auto document = nlohmann::json::parse(*text, nullptr, false);
-    if (document.is_discarded())
-        return make_error("{} is not JSON; expected a file written by canopy --timing=FILE.json", path);
-    auto timing = timing::from_json(document);
-    if (!timing)
-        return make_error("{}: {}", path, timing.error().message);
-    return timing;
+    return timing::parse_timing_json(*text, path);
 }
 
 } // namespace

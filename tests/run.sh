@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds canopy and runs every test (unit and integration) through meson; ends with "N passed, M failed".
-# Extra arguments go to meson test, e.g. tests/run.sh --suite unit. BUILD_DIR picks the build directory.
+# Builds canopy and runs every test (unit and integration) through meson, then a short fuzzing run; ends with
+# "N passed, M failed". Extra arguments go to meson test, e.g. tests/run.sh --suite unit (and leave the fuzzing out).
+# BUILD_DIR picks the build directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=$(tests/build.sh)
@@ -29,6 +30,17 @@ for line in lines:
 print(passed, failed, skipped)
 PY
 )
+
+# A full run (no arguments) also fuzzes every harness briefly (tests/fuzz/run.sh; docs/reliability.md): one more
+# test, failed by a crash, a sanitizer report or a slow input. FUZZ_SECONDS=0 leaves it out.
+fuzz_seconds=${FUZZ_SECONDS:-20}
+if [[ $# -eq 0 && $fuzz_seconds -gt 0 ]]; then
+  if tests/fuzz/run.sh "$fuzz_seconds"; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+  fi
+fi
 
 if [[ $skipped -gt 0 ]]; then
   echo "$passed passed, $failed failed, $skipped skipped"

@@ -8,8 +8,8 @@ packages=(
   # libraries
   libboost-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev libsodium-dev
   libopenmpi-dev libpmix-dev libmpich-dev
-  # unit tests
-  libgtest-dev libgmock-dev
+  # unit tests, and the fuzzing harnesses (clang-14; libclang-rt-14-dev holds the libFuzzer they link)
+  libgtest-dev libgmock-dev clang-14 libclang-rt-14-dev
   # integration tests: a real sshd on loopback, MPI stacks, process and socket inspection, pytest
   openssh-server openssh-client mpich openmpi-bin python3-mpi4py procps iproute2 python3 python3-pytest
   # the Python package installed by pip into a fresh venv

@@ -3,8 +3,8 @@
 #include "pmix/pmix_relay.hpp"
 
 #include <array>
-#include <cstring>
 #include <optional>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <spdlog/logger.h>
 
+#include "pmix/connect_ack.hpp"
 #include "pmix/server_gate.hpp"
 #include "util/log.hpp"
 
@@ -32,12 +33,6 @@ void set_no_delay(tcp::socket& socket)
     boost::system::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
 }
-
-// PMIx 4's connect-ack, the first thing a client sends: a header {int32 pindex, uint32 tag, size_t nbytes, padded
-// to 16 bytes} in the client's byte order, then `nbytes` of identity and credential.
-constexpr std::size_t hello_header_size = 16;
-constexpr std::size_t hello_size_offset = 8;
-constexpr std::size_t max_hello_body = 131072;   // PMIX_MAX_CRED_SIZE: PMIx refuses more anyway
 
 } // namespace
 
@@ -84,19 +79,19 @@ struct PmixRelay::Pipe : std::enable_shared_from_this<Pipe> {
                 self->close();
             }
         });
-        hello.resize(hello_header_size);
+        hello.resize(connect_ack::header_size);
         asio::async_read(rank, asio::buffer(hello), [self = shared_from_this()](boost::system::error_code error,
                                                                                  std::size_t) {
             if (error || self->closed)
                 return self->close();
-            std::size_t body = 0;
-            std::memcpy(&body, self->hello.data() + hello_size_offset, sizeof body);
-            if (body > max_hello_body) {
-                relay_log().info("pmix relay: dropping a connection whose connect-ack claims {} bytes", body);
+            auto body = connect_ack::body_size(std::span<const char, connect_ack::header_size>(self->hello.data(),
+                                                                                              connect_ack::header_size));
+            if (!body) {
+                relay_log().info("pmix relay: dropping a connection: {}", body.error().message);
                 return self->close();
             }
-            self->hello.resize(hello_header_size + body);
-            asio::async_read(self->rank, asio::buffer(self->hello.data() + hello_header_size, body),
+            self->hello.resize(connect_ack::header_size + *body);
+            asio::async_read(self->rank, asio::buffer(self->hello.data() + connect_ack::header_size, *body),
                              [self](boost::system::error_code error, std::size_t) {
                                  if (error || self->closed)
                                      return self->close();

@@ -90,8 +90,8 @@ void JobStore::invalidate(const std::string& key, const std::set<long>& position
         ++counts_[position].invalidations;
         sends.emplace_back(position, id);
     }
-    for (auto [position, id] : sends)
-        invalidate_(position, key, [this, key, id, done = false]() mutable {
+    for (const auto& [position, id] : sends)
+        invalidate_(position, key, [this, key, id = id, done = false]() mutable {   // clang < 16: no binding captures
             if (!done)
                 acknowledged(key, id);
             done = true;

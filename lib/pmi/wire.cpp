@@ -130,10 +130,12 @@ Result<std::optional<Command>> Decoder::next()
 Result<std::optional<Command>> Decoder::next_line()
 {
     // A PMI-1 multi-line command (mcmd=spawn) runs to a line that reads "endcmd".
+    // Scanning goes on from where the last call stopped: a rank that sends a long command a byte at a time must not
+    // make each byte cost a pass over everything before it.
     bool multi_line = std::string_view(buffer_).starts_with("mcmd=");
     std::size_t end = std::string::npos;
     if (multi_line) {
-        for (std::size_t line_start = 0; line_start < buffer_.size();) {
+        for (std::size_t line_start = scanned_; line_start < buffer_.size();) {
             std::size_t newline = buffer_.find('\n', line_start);
             if (newline == std::string::npos)
                 break;
@@ -141,10 +143,12 @@ Result<std::optional<Command>> Decoder::next_line()
                 end = newline;
                 break;
             }
-            line_start = newline + 1;
+            line_start = scanned_ = newline + 1;
         }
     } else {
-        end = buffer_.find('\n');
+        end = buffer_.find('\n', scanned_);
+        if (end == std::string::npos && buffer_.size() >= 5)   // "mcmd=" can no longer begin it
+            scanned_ = buffer_.size();
     }
     if (end == std::string::npos) {
         if (buffer_.size() > limits_.max_message)
@@ -155,6 +159,7 @@ Result<std::optional<Command>> Decoder::next_line()
         return make_error("PMI line of {} bytes, over the limit of {} bytes", end, limits_.max_message);
     std::string text = buffer_.substr(0, end);
     buffer_.erase(0, end + 1);
+    scanned_ = 0;
     if (!multi_line) {
         auto command = parse_v1(text, limits_);
         if (!command)
@@ -203,7 +208,9 @@ std::string encode_v1(const Command& command)
 {
     auto clean = [](std::string_view text) {
         std::string out(text);
-        std::replace_if(out.begin(), out.end(), [](char c) { return c == ' ' || c == '\n' || c == '\t'; }, '_');
+        // Whatever parse_v1 splits on: a value from a PMI-2 client may hold any of them.
+        std::replace_if(out.begin(), out.end(), [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; },
+                        '_');
         return out;
     };
     std::string line = "cmd=" + clean(command.name);

@@ -58,6 +58,7 @@ private:
     Wire wire_ = Wire::v1;
     bool framing_known_ = false;
     std::string buffer_;
+    std::size_t scanned_ = 0;   // PMI-1: bytes of buffer_ known to hold no end of the current command
     std::optional<Error> failed_;
 };
 
@@ -67,7 +68,7 @@ Result<Command> parse_v1(std::string_view line, const Limits& limits = {});
 // value written twice.
 Result<Command> parse_v2(std::string_view body, const Limits& limits = {});
 
-// `cmd=NAME k=v ...\n`. PMI-1 values cannot hold spaces or newlines; encode_v1 replaces them with '_'.
+// `cmd=NAME k=v ...\n`. PMI-1 values cannot hold whitespace (space, tab, CR, LF); encode_v1 replaces it with '_'.
 std::string encode_v1(const Command& command);
 // The 6-character length prefix, then `cmd=NAME;k=v;...;`.
 std::string encode_v2(const Command& command);

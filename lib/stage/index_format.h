@@ -153,7 +153,8 @@ static inline int canopy_stage_view_open(struct canopy_stage_view* v, const void
     const struct canopy_stage_header* h = (const struct canopy_stage_header*)base;
     memset(v, 0, sizeof *v);
     if (size < sizeof *h || memcmp(h->magic, CANOPY_STAGE_MAGIC, 8) != 0 || h->version != CANOPY_STAGE_VERSION ||
-        h->endian != CANOPY_STAGE_ENDIAN || h->total_size != size || h->header_size < sizeof *h)
+        h->endian != CANOPY_STAGE_ENDIAN || h->total_size != size || h->header_size < sizeof *h ||
+        h->header_size > size)
         return -1;
     if (h->bucket_count == 0 || (h->bucket_count & (h->bucket_count - 1)) != 0 ||
         h->bucket_count < h->entry_count)

@@ -561,4 +561,15 @@ Result<JobTiming> from_json(const json& document)
     }
 }
 
+Result<JobTiming> parse_timing_json(std::string_view text, std::string_view origin)
+{
+    auto document = json::parse(text, nullptr, false);
+    if (document.is_discarded())
+        return make_error("{} is not JSON; expected a file written by canopy --timing=FILE.json", origin);
+    auto timing = from_json(document);
+    if (!timing)
+        return make_error("{}: {}", origin, timing.error().message);
+    return timing;
+}
+
 } // namespace canopy::timing

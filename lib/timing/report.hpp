@@ -46,5 +46,7 @@ std::string format_comparison(const JobTiming& before, const JobTiming& after, s
 nlohmann::json to_json(const JobTiming& timing);
 // For `canopy report FILE`; an error names the offending key, e.g. "phases[2].sketch.buckets".
 Result<JobTiming> from_json(const nlohmann::json& document);
+// A saved report's text: JSON, then from_json. Errors start with `origin` (the file's name).
+Result<JobTiming> parse_timing_json(std::string_view text, std::string_view origin);
 
 } // namespace canopy::timing

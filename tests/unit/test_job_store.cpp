@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <set>
 
 #include "collective/job_store.hpp"
@@ -143,9 +144,11 @@ struct Tracked {
     }
     std::optional<JobStore::Reply> ask(Op op, const Bytes& payload, long from)
     {
-        std::optional<JobStore::Reply> reply;
-        store.serve(static_cast<std::uint8_t>(op), payload, [&](JobStore::Reply r) { reply = std::move(r); }, 0, from);
-        return reply;
+        // A held write answers later, when its invalidations are acknowledged: the reply must outlive this call.
+        auto reply = std::make_shared<std::optional<JobStore::Reply>>();
+        store.serve(static_cast<std::uint8_t>(op), payload, [reply](JobStore::Reply r) { *reply = std::move(r); }, 0,
+                    from);
+        return *reply;
     }
     void ack_all()
     {

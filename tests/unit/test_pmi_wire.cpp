@@ -73,6 +73,32 @@ TEST(PmiWire, Pmi1SpawnIsOneCommandUpToEndcmd)
     EXPECT_EQ(got[1].name, "get_maxes");
 }
 
+// The decoder resumes its search where it stopped, so a rank trickling a long command costs linear time; what it
+// decodes must not change with that.
+TEST(PmiWire, LongCommandsTrickledAByteAtATimeDecodeWhole)
+{
+    Decoder decoder;
+    std::string value(60000, 'x');
+    std::string stream = "mcmd=spawn\nnprocs=2\nexecname=" + value + "\nendcmd\ncmd=put kvsname=k key=a value=" + value +
+                         "\nmcm";
+    std::vector<Command> got;
+    for (char c : stream) {
+        decoder.feed(std::string_view(&c, 1));
+        auto more = decode_all(decoder);
+        got.insert(got.end(), more.begin(), more.end());
+    }
+    decoder.feed("d=spawn\nnprocs=1\nendcmd\n");   // "mcm" began a multi-line command after all
+    auto last = decode_all(decoder);
+    got.insert(got.end(), last.begin(), last.end());
+    ASSERT_EQ(got.size(), 3u);
+    EXPECT_EQ(got[0].name, "spawn");
+    EXPECT_EQ(got[0].find("execname"), value);
+    EXPECT_EQ(got[1].name, "put");
+    EXPECT_EQ(got[1].find("value"), value);
+    EXPECT_EQ(got[2].name, "spawn");
+    EXPECT_EQ(got[2].find("nprocs"), "1");
+}
+
 TEST(PmiWire, AnOversizedLineIsAnErrorThatStaysAnError)
 {
     Decoder decoder(Limits{.max_message = 64});

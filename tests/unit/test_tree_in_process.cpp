@@ -96,8 +96,14 @@ protected:
                 auto joined = co_await connect_to_parent(socket, key, static_cast<std::uint64_t>(args.position), 10, 0);
                 if (!joined)
                     co_return;
+                // The pending read keeps the link alive; a handler owning it too would leak it if no frame came.
                 auto link = std::make_shared<Link>(std::move(socket), "parent");
-                link->start([link](wire::Frame) { link->close(); }, [](const std::string&) {});
+                link->start(
+                    [weak = std::weak_ptr<Link>(link)](wire::Frame) {
+                        if (auto alive = weak.lock())
+                            alive->close();
+                    },
+                    [](const std::string&) {});
             },
             asio::detached);
     }
@@ -174,7 +180,8 @@ TEST_F(InProcessTree, ABarrierOverTheTreeCarriesEveryRanksKeyToEveryRank)
                   std::string::npos)
             << "rank " << rank << " in:\n" << out;
     // The puts crossed the tree: every daemon but the leaves relayed fence frames.
-    const auto* messages = root_->job_timing().phases.find("daemon.tree_messages");
+    auto timing = root_->job_timing();   // a copy: the pointer below points into it
+    const auto* messages = timing.phases.find("daemon.tree_messages");
     ASSERT_NE(messages, nullptr);
     EXPECT_GE(messages->count(), 2u);
 }
