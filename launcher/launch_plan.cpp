@@ -44,13 +44,10 @@ Result<ResolvedHosts> resolve_hosts(const Options& options, const std::vector<st
         return ResolvedHosts{std::move(hosts), "--sim-nodes"};
     }
     if (options.hosts) {
-        auto names = expand_hostlist(*options.hosts);
-        if (!names)
-            return names.error();
-        std::vector<HostEntry> hosts;
-        for (auto& name : *names)
-            hosts.push_back({std::move(name), 0});
-        return ResolvedHosts{std::move(hosts), "--hosts"};
+        auto hosts = parse_hosts_option(*options.hosts);
+        if (!hosts)
+            return hosts.error();
+        return ResolvedHosts{std::move(*hosts), "--hosts"};
     }
     if (options.hostfile) {
         auto hosts = read_hostfile(*options.hostfile);

@@ -304,7 +304,7 @@ const std::vector<OptionSpec>& option_table()
              return store_string(s.options.hostfile, c);
          }},
         {{"--hosts", "-hosts", "--host", "-host"}, Takes::value, "LIST", "Ranks and hosts",
-         "comma-separated hosts, e.g. n1,n2 or nid[001-004]",
+         "comma-separated hosts, e.g. n1,n2 or nid[001-004]; n1:2 gives n1 two slots",
          [](ParseState& s, ArgCursor& c) {
              s.hosts_spelling = c.spelling;
              return store_string(s.options.hosts, c);

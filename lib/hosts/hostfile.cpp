@@ -256,6 +256,42 @@ Result<std::vector<HostEntry>> read_hostfile(const std::string& path)
     return entries;
 }
 
+Result<std::vector<HostEntry>> parse_hosts_option(std::string_view list)
+{
+    std::vector<HostEntry> hosts;
+    int depth = 0;
+    std::size_t begin = 0;
+    for (std::size_t i = 0; i <= list.size(); ++i) {
+        char c = i < list.size() ? list[i] : ',';
+        depth += c == '[' ? 1 : c == ']' && depth > 0 ? -1 : 0;
+        if (i < list.size() && (c != ',' || depth > 0))
+            continue;   // the end always closes an item, an unbalanced '[' included, for the hostlist to report
+        std::string_view item = trim(list.substr(begin, i - begin));
+        begin = i + 1;
+        int slots = 0;
+        std::size_t colon = item.find(':');
+        if (colon != std::string_view::npos && colon == item.rfind(':')) {
+            std::string_view count = item.substr(colon + 1);
+            auto parsed = parse_positive(count);
+            if (!parsed)
+                return make_error("--hosts \"{}\": slots must be a positive integer, got \"{}\"", item, count);
+            if (colon == 0)
+                return make_error("--hosts \"{}\": missing host name before ':'", item);
+            slots = *parsed;
+            item = item.substr(0, colon);
+        }
+        // Each item alone, so that an error quotes it; the whole list still obeys the hostlist's limit.
+        auto names = expand_hostlist(item);
+        if (!names)
+            return names.error();
+        if (hosts.size() + names->size() > static_cast<std::size_t>(max_hostlist_hosts))
+            return make_error("--hosts names more than {} hosts", max_hostlist_hosts);
+        for (auto& name : *names)
+            hosts.push_back({std::move(name), slots});
+    }
+    return hosts;
+}
+
 Result<std::vector<HostEntry>> hosts_from_slurm(std::string_view nodelist, std::string_view tasks_per_node)
 {
     try {

@@ -30,6 +30,11 @@ Result<std::vector<HostEntry>> parse_hostfile(std::string_view text, std::string
 // directory`; no hosts in it -> `hostfile FILE: no hosts listed`.
 Result<std::vector<HostEntry>> read_hostfile(const std::string& path);
 
+// --hosts: a hostlist whose items may end in ":slots" as a hostfile's lines may, e.g. "n1:2,nid[01-04]:4" (the
+// slots apply to every host of the item). An item with several ':' is an IPv6 address and has no slots. Errors
+// quote the item: `--hosts "n1:x": slots must be a positive integer, got "x"`.
+Result<std::vector<HostEntry>> parse_hosts_option(std::string_view list);
+
 // SLURM_JOB_NODELIST + SLURM_TASKS_PER_NODE ("2(x3),1" means 2,2,2,1) -> entries with slots.
 // An empty tasks_per_node leaves slots at 0 (not given).
 Result<std::vector<HostEntry>> hosts_from_slurm(std::string_view nodelist, std::string_view tasks_per_node);

@@ -311,6 +311,15 @@ def test_hostfile_slots_place_ranks(run_canopy, sandbox, loopback_config):
     }
 
 
+def test_hosts_option_slots_place_ranks_as_a_hostfile_does(run_canopy, loopback_config):
+    result = run_canopy(["--config", loopback_config, "--agent", LOCAL_EXEC_AGENT, "--hosts", "nodeA:2,nodeB:3", "-l",
+                         "sh", "-c", 'echo "$CANOPY_NODE $LOCAL_RANK $LOCAL_WORLD_SIZE"'])
+    assert result.returncode == 0, result.describe()
+    assert parse_labelled(result.stdout) == {
+        0: ["nodeA 0 2"], 1: ["nodeA 1 2"], 2: ["nodeB 0 3"], 3: ["nodeB 1 3"], 4: ["nodeB 2 3"],
+    }
+
+
 def test_hostlist_through_a_deep_tree_reaches_every_node(run_canopy, loopback_config):
     result = run_canopy(["--config", loopback_config, "--agent", LOCAL_EXEC_AGENT, "--hosts", "n[01-07]",
                          "--fanout", "2", "--ppn", "2", "-l"] + WHERE)

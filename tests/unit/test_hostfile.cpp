@@ -199,6 +199,32 @@ TEST_F(ReadHostfile, FileWithoutHostsIsAnError)
         << entries.error().message;
 }
 
+TEST(ParseHostsOption, SlotsApplyToEveryHostOfTheirItem)
+{
+    auto hosts = parse_hosts_option("a:2, nid[01-02]:4,b");
+    ASSERT_TRUE(hosts.ok()) << hosts.error().message;
+    EXPECT_EQ(hosts.value(), (Entries{{"a", 2}, {"nid01", 4}, {"nid02", 4}, {"b", 0}}));
+}
+
+TEST(ParseHostsOption, AnIpv6AddressHasNoSlots)
+{
+    auto hosts = parse_hosts_option("::1");
+    ASSERT_TRUE(hosts.ok()) << hosts.error().message;
+    EXPECT_EQ(hosts.value(), (Entries{{"::1", 0}}));
+}
+
+TEST(ParseHostsOption, ErrorsQuoteTheItem)
+{
+    auto bad_slots = parse_hosts_option("a:2,b:x");
+    ASSERT_FALSE(bad_slots.ok());
+    EXPECT_EQ(bad_slots.error().message, "--hosts \"b:x\": slots must be a positive integer, got \"x\"");
+    EXPECT_FALSE(parse_hosts_option("a:0").ok());
+    EXPECT_FALSE(parse_hosts_option(":3").ok());
+    auto unclosed = parse_hosts_option("a,nid[001-");
+    ASSERT_FALSE(unclosed.ok());
+    EXPECT_NE(unclosed.error().message.find("nid[001-"), std::string::npos) << unclosed.error().message;
+}
+
 TEST(HostsFromSlurm, RepeatCountsExpandPerNode)
 {
     auto entries = hosts_from_slurm("nid[001-003],login1", "2(x3),1");
