@@ -5,7 +5,7 @@
 // Every node of every job starts one, so on x86_64 and aarch64 it is a freestanding program: no C library, no
 // dynamic loader, no CPU feature probing. Starting it costs about a tenth of a glibc program's start.
 #include <errno.h>   // the constants only: system calls here return -errno
-#include <limits.h>
+#include <linux/limits.h>   // PIPE_BUF, which a freestanding <limits.h> lacks
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
