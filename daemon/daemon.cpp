@@ -513,9 +513,9 @@ void Daemon::make_rank_spawner()
             node_phase("daemon.ranks_spawned", since_launch(timing::now_ns()));
         position_->advance();
     };
-    events.failed_to_start = [this](long rank, const std::string& message) {
-        spawn_log().debug("rank {}: {}", rank, message);
-        report_rank_failure({static_cast<std::uint64_t>(rank), node_, 127, 0, message,
+    events.failed_to_start = [this](long rank, const StartFailure& failure) {
+        spawn_log().debug("rank {}: {}", rank, failure.message);
+        report_rank_failure({static_cast<std::uint64_t>(rank), node_, failure.exit_code, 0, failure.message,
                              timing::now_ns() + clock_offset_ns_, wire::RankFailure::never_started});
         position_->advance();
     };
@@ -542,7 +542,7 @@ void Daemon::start_ranks()
         ranks_->start_none();
         return;
     }
-    if (!batch.refused.empty())
+    if (!batch.refused.message.empty())
         ranks_->reject(std::move(batch.launches), batch.refused);
     else
         ranks_->spawn(batch.program, plan_->job.argv, plan_->job.wdir, std::move(batch.launches));
@@ -594,7 +594,7 @@ void Daemon::start_namespace(const wire::NamespaceStart& start)
             late_ranks_.insert(launch.rank);
         report_late_ranks(true, batch.launches.size());
     }
-    if (!batch.refused.empty())
+    if (!batch.refused.message.empty())
         ranks_->reject(std::move(batch.launches), batch.refused);
     else
         ranks_->spawn(batch.program, spawned.argv, spawned.wdir, std::move(batch.launches));

@@ -90,12 +90,14 @@ RankBatch plan_node_ranks(const wire::JobSpec& job, const NodeSite& site,
         launch.takes_stdin = launch.rank == 0;   // the job's rank 0 only
         batch.launches.push_back(std::move(launch));
     }
-    auto program = find_program(job.argv.at(0), environment_value(job.env, "PATH"));
+    int not_runnable = exit_cannot_run;
+    auto program = find_program(job.argv.at(0), environment_value(job.env, "PATH"), &not_runnable);
     if (unusable_cpu >= 0)
-        batch.refused = fmt::format("--cpu-bind asks for CPU {}, which {} does not offer (allowed: {})",
-                                    unusable_cpu, site.node, compress_cpu_list(allowed));
+        batch.refused = {exit_cannot_run,
+                         fmt::format("--cpu-bind asks for CPU {}, which {} does not offer (allowed: {})", unusable_cpu,
+                                     site.node, compress_cpu_list(allowed))};
     else if (!program)
-        batch.refused = fmt::format("{} on {}", program.error().message, site.node);
+        batch.refused = {not_runnable, fmt::format("{} on {}", program.error().message, site.node)};
     else
         batch.program = *program;
     return batch;

@@ -26,7 +26,7 @@ struct NodeSite {
 struct RankBatch {
     std::string program;               // the executable, found on the ranks' PATH on this node
     std::vector<RankLaunch> launches;  // empty: no ranks on this node
-    std::string refused;               // non-empty: none of them can start, and why (names the node)
+    StartFailure refused;              // a message: none of them can start, and why (names the node)
 };
 
 // `report_error` gets a service's failure to prepare a rank (the rank still starts). `first_tree_rank` is where

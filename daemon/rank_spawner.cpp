@@ -81,7 +81,7 @@ void RankSpawner::spawn(const std::string& program, const std::vector<std::strin
         if (!out || !err) {
             r.finished = true;
             ++finished_;
-            events_.failed_to_start(r.rank, (out ? err.error() : out.error()).message);
+            events_.failed_to_start(r.rank, {exit_cannot_run, (out ? err.error() : out.error()).message});
             continue;
         }
         UniqueFd report;
@@ -107,8 +107,8 @@ void RankSpawner::spawn(const std::string& program, const std::vector<std::strin
         if (!pid) {
             r.finished = true;
             ++finished_;
-            start_known(r, pid.error().message);
-            events_.failed_to_start(r.rank, pid.error().message);
+            start_known(r, {exit_cannot_run, pid.error().message});
+            events_.failed_to_start(r.rank, {exit_cannot_run, pid.error().message});
             continue;
         }
         r.pid = *pid;
@@ -136,7 +136,7 @@ void RankSpawner::spawn(const std::string& program, const std::vector<std::strin
                                      rank.report_record.size());
                 start_known(rank, got == static_cast<ssize_t>(rank.report_record.size())
                                       ? describe_exec_failure(rank.report_record, rank.request)
-                                      : std::string());
+                                      : StartFailure{});
             }
             rank.reaped = true;
             if (rank.group_ended)
@@ -171,18 +171,18 @@ void RankSpawner::await_exec(Rank& rank)
             if (rank.start_known)
                 return;
             bool failed = !error && size == rank.report_record.size();
-            start_known(rank, failed ? describe_exec_failure(rank.report_record, rank.request) : std::string());
+            start_known(rank, failed ? describe_exec_failure(rank.report_record, rank.request) : StartFailure{});
         });
 }
 
-void RankSpawner::start_known(Rank& rank, std::string error)
+void RankSpawner::start_known(Rank& rank, StartFailure failure)
 {
     if (rank.start_known)
         return;
     rank.start_known = true;
-    rank.start_error = std::move(error);
+    rank.start_failure = std::move(failure);
     rank.exec_report.reset();
-    if (rank.start_error.empty())
+    if (rank.start_failure.message.empty())
         events_.spawned(rank.rank, rank.pid, timing::now_ns());
     ++started_known_;
     check_all_started();
@@ -197,7 +197,7 @@ void RankSpawner::check_all_started()
         events_.all_started();
 }
 
-void RankSpawner::reject(std::vector<RankLaunch> ranks, const std::string& message)
+void RankSpawner::reject(std::vector<RankLaunch> ranks, const StartFailure& failure)
 {
     forking_ = true;
     for (auto& launch : ranks) {
@@ -207,8 +207,8 @@ void RankSpawner::reject(std::vector<RankLaunch> ranks, const std::string& messa
         Rank& r = *rank;
         ranks_.emplace(launch.rank, std::move(rank));
         ++finished_;
-        events_.failed_to_start(launch.rank, message);
-        start_known(r, message);
+        events_.failed_to_start(launch.rank, failure);
+        start_known(r, failure);
     }
     forking_ = false;
     check_all_started();
@@ -252,8 +252,8 @@ void RankSpawner::maybe_finish(Rank& rank)
     ++finished_;
     if (rank.drain_timer)
         rank.drain_timer->cancel();
-    if (!rank.start_error.empty())
-        events_.failed_to_start(rank.rank, rank.start_error);
+    if (!rank.start_failure.message.empty())
+        events_.failed_to_start(rank.rank, rank.start_failure);
     else
         events_.exited(rank.rank, rank.wait_status, rank.exit_ns);
 }

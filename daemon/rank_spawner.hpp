@@ -42,7 +42,7 @@ public:
         // The rank has exited and all its output has been forwarded.
         std::function<void(long rank, int wait_status, std::int64_t time_ns)> exited;
         // The rank could not be started; it counts as finished.
-        std::function<void(long rank, const std::string& message)> failed_to_start;
+        std::function<void(long rank, const StartFailure& failure)> failed_to_start;
         // The rank's process group has no process left: nothing of it remains to signal, and its id may be reused
         // by an unrelated process from now on, so whoever was told of the group (the node guard) must forget it.
         std::function<void(pid_t group)> group_ended;
@@ -55,7 +55,7 @@ public:
                std::vector<RankLaunch> ranks);
 
     // Counts ranks that cannot start (e.g. the program is missing on this node) as finished, reporting each.
-    void reject(std::vector<RankLaunch> ranks, const std::string& message);
+    void reject(std::vector<RankLaunch> ranks, const StartFailure& failure);
     // A node without ranks: all (none) have started.
     void start_none() { check_all_started(); }
 
@@ -90,7 +90,7 @@ private:
         int wait_status = 0;
         std::int64_t exit_ns = 0;
         bool start_known = false;        // exec'd, or known to have failed
-        std::string start_error;         // why the program could not start
+        StartFailure start_failure;      // why the program could not start: a message
         std::unique_ptr<asio::posix::stream_descriptor> exec_report;
         std::array<std::uint8_t, exec_report_size> report_record;
         SpawnRequest request;            // kept to describe a failed exec
@@ -100,7 +100,7 @@ private:
 
     void read(Rank& rank, Stream& stream, std::uint8_t id);
     void await_exec(Rank& rank);
-    void start_known(Rank& rank, std::string error);
+    void start_known(Rank& rank, StartFailure failure);
     void check_all_started();
     void maybe_finish(Rank& rank);
     void write_next_stdin();

@@ -16,6 +16,7 @@
 #include "hosts/hostlist.hpp"
 #include "proc/cpubind.hpp"
 #include "proc/rank_env.hpp"
+#include "report_files.hpp"
 #include "tree/agent.hpp"
 #include "wire/auth.hpp"
 
@@ -179,6 +180,11 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
     root.timing = options.timing;
     root.timing_file = options.timing_file;
     root.trace_file = options.trace_file;
+    // Found out now, not after the whole job has run.
+    for (const auto& [option, file] : {std::pair{"--timing", options.timing_file}, {"--trace", options.trace_file}})
+        if (file)
+            if (auto writable = check_report_file(*file); !writable)
+                return make_error("{}: {}", option, writable.error().message);
     root.command_line = quote_command(options.command);
 
     wire::LaunchPlan& plan = root.plan;
@@ -217,6 +223,12 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
     job.output_marks = options.output_marks;
     if (options.wdir) {
         job.wdir = *options.wdir;
+        // Nodes on this machine share its file system: a missing directory is known before anything starts.
+        // Elsewhere each node finds out, and the job ends with 126 naming the node.
+        std::error_code error;
+        if ((simulated || on_this_machine) && !std::filesystem::is_directory(job.wdir, error))
+            return make_error("--wdir {}: {}", job.wdir,
+                              std::filesystem::exists(job.wdir, error) ? "not a directory" : "no such directory");
     } else {
         std::error_code error;
         job.wdir = std::filesystem::current_path(error).string();

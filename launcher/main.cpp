@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -16,6 +15,7 @@
 #include "options.hpp"
 #include "proc/process.hpp"
 #include "report_command.hpp"
+#include "report_files.hpp"
 #include "root.hpp"
 #include "trace_file.hpp"
 #include "stage_record.hpp"
@@ -91,22 +91,23 @@ int main(int argc, char** argv)
     canopy::Root root(io, reaper, std::move(*plan), started_ns, hosts_resolved_ns);
     int exit_code = root.run();
 
-    if (trace_file) {
-        std::ofstream out(*trace_file);
-        out << canopy::chrome_trace(root.job_timing(), root.trace_events(), root.hosts()).dump() << "\n";
-        if (!out)
-            fmt::print(stderr, "canopy: cannot write trace file {}\n", *trace_file);
-    }
+    // A report the user asked for and did not get fails a job that otherwise succeeded.
+    auto write_report = [&exit_code](const char* option, const std::string& file, const std::string& content) {
+        if (auto written = canopy::write_report_file(file, content); !written) {
+            fmt::print(stderr, "canopy: {}: {}\n", option, written.error().message);
+            if (exit_code == 0)
+                exit_code = 1;
+        }
+    };
+    if (trace_file)
+        write_report("--trace", *trace_file,
+                     canopy::chrome_trace(root.job_timing(), root.trace_events(), root.hosts()).dump() + "\n");
     if (print_report || timing_file) {
         auto timing = root.job_timing();
         if (print_report)
             fmt::print(stderr, "{}", canopy::timing::format_report(timing));
-        if (timing_file) {
-            std::ofstream out(*timing_file);
-            out << canopy::timing::to_json(timing).dump(2) << "\n";
-            if (!out)
-                fmt::print(stderr, "canopy: cannot write timing file {}\n", *timing_file);
-        }
+        if (timing_file)
+            write_report("--timing", *timing_file, canopy::timing::to_json(timing).dump(2) + "\n");
     }
     return exit_code;
 }

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "report_files.hpp"
 #include "wire/messages.hpp"
 
 namespace canopy {
@@ -34,13 +35,10 @@ Result<PreparedStage> prepare_stage(const StageSettings& settings)
                           settings.manifest);
     if (learn) {
         // Found out now, not after the whole job has run.
-        auto dir = std::filesystem::path(settings.manifest).parent_path();
-        if (dir.empty())
-            dir = ".";
-        if (::access(dir.c_str(), W_OK | X_OK) != 0)
-            return make_error("stage manifest {} does not exist and cannot be written in {} ({}); give a writable "
-                              "path to learn it, or an existing manifest",
-                              settings.manifest, dir.string(), std::strerror(errno));
+        if (auto writable = check_report_file(settings.manifest); !writable)
+            return make_error("stage manifest {} does not exist, and {}; give a writable path to learn it, or an "
+                              "existing manifest",
+                              settings.manifest, writable.error().message);
     }
     if (settings.manifest.empty() || learn) {
         // On demand: the index holds the prefixes and their listings only (a handful of operations, where a walk

@@ -190,20 +190,23 @@ Result<pid_t> spawn_process(const SpawnRequest& request)
     if (got == static_cast<ssize_t>(record.size())) {
         int status;
         ::waitpid(pid, &status, 0);
-        return Error{describe_exec_failure(record, request)};
+        return Error{describe_exec_failure(record, request).message};
     }
     return pid;
 }
 
-std::string describe_exec_failure(std::span<const std::uint8_t> record, const SpawnRequest& request)
+StartFailure describe_exec_failure(std::span<const std::uint8_t> record, const SpawnRequest& request)
 {
     ChildFailure failure{};
     std::memcpy(&failure, record.data(), std::min(record.size(), sizeof failure));
+    const char* reason = std::strerror(failure.error);
     switch (failure.stage) {
-    case 0: return fmt::format("cannot change to directory {}: {}", request.wdir, std::strerror(failure.error));
-    case 1: return fmt::format("cannot execute {}: {}", request.argv[0], std::strerror(failure.error));
-    case 2: return fmt::format("cannot bind to the requested CPUs: {}", std::strerror(failure.error));
-    default: return fmt::format("cannot set up standard streams: {}", std::strerror(failure.error));
+    case 0: return {exit_cannot_run, fmt::format("cannot change to directory {}: {}", request.wdir, reason)};
+    case 1:
+        return {failure.error == ENOENT ? exit_not_found : exit_cannot_run,
+                fmt::format("cannot execute {}: {}", request.argv[0], reason)};
+    case 2: return {exit_cannot_run, fmt::format("cannot bind to the requested CPUs: {}", reason)};
+    default: return {exit_cannot_run, fmt::format("cannot set up standard streams: {}", reason)};
     }
 }
 
@@ -214,10 +217,15 @@ std::string own_executable()
     return error ? std::string() : path.string();
 }
 
-Result<std::string> find_program(const std::string& name, const std::string& path_variable)
+Result<std::string> find_program(const std::string& name, const std::string& path_variable, int* exit_code)
 {
+    auto fail = [exit_code](int code, Error error) {
+        if (exit_code)
+            *exit_code = code;
+        return error;
+    };
     if (name.empty())
-        return make_error("empty program name");
+        return fail(exit_not_found, make_error("empty program name"));
     auto executable = [](const std::string& path) {
         struct stat info;
         return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && ::access(path.c_str(), X_OK) == 0;
@@ -226,8 +234,8 @@ Result<std::string> find_program(const std::string& name, const std::string& pat
         if (executable(name))
             return name;
         if (::access(name.c_str(), F_OK) == 0)
-            return make_error("program '{}' is not executable", name);
-        return make_error("program '{}' not found", name);
+            return fail(exit_cannot_run, make_error("program '{}' is not executable", name));
+        return fail(exit_not_found, make_error("program '{}' not found", name));
     }
     std::stringstream dirs(path_variable.empty() ? std::string("/usr/local/bin:/usr/bin:/bin") : path_variable);
     std::string dir;
@@ -236,7 +244,7 @@ Result<std::string> find_program(const std::string& name, const std::string& pat
         if (executable(candidate))
             return candidate;
     }
-    return make_error("program '{}' not found in PATH", name);
+    return fail(exit_not_found, make_error("program '{}' not found in PATH", name));
 }
 
 ProcessReaper::ProcessReaper(boost::asio::io_context& io) : signals_(io, SIGCHLD)

@@ -66,8 +66,19 @@ struct SpawnRequest {
     UniqueFd* exec_report = nullptr;
 };
 
+// Exit codes for a program that did not start, as shells use them: 127 only when it does not exist; 126 when it
+// exists but could not be run (not executable, or its directory, CPU binding or standard streams failed).
+inline constexpr int exit_not_found = 127;
+inline constexpr int exit_cannot_run = 126;
+
+// Why a program could not start, and which of the exit codes above stands for it.
+struct StartFailure {
+    int exit_code = exit_cannot_run;
+    std::string message;
+};
+
 inline constexpr std::size_t exec_report_size = 2 * sizeof(int);
-std::string describe_exec_failure(std::span<const std::uint8_t> record, const SpawnRequest& request);
+StartFailure describe_exec_failure(std::span<const std::uint8_t> record, const SpawnRequest& request);
 
 // Raises this process's soft limit on open descriptors to its hard limit, so the job's own needs (rank pipes, PMIx,
 // dlopen) are not the first thing to fail when peers hold many connections. spawn_process gives every child the
@@ -77,8 +88,9 @@ void raise_descriptor_limit();
 // vfork/exec; returns the pid, or the reason the child could not start (bad wdir, exec error) when waiting.
 Result<pid_t> spawn_process(const SpawnRequest& request);
 
-// PATH search the way execvp does it, but against the ranks' PATH rather than ours.
-Result<std::string> find_program(const std::string& name, const std::string& path_variable);
+// PATH search the way execvp does it, but against the ranks' PATH rather than ours. On failure `exit_code`, if
+// given, gets exit_not_found or exit_cannot_run.
+Result<std::string> find_program(const std::string& name, const std::string& path_variable, int* exit_code = nullptr);
 
 // This process's executable (/proc/self/exe), or "" when it cannot be read.
 std::string own_executable();

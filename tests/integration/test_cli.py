@@ -60,6 +60,7 @@ BAD_INPUT = {
         lambda d: ["-f", str(write(d / "bad.txt", "n1\nn2 slots=lots\nn3\n")), "hostname"],
         ["bad.txt:2", "slots"]),
     "hostlist syntax error": (lambda d: ["--hosts", "nid[001-", "hostname"], ["nid[001-"]),
+    "trace file that is a directory": (lambda d: ["--trace", str(d), "hostname"], ["--trace", "is a directory"]),
     "hosts with bad slots": (lambda d: ["--hosts", "n1:2,n2:two", "hostname"], ["--hosts", "n2:two", "slots"]),
     "hosts and hostfile together": (
         lambda d: ["--hosts", "n1", "--hostfile", str(write(d / "h.txt", "n1\n")), "hostname"],

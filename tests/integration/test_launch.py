@@ -223,11 +223,24 @@ def test_ranks_start_in_the_launcher_directory_by_default(run_canopy, sandbox):
     assert parse_labelled(result.stdout) == {0: [str(here)], 1: [str(here)]}
 
 
-def test_missing_wdir_fails_the_job_naming_the_directory(run_canopy, sandbox):
+def test_missing_wdir_on_this_machine_fails_before_anything_starts(run_canopy, sandbox):
     missing = sandbox.root / "no-such-dir"
     result = run_canopy(["--sim-nodes", "2", "--wdir", str(missing), "true"])
-    assert result.returncode != 0, result.describe()
-    assert any(str(missing) in line for line in result.canopy_lines()), result.describe()
+    assert result.returncode == 2, result.describe()
+    assert result.canopy_lines() == [f"canopy: --wdir {missing}: no such directory"], result.describe()
+
+
+def test_missing_wdir_on_a_node_fails_the_job_with_126_naming_node_and_directory(run_canopy, sandbox,
+                                                                                 loopback_config):
+    # Through an agent the nodes may have file systems of their own: each node finds out for itself.
+    missing = sandbox.root / "no-such-dir"
+    result = run_canopy(["--config", loopback_config, "--agent", LOCAL_EXEC_AGENT, "--hosts", "nodeA,nodeB",
+                         "--wdir", str(missing), "true"])
+    assert result.returncode == 126, result.describe()
+    lines = result.canopy_lines()
+    assert len(lines) == 1 and re.search(rf"rank [01] on node[AB] could not start: cannot change to directory "
+                                         rf"{re.escape(str(missing))}: No such file or directory", lines[0]), \
+        result.describe()
 
 
 def test_stdin_reaches_rank_0_only_and_completely(run_canopy):

@@ -4,6 +4,8 @@ import re
 import time
 from datetime import datetime, timezone
 
+import pytest
+
 from conftest import parse_labelled
 
 STEPS = ["start", "hosts_resolved", "tree_up", "job_delivered", "ranks_spawned", "ranks_exited", "teardown_done"]
@@ -103,11 +105,28 @@ def test_timing_prints_a_table_on_stderr_only(run_canopy):
     assert result.stderr.count("<- longest step") == 1
 
 
-def test_unwritable_timing_file_is_reported_and_keeps_the_exit_code(run_canopy, sandbox):
+def test_a_timing_file_that_cannot_be_written_fails_before_the_job_starts(run_canopy, sandbox):
     target = sandbox.root / "no-such-dir" / "t.json"
-    result = run_canopy([f"--timing={target}", "--sim-nodes", "2", "sh", "-c", "exit 5"])
-    assert result.returncode == 5, result.describe()
-    assert any(str(target) in line for line in result.canopy_lines()), result.describe()
+    ran = sandbox.root / "ran"
+    result = run_canopy([f"--timing={target}", "--sim-nodes", "2", "touch", ran])
+    assert result.returncode == 2, result.describe()
+    assert result.canopy_lines() == [f"canopy: --timing: cannot write {target}: the directory {target.parent} does "
+                                     "not exist"], result.describe()
+    assert not ran.exists(), "no rank may start when the report cannot be written"
+
+
+@pytest.mark.parametrize("rank_exit", [0, 5])
+def test_a_report_that_cannot_be_written_at_the_end_is_named_with_the_reason(rank_exit, run_canopy, sandbox):
+    # The directory is there at the start and gone at the end: the job's outcome says so, with the reason.
+    reports = sandbox.root / "reports"
+    reports.mkdir()
+    result = run_canopy([f"--timing={reports / 't.json'}", "--trace", reports / "trace.json", "--sim-nodes", "2",
+                         "sh", "-c", f'rm -rf "{reports}"; exit {rank_exit}'])
+    assert result.returncode == (1 if rank_exit == 0 else rank_exit), result.describe()
+    for option, name in (("--trace", "trace.json"), ("--timing", "t.json")):
+        line = f"canopy: {option}: cannot write {reports / name}: cannot create a file in {reports}: No such file or " \
+               "directory"
+        assert line in result.canopy_lines(), result.describe()
 
 
 def phase(report, name):
