@@ -191,8 +191,9 @@ def test_report_command_names_a_bad_file(run_canopy, sandbox):
 
 def test_trace_has_a_track_per_node_and_rank(run_canopy, sandbox):
     path = sandbox.root / "trace.json"
+    # A mark is stamped when the daemon reads the line: the rank lives on a little, so that it lies inside the run.
     result = run_canopy(["--trace", path, "--sim-nodes", "3", "--ppn", "2", "--mark-on-output", "ready=ready",
-                         "sh", "-c", "sleep 0.1; echo ready"], timeout=30)
+                         "sh", "-c", "sleep 0.1; echo ready; sleep 0.05"], timeout=30)
     assert result.returncode == 0, result.describe()
     events = json.loads(path.read_text())["traceEvents"]
     processes = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
