@@ -343,6 +343,13 @@ class Cluster:
         self._save()
         return process, ready
 
+    def _shared_paths(self):
+        """Directories every host sees at the same path as this machine: the repository, the build, the state."""
+        paths = {HERE.parents[1], self.state_dir}
+        if os.environ.get("CANOPY_BUILD_DIR"):
+            paths.add(Path(os.environ["CANOPY_BUILD_DIR"]))
+        return sorted(str(path.resolve()) for path in paths)
+
     def _start_namespaces(self, die_with_parent):
         self.state.switch = Host(f"switch", "")
         pending = [(self.state.switch, *self._spawn_init(self.state.switch, die_with_parent,
@@ -354,7 +361,8 @@ class Cluster:
             pending.append((host, *self._spawn_init(
                 host, die_with_parent,
                 ["--pid", "--fork", "--kill-child", "--mount-proc", "--uts", "--net", "--ipc"],
-                ["--hostname", host.name] + [arg for bind in binds for arg in ("--bind", bind)])))
+                ["--hostname", host.name] + [arg for bind in binds for arg in ("--bind", bind)] +
+                [arg for keep in self._shared_paths() for arg in ("--keep", keep)])))
         deadline = time.monotonic() + 30
         for host, process, ready in pending:
             while not ready.exists():
@@ -470,13 +478,19 @@ class Cluster:
             problems[f"process {pid}"] = args[:200]
         for directory in ("tmp", "dev/shm"):
             try:
-                entries = sorted(os.listdir(host.root / directory))
+                entries = sorted(set(os.listdir(host.root / directory)) - self.shared_entries(directory))
             except OSError as error:
                 problems[f"/{directory}"] = f"cannot read: {error}"
                 continue
             for entry in entries:
                 problems[f"/{directory}/{entry}"] = "left"
         return problems
+
+    def shared_entries(self, directory):
+        """Names in a host's /tmp or /dev/shm that lead to a directory every host shares (hostinit.py binds it back
+        there): not a job's leftovers, and never to be removed."""
+        prefix = f"/{directory}/"
+        return {path[len(prefix):].split("/", 1)[0] for path in self._shared_paths() if path.startswith(prefix)}
 
     def clear(self, host):
         """Removes what leftovers() reports, so the next test starts on a clean host."""
@@ -490,6 +504,8 @@ class Cluster:
                 pass
         for directory in ("tmp", "dev/shm"):
             for entry in (host.root / directory).iterdir():
+                if entry.name in self.shared_entries(directory):
+                    continue   # the repository, the build or the run's state: removing it would remove them
                 if entry.is_dir() and not entry.is_symlink():
                     shutil.rmtree(entry, ignore_errors=True)
                 else:

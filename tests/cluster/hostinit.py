@@ -16,13 +16,24 @@ def mount(*args):
     subprocess.run(["mount", *args], check=True, timeout=30, stdin=subprocess.DEVNULL)
 
 
+PRIVATE = ("/tmp", "/dev/shm", "/run")   # each host mounts its own
+
+
 def make_host(args):
     socket.sethostname(args.hostname)
     # Private mounts: the host's own /tmp, /dev/shm and /run; the run's files over the machine's /etc entries.
     mount("--make-rprivate", "/")
+    # What every host must see at the same path (the repository, the build, the run's state) may lie under one of
+    # the private directories, as a clone in /tmp does: hold each by a descriptor and bind it back afterwards.
+    kept = [(path, os.open(path, os.O_RDONLY | os.O_DIRECTORY)) for path in args.keep
+            if any(path == private or path.startswith(private + "/") for private in PRIVATE)]
     mount("-t", "tmpfs", "-o", "mode=1777,size=512m", f"{args.marker}-tmp", "/tmp")
     mount("-t", "tmpfs", "-o", "mode=1777,size=512m", f"{args.marker}-shm", "/dev/shm")
     mount("-t", "tmpfs", "-o", "mode=0755,size=64m", f"{args.marker}-run", "/run")
+    for path, fd in kept:
+        os.makedirs(path, exist_ok=True)
+        mount("--bind", f"/proc/{os.getpid()}/fd/{fd}", path)
+        os.close(fd)
     for source_and_target in args.bind:
         source, target = source_and_target.split(":", 1)
         mount("--bind", source, target)
@@ -35,6 +46,7 @@ def main():
     parser.add_argument("--marker", required=True)
     parser.add_argument("--hostname")
     parser.add_argument("--bind", action="append", default=[], help="SOURCE:TARGET")
+    parser.add_argument("--keep", action="append", default=[], help="a directory every host sees at its own path")
     parser.add_argument("--ready", required=True, help="file written once the host is made")
     args = parser.parse_args()
 

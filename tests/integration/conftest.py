@@ -2,6 +2,7 @@
 import ctypes
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -132,6 +133,23 @@ def listening_ports(pids):
                 address = socket.inet_ntoa(bytes.fromhex(address_hex)[::-1]) if len(address_hex) == 8 else "::"
                 ports.append((address, int(port_hex, 16)))
     return ports
+
+
+def unused_port():
+    """A free loopback TCP port for a server a test starts, taken below the kernel's ephemeral range.
+
+    A port the kernel picks (bind to 0) comes from the ephemeral range, where any outgoing connection of a test
+    running alongside may take it before our server binds it."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for _ in range(100):
+        port = random.randrange(10000, low)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in 10000-{low - 1} after 100 tries")
 
 
 def wait_until(predicate, timeout, interval=0.05):

@@ -5,12 +5,11 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 
 import pytest
 
-from conftest import BUILD_DIR, REPO
+from conftest import BUILD_DIR, REPO, unused_port
 
 LIBRARY = BUILD_DIR / "lib" / "api" / "libcanopy.so"
 PYTHON = "/usr/bin/python3"
@@ -97,12 +96,6 @@ def run(command, env, timeout=90):
     return result, f"{command}\nexit {result.returncode}\nstdout:\n{stdout[-3000:]}\nstderr:\n{stderr[-3000:]}"
 
 
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture
 def rank_check(tmp_path):
     script = tmp_path / "rank_check.py"
@@ -154,7 +147,7 @@ def torch_available():
 
 @pytest.mark.skipif(not torch_available(), reason="python3-torch is not installed")
 def test_torchruns_agent_gives_each_rank_its_place(sandbox, rank_check):
-    command = [PYTHON, "-c", ELASTIC_DRIVER, "3", free_port(), rank_check]
+    command = [PYTHON, "-c", ELASTIC_DRIVER, "3", unused_port(), rank_check]
     result, output = run(command, clean_env(sandbox.env))
     assert result.returncode == 0, output
     found = results(result.stdout, "rankcheck")
@@ -165,7 +158,7 @@ def test_torchruns_agent_gives_each_rank_its_place(sandbox, rank_check):
 def test_canopy_torch_under_torchrun_uses_torchs_env_rendezvous(sandbox, tmp_path):
     script = tmp_path / "torch_check.py"
     script.write_text(TORCH_CHECK)
-    result, output = run([PYTHON, "-c", ELASTIC_DRIVER, "2", free_port(), script], clean_env(sandbox.env))
+    result, output = run([PYTHON, "-c", ELASTIC_DRIVER, "2", unused_port(), script], clean_env(sandbox.env))
     assert result.returncode == 0, output
     found = results(result.stdout, "torchcheck")
     assert [(e["rank"], e["size"], e["sum"]) for e in found] == [(0, 2, 1.0), (1, 2, 1.0)], output
@@ -182,7 +175,7 @@ def test_canopy_torch_under_hydra_needs_master_addr_and_then_uses_env(sandbox, t
     assert result.returncode != 0, output
     assert "canopy.torch: rank 0 was started by hydra without a PMIx server, and MASTER_ADDR and MASTER_PORT are " \
            "not set" in result.stderr, output
-    env = {**clean_env(sandbox.env), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
+    env = {**clean_env(sandbox.env), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(unused_port())}
     result, output = run(["mpiexec.hydra", "-n", "2", PYTHON, script], env)
     assert result.returncode == 0, output
     found = results(result.stdout, "torchcheck")

@@ -8,17 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import all_pids, cmdline, parse_labelled, proc_state_and_ppid, wait_until
+from conftest import all_pids, cmdline, parse_labelled, proc_state_and_ppid, unused_port, wait_until
 
 SSHD = Path("/usr/sbin/sshd")
 NODES = {f"node{i}": f"127.0.0.{i + 1}" for i in range(1, 5)}   # node1 -> 127.0.0.2 ... node4 -> 127.0.0.5
 DOWN_NODE = ("node9", "127.0.0.10")                              # nothing listens there
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def descendants(root):
@@ -38,7 +32,7 @@ def descendants(root):
 class Sshd:
     def __init__(self, directory: Path):
         self.directory = directory
-        self.port = free_port()
+        self.port = unused_port()
         keygen = shutil.which("ssh-keygen")
         for key in ("host_key", "client_key"):
             subprocess.run([keygen, "-q", "-t", "ed25519", "-N", "", "-f", str(directory / key)], check=True,
