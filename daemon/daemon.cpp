@@ -688,8 +688,10 @@ void Daemon::clean_up_node()
 {
     if (position_)
         position_->collectives().fail_all(fmt::format("the job is ending on {}", node_));
-    if (ranks_)
+    if (ranks_) {
         ranks_->kill_all();
+        ranks_->wait_killed(std::chrono::milliseconds(500));
+    }
     for (auto& service : rank_services_)
         service->stop();   // before the temp dir goes: PMIx keeps its rendezvous files there
     if (!tmpdir_.empty())

@@ -4,6 +4,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <thread>
+
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 
@@ -323,6 +326,30 @@ void RankSpawner::kill_all()
     for (pid_t group : leaderless_groups_)
         ::kill(-group, SIGKILL);
     kill_adopted();
+}
+
+namespace {
+
+// True once `pid` has exited: a zombie, or gone.
+bool has_exited(pid_t pid)
+{
+    std::ifstream stat_file("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat;
+    if (!std::getline(stat_file, stat))
+        return true;
+    auto end_of_name = stat.rfind(')');
+    return end_of_name == std::string::npos || end_of_name + 2 >= stat.size() || stat[end_of_name + 2] == 'Z' ||
+           stat[end_of_name + 2] == 'X';
+}
+
+} // namespace
+
+void RankSpawner::wait_killed(std::chrono::milliseconds bound) const
+{
+    auto deadline = std::chrono::steady_clock::now() + bound;
+    for (const auto& [id, rank] : ranks_)
+        while (rank->pid > 0 && !rank->reaped && !has_exited(rank->pid) && std::chrono::steady_clock::now() < deadline)
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
 }
 
 void RankSpawner::kill_adopted()

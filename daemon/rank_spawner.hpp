@@ -3,6 +3,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -68,6 +69,9 @@ public:
     // leader has been reaped and that has no member left is never signalled: its id may belong to another process.
     // Also what ranks left in sessions of their own (setsid) once it has come to us as orphans (docs/architecture.md).
     void kill_all();
+    // Waits up to `bound` until every rank kill_all signalled has exited (a zombie holds no files or mappings), so
+    // that what is cleaned after the ranks is not still in their hands.
+    void wait_killed(std::chrono::milliseconds bound) const;
 
     std::size_t total() const { return ranks_.size(); }
     std::size_t finished() const { return finished_; }

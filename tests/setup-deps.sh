@@ -17,7 +17,7 @@ packages=(
   # file staging: a FUSE file system that counts operations, a real Python stack to import, syscall traces
   libfuse3-dev fuse3 python3-torch strace
   # the cluster in a box (tests/cluster): hosts in namespaces, each with sshd, munge and Slurm
-  util-linux munge slurm-wlm
+  util-linux munge slurm-wlm nftables
   # benchmarks
   hyperfine
 )

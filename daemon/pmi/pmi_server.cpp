@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "hosts/rank_blocks.hpp"
+#include "pmi/abandoned_segments.hpp"
 #include "pmi/process_mapping.hpp"
 #include "pmi/wire.hpp"
 #include "proc/process.hpp"
@@ -751,6 +752,10 @@ void PmiServer::stop()
             connection->grace->cancel();
     }
     node_attr_waiters_.clear();
+    for (const auto& directory : mpich_segment_directories)
+        for (const auto& path : remove_abandoned_segments(directory, mpich_segment_prefix, started_))
+            pmi_log().debug("{}: removed {}, which a rank made in MPI_Init and died before MPICH unlinked it",
+                            job_.node, path);
 }
 
 } // namespace canopy

@@ -67,7 +67,8 @@ public:
     // The ranks have been started: the server's copies of their ends close, so a rank's exit reads as one.
     void ranks_started() override;
     void rank_exited(long rank, int wait_status) override;
-    // The job is ending: every connection closes and nothing more is answered.
+    // The job is ending, its ranks gone: every connection closes and nothing more is answered, and MPICH segments
+    // that ranks made here and left behind are removed (abandoned_segments.hpp).
     void stop() override;
 
     struct Connection;   // one rank's socket and protocol state (pmi_server.cpp)
@@ -131,6 +132,8 @@ private:
     bool fence_running_ = false;
     bool failed_ = false;
     bool closed_ = false;
+    // Files MPICH makes on this node from now on may be its ranks' (abandoned_segments.hpp).
+    std::chrono::system_clock::time_point started_ = std::chrono::system_clock::now();
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

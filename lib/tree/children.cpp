@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include <boost/asio/co_spawn.hpp>
@@ -20,8 +21,9 @@ namespace {
 
 spdlog::logger& tree_log() { return area_logger("tree"); }
 
-// Strangers get this long to prove they know the secret.
-constexpr double handshake_timeout_seconds = 10.0;
+// Strangers get this long to prove they know the secret, or the heartbeat bound when that is longer: a lossy link
+// that heartbeats survive must not fail a handshake (TCP resends make one take seconds).
+constexpr double min_handshake_timeout_seconds = 10.0;
 // After a child's link closes, its agent process gets this long to exit before SIGKILL.
 constexpr auto reap_grace = std::chrono::seconds(5);
 // After an agent exits while its daemon's link is open, the link gets this long to close on its own (the daemon
@@ -333,7 +335,8 @@ asio::awaitable<void> ChildSet::authenticate(std::shared_ptr<tcp::socket> peer, 
     auto alive = alive_;
     boost::system::error_code ignored;
     auto remote = peer->remote_endpoint(ignored);   // before the handshake, which may close the socket
-    auto position = co_await accept_child(*peer, key_, handshake_timeout_seconds, clock_rounds_);
+    auto position = co_await accept_child(*peer, key_, std::max(min_handshake_timeout_seconds, heartbeat_timeout_),
+                                       clock_rounds_);
     if (!*alive)
         co_return;
     if (!position) {

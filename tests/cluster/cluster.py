@@ -67,8 +67,8 @@ def host_address(index):
 
 def _run(args, timeout=30, check=True, **kw):
     args = [str(arg) for arg in args]
-    result = subprocess.run(args, stdin=kw.pop("stdin", subprocess.DEVNULL), capture_output=True, text=True,
-                            timeout=timeout, **kw)
+    stdin = kw.pop("stdin", None if "input" in kw else subprocess.DEVNULL)
+    result = subprocess.run(args, stdin=stdin, capture_output=True, text=True, timeout=timeout, **kw)
     if check and result.returncode != 0:
         detail = (result.stderr or result.stdout).strip().splitlines()
         raise ClusterError(f"{' '.join(map(str, args))} exited {result.returncode}: "
@@ -518,6 +518,30 @@ class Cluster:
         index = self.hosts.index(self.host(name)) + 1
         _run(["nsenter", "-t", self.state.switch.init, "-n", "ip", "link", "set", f"p{index}",
               "up" if up else "down"])
+
+    def drop_packets(self, name, percent):
+        """Drops `percent` of the packets a host sends and receives on its link, picked at random (100: all of them, a
+        host whose network black-holes traffic while its link stays up); 0 puts things right. Its loopback, which
+        carries its ranks' own PMIx connections, is spared. Uses nftables in the host's network namespace: this
+        kernel has no netem."""
+        host = self.host(name)
+        ruleset = "table inet canopy_fault\ndelete table inet canopy_fault\n"   # declaring first makes delete safe
+        if percent:
+            verdict = "drop" if percent >= 100 else f"numgen random mod 100 < {int(percent)} drop"
+            ruleset += ("table inet canopy_fault {\n"
+                        f"  chain input {{ type filter hook input priority 0; iif lo accept; {verdict}; }}\n"
+                        f"  chain output {{ type filter hook output priority 0; oif lo accept; {verdict}; }}\n"
+                        "}\n")
+        _run(["nsenter", "-t", str(host.init), "-n", "nft", "-f", "-"], input=ruleset)
+
+    def fill_shm(self, name, size="1m"):
+        """Makes a host's /dev/shm `size` big and fills it to the last byte; returns the filler's path on the
+        host, for the test to remove before it looks for leftovers."""
+        filler = "/dev/shm/canopy-test-filler"
+        self.run(name, ["sh", "-c", f"mount -o remount,size={size} /dev/shm && "
+                                    f"! dd if=/dev/zero of={filler} bs=64k 2>/dev/null && "
+                                    f"[ \"$(df --output=avail /dev/shm | tail -1)\" -eq 0 ]"], check=True)
+        return filler
 
     def kill_host(self, name):
         """Ends a host at once, as a power cut would: SIGKILL to its PID 1 takes every process of the host."""

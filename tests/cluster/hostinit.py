@@ -32,7 +32,8 @@ def make_host(args):
     mount("-t", "tmpfs", "-o", "mode=0755,size=64m", f"{args.marker}-run", "/run")
     for path, fd in kept:
         os.makedirs(path, exist_ok=True)
-        mount("--bind", f"/proc/{os.getpid()}/fd/{fd}", path)
+        # Not canonicalized: mount(8) would resolve the descriptor's link to its path text, now in the new tmpfs.
+        mount("--no-canonicalize", "--bind", f"/proc/{os.getpid()}/fd/{fd}", path)
         os.close(fd)
     for source_and_target in args.bind:
         source, target = source_and_target.split(":", 1)

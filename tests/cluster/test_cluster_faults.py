@@ -1,5 +1,6 @@
-# A host failing under a running job: its sshd killed, the whole host killed, its cable pulled. The job must end
-# with a line naming the host, and no host may keep a process or file of it.
+# A host failing under a running job: its sshd killed, the whole host killed, its cable pulled, its packets dropped,
+# its /dev/shm full. The job must end with a line naming the host (or, where the MPI copes, end well), and no host
+# may keep a process or file of it.
 import os
 import signal
 import subprocess
@@ -8,7 +9,8 @@ import time
 import pytest
 
 from cluster import wait_for
-from conftest import CANOPY, Jobs, bring_up, canopy_lines, check_hosts_clean, take_down
+from conftest import CANOPY, MPICH_PROGRAMS, OMPI_PROGRAMS, Jobs, bring_up, canopy_lines, check_hosts_clean, \
+    take_down
 
 HOSTS = 4
 VICTIM = "node3"
@@ -119,3 +121,57 @@ def test_a_host_whose_link_goes_down_ends_the_job_naming_it(cluster, jobs):
     # Cut off, node3's daemon noticed its parent's silence too and ended its rank.
     check_hosts_clean(cluster)
 
+
+
+def test_a_host_dropping_every_packet_ends_the_job_naming_it(cluster, jobs):
+    # Its link stays up but nothing gets through, as when a host's network stack or a switch black-holes traffic.
+    job = RunningJob(jobs, ["--config", heartbeat_config(jobs)])
+    cluster.drop_packets(VICTIM, 100)
+    try:
+        code = job.wait_end(SILENT_END_SECONDS, f"{VICTIM} began to drop every packet")
+        job.assert_ended_naming(VICTIM, code)
+    finally:
+        cluster.drop_packets(VICTIM, 0)
+    check_hosts_clean(cluster)
+
+
+# One packet in five lost to and from one host: TCP resends them. The default heartbeat bound (30 s, which also
+# bounds the tree's handshakes) is missed only if seven sends of one segment in a row are lost.
+LOSS_PERCENT = 20
+
+
+def test_a_host_losing_packets_slows_an_mpi_job_but_neither_breaks_nor_loses_it(cluster, jobs):
+    cluster.drop_packets(VICTIM, LOSS_PERCENT)
+    try:
+        result = jobs.canopy(["-f", jobs.hostfile(), "--ppn", "2", OMPI_PROGRAMS / "mpi_allreduce", "8"],
+                             timeout=100)
+    finally:
+        cluster.drop_packets(VICTIM, 0)
+    assert result.returncode == 0, result.describe()
+    assert "mpi_allreduce: 8 ranks, sum 36 max 8 vector OK" in result.stdout, result.describe()
+    check_hosts_clean(cluster)
+
+
+def test_mpich_on_a_host_whose_dev_shm_is_full_fails_naming_it_and_leaves_no_segment(cluster, jobs):
+    # MPICH's MPI_Init makes its segment in /dev/shm, and a rank touching it there dies of SIGBUS. Ranks on the
+    # other hosts are killed inside MPI_Init, before MPICH unlinks their hosts' segments: canopy's PMI server
+    # removes those (daemon/pmi/abandoned_segments.hpp).
+    filler = cluster.fill_shm(VICTIM)
+    result = jobs.canopy(["-f", jobs.hostfile(), "--ppn", "2", MPICH_PROGRAMS / "mpich_allreduce", "8"],
+                         env={"MPI_TEST_SKIP_FINALIZE": "1"}, timeout=90)
+    cluster.run(VICTIM, ["rm", "-f", filler], check=True)
+    assert result.returncode != 0, result.describe()
+    lines = canopy_lines(result.stderr)
+    assert lines and VICTIM in lines[0], f"the first canopy line does not name {VICTIM}\n{result.describe()}"
+    check_hosts_clean(cluster)
+
+
+def test_open_mpi_on_a_host_whose_dev_shm_is_full_still_gives_the_right_sum(cluster, jobs):
+    # Open MPI warns that its shared-memory file has no room, and its ranks carry on.
+    filler = cluster.fill_shm(VICTIM)
+    result = jobs.canopy(["-f", jobs.hostfile(), "--ppn", "2", OMPI_PROGRAMS / "mpi_allreduce", "8"], timeout=90)
+    cluster.run(VICTIM, ["rm", "-f", filler], check=True)
+    assert result.returncode == 0, result.describe()
+    assert "mpi_allreduce: 8 ranks, sum 36 max 8 vector OK" in result.stdout, result.describe()
+    assert "not enough space" in result.stderr, result.describe()
+    check_hosts_clean(cluster)
