@@ -3,8 +3,29 @@
 
 #include <map>
 #include <set>
+#include <string_view>
 
 namespace canopy {
+
+namespace {
+
+// What describes another launcher's task or step rather than the allocation, with no canopy meaning to set it to:
+// left in, it would point the rank at another PMI or PMIx server, or describe canopyd's own Slurm step.
+bool belongs_to_an_outer_task(std::string_view name)
+{
+    // The node's PMI and PMIx servers set their own afresh; PMIx's MCA settings are the user's.
+    static const std::set<std::string, std::less<>> simple_pmi = {
+        "PMI_FD",      "PMI_PORT",       "PMI_ID",         "PMI_RANK",  "PMI_SIZE",
+        "PMI_JOBID",   "PMI_SPAWNED",    "PMI_LOCAL_RANK", "PMI_LOCAL_SIZE"};
+    static const std::set<std::string, std::less<>> slurm_task = {
+        "SLURM_STEPID",         "SLURM_TASK_PID",         "SLURM_GTIDS", "SLURM_LAUNCH_NODE_IPADDR",
+        "SLURM_SRUN_COMM_HOST", "SLURM_SRUN_COMM_PORT",   "SLURM_CPU_BIND", "SLURM_CPU_BIND_LIST",
+        "SLURM_CPU_BIND_TYPE",  "SLURM_CPU_BIND_VERBOSE"};
+    return simple_pmi.contains(name) || slurm_task.contains(name) || name.starts_with("SLURM_STEP_") ||
+           (name.starts_with("PMIX_") && !name.starts_with("PMIX_MCA_"));
+}
+
+} // namespace
 
 std::vector<std::string> rank_environment(const std::vector<std::string>& base, const RankIdentity& who)
 {
@@ -30,16 +51,33 @@ std::vector<std::string> rank_environment(const std::vector<std::string>& base, 
         {"CANOPY_JOBID", who.job_id},
         {"CANOPY_NODE_TMPDIR", who.node_tmpdir},
     };
-    // A simple-PMI identity inherited from an outer launcher would point the rank at a server that is not its
-    // own; the node's PMI server sets these afresh when canopy serves simple PMI, and otherwise none may reach it.
-    static const std::set<std::string, std::less<>> outer_pmi = {
-        "PMI_FD",      "PMI_PORT",       "PMI_ID",         "PMI_RANK",  "PMI_SIZE",
-        "PMI_JOBID",   "PMI_SPAWNED",    "PMI_LOCAL_RANK", "PMI_LOCAL_SIZE"};
+    // Another launcher's per-task identity, inherited from the Slurm step, mpirun or outer job canopy runs in
+    // (with the srun agent canopyd itself is a one-task step): where present it is made the rank's canopy identity,
+    // so tools that read it (Lightning, JAX, submitit) agree with RANK. Allocation-level variables pass through.
+    std::map<std::string, std::string> outer_identity{
+        {"SLURM_PROCID", std::to_string(who.rank)},
+        {"SLURM_LOCALID", std::to_string(who.local_rank)},
+        {"SLURM_NODEID", std::to_string(who.node_rank)},
+        {"SLURM_NTASKS", std::to_string(who.world_size)},
+        {"SLURM_NPROCS", std::to_string(who.world_size)},
+        {"OMPI_COMM_WORLD_RANK", std::to_string(who.rank)},
+        {"OMPI_COMM_WORLD_SIZE", std::to_string(who.world_size)},
+        {"OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(who.local_rank)},
+        {"OMPI_COMM_WORLD_LOCAL_SIZE", std::to_string(who.local_size)},
+        {"OMPI_COMM_WORLD_NODE_RANK", std::to_string(who.local_rank)},
+        {"OMPI_UNIVERSE_SIZE", std::to_string(who.world_size)},
+        {"MPI_LOCALRANKID", std::to_string(who.local_rank)},   // Hydra's
+        {"MPI_LOCALNRANKS", std::to_string(who.local_size)},
+    };
     std::vector<std::string> env;
     env.reserve(base.size() + set.size());
     for (const auto& entry : base) {
         auto name = entry.substr(0, entry.find('='));
-        if (!set.contains(name) && !outer_pmi.contains(name))
+        if (set.contains(name) || belongs_to_an_outer_task(name))
+            continue;
+        if (auto identity = outer_identity.find(name); identity != outer_identity.end())
+            env.push_back(name + "=" + identity->second);
+        else
             env.push_back(entry);
     }
     for (const auto& [name, value] : set)

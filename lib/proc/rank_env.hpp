@@ -19,8 +19,11 @@ struct RankIdentity {
 };
 
 // Sets the variables training frameworks and MPI-era tools read (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
-// PALS_RANKID, CANOPY_*) over `base`, replacing any stale values it carries. Simple PMI's variables (PMI_FD,
-// PMI_RANK, ...) are dropped: only the node's PMI server sets them, when the job serves simple PMI.
+// PALS_RANKID, CANOPY_*) over `base`, replacing any stale values it carries. Another launcher's per-task identity
+// inherited in `base` never contradicts them: SLURM_PROCID, SLURM_LOCALID, SLURM_NODEID, SLURM_NTASKS,
+// OMPI_COMM_WORLD_* and Hydra's MPI_LOCALRANKID are set to the rank's values where present; a Slurm step's own
+// variables (SLURM_STEP_*, ...), simple PMI's (PMI_FD, PMI_RANK, ...) and PMIx's (PMIX_*, but not the PMIX_MCA_*
+// settings) are dropped, for the node's own servers to set. Allocation-level variables (SLURM_JOB_ID) pass.
 std::vector<std::string> rank_environment(const std::vector<std::string>& base, const RankIdentity& who);
 
 // The value of NAME in a NAME=VALUE list, or empty.

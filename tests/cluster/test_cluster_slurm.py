@@ -98,10 +98,13 @@ def test_exit_code_of_a_failing_rank_reaches_salloc(jobs, agent):
 
 @AGENTS
 def test_sbatch_script_runs_canopy_in_its_allocation(jobs, agent):
-    record, output = jobs.sbatch(f"{BATCH_HEADER}{CANOPY} --agent '{agent}' -l hostname\n", "hostname")
+    # The batch step is a task of its own (SLURM_PROCID=0, SLURM_STEP_ID=batch) and canopy inherits it: ranks must
+    # see their own identity there, or Lightning and JAX would take each of them for rank 0.
+    script = "echo $(hostname) $SLURM_PROCID $SLURM_LOCALID $SLURM_NODEID $SLURM_NTASKS ${SLURM_STEP_ID-none}"
+    record, output = jobs.sbatch(f"{BATCH_HEADER}{CANOPY} --agent '{agent}' -l sh -c '{script}'\n", "hostname")
     assert (record["JobState"], record["ExitCode"]) == ("COMPLETED", "0:0"), (record, output)
     by_rank = parse_labelled(output)
-    assert {rank: lines for rank, lines in by_rank.items()} == {r: [f"node{r + 1}"] for r in range(4)}, output
+    assert by_rank == {r: [f"node{r + 1} {r} 0 {r} 4 none"] for r in range(4)}, output
 
 
 def test_sbatch_job_fails_with_the_ranks_exit_code(jobs):

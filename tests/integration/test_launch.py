@@ -200,6 +200,26 @@ def test_envlist_passes_only_the_named_variables(run_canopy):
         assert "PATH" not in env
 
 
+def test_a_batch_steps_task_identity_never_contradicts_a_ranks_own(run_canopy):
+    # As canopy inherits them inside an srun step or under mpirun: every rank would read "0 of 1" and Lightning or
+    # JAX would take it for rank 0. They become the rank's own; the step's own variables go; the allocation's stay.
+    outer = {"SLURM_JOB_ID": "4242", "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0",
+             "SLURM_NTASKS": "1", "SLURM_STEP_ID": "7", "SLURM_STEP_NODELIST": "login1", "PMIX_RANK": "0",
+             "PMIX_NAMESPACE": "outer-job", "OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "1"}
+    result = run_canopy(["--sim-nodes", "2", "-n", "4", "-l", "env"], env=outer)
+    assert result.returncode == 0, result.describe()
+    envs = rank_envs(result)
+    assert sorted(envs) == [0, 1, 2, 3], result.describe()
+    for rank, env in envs.items():
+        assert (env["SLURM_PROCID"], env["SLURM_LOCALID"], env["SLURM_NODEID"], env["SLURM_NTASKS"]) == \
+            (str(rank), str(rank % 2), str(rank // 2), "4"), env
+        assert (env["OMPI_COMM_WORLD_RANK"], env["OMPI_COMM_WORLD_SIZE"]) == (str(rank), "4"), env
+        assert env["SLURM_JOB_ID"] == "4242"
+        for dropped in ("SLURM_STEP_ID", "SLURM_STEP_NODELIST"):
+            assert dropped not in env, f"{dropped} reached rank {rank}"
+        assert env.get("PMIX_NAMESPACE") != "outer-job" and env.get("PMIX_RANK", str(rank)) == str(rank), env
+
+
 def test_explicit_master_addr_and_port_win(run_canopy):
     result = run_canopy(["--sim-nodes", "2", "--env", "MASTER_ADDR=10.9.8.7", "--env", "MASTER_PORT=29511", "-l",
                          "sh", "-c", 'echo "$MASTER_ADDR:$MASTER_PORT"'])

@@ -50,6 +50,46 @@ TEST(RankEnv, DropsAnOuterLaunchersSimplePmiIdentity)
     EXPECT_EQ(environment_value(env, "PMI_DEBUG"), "1");   // a setting, not an identity
 }
 
+TEST(RankEnv, AnOuterLaunchersTaskIdentityIsMadeTheRanksOwn)
+{
+    // canopy in a Slurm step (the srun agent makes canopyd one) or under mpirun: what such a step's single task
+    // was told must not reach the rank, or Lightning and JAX take every rank for rank 0.
+    auto env = rank_environment({"SLURM_JOB_ID=77", "SLURM_PROCID=0", "SLURM_LOCALID=0", "SLURM_NODEID=0",
+                                 "SLURM_NTASKS=1", "SLURM_STEP_ID=3", "SLURM_STEP_NODELIST=n1", "SLURM_STEPID=3",
+                                 "SLURM_CPU_BIND=quiet,mask_cpu:0x1", "OMPI_COMM_WORLD_RANK=0",
+                                 "OMPI_COMM_WORLD_SIZE=1", "OMPI_MCA_btl=self,tcp", "MPI_LOCALRANKID=0"},
+                                rank_five());
+    EXPECT_EQ(environment_value(env, "SLURM_PROCID"), "5");
+    EXPECT_EQ(environment_value(env, "SLURM_LOCALID"), "1");
+    EXPECT_EQ(environment_value(env, "SLURM_NODEID"), "2");
+    EXPECT_EQ(environment_value(env, "SLURM_NTASKS"), "8");
+    EXPECT_EQ(environment_value(env, "OMPI_COMM_WORLD_RANK"), "5");
+    EXPECT_EQ(environment_value(env, "OMPI_COMM_WORLD_SIZE"), "8");
+    EXPECT_EQ(environment_value(env, "MPI_LOCALRANKID"), "1");
+    for (const char* name : {"SLURM_STEP_ID", "SLURM_STEP_NODELIST", "SLURM_STEPID", "SLURM_CPU_BIND"})
+        EXPECT_EQ(environment_value(env, name), "") << name;
+    EXPECT_EQ(environment_value(env, "SLURM_JOB_ID"), "77");        // the allocation's
+    EXPECT_EQ(environment_value(env, "OMPI_MCA_btl"), "self,tcp");  // a setting
+}
+
+TEST(RankEnv, AnIdentityThatWasNotInheritedIsNotInvented)
+{
+    // Setting SLURM_PROCID outside Slurm would make tools think they run under srun.
+    auto env = rank_environment({"HOME=/h"}, rank_five());
+    for (const char* name : {"SLURM_PROCID", "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK", "MPI_LOCALRANKID"})
+        EXPECT_EQ(environment_value(env, name), "") << name;
+}
+
+TEST(RankEnv, DropsAnOuterPmixServersIdentityButKeepsPmixSettings)
+{
+    auto env = rank_environment({"PMIX_RANK=0", "PMIX_NAMESPACE=outer", "PMIX_SERVER_URI41=outer;tcp://1.2.3.4:5",
+                                 "PMIX_SERVER_TMPDIR=/tmp/outer", "PMIX_MCA_gds=hash"},
+                                rank_five());
+    for (const char* name : {"PMIX_RANK", "PMIX_NAMESPACE", "PMIX_SERVER_URI41", "PMIX_SERVER_TMPDIR"})
+        EXPECT_EQ(environment_value(env, name), "") << name;
+    EXPECT_EQ(environment_value(env, "PMIX_MCA_gds"), "hash");
+}
+
 TEST(RankEnv, ReplacesStaleValuesInsteadOfDuplicatingThem)
 {
     auto env = rank_environment({"RANK=99", "WORLD_SIZE=1", "HOME=/h"}, rank_five());
