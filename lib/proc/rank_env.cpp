@@ -18,8 +18,8 @@ bool belongs_to_an_outer_task(std::string_view name)
         "PMI_FD",      "PMI_PORT",       "PMI_ID",         "PMI_RANK",  "PMI_SIZE",
         "PMI_JOBID",   "PMI_SPAWNED",    "PMI_LOCAL_RANK", "PMI_LOCAL_SIZE"};
     static const std::set<std::string, std::less<>> slurm_task = {
-        "SLURM_STEPID",         "SLURM_TASK_PID",         "SLURM_GTIDS", "SLURM_LAUNCH_NODE_IPADDR",
-        "SLURM_SRUN_COMM_HOST", "SLURM_SRUN_COMM_PORT",   "SLURM_CPU_BIND", "SLURM_CPU_BIND_LIST",
+        "SLURM_STEPID",         "SLURM_TASK_PID",       "SLURM_GTIDS",         "SLURM_LAUNCH_NODE_IPADDR",
+        "SLURM_SRUN_COMM_HOST", "SLURM_SRUN_COMM_PORT", "SLURM_CPU_BIND",      "SLURM_CPU_BIND_LIST",
         "SLURM_CPU_BIND_TYPE",  "SLURM_CPU_BIND_VERBOSE"};
     return simple_pmi.contains(name) || slurm_task.contains(name) || name.starts_with("SLURM_STEP_") ||
            (name.starts_with("PMIX_") && !name.starts_with("PMIX_MCA_"));
