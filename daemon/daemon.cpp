@@ -165,7 +165,11 @@ void Daemon::register_parent_handlers()
         auto signal = wire::decode_frame<wire::Signal>(frame);
         if (!signal)
             return false;
-        ranks_->signal_all(signal->signo);
+        // Ctrl-Z on the launcher (launcher/job_suspension.hpp): the ranks get SIGSTOP, which none can ignore, and
+        // the stopped launcher's silence is no loss until the job goes on.
+        if (signal->signo == SIGTSTP || signal->signo == SIGCONT)
+            parent_->hold_heartbeat_checks(signal->signo == SIGTSTP);
+        ranks_->signal_all(signal->signo == SIGTSTP ? SIGSTOP : signal->signo);
         position_->children().broadcast(wire::encode_frame(frame));
         return true;
     });

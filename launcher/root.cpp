@@ -34,11 +34,12 @@ std::chrono::milliseconds millis(double seconds) { return std::chrono::milliseco
 Root::Root(asio::io_context& io, ProcessReaper& reaper, RootPlan plan, std::int64_t started_ns,
            std::int64_t hosts_resolved_ns, InProcessStarter in_process)
     : io_(io), plan_(std::move(plan)), key_(auth::generate_key()), reaper_(reaper), in_process_(std::move(in_process)),
-      spawn_(plan_.plan), signals_(io, SIGINT, SIGTERM, SIGHUP), timeout_timer_(io), grace_timer_(io),
+      spawn_(plan_.plan), signals_(io, SIGINT, SIGTERM, SIGHUP), suspension_(io), timeout_timer_(io), grace_timer_(io),
       teardown_deadline_(io), stage_progress_timer_(io), job_store_timer_(io), started_ns_(started_ns)
 {
     signals_.add(SIGUSR1);
     signals_.add(SIGUSR2);
+    signals_.add(SIGTSTP);
     // The writer's thread finds a closed stream; what that means for the job is decided here, on the io thread.
     output_.on_closed([this](int fd) { asio::post(io_, [this, fd] { output_closed(fd); }); });
     plan_.plan.launcher_start_ns = started_ns;
@@ -454,6 +455,10 @@ void Root::on_signal(int signo)
     });
     if (signo == SIGUSR1 || signo == SIGUSR2) {
         position_->children().broadcast(wire::to_frame(wire::Signal{signo}));
+        return;
+    }
+    if (signo == SIGTSTP) {
+        suspension_.suspend(position_->children());
         return;
     }
     if (signalled_ || position_->leaving()) {

@@ -14,6 +14,7 @@
 
 #include "collective/job_store.hpp"
 #include "launch_plan.hpp"
+#include "job_suspension.hpp"
 #include "output_writer.hpp"
 #include "spawn_service.hpp"
 #include "stage_source.hpp"
@@ -95,6 +96,7 @@ private:
     void end_stage_fetch();
     void write_learned_manifest();   // the on-demand answers, as the manifest the job was told to learn
     asio::signal_set signals_;
+    JobSuspension suspension_;   // Ctrl-Z
     asio::steady_timer timeout_timer_;
     asio::steady_timer grace_timer_;
     asio::steady_timer teardown_deadline_;

@@ -61,6 +61,14 @@ void LinkHeartbeat::set_timeout(double timeout_seconds)
     arm(HeartbeatSchedule::Clock::now());
 }
 
+void LinkHeartbeat::hold(bool held)
+{
+    if (held_ && !held)
+        released_ = HeartbeatSchedule::Clock::now();
+    held_ = held;
+    arm(HeartbeatSchedule::Clock::now());
+}
+
 void LinkHeartbeat::stop() { timer_.cancel(); }
 
 void LinkHeartbeat::arm(HeartbeatSchedule::Clock::time_point when)
@@ -78,7 +86,8 @@ void LinkHeartbeat::check()
     if (!link || !link->is_open())
         return;   // the link's owner has heard how it ended
     auto now = HeartbeatSchedule::Clock::now();
-    auto verdict = schedule_.check(now, link->last_received(), link->last_sent(), link->queued_bytes() > 0);
+    auto heard = held_ ? now : std::max(link->last_received(), released_);
+    auto verdict = schedule_.check(now, heard, link->last_sent(), link->queued_bytes() > 0);
     if (verdict.lost && link->has_unread_bytes()) {
         // Our own thread fell behind, not the peer: what it sent waits to be read. Look again once it has been.
         arm(now + schedule_.interval());

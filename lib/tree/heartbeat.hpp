@@ -61,6 +61,9 @@ public:
 
     // A new timeout, from now on (a daemon waits for its plan under one timeout, then takes the job's).
     void set_timeout(double timeout_seconds);
+    // While held, the peer's silence is no loss: it was stopped on purpose (the launcher suspended with Ctrl-Z).
+    // Beats still go out. Once released, silence counts from then.
+    void hold(bool held);
     // No more beats nor checks: the link has closed.
     void stop();
     std::uint64_t beats_sent() const { return beats_sent_; }
@@ -73,6 +76,8 @@ private:
     HeartbeatSchedule schedule_;
     boost::asio::steady_timer timer_;
     LostHandler lost_;
+    bool held_ = false;
+    HeartbeatSchedule::Clock::time_point released_{};   // silence before this was excused
     std::uint64_t beats_sent_ = 0;
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

@@ -130,6 +130,12 @@ void Link::keep_alive(double timeout_seconds)
                                                  });
 }
 
+void Link::hold_heartbeat_checks(bool held)
+{
+    if (heartbeat_)
+        heartbeat_->hold(held);
+}
+
 bool Link::has_unread_bytes() const
 {
     boost::system::error_code error;

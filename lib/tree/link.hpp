@@ -47,6 +47,8 @@ public:
     // Heartbeats from now on (lib/tree/heartbeat): one goes out when we have been quiet, and a peer that sends
     // nothing for `timeout_seconds` fails the link with a reason saying so. Called again, takes the new timeout.
     void keep_alive(double timeout_seconds);
+    // While held, the peer's silence is not a loss (LinkHeartbeat::hold); beats still go out.
+    void hold_heartbeat_checks(bool held);
     // The peer fell silent for the heartbeat timeout: hung, stopped or cut off, so it will not leave by itself.
     bool peer_silent() const { return peer_silent_; }
     const std::string& peer_name() const { return peer_name_; }

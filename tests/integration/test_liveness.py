@@ -1,12 +1,15 @@
 # Liveness on tree links: a node that hangs (SIGSTOP) ends the job naming it, a hung launcher makes every daemon
 # leave, and quiet or busy jobs that run many heartbeat timeouts are never declared lost.
 import os
+import pty
+import re
+import select
 import signal
 import time
 
 import pytest
 
-from conftest import daemon_for_node, wait_until
+from conftest import CANOPY, daemon_for_node, proc_state_and_ppid, wait_until
 
 HEARTBEAT_TIMEOUT = 2.0
 # The stopped side's last heartbeat may have left up to a quarter of the timeout before it stopped: silence is counted
@@ -78,6 +81,73 @@ def test_stopped_launcher_makes_every_daemon_end_its_ranks_and_leave(sandbox, re
     assert not dirs, f"temp dirs left by daemons whose launcher stopped: {dirs}"
     result = sandbox.finish(job, timeout=20)
     assert result.returncode == 255, result.describe()   # resumed, the launcher finds its daemons gone
+
+
+class InteractiveShell:
+    """bash on a pseudo-terminal, typed at as a user would: Ctrl-Z and fg work as at a terminal."""
+
+    def __init__(self, env, cwd):
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:
+            os.chdir(cwd)
+            os.execvpe("bash", ["bash", "--norc", "--noprofile", "-i"], env)
+        self.output = ""
+
+    def type(self, text):
+        os.write(self.fd, text.encode())
+
+    def read_until(self, pattern, timeout):
+        """Everything the terminal showed so far, once `pattern` (a regex) appears in it; fails after `timeout`."""
+        deadline = time.monotonic() + timeout
+        while not re.search(pattern, self.output) and time.monotonic() < deadline:
+            if select.select([self.fd], [], [], 0.1)[0]:
+                try:
+                    self.output += os.read(self.fd, 65536).decode(errors="replace").replace("\r", "")
+                except OSError:
+                    break
+        if not re.search(pattern, self.output):
+            pytest.fail(f"the terminal did not show {pattern!r} within {timeout} s:\n{self.output[-3000:]}",
+                        pytrace=False)
+        return self.output
+
+    def poll(self):   # for Readiness.wait: the shell is the job's stand-in
+        return None
+
+    def close(self):
+        os.kill(self.pid, signal.SIGKILL)
+        os.waitpid(self.pid, 0)
+        os.close(self.fd)
+
+
+def test_ctrl_z_suspends_the_whole_job_and_fg_resumes_it(sandbox, ready):
+    # A shell stops only the launcher; left at that, the ranks would run on and the daemons would take the stopped
+    # launcher for hung and leave. Suspended for three heartbeat timeouts, the job must pause as a whole and go on.
+    config = heartbeat_config(sandbox)
+    shell = InteractiveShell({**sandbox.env, "PS1": "$ "}, sandbox.root)
+    try:
+        shell.type(f"{CANOPY} --config {config} --sim-nodes 3 --fanout 2 sh -c "
+                   f"'{ready.touch}; sleep 2; echo finished $RANK'\n")
+        ready.wait(3, shell)
+        shell.type("\x1a")   # Ctrl-Z
+        shell.read_until(r"Stopped", 10)
+        time.sleep(3 * HEARTBEAT_TIMEOUT)
+        running = sandbox.leftovers()
+        ranks = [pid for pid, command in running.items() if command.startswith("sleep 2")]
+        daemons = [pid for pid, command in running.items() if "canopyd --parent" in command]
+        states = {pid: proc_state_and_ppid(pid)[0] for pid in ranks}
+        shell.type("fg\n")
+        # The job's end is the shell's next prompt after the ranks' lines; only then is its status there to ask for
+        # (typed before, the line would be rank 0's standard input).
+        shell.read_until(r"fg\n(.*\n)*(.*finished \d.*\n(.*\n)*){3}.*\$ $", 30)
+        shell.type("echo EXIT=$?\n")
+        output = shell.read_until(r"EXIT=\d+", 10)
+    finally:
+        shell.close()
+    assert len(daemons) == 3, f"daemons left while the launcher was suspended: {running}\n{output}"
+    assert len(ranks) == 3 and set(states.values()) == {"T"}, f"ranks not stopped while suspended: {states}"
+    assert "EXIT=0" in output, output
+    assert sorted(re.findall(r"finished (\d)", output)) == ["0", "1", "2"], output
+    assert "canopy" not in output.split("fg", 1)[1].replace(str(CANOPY), ""), output   # no warning, no error
 
 
 def test_quiet_job_running_five_heartbeat_timeouts_succeeds(run_canopy, sandbox):

@@ -259,6 +259,23 @@ TEST_F(LinkPair, ALongerTimeoutTakesEffectAtOnce)
     EXPECT_FALSE(lost);
 }
 
+TEST_F(LinkPair, AHeldPeersSilenceIsNoLossAndCountsOnlyFromTheRelease)
+{
+    // The launcher suspended with Ctrl-Z: its daemons hold their checks of it, and still beat.
+    std::optional<Clock::time_point> lost_at;
+    LinkHeartbeat heartbeat(io_.get_executor(), near_, 0.4, [&](const std::string&) { lost_at = Clock::now(); });
+    heartbeat.hold(true);
+    run_for(1500ms);
+    EXPECT_FALSE(lost_at) << "lost while held";
+    EXPECT_GE(heartbeat.beats_sent(), 3u);
+    auto released = Clock::now();
+    heartbeat.hold(false);
+    run_for(2s);
+    ASSERT_TRUE(lost_at) << "a peer silent after the release must still be lost";
+    EXPECT_GE(*lost_at - released, 400ms);
+    EXPECT_LT(*lost_at - released, 1500ms);
+}
+
 TEST_F(LinkPair, AKeptAliveLinkWhosePeerFallsSilentClosesSayingSo)
 {
     near_->keep_alive(0.4);
