@@ -173,6 +173,15 @@ void Daemon::register_parent_handlers()
         position_->children().broadcast(wire::encode_frame(frame));
         return true;
     });
+    position_->on_parent(wire::MessageType::output_flow, [this](long, const wire::Frame& frame) {
+        auto flow = wire::decode_frame<wire::OutputFlow>(frame);
+        if (!flow)
+            return false;
+        if (ranks_)
+            ranks_->hold_output(flow->held);
+        position_->children().broadcast(wire::encode_frame(frame));
+        return true;
+    });
     position_->on_parent(wire::MessageType::namespace_start, [this](long, const wire::Frame& frame) {
         auto start = wire::decode_frame<wire::NamespaceStart>(frame);
         if (!start)

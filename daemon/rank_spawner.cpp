@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <thread>
+#include <utility>
 
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
@@ -146,16 +147,7 @@ void RankSpawner::spawn(const std::string& program, const std::vector<std::strin
                 end_group(rank.pid);
             rank.wait_status = status;
             rank.exit_ns = timing::now_ns();
-            rank.drain_timer = std::make_unique<asio::steady_timer>(io_, drain_grace);
-            rank.drain_timer->async_wait([this, alive, id](const boost::system::error_code& error) {
-                if (error || !*alive)
-                    return;
-                Rank& rank = *ranks_.at(id);
-                if (rank.out.pipe)
-                    rank.out.pipe->close();
-                if (rank.err.pipe)
-                    rank.err.pipe->close();
-            });
+            start_drain_timer(rank);
             maybe_finish(rank);
         });
     }
@@ -217,6 +209,45 @@ void RankSpawner::reject(std::vector<RankLaunch> ranks, const StartFailure& fail
     check_all_started();
 }
 
+// A rank has exited: what is left in its pipes is read for drain_grace, then they close, so a background process
+// that keeps them open does not hold the job. While output is held the grace waits for the release.
+void RankSpawner::start_drain_timer(Rank& rank)
+{
+    rank.drain_timer = std::make_unique<asio::steady_timer>(io_, drain_grace);
+    rank.drain_timer->async_wait([this, alive = alive_, id = rank.rank](const boost::system::error_code& error) {
+        if (error || !*alive)
+            return;
+        Rank& rank = *ranks_.at(id);
+        if (output_held_) {
+            rank.drain_due = true;
+            return;
+        }
+        if (rank.out.pipe)
+            rank.out.pipe->close();
+        if (rank.err.pipe)
+            rank.err.pipe->close();
+    });
+}
+
+void RankSpawner::hold_output(bool held)
+{
+    if (held == output_held_)
+        return;
+    output_held_ = held;
+    if (held)
+        return;
+    for (auto& [id, rank] : ranks_) {
+        for (std::uint8_t stream_id : {1, 2}) {
+            Stream& stream = stream_id == 1 ? rank->out : rank->err;
+            if (stream.parked && stream.pipe)
+                read(*rank, stream, stream_id);
+            stream.parked = false;
+        }
+        if (std::exchange(rank->drain_due, false))
+            start_drain_timer(*rank);
+    }
+}
+
 void RankSpawner::read(Rank& rank, Stream& stream, std::uint8_t id)
 {
     long rank_id = rank.rank;
@@ -243,7 +274,10 @@ void RankSpawner::read(Rank& rank, Stream& stream, std::uint8_t id)
                 events_.output(rank_id, id, std::move(stream.pending));
                 stream.pending.clear();
             }
-            read(rank, stream, id);
+            if (output_held_)
+                stream.parked = true;
+            else
+                read(rank, stream, id);
         });
 }
 

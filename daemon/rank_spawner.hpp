@@ -63,6 +63,9 @@ public:
     void write_stdin(const std::string& data);
     void close_stdin();
     void signal_all(int signo);
+    // Held: the ranks' pipes are not read, so ranks that write block as at a stalled terminal (the launcher's
+    // reader has stalled: launcher/output_backpressure.hpp). Nothing is dropped; released, reading goes on.
+    void hold_output(bool held);
     // SIGTERM every rank's process group now and SIGKILL whatever is left after the grace period.
     void terminate(double grace_seconds);
     // SIGKILL to every rank's process group, including what exited ranks left running in theirs. A group whose
@@ -84,6 +87,7 @@ private:
         std::unique_ptr<asio::posix::stream_descriptor> pipe;
         std::string pending;
         std::array<char, 16 * 1024> buffer;
+        bool parked = false;             // not read while output is held
     };
     struct Rank {
         long rank = 0;
@@ -100,9 +104,11 @@ private:
         SpawnRequest request;            // kept to describe a failed exec
         Stream out, err;
         std::unique_ptr<asio::steady_timer> drain_timer;
+        bool drain_due = false;          // the drain grace ended while output was held
     };
 
     void read(Rank& rank, Stream& stream, std::uint8_t id);
+    void start_drain_timer(Rank& rank);
     void await_exec(Rank& rank);
     void start_known(Rank& rank, StartFailure failure);
     void check_all_started();
@@ -119,6 +125,7 @@ private:
     std::size_t finished_ = 0;
     std::size_t started_known_ = 0;
     bool forking_ = false;               // all_started waits until every rank has been forked
+    bool output_held_ = false;
     bool all_started_reported_ = false;
     std::unique_ptr<asio::posix::stream_descriptor> stdin_pipe_;
     std::deque<std::string> stdin_queue_;

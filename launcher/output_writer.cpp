@@ -44,6 +44,7 @@ void OutputWriter::queue(int fd, std::string data)
         return;
     {
         std::lock_guard lock(mutex_);
+        queued_bytes_ += data.size();
         queue_.emplace_back(fd, std::move(data));
         // Started by the first output, not before: the launcher forks guards early, best with no other thread.
         if (!thread_.joinable())
@@ -56,6 +57,25 @@ void OutputWriter::flush()
 {
     std::unique_lock lock(mutex_);
     written_.wait(lock, [this] { return queue_.empty() && !writing_; });
+}
+
+std::size_t OutputWriter::queued_bytes()
+{
+    std::lock_guard lock(mutex_);
+    return queued_bytes_;
+}
+
+void OutputWriter::when_below(std::size_t bytes, std::function<void()> below)
+{
+    {
+        std::lock_guard lock(mutex_);
+        if (queued_bytes_ >= bytes) {
+            below_bytes_ = bytes;
+            below_ = std::move(below);
+            return;
+        }
+    }
+    below();
 }
 
 void OutputWriter::run()
@@ -81,6 +101,13 @@ void OutputWriter::run()
         }
         lock.lock();
         writing_ = false;
+        queued_bytes_ -= data.size();
+        if (below_ && queued_bytes_ < below_bytes_) {
+            auto below = std::exchange(below_, nullptr);
+            lock.unlock();
+            below();
+            lock.lock();
+        }
         if (queue_.empty())
             written_.notify_all();
     }

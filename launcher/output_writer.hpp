@@ -3,6 +3,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <cstddef>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -27,6 +28,10 @@ public:
     void to_stderr(std::string data) { queue(fds_[1], std::move(data)); }
     // Returns once everything queued so far is written (or its stream has gone).
     void flush();
+    // Bytes queued and not yet written.
+    std::size_t queued_bytes();
+    // Calls `below` once, on the writer's thread, when fewer than `bytes` remain queued (at once if that is so now).
+    void when_below(std::size_t bytes, std::function<void()> below);
     // Called on the writer's thread, once per stream, when its reader has gone (EPIPE); later output to it is
     // dropped. Set before the first output.
     void on_closed(std::function<void(int fd)> closed) { closed_ = std::move(closed); }
@@ -42,6 +47,9 @@ private:
     std::condition_variable queued_;    // wakes the writer
     std::condition_variable written_;   // wakes flush()
     std::deque<std::pair<int, std::string>> queue_;
+    std::size_t queued_bytes_ = 0;   // in queue_ and in the piece being written
+    std::size_t below_bytes_ = 0;
+    std::function<void()> below_;
     bool writing_ = false;   // the writer holds a piece it took off the queue
     bool stopping_ = false;
     std::thread thread_;

@@ -374,8 +374,10 @@ void Root::register_child_handlers()
 {
     position_->on(wire::MessageType::output, [this](long, const wire::Frame& frame) {
         auto output = wire::decode_frame<wire::Output>(frame);
-        if (output)
+        if (output) {
             print_output(*output);
+            backpressure_.queued(position_->children());
+        }
         return output.ok();
     });
     position_->on(wire::MessageType::rank_failed, [this](long, const wire::Frame& frame) {

@@ -15,6 +15,7 @@
 #include "collective/job_store.hpp"
 #include "launch_plan.hpp"
 #include "job_suspension.hpp"
+#include "output_backpressure.hpp"
 #include "output_writer.hpp"
 #include "spawn_service.hpp"
 #include "stage_source.hpp"
@@ -109,6 +110,7 @@ private:
     std::vector<timing::Stamp> timeline_;
     timing::PhaseSet phases_;
     OutputWriter output_;   // the ranks' output and our own lines, never written on the io thread
+    OutputBackpressure backpressure_{io_, output_};   // after output_, which it watches
 
     bool signalled_ = false;
     long late_ranks_ = 0;   // spawned ranks running on nodes that had reported done

@@ -38,6 +38,7 @@ enum class MessageType : std::uint8_t {
     stage_index = 14,
     stage_content = 15,
     stage_fetch_reply = 16,
+    output_flow = 17,
     // Up the tree.
     subtree_up = 20,
     subtree_spawned = 21,
@@ -242,6 +243,16 @@ struct Shutdown {
     bool abort = false;       // failure teardown: short grace before SIGKILL
 
     CANOPY_WIRE_FIELDS(abort)
+};
+
+// The launcher's reader has stalled (a paused pager, a full pipe) and its queue of the ranks' output is long: the
+// daemons stop reading their ranks' pipes until it drains, so the ranks wait as at a stalled terminal.
+struct OutputFlow {
+    static constexpr MessageType type = MessageType::output_flow;
+    static constexpr const char* name = "output-flow";
+    bool held = false;
+
+    CANOPY_WIRE_FIELDS(held)
 };
 
 struct SubtreeUp {
@@ -552,7 +563,7 @@ struct Heartbeat {
     X(Challenge) X(Hello) X(Welcome) X(ClockPing) X(ClockPong) X(LaunchPlan) X(StdinData) X(Signal) X(Shutdown)     \
     X(StageIndex) X(StageContent) X(StageFetchReply) X(SubtreeUp) X(SubtreeSpawned) X(SubtreeDone) X(Output)       \
     X(RankFailed) X(DaemonError) X(DaemonLog) X(StageFetch) X(FenceUp) X(FenceDown) X(RoutedRequest) X(RoutedReply) \
-    X(SpawnRequest) X(SpawnReply) X(NamespaceStart) X(LateRanks) X(Heartbeat)
+    X(SpawnRequest) X(SpawnReply) X(NamespaceStart) X(LateRanks) X(Heartbeat) X(OutputFlow)
 
 // A listing name takes at least 3 bytes on the wire (two empty strings and its type).
 template <>

@@ -181,6 +181,32 @@ def test_reader_that_stalls_for_several_timeouts_loses_neither_the_job_nor_its_o
     assert result.stderr == "", result.describe()
 
 
+def launcher_rss_mib(pid):
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) // 1024
+
+
+def test_a_stalled_reader_holds_output_at_the_daemons_not_in_the_launchers_memory(sandbox):
+    # 200 MB of output while nobody reads canopy's stdout: the launcher holds at most its queue's mark (32 MiB) and
+    # the daemons stop reading their ranks' pipes, so the ranks wait in write() as at a stalled terminal. Before,
+    # the launcher's memory grew by all of it (198 MiB peak, measured on this same job).
+    # Rank 1 writes a little and exits while the output is held: what its pipe holds must wait for the release,
+    # not be cut off by the grace that stops background processes holding a finished rank's pipes.
+    per_rank, late = 100_000_000, 50_000
+    script = (f"if [ $RANK = 1 ]; then sleep 2; head -c {late} /dev/zero | tr '\\0' y; "
+              f"else head -c {per_rank} /dev/zero | tr '\\0' x; fi")
+    job = sandbox.start(["--sim-nodes", "1", "-n", "3", "sh", "-c", script])
+    peak = 0
+    for _ in range(16):
+        time.sleep(0.5)
+        peak = max(peak, launcher_rss_mib(job.pid))
+    result = sandbox.finish(job, timeout=60)
+    assert result.returncode == 0, result.describe()
+    assert len(result.stdout) == 2 * per_rank + late, f"{len(result.stdout)} bytes of {2 * per_rank + late}"
+    assert result.stdout.count("x") == 2 * per_rank and result.stdout.count("y") == late
+    assert peak < 100, f"the launcher grew to {peak} MiB while its reader stalled"
+
+
 @pytest.mark.parametrize("value", ["0", "-1", "1e308", "\"soon\"", "0.1"],
                          ids=["zero", "negative", "absurdly-large", "not-a-number", "below-half-a-second"])
 def test_bad_heartbeat_timeout_gives_one_line_naming_file_and_key(value, run_canopy, sandbox):

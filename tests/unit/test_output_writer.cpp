@@ -2,6 +2,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -54,6 +55,33 @@ TEST(OutputWriter, QueuingMoreThanAStalledPipeHoldsReturnsAtOnceAndFlushWritesIt
         reader.join();
         EXPECT_EQ(got.size(), expected.size());
         EXPECT_TRUE(got == expected) << "output reordered or damaged";
+    }
+    ::close(pipe_fds[0]);
+}
+
+TEST(OutputWriter, CountsWhatAStalledReaderHasNotTakenAndSaysOnceItFallsBelowAMark)
+{
+    int pipe_fds[2];
+    ASSERT_EQ(::pipe(pipe_fds), 0);
+    std::atomic<int> calls{0};
+    {
+        OutputWriter writer(pipe_fds[1], pipe_fds[1]);
+        for (int i = 0; i < 100; ++i)
+            writer.to_stdout(std::string(10000, 'x'));   // 1 MB; the pipe holds 64 KiB of it
+        std::this_thread::sleep_for(200ms);
+        std::size_t queued = writer.queued_bytes();
+        EXPECT_GT(queued, 900'000u);
+        EXPECT_LE(queued, 1'000'000u);
+        writer.when_below(100'000, [&] { ++calls; });
+        EXPECT_EQ(calls, 0) << "called while the reader still stalls";
+        std::thread reader([&] { read_all(pipe_fds[0]); });
+        writer.flush();
+        EXPECT_EQ(writer.queued_bytes(), 0u);
+        EXPECT_EQ(calls, 1);
+        writer.when_below(100'000, [&] { ++calls; });   // below already: at once
+        EXPECT_EQ(calls, 2);
+        ::close(pipe_fds[1]);
+        reader.join();
     }
     ::close(pipe_fds[0]);
 }
