@@ -333,6 +333,23 @@ TEST(Messages, HostileRankRunsAreRejectedBeforeAllocating)
     EXPECT_FALSE(decode_frame<FenceUp>(frame).ok());
 }
 
+TEST(Messages, ARunLengthThatWouldWrapTheTotalPastTheCapIsRejected)
+{
+    // Found by the wire fuzzer: a second run of length 2^64 - 5 made the running total wrap below the cap.
+    Writer writer;
+    writer.u8(0);
+    writer.varint(2);                      // two runs
+    writer.varint(0);
+    writer.varint(10);                     // ranks 0-9
+    writer.varint(20);
+    writer.varint(~std::uint64_t{0} - 4);  // 10 + this wraps to 5
+    writer.varint(0);
+    writer.i64(0);
+    writer.bytes(std::vector<std::uint8_t>{});
+    Frame frame{static_cast<std::uint8_t>(MessageType::fence_up), writer.take()};
+    EXPECT_FALSE(decode_frame<FenceUp>(frame).ok());
+}
+
 TEST(Messages, RoutedRequestsAndRepliesRoundTrip)
 {
     RoutedRequest request{7, 12, 0, RoutedOp::lookup, {'k', 'e', 'y'}};
