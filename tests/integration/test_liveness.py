@@ -205,7 +205,10 @@ def test_a_stalled_reader_holds_output_at_the_daemons_not_in_the_launchers_memor
     assert result.returncode == 0, result.describe()
     assert len(result.stdout) == 2 * per_rank + late, f"{len(result.stdout)} bytes of {2 * per_rank + late}"
     assert result.stdout.count("x") == 2 * per_rank and result.stdout.count("y") == late
-    assert peak < 100, f"the launcher grew to {peak} MiB while its reader stalled"
+    # Under AddressSanitizer (tests/sanitize.sh sets ASAN_OPTIONS) freed memory waits in a quarantine of up to
+    # 256 MiB, so the launcher's size says nothing there.
+    if "ASAN_OPTIONS" not in os.environ:
+        assert peak < 100, f"the launcher grew to {peak} MiB while its reader stalled"
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "1e308", "\"soon\"", "0.1"],
