@@ -24,7 +24,6 @@ public:
 
     // Rank output was just queued: past hold_above, every daemon is told to hold until the queue drains.
     void queued(ChildSet& children);
-    bool held() const { return held_; }
 
 private:
     boost::asio::io_context& io_;
