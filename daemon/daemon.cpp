@@ -17,6 +17,7 @@
 #include "pmi/pmi_server.hpp"
 #include "pmix/pmix_node.hpp"
 #include "private_socket.hpp"
+#include "proc/cpubind.hpp"
 #include "proc/node_temp_dir.hpp"
 #include "proc/rank_env.hpp"
 #include "rank_launches.hpp"
@@ -567,10 +568,7 @@ void Daemon::start_ranks()
         ranks_->start_none();
         return;
     }
-    if (!batch.refused.message.empty())
-        ranks_->reject(std::move(batch.launches), batch.refused);
-    else
-        ranks_->spawn(batch.program, plan_->job.argv, plan_->job.wdir, std::move(batch.launches));
+    spawn_batch(std::move(batch), plan_->job.argv, plan_->job.wdir);
     for (auto& service : rank_services_)
         service->ranks_started();
     // all_started carries on
@@ -620,10 +618,22 @@ void Daemon::start_namespace(const wire::NamespaceStart& start)
             late_ranks_.insert(launch.rank);
         report_late_ranks(true, batch.launches.size());
     }
-    if (!batch.refused.message.empty())
+    spawn_batch(std::move(batch), spawned.argv, spawned.wdir);
+}
+
+void Daemon::spawn_batch(RankBatch batch, const std::vector<std::string>& argv, const std::string& wdir)
+{
+    if (!batch.refused.message.empty()) {
         ranks_->reject(std::move(batch.launches), batch.refused);
-    else
-        ranks_->spawn(batch.program, spawned.argv, spawned.wdir, std::move(batch.launches));
+        return;
+    }
+    if (plan_->job.report_bindings)
+        for (const auto& launch : batch.launches)
+            send_up(wire::to_frame(wire::DaemonLog{
+                node_, fmt::format("canopy: rank {} on {}: {}", launch.rank, node_,
+                                   launch.cpus.empty() ? std::string("not bound")
+                                                       : "CPUs " + compress_cpu_list(launch.cpus))}));
+    ranks_->spawn(batch.program, argv, wdir, std::move(batch.launches));
 }
 
 void Daemon::report_late_ranks(bool started, std::size_t count)

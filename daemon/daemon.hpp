@@ -30,6 +30,8 @@
 
 namespace canopy {
 
+struct RankBatch;
+
 struct DaemonArgs {
     std::string parent_host;
     std::uint16_t parent_port = 0;
@@ -88,6 +90,8 @@ private:
     // Starts the ranks once every service lets them (a staged job's wait for the node cache).
     void start_ranks_when_ready();
     void start_ranks();
+    // Starts planned ranks (the job's, or a spawned namespace's), or refuses them all with the batch's reason.
+    void spawn_batch(RankBatch batch, const std::vector<std::string>& argv, const std::string& wdir);
 
     // Whether every rank has finished and the services have read what they sent (some wait a moment for that).
     bool ranks_drained();
