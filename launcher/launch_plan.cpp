@@ -44,6 +44,8 @@ Result<ResolvedHosts> resolve_hosts(const Options& options, const std::vector<st
             hosts.push_back({simulated_node_name(i), 0});
         return ResolvedHosts{std::move(hosts), "--sim-nodes"};
     }
+    if (options.standalone)
+        return ResolvedHosts{{{local_hostname(), 0}}, "this machine"};
     if (options.hosts) {
         auto hosts = parse_hosts_option(*options.hosts);
         if (!hosts)
@@ -149,6 +151,13 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
     auto resolved = resolve_hosts(options, environment);
     if (!resolved)
         return resolved.error();
+    if (options.nnodes && options.sim_nodes == 0) {
+        auto wanted = static_cast<std::size_t>(*options.nnodes);
+        if (resolved->hosts.size() < wanted)
+            return make_error("--nnodes {}: only {} host{} (from {})", wanted, resolved->hosts.size(),
+                              resolved->hosts.size() == 1 ? "" : "s", resolved->source);
+        resolved->hosts.resize(wanted);
+    }
     auto placement = place_ranks({options.ranks, options.ppn, resolved->hosts});
     if (!placement)
         return placement.error();
@@ -237,6 +246,7 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
     job.depth = static_cast<std::uint64_t>(options.depth);
     job.cpus_shared_ok = options.oversubscribe;
     job.report_bindings = options.report_bindings;
+    job.line_buffer = options.line_buffer;
     // Nodes on this machine bind from its CPUs: a binding that shares them is known before anything starts.
     // Elsewhere each node finds out from its own, and the job ends with 126 naming the node.
     if ((simulated || on_this_machine) && !options.oversubscribe) {
