@@ -12,6 +12,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <fmt/format.h>
 
+#include "error_files.hpp"
 #include "hosts/namespace_names.hpp"
 #include "hosts/rank_blocks.hpp"
 #include "pmi/pmi_server.hpp"
@@ -527,6 +528,11 @@ void Daemon::make_rank_spawner()
                 failed.signal = WTERMSIG(status);
             else
                 failed.exit_code = WEXITSTATUS(status);
+            if (!tmpdir_.path().empty())
+                if (auto recorded = read_error_file(error_file_for(tmpdir_.path(), rank))) {
+                    failed.exception = std::move(recorded->summary);
+                    failed.traceback = std::move(recorded->traceback);
+                }
             report_rank_failure(failed);
         }
         if (late_ranks_.erase(rank))

@@ -435,6 +435,9 @@ void Root::on_rank_failed(const wire::RankFailed& failed)
         line = fmt::format("{} on {} exited with code {}", who, failed.node, failed.exit_code);
         code = failed.exit_code;
     }
+    if (!failed.exception.empty())
+        line += ": " + failed.exception;
+    failure_ = timing::JobTiming::Failure{line, failed.traceback};
     if (signalled_) {
         // The ranks are dying of the signal we forwarded; report it as the job's status, quietly.
         exit_code_ = code;
@@ -451,6 +454,8 @@ void Root::fail(int exit_code, const std::string& line)
         output_.to_stderr("\r\033[K");   // the error goes on a clean line, not after the progress bar
     stage_progress_shown_ = false;
     print_own_line(fmt::format("canopy: {}\n", line));
+    if (!failure_)
+        failure_ = timing::JobTiming::Failure{line, {}};
     end_job(true, exit_code);
 }
 
@@ -627,6 +632,7 @@ timing::JobTiming Root::job_timing() const
                      [](const auto& a, const auto& b) { return a.seconds < b.seconds; });
     timing.wall_seconds = timeline_.back().seconds;
     timing.phases = phases_;
+    timing.failure = failure_;
     // What the root's job store served each node, and the invalidations it sent them (counts, not times).
     for (const auto& [position, counts] : job_store_.counts()) {
         if (position < 1 || position > timing.nodes)

@@ -119,6 +119,7 @@ private:
     bool signalled_ = false;
     long late_ranks_ = 0;   // spawned ranks running on nodes that had reported done
     bool failure_reported_ = false;
+    std::optional<timing::JobTiming::Failure> failure_;   // the rank failure that ended the job, for the report
     int exit_code_ = 0;
 };
 

@@ -330,8 +330,10 @@ struct RankFailed {
     std::string message;       // set when the rank never started or aborted
     std::int64_t time_ns = 0;  // root clock
     RankFailure kind = RankFailure::exited;
+    std::string exception;     // what torch's @record wrote to the rank's error file: "ValueError: ... (at f:1 in g)"
+    std::string traceback;     // and its Python traceback
 
-    CANOPY_WIRE_FIELDS(rank, node, exit_code, signal, message, time_ns, kind)
+    CANOPY_WIRE_FIELDS(rank, node, exit_code, signal, message, time_ns, kind, exception, traceback)
 };
 
 struct DaemonError {

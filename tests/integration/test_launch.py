@@ -473,3 +473,39 @@ def test_torchrun_options_canopy_does_not_take_are_explained(args, message, run_
     result = run_canopy([*args, "true"])
     assert result.returncode == 2, result.describe()
     assert len(result.canopy_lines()) == 1 and message in result.canopy_lines()[0], result.describe()
+
+
+# The single-node interactive job: the machine's own name, as `--hosts $(hostname)`, a PBS_NODEFILE or a Slurm node
+# list give it, starts its daemon directly. No sshd is needed (none listens on port 22 here).
+@pytest.mark.parametrize("how", ["hosts", "short-name", "address", "pbs", "slurm"])
+def test_this_machine_named_as_a_host_starts_without_ssh(how, run_canopy, sandbox):
+    name = socket.gethostname()
+    env, args = {}, []
+    if how == "hosts":
+        args = ["--hosts", f"{name}:2"]
+    elif how == "short-name":
+        args = ["--hosts", f"{name.split('.')[0].upper()}:2"]   # names compare without regard to case
+    elif how == "address":
+        args = ["--hosts", "127.0.0.1:2"]
+    elif how == "pbs":
+        nodefile = sandbox.root / "nodefile"
+        nodefile.write_text(f"{name}\n{name}\n")
+        env = {"PBS_NODEFILE": str(nodefile)}
+    else:
+        env = {"SLURM_JOB_NODELIST": name, "SLURM_TASKS_PER_NODE": "2"}
+    result = run_canopy([*args, "--agent", "ssh", "-l", "sh", "-c", 'echo "$RANK of $WORLD_SIZE"'], env=env)
+    assert result.returncode == 0, result.describe()
+    assert parse_labelled(result.stdout) == {0: ["0 of 2"], 1: ["1 of 2"]}, result.describe()
+
+
+def test_among_other_hosts_only_this_machine_skips_the_agent(run_canopy):
+    name = socket.gethostname()
+    ssh = run_canopy(["--dry-run", "--hosts", f"{name},elsewhere", "--agent", "ssh", "true"])
+    commands = [line for line in ssh.stdout.splitlines() if "canopyd --parent" in line]
+    assert len(commands) == 2, ssh.describe()
+    assert commands[0].split(": ", 1)[1].split()[0].endswith("canopyd") and f"--node {name}" in commands[0]
+    assert commands[1].split(": ", 1)[1].startswith("ssh ") and "elsewhere" in commands[1]
+    # An exec agent is the user's own command (srun works for this node too): it is kept.
+    srun = run_canopy(["--dry-run", "--hosts", f"{name},elsewhere", "--agent", "exec:srun -w %h", "true"])
+    assert [line.split(": ", 1)[1].split()[0] for line in srun.stdout.splitlines()
+            if "canopyd --parent" in line] == ["srun", "srun"], srun.describe()
