@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <fmt/format.h>
@@ -16,6 +17,8 @@
 #include "pmi/pmi_server.hpp"
 #include "pmix/pmix_node.hpp"
 #include "private_socket.hpp"
+#include "proc/cpubind.hpp"
+#include "proc/node_temp_dir.hpp"
 #include "proc/rank_env.hpp"
 #include "rank_launches.hpp"
 #include "rank_socket.hpp"
@@ -24,7 +27,6 @@
 #include "tree/agent.hpp"
 #include "tree/topology.hpp"
 #include "util/log.hpp"
-#include "util/remove_tree.h"
 
 namespace canopy {
 namespace {
@@ -227,23 +229,20 @@ void Daemon::on_plan(wire::LaunchPlan plan)
     node_phase("daemon.connected", since_launch(connected_ns_));
     node_phase("daemon.job_received", since_launch(received_ns));
 
-    tmpdir_ = node_temp_dir(plan_->tmpdir, plan_->job_id, node_);
+    std::string tmpdir = node_temp_dir(plan_->tmpdir, plan_->job_id, node_);
     if (guard_)
-        guard_->watch_path(tmpdir_);
+        guard_->watch_path(tmpdir);
     // Only the job's own directory: a [job] tmpdir that does not exist is the user's to fix, not ours to create
     // and then leave behind.
-    std::error_code error;
-    std::filesystem::create_directory(tmpdir_, error);
-    if (!error)
-        std::filesystem::permissions(tmpdir_, std::filesystem::perms::owner_all, error);
-    if (error) {
-        std::string base = std::filesystem::path(tmpdir_).parent_path().string();
-        report_error(node_, fmt::format("cannot create the node temp dir {} on {}: {}{}", tmpdir_, node_,
-                                        error.message(),
+    if (auto created = NodeTempDir::create(tmpdir); created)
+        tmpdir_ = std::move(*created);
+    else {
+        std::string base = std::filesystem::path(tmpdir).parent_path().string();
+        report_error(node_, fmt::format("cannot create the node temp dir {} on {}: {}{}", tmpdir, node_,
+                                        created.error().message,
                                         std::filesystem::is_directory(base)
                                             ? ""
                                             : fmt::format("; the temp dir {} ([job] tmpdir) does not exist", base)));
-        tmpdir_.clear();
     }
 
     // Children first: they are on the critical path of the whole tree, our ranks only of this node. A leaf
@@ -257,13 +256,27 @@ void Daemon::on_plan(wire::LaunchPlan plan)
     if (!plan_->job.output_marks.empty())
         output_marks_.emplace(plan_->job.output_marks);
     start_ranks_when_ready();
+    remove_abandoned_temp_dirs_later();
+}
+
+void Daemon::remove_abandoned_temp_dirs_later()
+{
+    // Simulated nodes share one disk: one of them sweeps it. After the start-up work, which is on the job's
+    // critical path; this is not.
+    if (tmpdir_.path().empty() || (plan_->simulated && args_.position != 1))
+        return;
+    asio::post(io_, [base = std::filesystem::path(tmpdir_.path()).parent_path().string()] {
+        // A minute: far longer than a live daemon takes from creating its dir to locking it.
+        if (int removed = remove_abandoned_temp_dirs(base, std::chrono::seconds(60)); removed > 0)
+            spawn_log().debug("removed {} temp dir(s) in {} that ended jobs left behind", removed, base);
+    });
 }
 
 void Daemon::start_rank_socket()
 {
-    if (tmpdir_.empty())
+    if (tmpdir_.path().empty())
         return;
-    std::string path = node_socket_path(tmpdir_, plan_->job_id, node_, "app.sock");
+    std::string path = node_socket_path(tmpdir_.path(), plan_->job_id, node_, "app.sock");
     RankSocket::Hooks hooks;
     hooks.mark = [this](AppServer::Mark mark) {
         auto label = rank_label(mark.rank);
@@ -289,8 +302,8 @@ void Daemon::start_stage_node()
     StageNode::Paths paths;
     paths.cache_dir = stage::default_cache_dir(plan_->job_id, node_, plan_->job.stage_cache_base);
     paths.interposer = plan_->job.stage_interposer;
-    if (!tmpdir_.empty())
-        paths.socket = node_socket_path(tmpdir_, plan_->job_id, node_, "stage.sock");
+    if (!tmpdir_.path().empty())
+        paths.socket = node_socket_path(tmpdir_.path(), plan_->job_id, node_, "stage.sock");
     if (guard_) {
         guard_->watch_path(paths.cache_dir);
         if (!paths.socket.empty())
@@ -314,7 +327,7 @@ void Daemon::start_pmi_servers()
     job.hosts = plan_->hosts;
     job.ranks_per_node = plan_->job.ranks_per_node;
     job.node_index = Topology::position_to_node(args_.position);
-    job.tmpdir = tmpdir_;
+    job.tmpdir = tmpdir_.path();
     // MPI_UNIVERSE_SIZE: the job and the ranks it may spawn on its nodes.
     job.universe_size = RankBlocks(job.ranks_per_node).world_size() + plan.job.spawn_slots * plan.hosts.size();
     PmixNode::Hooks hooks;
@@ -547,7 +560,7 @@ void Daemon::start_ranks_when_ready()
 
 void Daemon::start_ranks()
 {
-    NodeSite site{node_, tmpdir_, Topology::position_to_node(args_.position),
+    NodeSite site{node_, tmpdir_.path(), Topology::position_to_node(args_.position),
                   static_cast<long>(plan_->hosts.size()), plan_->simulated, plan_->job_id};
     auto batch = plan_node_ranks(plan_->job, site, rank_services_,
                                  [this](const std::string& message) { report_error(node_, message); });
@@ -555,10 +568,7 @@ void Daemon::start_ranks()
         ranks_->start_none();
         return;
     }
-    if (!batch.refused.message.empty())
-        ranks_->reject(std::move(batch.launches), batch.refused);
-    else
-        ranks_->spawn(batch.program, plan_->job.argv, plan_->job.wdir, std::move(batch.launches));
+    spawn_batch(std::move(batch), plan_->job.argv, plan_->job.wdir);
     for (auto& service : rank_services_)
         service->ranks_started();
     // all_started carries on
@@ -596,7 +606,8 @@ void Daemon::start_namespace(const wire::NamespaceStart& start)
     }
     spawned.wdir = start.wdir.empty() ? plan_->job.wdir : start.wdir;
     spawned.ranks_per_node = start.ranks_per_node;
-    NodeSite site{node_, tmpdir_, index, static_cast<long>(plan_->hosts.size()), plan_->simulated, plan_->job_id};
+    NodeSite site{node_, tmpdir_.path(), index, static_cast<long>(plan_->hosts.size()), plan_->simulated,
+                  plan_->job_id};
     auto batch = plan_node_ranks(
         spawned, site, rank_services_, [this](const std::string& message) { report_error(node_, message); },
         static_cast<long>(start.first));
@@ -607,10 +618,22 @@ void Daemon::start_namespace(const wire::NamespaceStart& start)
             late_ranks_.insert(launch.rank);
         report_late_ranks(true, batch.launches.size());
     }
-    if (!batch.refused.message.empty())
+    spawn_batch(std::move(batch), spawned.argv, spawned.wdir);
+}
+
+void Daemon::spawn_batch(RankBatch batch, const std::vector<std::string>& argv, const std::string& wdir)
+{
+    if (!batch.refused.message.empty()) {
         ranks_->reject(std::move(batch.launches), batch.refused);
-    else
-        ranks_->spawn(batch.program, spawned.argv, spawned.wdir, std::move(batch.launches));
+        return;
+    }
+    if (plan_->job.report_bindings)
+        for (const auto& launch : batch.launches)
+            send_up(wire::to_frame(wire::DaemonLog{
+                node_, fmt::format("canopy: rank {} on {}: {}", launch.rank, node_,
+                                   launch.cpus.empty() ? std::string("not bound")
+                                                       : "CPUs " + compress_cpu_list(launch.cpus))}));
+    ranks_->spawn(batch.program, argv, wdir, std::move(batch.launches));
 }
 
 void Daemon::report_late_ranks(bool started, std::size_t count)
@@ -707,8 +730,7 @@ void Daemon::clean_up_node()
     }
     for (auto& service : rank_services_)
         service->stop();   // before the temp dir goes: PMIx keeps its rendezvous files there
-    if (!tmpdir_.empty())
-        canopy_remove_tree(tmpdir_.c_str());
+    tmpdir_.remove();
     if (guard_)
         guard_->finish();
 }

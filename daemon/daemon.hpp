@@ -17,6 +17,7 @@
 #include "output_marks.hpp"
 #include "pmix/pmix_host.hpp"
 #include "proc/node_guard.hpp"
+#include "proc/node_temp_dir.hpp"
 #include "proc/process.hpp"
 #include "rank_service.hpp"
 #include "rank_spawner.hpp"
@@ -28,6 +29,8 @@
 #include "wire/messages.hpp"
 
 namespace canopy {
+
+struct RankBatch;
 
 struct DaemonArgs {
     std::string parent_host;
@@ -87,6 +90,8 @@ private:
     // Starts the ranks once every service lets them (a staged job's wait for the node cache).
     void start_ranks_when_ready();
     void start_ranks();
+    // Starts planned ranks (the job's, or a spawned namespace's), or refuses them all with the batch's reason.
+    void spawn_batch(RankBatch batch, const std::vector<std::string>& argv, const std::string& wdir);
 
     // Whether every rank has finished and the services have read what they sent (some wait a moment for that).
     bool ranks_drained();
@@ -98,6 +103,8 @@ private:
     void stop_running();
     // Kills what is left in the ranks' process groups and removes the node temp dir.
     void clean_up_node();
+    // Sweeps the temp dirs that jobs killed outright left on this host (proc/node_temp_dir.hpp).
+    void remove_abandoned_temp_dirs_later();
     void report_error(const std::string& node, const std::string& message);
     // The root needs a job's first failure, not every consequence of it: later ones are dropped here.
     void report_rank_failure(const wire::RankFailed& failed);
@@ -129,7 +136,7 @@ private:
     std::optional<OutputMarks> output_marks_;                    // --mark-on-output
     std::optional<NodeGuard> guard_;
     std::string node_;
-    std::string tmpdir_;
+    NodeTempDir tmpdir_;
     std::int64_t clock_offset_ns_ = 0;   // our clock + this = root clock
     std::int64_t connected_ns_ = 0;
     timing::PhaseSet phases_;

@@ -92,10 +92,14 @@ RankBatch plan_node_ranks(const wire::JobSpec& job, const NodeSite& site,
     }
     int not_runnable = exit_cannot_run;
     auto program = find_program(job.argv.at(0), environment_value(job.env, "PATH"), &not_runnable);
+    auto shared = bind && !job.cpus_shared_ok ? find_shared_cpu(*bind, local_size, allowed) : std::nullopt;
     if (unusable_cpu >= 0)
         batch.refused = {exit_cannot_run,
                          fmt::format("--cpu-bind asks for CPU {}, which {} does not offer (allowed: {})", unusable_cpu,
                                      site.node, compress_cpu_list(allowed))};
+    else if (shared)
+        batch.refused = {exit_cannot_run,
+                         shared_cpu_refusal(job.cpu_bind, *shared, first_rank, local_size, site.node, allowed)};
     else if (!program)
         batch.refused = {not_runnable, fmt::format("{} on {}", program.error().message, site.node)};
     else

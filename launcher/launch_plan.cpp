@@ -235,6 +235,17 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
     }
     job.cpu_bind = options.cpu_bind;
     job.depth = static_cast<std::uint64_t>(options.depth);
+    job.cpus_shared_ok = options.oversubscribe;
+    job.report_bindings = options.report_bindings;
+    // Nodes on this machine bind from its CPUs: a binding that shares them is known before anything starts.
+    // Elsewhere each node finds out from its own, and the job ends with 126 naming the node.
+    if ((simulated || on_this_machine) && !options.oversubscribe) {
+        std::vector<int> allowed = allowed_cpus();
+        for (const auto& node : root.placement.nodes)
+            if (auto shared = find_shared_cpu(*bind, node.count, allowed))
+                return make_error("{}", shared_cpu_refusal(options.cpu_bind, *shared, node.first_rank, node.count,
+                                                           node.host, allowed));
+    }
     job.spawn_slots = static_cast<std::uint64_t>(options.spawn_slots);
 
     // An explicit --env MASTER_ADDR/PORT wins; otherwise rank 0's node and a port derived from the job id,

@@ -11,6 +11,7 @@
 
 #include "build_config.hpp"
 #include "config/config.hpp"
+#include "dry_run.hpp"
 #include "launch_plan.hpp"
 #include "options.hpp"
 #include "proc/process.hpp"
@@ -82,6 +83,10 @@ int main(int argc, char** argv)
     if (!plan)
         return usage_error(plan.error().message);
     std::int64_t hosts_resolved_ns = canopy::timing::now_ns();
+    if (options->dry_run) {
+        std::fputs(canopy::describe_dry_run(*plan).c_str(), stdout);
+        return 0;
+    }
 
     bool print_report = plan->timing;
     auto timing_file = plan->timing_file;

@@ -363,6 +363,13 @@ const std::vector<OptionSpec>& option_table()
         {{"--depth", "-d", "-depth"}, Takes::value, "D", "Binding",
          "CPUs per rank, used by --cpu-bind depth (default 1)",
          [](ParseState& s, ArgCursor& c) { return store_count(s.options.depth, c); }},
+        {{"--oversubscribe", "-oversubscribe"}, Takes::nothing, "", "Binding",
+         "let a binding put more than one rank on a CPU (refused otherwise: a wrapped core or depth binding, "
+         "overlapping lists)",
+         [](ParseState& s, ArgCursor&) { s.options.oversubscribe = true; return Status{}; }},
+        {{"--report-bindings", "-report-bindings"}, Takes::nothing, "", "Binding",
+         "print each rank's CPUs as its node starts it",
+         [](ParseState& s, ArgCursor&) { s.options.report_bindings = true; return Status{}; }},
 
         // Job
         {{"--wdir", "-wdir", "--wd", "-wd", "--cwd"}, Takes::value, "DIR", "Job",
@@ -453,6 +460,10 @@ const std::vector<OptionSpec>& option_table()
              s.options.output_marks.emplace_back(std::move(pattern), std::move(name));
              return Status{};
          }},
+
+        {{"--dry-run"}, Takes::nothing, "", "Job",
+         "print the placement, bindings, tree and agent commands, and start nothing",
+         [](ParseState& s, ArgCursor&) { s.options.dry_run = true; return Status{}; }},
 
         // Config
         {{"--config"}, Takes::value, "FILE", "Config",

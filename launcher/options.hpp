@@ -29,6 +29,8 @@ struct Options {
     bool label = false, line_buffer = false;
     std::string cpu_bind = "none";
     long depth = 1;
+    bool oversubscribe = false;     // a binding may put two ranks on one CPU
+    bool report_bindings = false;
     std::optional<std::string> wdir;
     std::optional<double> timeout_seconds;
     std::optional<PmixMode> pmix;   // --pmix on|eager|off; unset: the config's [job] pmix
@@ -44,6 +46,7 @@ struct Options {
     std::optional<std::string> trace_file;   // --trace=FILE.json: Chrome trace-event timeline
     std::optional<std::string> config_file, profile;
     int verbosity = 0;
+    bool dry_run = false;   // print what would be started, start nothing
     bool help = false, version = false;
     std::vector<std::string> command; // program and its arguments
 };

@@ -1,6 +1,7 @@
 // CPU binding of ranks: --cpu-bind none|core|depth|list:CPUS[:CPUS...] with --depth D.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,6 +29,19 @@ Result<CpuBind> parse_cpu_bind(std::string_view spec, long depth);
 // allowed[(local_rank * depth) % n], wrapping. list -> entry local_rank % entries, as given (not
 // intersected with allowed). Empty allowed or a negative local_rank -> empty. Pure function, no syscalls.
 std::vector<int> cpus_for_local_rank(const CpuBind& bind, long local_rank, const std::vector<int>& allowed);
+
+// Two local ranks that `bind` gives a CPU in common: a wrapped core or depth binding (more ranks than CPUs), or
+// lists that overlap. canopy refuses such a binding unless --oversubscribe allows it.
+struct SharedCpu {
+    long first_local_rank = 0;
+    long second_local_rank = 0;
+    int cpu = 0;
+};
+// The first such pair among local ranks 0..local_size-1; nullopt when each rank's CPUs are its own.
+std::optional<SharedCpu> find_shared_cpu(const CpuBind& bind, long local_size, const std::vector<int>& allowed);
+// The one-line refusal: `spec` as given, the node's first rank (for global rank numbers) and its allowed CPUs.
+std::string shared_cpu_refusal(std::string_view spec, const SharedCpu& shared, long first_rank, long local_size,
+                               const std::string& node, const std::vector<int>& allowed);
 
 // sched_getaffinity(0) as a sorted list; empty if the call fails.
 std::vector<int> allowed_cpus();

@@ -165,9 +165,12 @@ struct JobSpec {
     std::vector<std::pair<std::string, std::string>> output_marks;   // (regex, name)
     // --spawn-slots: ranks PMIx_Spawn may start on each node beyond the job's own.
     std::uint64_t spawn_slots = 0;
+    bool cpus_shared_ok = false;   // --oversubscribe: a binding may put two ranks on one CPU
+    bool report_bindings = false;  // --report-bindings: each node says what each of its ranks got
 
     CANOPY_WIRE_FIELDS(argv, env, wdir, cpu_bind, depth, ranks_per_node, master_addr, master_port, pmix, simple_pmi,
-                       trace, stage, stage_cache_base, stage_interposer, output_marks, spawn_slots)
+                       trace, stage, stage_cache_base, stage_interposer, output_marks, spawn_slots, cpus_shared_ok,
+                       report_bindings)
 };
 
 // The heartbeat timeout's range, in seconds: the config refuses anything outside it, and so does a daemon's plan.

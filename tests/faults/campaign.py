@@ -54,6 +54,36 @@ def table(outcomes):
     return "\n".join(lines)
 
 
+def run_plan(plan, runs, run_one):
+    """`runs` runs round the (fault, phase) plan, each said as it ends; run_one(fault, phase, index) -> Outcome."""
+    outcomes = []
+    for index in range(runs):
+        fault, phase = plan[index % len(plan)]
+        outcome = run_one(fault, phase, index)
+        outcomes.append(outcome)
+        print(f"[{index + 1}/{runs}] {fault} in {phase}: {'ok' if outcome.clean else 'FAILED'} "
+              f"(exit {outcome.exit_code}, {outcome.seconds:.1f} s)", flush=True)
+        if not outcome.clean:
+            print(outcome.describe(), flush=True)
+    return outcomes
+
+
+def report(outcomes, seconds, json_path, where=""):
+    """Writes the outcomes (to json_path if given), their summary and table; the exit status: 0 if all clean."""
+    if json_path:
+        json_path.write_text(json.dumps([vars(o) for o in outcomes], indent=1))
+    print(f"\n{summary(outcomes, seconds)}{where}\n")
+    print(table(outcomes))
+    return 0 if all(o.clean for o in outcomes) else 1
+
+
+def summary(outcomes, seconds):
+    return (f"{len(outcomes)} runs in {seconds:.0f} s: {sum(o.hang for o in outcomes)} hangs, "
+            f"{sum(bool(o.orphans) for o in outcomes)} with orphans, {sum(bool(o.leftovers) for o in outcomes)} "
+            f"with leftovers, {sum(not o.expected_exit for o in outcomes)} wrong exits, "
+            f"{sum(o.named is False for o in outcomes)} error lines not naming what failed")
+
+
 def main():
     args = parse_arguments()
     faults, phases = args.faults.split(","), args.phases.split(",")
@@ -65,25 +95,10 @@ def main():
     rng = random.Random(args.seed)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="canopy-faults-"))
     staged = faultlib.StagedTree(workdir) if "staging" in phases else None
-    outcomes, started = [], time.monotonic()
-    for index in range(args.runs):
-        fault, phase = plan[index % len(plan)]
-        outcome = faultlib.run_one(fault, phase, workdir / f"run{index:04d}", staged, rng)
-        outcomes.append(outcome)
-        verdict = "ok" if outcome.clean else "FAILED"
-        print(f"[{index + 1}/{args.runs}] {fault} in {phase}: {verdict} (exit {outcome.exit_code}, "
-              f"{outcome.seconds:.1f} s)", flush=True)
-        if not outcome.clean:
-            print(outcome.describe(), flush=True)
-    if args.json:
-        args.json.write_text(json.dumps([vars(o) for o in outcomes], indent=1))
-    failed = [o for o in outcomes if not o.clean]
-    print(f"\n{len(outcomes)} runs in {time.monotonic() - started:.0f} s: {sum(o.hang for o in outcomes)} hangs, "
-          f"{sum(bool(o.orphans) for o in outcomes)} with orphans, {sum(bool(o.leftovers) for o in outcomes)} "
-          f"with leftovers, {sum(not o.expected_exit for o in outcomes)} wrong exits, "
-          f"{sum(o.named is False for o in outcomes)} error lines not naming what failed; workdir {workdir}\n")
-    print(table(outcomes))
-    sys.exit(1 if failed else 0)
+    started = time.monotonic()
+    outcomes = run_plan(plan, args.runs, lambda fault, phase, index: faultlib.run_one(
+        fault, phase, workdir / f"run{index:04d}", staged, rng))
+    sys.exit(report(outcomes, time.monotonic() - started, args.json, f"; workdir {workdir}"))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, daemon_pids
 
 HELP_GROUPS = ["Ranks and hosts:", "Rank environment:", "Output:", "Binding:", "Job:", "Tree and launch agent:",
                "Timing:", "Config:", "General:"]
@@ -133,3 +133,40 @@ def test_canopyd_without_a_secret_on_stdin_refuses_to_join(canopyd_bin):
 def test_canopyd_version_matches_canopy(canopyd_bin):
     result = subprocess.run([str(canopyd_bin), "--version"], capture_output=True, text=True, timeout=10)
     assert result.returncode == 0 and result.stdout == f"canopyd {project_version()}\n", result
+
+
+def test_dry_run_prints_the_plan_and_starts_nothing(run_canopy, sandbox):
+    marker = sandbox.tmpdir.parent / "ran"
+    result = run_canopy(["--dry-run", "--sim-nodes", "5", "--fanout", "2", "--ppn", "2", "--cpu-bind", "core",
+                         "sh", "-c", f"touch {marker}"])
+    assert result.returncode == 0, result.describe()
+    out = result.stdout
+    assert "Job: 10 ranks on 5 nodes (hosts from --sim-nodes)" in out, out
+    assert "  node 4 sim0004: ranks 8-9\n" in out, out
+    assert "  local rank 1: CPUs " in out, out
+    # fanout 2: the launcher starts sim0000 and sim0001, sim0000 starts sim0002 and sim0003, sim0001 sim0004.
+    assert "  launcher -> sim0000 sim0001\n  sim0000 -> sim0002 sim0003\n  sim0001 -> sim0004\n" in out, out
+    commands = [line for line in out.splitlines() if "canopyd --parent" in line]
+    assert len(commands) == 5, out
+    assert commands[2].startswith("  sim0000: ") and "--position 3 --node sim0002" in commands[2], out
+    assert not marker.exists(), "a rank ran under --dry-run"
+    assert not daemon_pids(sandbox.marker), "a canopyd was started under --dry-run"
+
+
+def test_dry_run_on_ten_thousand_hosts_shows_every_node_and_agent_command(run_canopy):
+    # Its speed is measured in tests/bench/dry_run_bench.py; here, that every node is there.
+    result = run_canopy(["--dry-run", "--hosts", "n[00001-10000]", "--ppn", "4", "--agent", "ssh",
+                         "python3", "train.py"], timeout=30)
+    assert result.returncode == 0, result.describe()
+    lines = result.stdout.splitlines()
+    assert "Job: 40000 ranks on 10000 nodes (hosts from --hosts): python3 train.py" in lines, result.stdout[:500]
+    assert "  node 9999 n10000: ranks 39996-39999" in lines
+    ssh = [line for line in lines if "ssh " in line and "canopyd --parent" in line]
+    assert len(ssh) == 10000
+    assert "--position 10000 --node n10000" in ssh[-1], ssh[-1]
+
+
+def test_dry_run_still_refuses_bad_input(run_canopy):
+    result = run_canopy(["--dry-run", "--hosts", "a,b", "--cpu-bind", "list:3-1", "true"])
+    assert result.returncode == 2, result.describe()
+    assert result.stderr.startswith("canopy: ") and "3-1" in result.stderr, result.describe()

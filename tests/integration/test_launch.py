@@ -319,6 +319,36 @@ def test_cpu_bind_core_pins_each_local_rank_to_one_cpu(run_canopy):
         assert cpus_allowed(lines[0]) == str(allowed[local % len(allowed)]), f"rank {rank}"
 
 
+def test_a_binding_that_puts_two_ranks_on_one_cpu_is_refused_before_launch(run_canopy, sandbox):
+    more = len(os.sched_getaffinity(0)) + 1   # one rank more than this machine's CPUs: core wraps
+    marker = sandbox.root / "ran"
+    result = run_canopy(["--sim-nodes", "2", "--ppn", str(more), "--cpu-bind", "core", "sh", "-c", f"touch {marker}"])
+    assert result.returncode == 2, result.describe()
+    lines = result.canopy_lines()
+    assert len(lines) == 1 and f"puts ranks 0 and {more - 1} on CPU" in lines[0] and "sim0000" in lines[0] and \
+        "--oversubscribe" in lines[0], result.describe()
+    assert not marker.exists(), "a rank started although the binding was refused"
+
+
+def test_a_node_refuses_a_binding_that_shares_its_cpus_naming_itself(run_canopy, loopback_config):
+    # Fake hosts: the launcher cannot know their CPUs, so each node checks its own and the job ends with 126.
+    result = run_canopy(["--config", loopback_config, "--agent", LOCAL_EXEC_AGENT, "--hosts", "nodeA,nodeB",
+                         "--ppn", "2", "--cpu-bind", "list:0:0", "true"])
+    assert result.returncode == 126, result.describe()
+    lines = result.canopy_lines()
+    assert lines and "--cpu-bind list:0:0 puts ranks" in lines[0] and "on CPU 0 of node" in lines[0], result.describe()
+
+
+def test_oversubscribe_allows_shared_cpus_and_report_bindings_says_what_each_rank_got(run_canopy):
+    more = len(os.sched_getaffinity(0)) + 1
+    result = run_canopy(["--sim-nodes", "2", "--ppn", str(more), "--cpu-bind", "core", "--oversubscribe",
+                         "--report-bindings", "-l", "grep", "Cpus_allowed_list", "/proc/self/status"])
+    assert result.returncode == 0, result.describe()
+    reported = dict(re.findall(r"^canopy: rank (\d+) on sim000\d: CPUs (\S+)$", result.stderr, re.M))
+    seen = {str(rank): cpus_allowed(lines[0]) for rank, lines in parse_labelled(result.stdout).items()}
+    assert len(seen) == 2 * more and reported == seen, result.describe()
+
+
 def test_without_cpu_bind_ranks_keep_every_cpu(run_canopy):
     result = run_canopy(["--sim-nodes", "2", "--ppn", "2", "-l", "grep", "Cpus_allowed_list", "/proc/self/status"])
     assert result.returncode == 0, result.describe()

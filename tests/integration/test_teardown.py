@@ -1,5 +1,7 @@
 # Stopping a job from outside and losing parts of the tree: signals, dead daemons, a dead launcher, bad hosts.
+import fcntl
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -287,3 +289,37 @@ def test_a_signal_as_a_successful_job_ends_gives_128_plus_its_number(sandbox):
         if hits == 3:
             break
     assert hits, "no SIGTERM reached canopy before it exited: the test did not test anything"
+
+
+def test_a_job_removes_temp_dirs_that_jobs_killed_outright_left_behind(sandbox):
+    # A job whose canopyd and guard were both SIGKILLed (a Slurm step cancelled as it starts) leaves its node temp
+    # dir; the next job on the host removes it, and only it: never a dir that a live process holds, a fresh one, or
+    # one that is not a node temp dir.
+    def node_dir(name, locked=True):
+        path = sandbox.tmpdir / name
+        path.mkdir()
+        (path / "app.sock").write_text("x")
+        if locked:
+            (path / ".canopyd.lock").write_text("")
+        return path
+
+    def make_old(path):
+        an_hour_ago = time.time() - 3600
+        os.utime(path, (an_hour_ago, an_hour_ago))
+
+    abandoned, held, fresh, foreign = (node_dir("canopy-deadjob-sim0001"), node_dir("canopy-livejob-sim0001"),
+                                       node_dir("canopy-newjob-sim0001"), node_dir("canopy-stage-x", locked=False))
+    for path in (abandoned, held, foreign):
+        make_old(path)
+    holder = open(held / ".canopyd.lock")
+    try:
+        fcntl.flock(holder, fcntl.LOCK_SH)
+        result = sandbox.run(["--sim-nodes", "2", "sleep", "1"], timeout=30)
+        assert result.returncode == 0, result.describe()
+        assert not abandoned.exists(), "the abandoned node temp dir was not removed"
+        for kept in (held, fresh, foreign):
+            assert (kept / "app.sock").exists(), f"{kept.name} was removed"
+    finally:
+        holder.close()
+        for path in (held, fresh, foreign):
+            shutil.rmtree(path, ignore_errors=True)

@@ -163,3 +163,51 @@ TEST(CompressCpuList, PrintsRunsLikeLinux)
 
 } // namespace
 } // namespace canopy
+
+namespace canopy {
+namespace {
+
+TEST(FindSharedCpu, NoneWhenEveryRankHasItsOwnCpus)
+{
+    std::vector<int> four{0, 1, 2, 3};
+    EXPECT_FALSE(find_shared_cpu(*parse_cpu_bind("core", 1), 4, four));
+    EXPECT_FALSE(find_shared_cpu(*parse_cpu_bind("depth", 2), 2, four));
+    EXPECT_FALSE(find_shared_cpu(*parse_cpu_bind("list:0-1:2-3", 1), 2, four));
+    EXPECT_FALSE(find_shared_cpu(*parse_cpu_bind("none", 1), 64, four));   // unbound ranks share nothing
+}
+
+TEST(FindSharedCpu, NamesTheFirstPairWhenABindingWraps)
+{
+    std::vector<int> two{0, 1};
+    auto core = find_shared_cpu(*parse_cpu_bind("core", 1), 3, two);   // rank 2 wraps onto CPU 0
+    ASSERT_TRUE(core);
+    EXPECT_EQ(core->first_local_rank, 0);
+    EXPECT_EQ(core->second_local_rank, 2);
+    EXPECT_EQ(core->cpu, 0);
+    auto depth = find_shared_cpu(*parse_cpu_bind("depth", 2), 3, std::vector<int>{0, 1, 2, 3});
+    ASSERT_TRUE(depth);
+    EXPECT_EQ(depth->second_local_rank, 2);
+}
+
+TEST(FindSharedCpu, FindsListsThatOverlapOrRepeat)
+{
+    std::vector<int> four{0, 1, 2, 3};
+    auto overlap = find_shared_cpu(*parse_cpu_bind("list:0-1:1-2", 1), 2, four);
+    ASSERT_TRUE(overlap);
+    EXPECT_EQ(overlap->cpu, 1);
+    auto repeated = find_shared_cpu(*parse_cpu_bind("list:0:1", 1), 3, four);   // 3 ranks, 2 entries
+    ASSERT_TRUE(repeated);
+    EXPECT_EQ(repeated->first_local_rank, 0);
+    EXPECT_EQ(repeated->second_local_rank, 2);
+}
+
+TEST(FindSharedCpu, TheRefusalNamesRanksCpuNodeAndTheWayOut)
+{
+    SharedCpu shared{0, 2, 0};
+    EXPECT_EQ(shared_cpu_refusal("core", shared, 8, 3, "nid001", {0, 1}),
+              "--cpu-bind core puts ranks 8 and 10 on CPU 0 of nid001 (3 ranks there, CPUs 0-1); bind fewer ranks "
+              "per node, or let them share with --oversubscribe");
+}
+
+} // namespace
+} // namespace canopy
