@@ -12,6 +12,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <fmt/format.h>
 
+#include "error_files.hpp"
 #include "hosts/namespace_names.hpp"
 #include "hosts/rank_blocks.hpp"
 #include "pmi/pmi_server.hpp"
@@ -34,6 +35,9 @@ namespace {
 spdlog::logger& tree_log() { return area_logger("tree"); }
 spdlog::logger& spawn_log() { return area_logger("spawn"); }
 
+// A partial line (a progress bar, a prompt) waits this long for the rest of its line, so that it reaches the
+// user's terminal within about 100 ms while output that comes in pieces still goes up whole.
+constexpr auto partial_line_wait = std::chrono::milliseconds(50);
 // Failure teardown: ranks get this long after SIGTERM before SIGKILL, so the job ends within about a second.
 constexpr double abort_grace_seconds = 0.5;
 constexpr double connect_to_parent_timeout_seconds = 30.0;
@@ -524,6 +528,11 @@ void Daemon::make_rank_spawner()
                 failed.signal = WTERMSIG(status);
             else
                 failed.exit_code = WEXITSTATUS(status);
+            if (!tmpdir_.path().empty())
+                if (auto recorded = read_error_file(error_file_for(tmpdir_.path(), rank))) {
+                    failed.exception = std::move(recorded->summary);
+                    failed.traceback = std::move(recorded->traceback);
+                }
             report_rank_failure(failed);
         }
         if (late_ranks_.erase(rank))
@@ -546,6 +555,8 @@ void Daemon::make_rank_spawner()
         position_->advance();
     };
     ranks_ = std::make_unique<RankSpawner>(io_, reaper_, std::move(events));
+    if (!plan_->job.line_buffer)
+        ranks_->set_partial_line_wait(partial_line_wait);
 }
 
 void Daemon::start_ranks_when_ready()

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "error_files.hpp"
 #include "hosts/rank_blocks.hpp"
 #include "proc/cpubind.hpp"
 #include "proc/rank_env.hpp"
@@ -62,6 +63,9 @@ RankBatch plan_node_ranks(const wire::JobSpec& job, const NodeSite& site,
         RankLaunch launch;
         launch.rank = first_tree_rank + who.rank;
         launch.env = rank_environment(job.env, who);
+        // Each rank its own file, as torchrun gives; one inherited from an outer torchrun would be shared.
+        if (!site.tmpdir.empty())
+            set_environment_value(launch.env, "TORCHELASTIC_ERROR_FILE", error_file_for(site.tmpdir, launch.rank));
         for (auto& service : services)
             if (auto prepared = service->prepare_rank(launch); !prepared)
                 report_error(prepared.error().message);

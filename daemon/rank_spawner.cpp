@@ -19,6 +19,9 @@ namespace {
 
 // A line longer than this is forwarded in pieces rather than buffered without bound.
 constexpr std::size_t max_pending_output = 64 * 1024;
+// A read this big is a buffer's flush, not a partial line written on purpose (tqdm's bar is a few hundred bytes).
+constexpr std::size_t bulk_read = 2048;
+constexpr auto bulk_partial_line_wait = std::chrono::seconds(1);
 // After a rank exits, a background process it left may still hold its pipes; stop waiting after this.
 constexpr auto drain_grace = std::chrono::seconds(1);
 
@@ -257,7 +260,9 @@ void RankSpawner::read(Rank& rank, Stream& stream, std::uint8_t id)
                 return;
             Rank& rank = *ranks_.at(rank_id);
             Stream& stream = id == 1 ? rank.out : rank.err;
+            bool continues_partial = !stream.pending.empty();
             stream.pending.append(stream.buffer.data(), size);
+            stream.bulk = size >= bulk_read;
             std::size_t last_newline = stream.pending.rfind('\n');
             if (error) {
                 if (!stream.pending.empty())
@@ -274,11 +279,43 @@ void RankSpawner::read(Rank& rank, Stream& stream, std::uint8_t id)
                 events_.output(rank_id, id, std::move(stream.pending));
                 stream.pending.clear();
             }
+            if (!stream.pending.empty() && partial_line_wait_) {
+                if (!continues_partial || last_newline != std::string::npos)
+                    stream.partial_since = std::chrono::steady_clock::now();
+                forward_partial_line_later(rank_id, stream, id);
+            }
             if (output_held_)
                 stream.parked = true;
             else
                 read(rank, stream, id);
         });
+}
+
+void RankSpawner::forward_partial_line_later(long rank_id, Stream& stream, std::uint8_t id)
+{
+    if (stream.partial_timer)
+        return;
+    auto due = [this, &stream] {
+        return stream.partial_since + (stream.bulk ? std::chrono::milliseconds(bulk_partial_line_wait)
+                                                   : *partial_line_wait_);
+    };
+    // While output is held the line would only queue behind the rest: it is looked at again a wait later.
+    auto when = output_held_ ? std::chrono::steady_clock::now() + *partial_line_wait_ : due();
+    stream.partial_timer = std::make_unique<asio::steady_timer>(io_, when);
+    stream.partial_timer->async_wait([this, alive = alive_, rank_id, id, due](const boost::system::error_code& error) {
+        if (error || !*alive)
+            return;
+        Stream& stream = id == 1 ? ranks_.at(rank_id)->out : ranks_.at(rank_id)->err;
+        stream.partial_timer.reset();
+        if (stream.pending.empty())
+            return;
+        if (output_held_ || std::chrono::steady_clock::now() < due()) {
+            forward_partial_line_later(rank_id, stream, id);   // held, or a newer partial line: it waits its turn
+            return;
+        }
+        events_.output(rank_id, id, std::move(stream.pending));
+        stream.pending.clear();
+    });
 }
 
 void RankSpawner::maybe_finish(Rank& rank)

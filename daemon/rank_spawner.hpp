@@ -1,4 +1,4 @@
-// Starts this node's ranks, forwards their output line by line, feeds rank 0's stdin, and reports their exits.
+// Starts this node's ranks, forwards their output (whole lines, and a partial line once it has waited a moment), feeds rank 0's stdin, and reports their exits.
 #pragma once
 
 #include <sys/types.h>
@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -34,7 +35,8 @@ struct RankLaunch {
 class RankSpawner {
 public:
     struct Events {
-        // Whole lines (a final partial line only at end of stream).
+        // Whole lines as they come; a partial line (a progress bar, a prompt) once it has waited
+        // partial_line_wait, or at end of stream.
         std::function<void(long rank, std::uint8_t stream, std::string data)> output;
         // The rank has exec'd its program.
         std::function<void(long rank, pid_t pid, std::int64_t time_ns)> spawned;
@@ -59,6 +61,10 @@ public:
     void reject(std::vector<RankLaunch> ranks, const StartFailure& failure);
     // A node without ranks: all (none) have started.
     void start_none() { check_all_started(); }
+
+    // How long a partial line may wait for the rest of its line before it is forwarded as it is; nullopt: it waits
+    // for its newline (--line-buffer), for 64 KiB, or for the end of the stream.
+    void set_partial_line_wait(std::optional<std::chrono::milliseconds> wait) { partial_line_wait_ = wait; }
 
     void write_stdin(const std::string& data);
     void close_stdin();
@@ -88,6 +94,9 @@ private:
         std::string pending;
         std::array<char, 16 * 1024> buffer;
         bool parked = false;             // not read while output is held
+        std::unique_ptr<asio::steady_timer> partial_timer;   // armed while a partial line waits
+        std::chrono::steady_clock::time_point partial_since;  // when the partial line in `pending` began
+        bool bulk = false;               // the last read was big: a stdio buffer's flush, which cuts lines anywhere
     };
     struct Rank {
         long rank = 0;
@@ -108,6 +117,11 @@ private:
     };
 
     void read(Rank& rank, Stream& stream, std::uint8_t id);
+    // Arms the stream's timer for the partial line in `pending`, which forwards it once it has waited
+    // partial_line_wait_ since it began: a progress bar or a prompt, written on its own. A partial line that ends a
+    // big write is where a stdio buffer happened to end in the middle of a flood of output; it waits up to
+    // bulk_partial_line_wait for the rest, so that a rank descheduled mid-line does not have its line cut in two.
+    void forward_partial_line_later(long rank_id, Stream& stream, std::uint8_t id);
     void start_drain_timer(Rank& rank);
     void await_exec(Rank& rank);
     void start_known(Rank& rank, StartFailure failure);
@@ -126,6 +140,7 @@ private:
     std::size_t started_known_ = 0;
     bool forking_ = false;               // all_started waits until every rank has been forked
     bool output_held_ = false;
+    std::optional<std::chrono::milliseconds> partial_line_wait_;
     bool all_started_reported_ = false;
     std::unique_ptr<asio::posix::stream_descriptor> stdin_pipe_;
     std::deque<std::string> stdin_queue_;

@@ -14,6 +14,7 @@
 #include "build_config.hpp"
 #include "hosts/hostfile.hpp"
 #include "hosts/hostlist.hpp"
+#include "hosts/this_host.hpp"
 #include "proc/cpubind.hpp"
 #include "proc/rank_env.hpp"
 #include "report_files.hpp"
@@ -28,14 +29,6 @@ struct ResolvedHosts {
     std::string source;
 };
 
-std::string local_hostname()
-{
-    char name[256] = {};
-    if (::gethostname(name, sizeof name - 1) != 0)
-        return "localhost";
-    return name;
-}
-
 Result<ResolvedHosts> resolve_hosts(const Options& options, const std::vector<std::string>& environment)
 {
     if (options.sim_nodes > 0) {
@@ -44,6 +37,8 @@ Result<ResolvedHosts> resolve_hosts(const Options& options, const std::vector<st
             hosts.push_back({simulated_node_name(i), 0});
         return ResolvedHosts{std::move(hosts), "--sim-nodes"};
     }
+    if (options.standalone)
+        return ResolvedHosts{{{this_host_name(), 0}}, "this machine"};
     if (options.hosts) {
         auto hosts = parse_hosts_option(*options.hosts);
         if (!hosts)
@@ -68,7 +63,7 @@ Result<ResolvedHosts> resolve_hosts(const Options& options, const std::vector<st
             return make_error("SLURM_JOB_NODELIST: {}", hosts.error().message);
         return ResolvedHosts{std::move(*hosts), "SLURM_JOB_NODELIST"};
     }
-    return ResolvedHosts{{{local_hostname(), 0}}, "this machine"};
+    return ResolvedHosts{{{this_host_name(), 0}}, "this machine"};
 }
 
 Result<std::vector<std::string>> job_environment(const Options& options, const std::vector<std::string>& environment)
@@ -111,7 +106,7 @@ Result<std::string> listen_address(const Config& config, bool local)
         return config.bind_address;
     if (local)
         return std::string("127.0.0.1");
-    std::string host = local_hostname();
+    std::string host = this_host_name();
     addrinfo hints{};
     hints.ai_family = AF_INET;
     hints.ai_socktype = SOCK_STREAM;
@@ -149,6 +144,13 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
     auto resolved = resolve_hosts(options, environment);
     if (!resolved)
         return resolved.error();
+    if (options.nnodes && options.sim_nodes == 0) {
+        auto wanted = static_cast<std::size_t>(*options.nnodes);
+        if (resolved->hosts.size() < wanted)
+            return make_error("--nnodes {}: only {} host{} (from {})", wanted, resolved->hosts.size(),
+                              resolved->hosts.size() == 1 ? "" : "s", resolved->source);
+        resolved->hosts.resize(wanted);
+    }
     auto placement = place_ranks({options.ranks, options.ppn, resolved->hosts});
     if (!placement)
         return placement.error();
@@ -163,8 +165,14 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
     if (simulated && options.agent)
         return make_error("--sim-nodes starts its daemons directly, so a launch agent does not apply; to try an "
                           "agent, name hosts with --hosts and keep --agent");
-    bool on_this_machine = resolved->source == "this machine";
-    std::string agent = simulated || on_this_machine ? "local" : options.agent.value_or(config.agent);
+    std::string agent = options.agent.value_or(config.agent);
+    // `--hosts $(hostname)`, or an allocation of this node alone: started directly, as with no hosts at all.
+    bool on_this_machine = resolved->source == "this machine" ||
+                           ((agent == "ssh" || agent == "rsh") &&
+                            std::all_of(placement->nodes.begin(), placement->nodes.end(),
+                                        [](const NodeRanks& node) { return names_this_host(node.host); }));
+    if (simulated || on_this_machine)
+        agent = "local";
     if (auto kind = parse_agent(agent); !kind)
         return kind.error();
     auto address = listen_address(config, simulated || on_this_machine || agent == "local");
@@ -237,6 +245,7 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
     job.depth = static_cast<std::uint64_t>(options.depth);
     job.cpus_shared_ok = options.oversubscribe;
     job.report_bindings = options.report_bindings;
+    job.line_buffer = options.line_buffer;
     // Nodes on this machine bind from its CPUs: a binding that shares them is known before anything starts.
     // Elsewhere each node finds out from its own, and the job ends with 126 naming the node.
     if ((simulated || on_this_machine) && !options.oversubscribe) {

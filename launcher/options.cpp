@@ -32,7 +32,7 @@ struct ArgCursor {
 // Options plus the spellings used for options that can conflict, so errors name what the user typed.
 struct ParseState {
     Options options;
-    std::string hosts_spelling, hostfile_spelling, sim_nodes_spelling;
+    std::string hosts_spelling, hostfile_spelling, sim_nodes_spelling, standalone_spelling;
 };
 
 using Handler = Status (*)(ParseState&, ArgCursor&);
@@ -287,6 +287,26 @@ Status set_timing(ParseState& state, ArgCursor& cursor)
     return {};
 }
 
+// torchrun's --nnodes: N, or MIN:MAX with MIN == MAX; an elastic range is refused.
+Status set_nnodes(ParseState& state, ArgCursor& cursor)
+{
+    auto text = take_value(cursor);
+    if (!text)
+        return text.error();
+    std::string_view value = *text;
+    if (auto colon = value.find(':'); colon != std::string_view::npos) {
+        if (value.substr(0, colon) != value.substr(colon + 1))
+            return make_error("{} {}: canopy runs a fixed set of nodes and does not resize a job; give one number",
+                              cursor.spelling, value);
+        value = value.substr(0, colon);
+    }
+    auto count = parse_count(cursor.spelling, value);
+    if (!count)
+        return count.error();
+    state.options.nnodes = *count;
+    return {};
+}
+
 const std::vector<OptionSpec>& option_table()
 {
     // clang-format off
@@ -309,11 +329,45 @@ const std::vector<OptionSpec>& option_table()
              s.hosts_spelling = c.spelling;
              return store_string(s.options.hosts, c);
          }},
+        {{"--nproc-per-node", "--nproc_per_node"}, Takes::value, "N", "Ranks and hosts",
+         "torchrun's name for --ppn",
+         [](ParseState& s, ArgCursor& c) {
+             if (c.next < c.args.size() && !c.inline_value) {
+                 std::string_view word = c.args[c.next];
+                 if (word == "auto" || word == "gpu" || word == "cpu" || word == "xpu")
+                     return Status{make_error("{} {}: canopy needs the number of ranks per node, e.g. {} 4",
+                                              c.spelling, word, c.spelling)};
+             }
+             return store_count(s.options.ppn, c, 1, max_ranks_per_node);
+         }},
+        {{"--nnodes"}, Takes::value, "N", "Ranks and hosts",
+         "run on the first N hosts of the allocation (torchrun's N or N:N; canopy does not resize a job)",
+         set_nnodes},
+        {{"--standalone"}, Takes::nothing, "", "Ranks and hosts",
+         "run on this machine alone, whatever PBS or Slurm allocated (torchrun)",
+         [](ParseState& s, ArgCursor& c) {
+             s.options.standalone = true;
+             s.standalone_spelling = c.spelling;
+             return Status{};
+         }},
         {{"--sim-nodes"}, Takes::value, "N", "Ranks and hosts",
          "simulate N nodes on this machine (to try a tree without a cluster)",
          [](ParseState& s, ArgCursor& c) {
              s.sim_nodes_spelling = c.spelling;
              return store_count(s.options.sim_nodes, c, 1, max_simulated_nodes);
+         }},
+
+        {{"-m"}, Takes::value, "MODULE", "Job",
+         "run python3 -m MODULE with the arguments that follow, as torchrun -m does; ends canopy's options",
+         [](ParseState& s, ArgCursor& c) {
+             auto module = take_value(c);
+             if (!module)
+                 return Status{module.error()};
+             s.options.command = {"python3", "-m", *module};
+             s.options.command.insert(s.options.command.end(), c.args.begin() + static_cast<std::ptrdiff_t>(c.next),
+                                      c.args.end());
+             c.next = c.args.size();
+             return Status{};
          }},
 
         // Environment
@@ -346,7 +400,8 @@ const std::vector<OptionSpec>& option_table()
          "prefix each output line with its rank",
          [](ParseState& s, ArgCursor&) { s.options.label = true; return Status{}; }},
         {{"--line-buffer", "--line-buffered"}, Takes::nothing, "", "Output",
-         "forward output whole lines at a time (always on in canopy)",
+         "print whole lines only: a partial line waits for its newline (default: output as it comes, a partial "
+         "line such as a progress bar or a prompt within 100 ms)",
          [](ParseState& s, ArgCursor&) { s.options.line_buffer = true; return Status{}; }},
 
         // Binding
@@ -516,10 +571,31 @@ Error unknown_option(std::string_view name)
         {"--bind-to", "--cpu-bind none|core|depth|list:..."},
         {"--time", "--timeout SECONDS"},
         {"--export", "--env K=V, --envlist K1,K2 or --envall"},
+        // torchrun's, where canopy's tree does the work.
+        {"--rdzv-backend", "none: canopy's tree is the rendezvous, so leave it out"},
+        {"--rdzv_backend", "none: canopy's tree is the rendezvous, so leave it out"},
+        {"--rdzv-endpoint", "none: canopy's tree is the rendezvous, so leave it out"},
+        {"--rdzv_endpoint", "none: canopy's tree is the rendezvous, so leave it out"},
+        {"--rdzv-id", "none: canopy's tree is the rendezvous, so leave it out"},
+        {"--rdzv_id", "none: canopy's tree is the rendezvous, so leave it out"},
+        {"--node-rank", "none: one canopy command starts every node, so leave it out"},
+        {"--node_rank", "none: one canopy command starts every node, so leave it out"},
+        {"--master-addr", "--env MASTER_ADDR=HOST (default: rank 0's node)"},
+        {"--master_addr", "--env MASTER_ADDR=HOST (default: rank 0's node)"},
+        {"--master-port", "--env MASTER_PORT=PORT (default: one derived from the job id)"},
+        {"--master_port", "--env MASTER_PORT=PORT (default: one derived from the job id)"},
+        {"--max-restarts", "none: canopy does not restart ranks; a failed rank ends the job"},
+        {"--max_restarts", "none: canopy does not restart ranks; a failed rank ends the job"},
+        {"--no-python", "none: canopy runs the program as given (python3 train.py, or -m MODULE)"},
+        {"--no_python", "none: canopy runs the program as given (python3 train.py, or -m MODULE)"},
     };
-    for (auto [theirs, ours] : other_launchers)
-        if (name == theirs)
-            return make_error("unknown option '{}'; canopy's equivalent is {}", name, ours);
+    for (auto [theirs, ours] : other_launchers) {
+        if (name != theirs)
+            continue;
+        if (ours.starts_with("none: "))
+            return make_error("unknown option '{}'; {}", name, ours.substr(6));
+        return make_error("unknown option '{}'; canopy's equivalent is {}", name, ours);
+    }
     std::string lowered(name);
     std::transform(lowered.begin(), lowered.end(), lowered.begin(),
                    [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
@@ -548,6 +624,19 @@ Status check_conflicts(const ParseState& state)
         return make_error("{} and {} cannot be used together; give the hosts one way", state.hosts_spelling,
                           state.hostfile_spelling);
     }
+    if (options.standalone && (options.hosts || options.hostfile || options.sim_nodes > 0)) {
+        const std::string& other = options.hosts      ? state.hosts_spelling
+                                    : options.hostfile ? state.hostfile_spelling
+                                                       : state.sim_nodes_spelling;
+        return make_error("{} and {} cannot be used together; {} runs on this machine alone",
+                          state.standalone_spelling, other, state.standalone_spelling);
+    }
+    if (options.standalone && options.nnodes && *options.nnodes != 1)
+        return make_error("{} runs on this machine alone, so --nnodes must be 1, got {}", state.standalone_spelling,
+                          *options.nnodes);
+    if (options.sim_nodes > 0 && options.nnodes && *options.nnodes != options.sim_nodes)
+        return make_error("--nnodes {} and {} {} disagree; give one of them", *options.nnodes,
+                          state.sim_nodes_spelling, options.sim_nodes);
     if (options.sim_nodes > 0 && (options.hosts || options.hostfile)) {
         const std::string& other = options.hosts ? state.hosts_spelling : state.hostfile_spelling;
         return make_error("{} and {} cannot be used together; {} runs every node on this machine",

@@ -23,6 +23,8 @@ struct Options {
     std::optional<long> ranks, ppn;
     std::optional<std::string> hostfile, hosts;
     long sim_nodes = 0;
+    std::optional<long> nnodes;   // torchrun's --nnodes: the first N hosts
+    bool standalone = false;      // torchrun's --standalone: this machine alone, whatever the allocation says
     std::vector<EnvAssignment> env; // in command-line order
     EnvMode env_mode = EnvMode::all;
     std::vector<std::string> env_list;

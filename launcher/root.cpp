@@ -35,7 +35,8 @@ Root::Root(asio::io_context& io, ProcessReaper& reaper, RootPlan plan, std::int6
            std::int64_t hosts_resolved_ns, InProcessStarter in_process)
     : io_(io), plan_(std::move(plan)), key_(auth::generate_key()), reaper_(reaper), in_process_(std::move(in_process)),
       spawn_(plan_.plan), signals_(io, SIGINT, SIGTERM, SIGHUP), suspension_(io), timeout_timer_(io), grace_timer_(io),
-      teardown_deadline_(io), stage_progress_timer_(io), job_store_timer_(io), started_ns_(started_ns)
+      teardown_deadline_(io), stage_progress_timer_(io), job_store_timer_(io), started_ns_(started_ns),
+      lines_(plan_.label)
 {
     signals_.add(SIGUSR1);
     signals_.add(SIGUSR2);
@@ -143,6 +144,10 @@ int Root::run()
         for (int signo : {SIGINT, SIGTERM, SIGHUP})
             if (sigismember(&pending, signo))
                 note_signal_at_end(signo);
+    if (plan_.label) {   // a rank's last line without its newline: the prompt after the job goes on a line of its own
+        output_.to_stdout(lines_.end_open_line(1));
+        output_.to_stderr(lines_.end_open_line(2));
+    }
     output_.flush();   // before main() prints the timing report, and whatever the reader's pace
     return exit_code_;
 }
@@ -286,16 +291,16 @@ void Root::write_learned_manifest()
 {
     const auto& answers = stage_fetch_->answers();
     if (answers.empty()) {
-        output_.to_stderr(fmt::format("canopy: no rank looked anything up under the staged prefixes; stage manifest "
+        print_own_line(fmt::format("canopy: no rank looked anything up under the staged prefixes; stage manifest "
                                       "{} not written\n", stage_->learn));
         return;
     }
     auto learned = learn_manifest(stage_->learn, plan_.stage->prefixes, answers);
     if (!learned) {
-        output_.to_stderr(fmt::format("canopy: {}\n", learned.error().message));
+        print_own_line(fmt::format("canopy: {}\n", learned.error().message));
         return;
     }
-    output_.to_stderr(fmt::format("canopy: wrote stage manifest {}: {} paths, {} files ({:.1f} MiB) that jobs naming "
+    print_own_line(fmt::format("canopy: wrote stage manifest {}: {} paths, {} files ({:.1f} MiB) that jobs naming "
                                   "it stage up front\n",
                                   stage_->learn, learned->size(), learned->content_files().size(),
                                   static_cast<double>(learned->content_bytes()) / (1 << 20)));
@@ -311,7 +316,7 @@ void Root::on_stage_prepared(Result<PreparedStage> prepared)
     }
     stamp("stage_indexed");
     if (!prepared->warning.empty())
-        output_.to_stderr(fmt::format("canopy: {}\n", prepared->warning));
+        print_own_line(fmt::format("canopy: {}\n", prepared->warning));
     if (!prepared->learn.empty())
         tree_log().info("stage manifest {} does not exist yet: staging on demand, and writing it at the end",
                         prepared->learn);
@@ -357,7 +362,7 @@ void Root::show_stage_progress(bool final)
                                       final ? "\r\033[K" : ""));
         stage_progress_shown_ = !final;
     } else if (!tty && !final && elapsed >= 5.0) {
-        output_.to_stderr(fmt::format("canopy: staging: {:.0f}/{:.0f} MiB, {}/{} files sent after {:.0f} s\n",
+        print_own_line(fmt::format("canopy: staging: {:.0f}/{:.0f} MiB, {}/{} files sent after {:.0f} s\n",
                                       mib(progress.bytes_sent), mib(progress.bytes_total), progress.files_sent,
                                       progress.files_total, elapsed));
     }
@@ -430,6 +435,9 @@ void Root::on_rank_failed(const wire::RankFailed& failed)
         line = fmt::format("{} on {} exited with code {}", who, failed.node, failed.exit_code);
         code = failed.exit_code;
     }
+    if (!failed.exception.empty())
+        line += ": " + failed.exception;
+    failure_ = timing::JobTiming::Failure{line, failed.traceback};
     if (signalled_) {
         // The ranks are dying of the signal we forwarded; report it as the job's status, quietly.
         exit_code_ = code;
@@ -445,7 +453,9 @@ void Root::fail(int exit_code, const std::string& line)
     if (stage_progress_shown_)
         output_.to_stderr("\r\033[K");   // the error goes on a clean line, not after the progress bar
     stage_progress_shown_ = false;
-    output_.to_stderr(fmt::format("canopy: {}\n", line));
+    print_own_line(fmt::format("canopy: {}\n", line));
+    if (!failure_)
+        failure_ = timing::JobTiming::Failure{line, {}};
     end_job(true, exit_code);
 }
 
@@ -477,12 +487,12 @@ void Root::on_signal(int signo)
     if (position_->state() < TreePosition::State::spawned) {
         // Ranks are still starting: stop that now rather than let them start only to be signalled, and end
         // without waiting out the kill grace for ranks that may not even have a handler yet.
-        output_.to_stderr(
+        print_own_line(
             fmt::format("canopy: received SIG{} during start-up; stopping the job\n", sigabbrev_np(signo)));
         end_job(true, exit_code_);
         return;
     }
-    output_.to_stderr(fmt::format("canopy: received SIG{}; forwarding it to every rank\n", sigabbrev_np(signo)));
+    print_own_line(fmt::format("canopy: received SIG{}; forwarding it to every rank\n", sigabbrev_np(signo)));
     position_->children().broadcast(wire::to_frame(wire::Signal{signo}));
     grace_timer_.expires_after(millis(plan_.plan.kill_grace));
     grace_timer_.async_wait([this](const boost::system::error_code& error) {
@@ -533,34 +543,21 @@ void Root::print_daemon_line(const std::string& line)
         tree_log().debug("{}", line);
         return;
     }
-    output_.to_stderr(line + "\n");
+    print_own_line(line + "\n");
+}
+
+void Root::print_own_line(std::string line)
+{
+    output_.to_stderr(lines_.end_open_line(2) + line);
 }
 
 void Root::print_output(const wire::Output& output)
 {
-    auto print = [this, &output](std::string data) {
-        if (output.stream == 2)
-            output_.to_stderr(std::move(data));
-        else
-            output_.to_stdout(std::move(data));
-    };
-    if (!plan_.label) {
-        print(output.data);
-        return;
-    }
-    std::string labelled;
-    std::string prefix = fmt::format("[{}] ", output.rank);
-    std::size_t start = 0;
-    while (start < output.data.size()) {
-        std::size_t end = output.data.find('\n', start);
-        std::size_t stop = end == std::string::npos ? output.data.size() : end + 1;
-        labelled += prefix;
-        labelled.append(output.data, start, stop - start);
-        start = stop;
-    }
-    if (!labelled.empty() && labelled.back() != '\n')
-        labelled += '\n';
-    print(std::move(labelled));
+    std::string text = lines_.text(output.rank, output.stream, output.data);
+    if (output.stream == 2)
+        output_.to_stderr(std::move(text));
+    else
+        output_.to_stdout(std::move(text));
 }
 
 void Root::output_closed(int fd)
@@ -570,7 +567,7 @@ void Root::output_closed(int fd)
     // only lost.
     if (fd != STDOUT_FILENO || position_->leaving())
         return;
-    output_.to_stderr("canopy: standard output was closed; ending the job\n");
+    print_own_line("canopy: standard output was closed; ending the job\n");
     end_job(true, 128 + SIGPIPE);
 }
 
@@ -635,6 +632,7 @@ timing::JobTiming Root::job_timing() const
                      [](const auto& a, const auto& b) { return a.seconds < b.seconds; });
     timing.wall_seconds = timeline_.back().seconds;
     timing.phases = phases_;
+    timing.failure = failure_;
     // What the root's job store served each node, and the invalidations it sent them (counts, not times).
     for (const auto& [position, counts] : job_store_.counts()) {
         if (position < 1 || position > timing.nodes)

@@ -16,6 +16,7 @@
 #include "launch_plan.hpp"
 #include "job_suspension.hpp"
 #include "output_backpressure.hpp"
+#include "output_lines.hpp"
 #include "output_writer.hpp"
 #include "spawn_service.hpp"
 #include "stage_source.hpp"
@@ -58,6 +59,8 @@ private:
     void print_output(const wire::Output& output);
     void output_closed(int fd);
     void print_daemon_line(const std::string& line);
+    // One of canopy's own lines on stderr, on a line of its own even when a rank's partial line is open there.
+    void print_own_line(std::string line);
     // Ends the job: orderly (all ranks done) or abort (failure, signal, timeout). The tree position leaves.
     void end_job(bool abort, int exit_code);
     // Every daemon has left (or was killed for not leaving in time).
@@ -110,11 +113,13 @@ private:
     std::vector<timing::Stamp> timeline_;
     timing::PhaseSet phases_;
     OutputWriter output_;   // the ranks' output and our own lines, never written on the io thread
+    OutputLines lines_;     // whose line is open on each stream
     OutputBackpressure backpressure_{io_, output_};   // after output_, which it watches
 
     bool signalled_ = false;
     long late_ranks_ = 0;   // spawned ranks running on nodes that had reported done
     bool failure_reported_ = false;
+    std::optional<timing::JobTiming::Failure> failure_;   // the rank failure that ended the job, for the report
     int exit_code_ = 0;
 };
 

@@ -442,6 +442,20 @@ std::string format_report(const JobTiming& timing)
                                  timing.exit_code));
     append_line(out, fmt::format("  started {}  command: {}", timing.started_at.empty() ? "-" : timing.started_at,
                                  timing.command));
+    // Whole, on as many lines as it takes: the line that says why the job failed is not to be cut short.
+    if (timing.failure) {
+        std::string_view rest = timing.failure->line;
+        for (std::string_view lead = "  failed: "; !rest.empty(); lead = "          ") {
+            std::size_t room = max_columns - lead.size();
+            std::size_t cut = rest.size() <= room ? rest.size() : rest.rfind(' ', room);
+            if (cut == std::string_view::npos || cut == 0)
+                cut = std::min(room, rest.size());
+            append_line(out, fmt::format("{}{}", lead, rest.substr(0, cut)));
+            rest.remove_prefix(cut);
+            while (!rest.empty() && rest.front() == ' ')
+                rest.remove_prefix(1);
+        }
+    }
     out += '\n';
     format_timeline(out, timing.timeline);
     out += '\n';
@@ -481,7 +495,7 @@ json to_json(const JobTiming& timing)
         });
     }
 
-    return json{
+    json document{
         {"schema", timing_schema},
         {"job_id", timing.job_id},
         {"command", timing.command},
@@ -496,6 +510,9 @@ json to_json(const JobTiming& timing)
         {"timeline", std::move(timeline)},
         {"phases", std::move(phases)},
     };
+    if (timing.failure)
+        document["failure"] = {{"line", timing.failure->line}, {"traceback", timing.failure->traceback}};
+    return document;
 }
 
 Result<JobTiming> from_json(const json& document)
@@ -524,6 +541,19 @@ Result<JobTiming> from_json(const json& document)
             return s.error();
         if (auto s = read_integer(document, "", "exit_code", timing.exit_code); !s)
             return s.error();
+
+        // Only a failed job has one, and files from before it have none.
+        if (document.contains("failure")) {
+            const json& recorded = document.at("failure");
+            if (!recorded.is_object())
+                return wrong_type("failure", "an object", recorded);
+            JobTiming::Failure failure;
+            if (auto s = read_string(recorded, "failure", "line", failure.line); !s)
+                return s.error();
+            if (auto s = read_string(recorded, "failure", "traceback", failure.traceback); !s)
+                return s.error();
+            timing.failure = std::move(failure);
+        }
 
         auto timeline = read_array(document, "", "timeline");
         if (!timeline)

@@ -1,6 +1,7 @@
 // The per-phase startup timing report: a table for the terminal and a JSON document for tools.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,11 @@ struct JobTiming {
     PhaseSet phases;             // e.g. daemon.started, daemon.connected, daemon.job_received,
                                  // rank.spawned, rank.exited (seconds since launcher start)
                                  // and rank.runtime (a duration)
+    struct Failure {
+        std::string line;        // the job's failure line, as canopy printed it
+        std::string traceback;   // the failed rank's Python traceback, when torch's @record wrote one
+    };
+    std::optional<Failure> failure;
 };
 
 // "12.3 ms", "0.045 ms", "9876 ms", "12.3 s": milliseconds below 10 s, seconds above.

@@ -11,6 +11,7 @@
 #include <boost/asio/read.hpp>
 #include <fmt/format.h>
 
+#include "hosts/this_host.hpp"
 #include "tree/agent.hpp"
 #include "tree/topology.hpp"
 #include "util/log.hpp"
@@ -47,7 +48,10 @@ Result<ChildLaunch> plan_child_launch(const wire::LaunchPlan& plan, long positio
     }
     for (std::uint32_t i = 0; i < plan.verbosity; ++i)
         command.push_back("-v");
-    AgentSettings agent{plan.simulated ? "local" : plan.agent, plan.ssh_command, plan.ssh_args, plan.rsh_command};
+    // This machine's own daemon starts directly: ssh or rsh to ourselves would need a server here, which a
+    // laptop or a login node often lacks. An exec agent (srun) is the user's command and works here too.
+    bool here = plan.simulated || ((plan.agent == "ssh" || plan.agent == "rsh") && names_this_host(host));
+    AgentSettings agent{here ? "local" : plan.agent, plan.ssh_command, plan.ssh_args, plan.rsh_command};
     auto argv = agent_command(agent, host, command);
     if (!argv)
         return argv.error();

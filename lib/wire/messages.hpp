@@ -167,10 +167,11 @@ struct JobSpec {
     std::uint64_t spawn_slots = 0;
     bool cpus_shared_ok = false;   // --oversubscribe: a binding may put two ranks on one CPU
     bool report_bindings = false;  // --report-bindings: each node says what each of its ranks got
+    bool line_buffer = false;      // --line-buffer: a partial line waits for its newline
 
     CANOPY_WIRE_FIELDS(argv, env, wdir, cpu_bind, depth, ranks_per_node, master_addr, master_port, pmix, simple_pmi,
                        trace, stage, stage_cache_base, stage_interposer, output_marks, spawn_slots, cpus_shared_ok,
-                       report_bindings)
+                       report_bindings, line_buffer)
 };
 
 // The heartbeat timeout's range, in seconds: the config refuses anything outside it, and so does a daemon's plan.
@@ -300,7 +301,7 @@ struct Output {
     static constexpr const char* name = "output";
     std::uint64_t rank = 0;
     std::uint8_t stream = 1;   // 1 stdout, 2 stderr
-    std::string data;          // whole lines, except a final partial line at exit
+    std::string data;          // whole lines, or a partial one that waited (a progress bar), or one at exit
 
     CANOPY_WIRE_FIELDS(rank, stream, data)
     Status check() const
@@ -329,8 +330,10 @@ struct RankFailed {
     std::string message;       // set when the rank never started or aborted
     std::int64_t time_ns = 0;  // root clock
     RankFailure kind = RankFailure::exited;
+    std::string exception;     // what torch's @record wrote to the rank's error file: "ValueError: ... (at f:1 in g)"
+    std::string traceback;     // and its Python traceback
 
-    CANOPY_WIRE_FIELDS(rank, node, exit_code, signal, message, time_ns, kind)
+    CANOPY_WIRE_FIELDS(rank, node, exit_code, signal, message, time_ns, kind, exception, traceback)
 };
 
 struct DaemonError {

@@ -25,6 +25,7 @@ from cluster import Cluster  # noqa: E402
 HOSTS, PPN, FANOUT = 4, 2, 2
 RANKS = HOSTS * PPN
 VICTIM = "node3"
+VICTIM_RANKS = range(2 * PPN, 3 * PPN)   # the third host's block
 HEARTBEAT_BOUND = 3.0
 HANG_SECONDS = 60.0
 GRACE_SECONDS = 10.0   # for a cut-off host's daemon to notice its parent's silence and clean up
@@ -141,7 +142,9 @@ def run_one(fault, phase, index):
         run.start()
         named = None
         if run.wait_for_phase():
-            outcome.hit = run.marks.reached() or "tree"
+            # Where the fault landed: the furthest phase of the victim's ranks, or its daemon still starting.
+            outcome.hit = next((phase for phase in ("done", "run", "init") if any(
+                (run.marks.directory / f"{phase}.{rank}").exists() for rank in VICTIM_RANKS)), "tree")
             named = run.inject()
         faulted = time.monotonic()
         try:

@@ -1,9 +1,12 @@
 # How a job ends: canopy's exit code and the one line that says which rank on which node failed.
+import json
 import re
 import subprocess
 import time
 
 import pytest
+
+from conftest import parse_labelled
 
 
 def test_all_ranks_succeeding_exits_0_quietly(run_canopy):
@@ -112,3 +115,53 @@ def test_closing_standard_output_ends_the_job_as_sigpipe_would(sandbox):
     assert job.returncode == 141, job.stderr.read().decode()
     assert time.monotonic() - started < 5
     assert job.stderr.read().decode().splitlines() == ["canopy: standard output was closed; ending the job"]
+
+
+# torch.distributed.elastic's @record writes the exception that ends a rank to TORCHELASTIC_ERROR_FILE, which
+# canopy sets per rank as torchrun does.
+RECORDED = """\
+import os
+from torch.distributed.elastic.multiprocessing.errors import record
+
+def check(lr):
+    if float(lr) > 1:
+        raise ValueError(f"learning rate {lr} is too large")
+
+@record
+def main():
+    if os.environ["RANK"] == "1":
+        check("3")
+
+main()
+"""
+
+
+def test_a_rank_that_raises_under_record_names_the_exception_and_where(run_canopy, sandbox):
+    script = sandbox.root / "train.py"
+    script.write_text(RECORDED)
+    timing = sandbox.root / "timing.json"
+    result = run_canopy(["--sim-nodes", "2", f"--timing={timing}", "/usr/bin/python3", script], timeout=90)
+    assert result.returncode == 1, result.describe()
+    failure = (f"rank 1 on sim0001 exited with code 1: ValueError: learning rate 3 is too large "
+               f"(at {script}:6 in check)")
+    assert result.canopy_lines() == [f"canopy: {failure}; tearing down the job"], result.describe()
+    recorded = json.loads(timing.read_text())["failure"]
+    assert recorded["line"] == failure
+    assert 'raise ValueError(f"learning rate {lr} is too large")' in recorded["traceback"], recorded
+    report = run_canopy(["report", timing])
+    lines = report.stdout.splitlines()
+    failed = next(i for i, line in enumerate(lines) if line.startswith("  failed: "))
+    wrapped = [lines[failed][len("  failed: "):]] + [line.strip() for line in lines[failed + 1:failed + 4]
+                                                    if line.startswith(" " * 10) and line.strip()]
+    assert " ".join(wrapped) == failure and all(len(line) <= 100 for line in lines), report.describe()
+
+
+def test_each_rank_gets_an_error_file_of_its_own(run_canopy):
+    # One inherited from an outer torchrun would be shared by every rank: it is replaced.
+    result = run_canopy(["--sim-nodes", "2", "--ppn", "2", "-l", "sh", "-c", 'echo "$TORCHELASTIC_ERROR_FILE"'],
+                        env={"TORCHELASTIC_ERROR_FILE": "/tmp/outer-torchrun-error.json"})
+    assert result.returncode == 0, result.describe()
+    files = {rank: lines[0] for rank, lines in parse_labelled(result.stdout).items()}
+    assert len(set(files.values())) == 4, files
+    for rank, path in files.items():
+        assert re.fullmatch(rf".*/canopy-[0-9a-f]+-sim000{rank // 2}/rank-{rank}\.error\.json", path), files

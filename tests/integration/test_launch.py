@@ -2,7 +2,9 @@
 import hashlib
 import os
 import re
+import select
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -46,7 +48,8 @@ def test_every_rank_on_64_nodes_gets_its_identity(run_canopy, sandbox):
         local = rank % 2
         expected = {
             "RANK": rank, "WORLD_SIZE": 128, "LOCAL_RANK": local, "LOCAL_WORLD_SIZE": 2,
-            "NODE_RANK": node, "GROUP_RANK": node, "MASTER_ADDR": "127.1.0.1",
+            "NODE_RANK": node, "GROUP_RANK": node, "GROUP_WORLD_SIZE": 64, "ROLE_RANK": rank, "ROLE_WORLD_SIZE": 128,
+            "ROLE_NAME": "default", "TORCHELASTIC_RESTART_COUNT": 0, "MASTER_ADDR": "127.1.0.1",
             "PMI_RANK": rank, "PMI_SIZE": 128, "PMI_LOCAL_RANK": local, "PMI_LOCAL_SIZE": 2,
             "PALS_RANKID": rank, "PALS_LOCAL_RANKID": local, "PALS_NODEID": node,
             "CANOPY_RANK": rank, "CANOPY_SIZE": 128, "CANOPY_LOCAL_RANK": local, "CANOPY_LOCAL_SIZE": 2,
@@ -389,3 +392,120 @@ def test_hostlist_through_a_deep_tree_reaches_every_node(run_canopy, loopback_co
     assert result.returncode == 0, result.describe()
     placed = nodes_of(result)
     assert placed == {r: (f"n{r // 2 + 1:02d}", r % 2, 2) for r in range(14)}
+
+
+def _output_within(stream, wanted, seconds):
+    """What arrived on `stream` (a pipe) within `seconds`, stopping early once it holds `wanted`."""
+    got, deadline = b"", time.monotonic() + seconds
+    while wanted not in got and (left := deadline - time.monotonic()) > 0:
+        if select.select([stream], [], [], left)[0]:
+            chunk = os.read(stream.fileno(), 65536)
+            if not chunk:
+                break
+            got += chunk
+    return got
+
+
+# A progress bar or a prompt: a partial line, then silence. It reaches the user in well under a second (canopy
+# waits 50 ms for the rest of a line), labelled or not; --line-buffer holds it to its newline.
+@pytest.mark.parametrize("label", [[], ["-l"]], ids=["plain", "labelled"])
+def test_a_partial_line_reaches_the_terminal_at_once(label, sandbox, ready):
+    job = sandbox.start(["--sim-nodes", "2", *label, "sh", "-c",
+                         f'[ $RANK = 0 ] && printf x; {ready.touch}; sleep 3; [ $RANK = 0 ] && echo y; true'])
+    ready.wait(2, job)
+    got = _output_within(job.stdout, b"x", 1.0)
+    assert got == (b"[0] x" if label else b"x"), f"within 1 s of the rank printing it, got {got!r}"
+    result = sandbox.finish(job)
+    assert result.returncode == 0, result.describe()
+    assert got.decode() + result.stdout == ("[0] xy\n" if label else "xy\n"), result.describe()
+
+
+def test_line_buffer_holds_a_partial_line_until_its_newline(sandbox, ready):
+    job = sandbox.start(["--sim-nodes", "1", "--line-buffer", "sh", "-c", f"printf x; {ready.touch}; sleep 2; echo y"])
+    ready.wait(1, job)
+    assert _output_within(job.stdout, b"x", 1.0) == b""
+    result = sandbox.finish(job)
+    assert result.returncode == 0 and result.stdout == "xy\n", result.describe()
+
+
+def test_labelled_ranks_never_share_a_line(run_canopy):
+    # Rank 0 leaves a prompt open while rank 1 prints whole lines: rank 1's lines start lines of their own.
+    result = run_canopy(["--sim-nodes", "2", "-l", "sh", "-c",
+                         'if [ $RANK = 0 ]; then printf "Enter: "; sleep 1; echo 42; '
+                         'else sleep 0.5; echo one; echo two; fi'])
+    assert result.returncode == 0, result.describe()
+    assert result.stdout == "[0] Enter: \n[1] one\n[1] two\n[0] 42\n", result.describe()
+
+
+# torchrun's spellings: `torchrun --standalone --nproc-per-node 2 -m trainer` becomes `canopy --standalone ...`.
+def test_torchrun_spellings_run_a_module_with_torchrun_variables(run_canopy, sandbox):
+    package = sandbox.root / "pkg"
+    package.mkdir()
+    (package / "trainer.py").write_text(
+        "import os, sys\n"
+        "names = ('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE', 'GROUP_RANK', 'GROUP_WORLD_SIZE',\n"
+        "         'ROLE_RANK', 'ROLE_WORLD_SIZE', 'ROLE_NAME')\n"
+        "print(' '.join(os.environ[n] for n in names), sys.argv[1:])\n")
+    # An allocation that --standalone must ignore: no host of it is reachable.
+    env = {"PYTHONPATH": str(package), "SLURM_JOB_NODELIST": "unreachable[1-4]", "SLURM_TASKS_PER_NODE": "1(x4)"}
+    result = run_canopy(["--standalone", "--nproc_per_node", "2", "-l", "-m", "trainer", "--lr", "0.1"], env=env)
+    assert result.returncode == 0, result.describe()
+    assert parse_labelled(result.stdout) == {
+        rank: [f"{rank} 2 {rank} 2 0 1 {rank} 2 default ['--lr', '0.1']"] for rank in (0, 1)}, result.describe()
+
+
+def test_nnodes_takes_the_first_hosts_of_the_allocation(run_canopy, loopback_config):
+    result = run_canopy(["--config", loopback_config, "--agent", LOCAL_EXEC_AGENT, "--hosts", "nodeA,nodeB,nodeC",
+                         "--nnodes", "2", "--nproc-per-node", "1", "-l", "sh", "-c", 'echo "$CANOPY_NODE"'])
+    assert result.returncode == 0, result.describe()
+    assert parse_labelled(result.stdout) == {0: ["nodeA"], 1: ["nodeB"]}, result.describe()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--nnodes", "3", "--hosts", "a,b"], "--nnodes 3: only 2 hosts (from --hosts)"),
+    (["--nnodes", "1:4"], "does not resize a job"),
+    (["--nproc-per-node", "gpu"], "needs the number of ranks per node"),
+    (["--standalone", "--hosts", "a,b"], "--standalone and --hosts cannot be used together"),
+    (["--rdzv-backend=c10d"], "canopy's tree is the rendezvous"),
+    (["--master_port", "29500"], "canopy's equivalent is --env MASTER_PORT=PORT"),
+], ids=["nnodes-too-many", "elastic", "gpu", "standalone-hosts", "rdzv", "master-port"])
+def test_torchrun_options_canopy_does_not_take_are_explained(args, message, run_canopy):
+    result = run_canopy([*args, "true"])
+    assert result.returncode == 2, result.describe()
+    assert len(result.canopy_lines()) == 1 and message in result.canopy_lines()[0], result.describe()
+
+
+# The single-node interactive job: the machine's own name, as `--hosts $(hostname)`, a PBS_NODEFILE or a Slurm node
+# list give it, starts its daemon directly. No sshd is needed (none listens on port 22 here).
+@pytest.mark.parametrize("how", ["hosts", "short-name", "address", "pbs", "slurm"])
+def test_this_machine_named_as_a_host_starts_without_ssh(how, run_canopy, sandbox):
+    name = socket.gethostname()
+    env, args = {}, []
+    if how == "hosts":
+        args = ["--hosts", f"{name}:2"]
+    elif how == "short-name":
+        args = ["--hosts", f"{name.split('.')[0].upper()}:2"]   # names compare without regard to case
+    elif how == "address":
+        args = ["--hosts", "127.0.0.1:2"]
+    elif how == "pbs":
+        nodefile = sandbox.root / "nodefile"
+        nodefile.write_text(f"{name}\n{name}\n")
+        env = {"PBS_NODEFILE": str(nodefile)}
+    else:
+        env = {"SLURM_JOB_NODELIST": name, "SLURM_TASKS_PER_NODE": "2"}
+    result = run_canopy([*args, "--agent", "ssh", "-l", "sh", "-c", 'echo "$RANK of $WORLD_SIZE"'], env=env)
+    assert result.returncode == 0, result.describe()
+    assert parse_labelled(result.stdout) == {0: ["0 of 2"], 1: ["1 of 2"]}, result.describe()
+
+
+def test_among_other_hosts_only_this_machine_skips_the_agent(run_canopy):
+    name = socket.gethostname()
+    ssh = run_canopy(["--dry-run", "--hosts", f"{name},elsewhere", "--agent", "ssh", "true"])
+    commands = [line for line in ssh.stdout.splitlines() if "canopyd --parent" in line]
+    assert len(commands) == 2, ssh.describe()
+    assert commands[0].split(": ", 1)[1].split()[0].endswith("canopyd") and f"--node {name}" in commands[0]
+    assert commands[1].split(": ", 1)[1].startswith("ssh ") and "elsewhere" in commands[1]
+    # An exec agent is the user's own command (srun works for this node too): it is kept.
+    srun = run_canopy(["--dry-run", "--hosts", f"{name},elsewhere", "--agent", "exec:srun -w %h", "true"])
+    assert [line.split(": ", 1)[1].split()[0] for line in srun.stdout.splitlines()
+            if "canopyd --parent" in line] == ["srun", "srun"], srun.describe()

@@ -32,6 +32,9 @@ TEST(RankEnv, SetsTorchMpiAndPalsNames)
     EXPECT_EQ(environment_value(env, "LOCAL_WORLD_SIZE"), "2");
     EXPECT_EQ(environment_value(env, "NODE_RANK"), "2");
     EXPECT_EQ(environment_value(env, "GROUP_RANK"), "2");
+    EXPECT_EQ(environment_value(env, "GROUP_WORLD_SIZE"), "4");
+    EXPECT_EQ(environment_value(env, "ROLE_RANK"), "5");
+    EXPECT_EQ(environment_value(env, "ROLE_WORLD_SIZE"), "8");
     EXPECT_EQ(environment_value(env, "MASTER_ADDR"), "nid001");
     EXPECT_EQ(environment_value(env, "MASTER_PORT"), "23456");
     EXPECT_EQ(environment_value(env, "PALS_RANKID"), "5");

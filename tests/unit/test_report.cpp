@@ -166,6 +166,38 @@ TEST(Report, JsonRoundTripIsLossless)
     EXPECT_EQ(format_report(*parsed), format_report(sample_timing()));
 }
 
+TEST(Report, AFailureRoundTripsAndIsPrintedWhole)
+{
+    JobTiming timing = sample_timing();
+    std::string line = "rank 1 on nid0002 exited with code 1: ValueError: learning rate 3 is too large for a batch of "
+                       "4096 on 64 nodes; lower it or warm it up (at /work/train.py:6 in check)";
+    timing.failure = JobTiming::Failure{line, "Traceback (most recent call last):\n  ...\nValueError: x\n"};
+    auto parsed = from_json(nlohmann::json::parse(to_json(timing).dump()));
+    ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+    ASSERT_TRUE(parsed->failure);
+    EXPECT_EQ(parsed->failure->line, line);
+    EXPECT_EQ(parsed->failure->traceback, timing.failure->traceback);
+    std::string report = format_report(*parsed);
+    std::size_t start = report.find("  failed: ");
+    ASSERT_NE(start, std::string::npos) << report;
+    std::string joined;
+    for (std::size_t at = start; at < report.size() && (at == start || report.compare(at, 10, "          ") == 0);) {
+        std::size_t end = report.find('\n', at);
+        std::string piece = report.substr(at + 10, end - at - 10);
+        EXPECT_LE(end - at, 100u) << report;
+        joined += (joined.empty() ? "" : " ") + piece;
+        at = end + 1;
+    }
+    EXPECT_EQ(joined, line) << report;
+    EXPECT_FALSE(from_json(to_json(sample_timing()))->failure);   // a job that did not fail has none
+
+    nlohmann::json bad = to_json(timing);
+    bad["failure"] = "boom";
+    auto refused = from_json(bad);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().message.find("failure"), std::string::npos) << refused.error().message;
+}
+
 TEST(Report, JsonMissingKeyIsNamed)
 {
     nlohmann::json document = to_json(sample_timing());
