@@ -121,7 +121,7 @@ int main(int argc, char** argv)
 
     // Started first: the daemon tells it each path before creating it.
     std::optional<canopy::NodeGuard> guard;
-    if (auto started = canopy::NodeGuard::start(canopy::guard_program_beside(canopy::own_executable())); started)
+    if (auto started = canopy::NodeGuard::start(canopy::find_guard_program(canopy::own_executable())); started)
         guard = std::move(*started);
     else
         std::fprintf(stderr, "%s: %s; ranks may outlive a crashed daemon\n", prefix.c_str(),

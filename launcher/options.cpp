@@ -371,27 +371,27 @@ const std::vector<OptionSpec>& option_table()
          }},
 
         // Environment
-        {{"--env", "-env", "-genv"}, Takes::env_pair, "K=V | K V", "Environment",
+        {{"--env", "-env", "-genv"}, Takes::env_pair, "K=V | K V", "Rank environment",
          "set K to V in every rank's environment",
          add_env_pair},
-        {{"-x"}, Takes::value, "K[=V]", "Environment",
+        {{"-x"}, Takes::value, "K[=V]", "Rank environment",
          "set K (Open MPI style); without =V copy K from this environment",
          add_env_export},
-        {{"--envall", "-envall", "-genvall"}, Takes::nothing, "", "Environment",
+        {{"--envall", "-envall", "-genvall"}, Takes::nothing, "", "Rank environment",
          "ranks inherit this whole environment (default)",
          [](ParseState& s, ArgCursor&) {
              s.options.env_mode = EnvMode::all;
              s.options.env_list.clear();
              return Status{};
          }},
-        {{"--envnone", "-envnone", "-genvnone"}, Takes::nothing, "", "Environment",
+        {{"--envnone", "-envnone", "-genvnone"}, Takes::nothing, "", "Rank environment",
          "ranks inherit nothing but what --env/-x set",
          [](ParseState& s, ArgCursor&) {
              s.options.env_mode = EnvMode::none;
              s.options.env_list.clear();
              return Status{};
          }},
-        {{"--envlist", "-envlist", "-genvlist"}, Takes::value, "A,B,C", "Environment",
+        {{"--envlist", "-envlist", "-genvlist"}, Takes::value, "A,B,C", "Rank environment",
          "ranks inherit only the named variables",
          set_env_list},
 
@@ -714,19 +714,21 @@ Result<std::vector<std::string>> parse_directory_list(std::string_view list, std
 std::string help_text()
 {
     static constexpr std::string_view group_order[] = {
-        "Ranks and hosts",       "Environment", "Output", "Binding", "Job",
+        "Ranks and hosts",       "Rank environment", "Output", "Binding", "Job",
         "Tree and launch agent", "File staging", "Timing", "Config", "General",
     };
     constexpr std::size_t description_column = 32;
 
+    // "Usage:", "or:" and no group named plain "Environment": help2man makes the man page from this text.
     std::string text =
-        "usage: canopy [options] PROGRAM [ARGS...]\n"
-        "       canopy stage record --stage DIR[,DIR...] [-o MANIFEST] -- PROGRAM [ARGS...]\n"
-        "       canopy report TIMING.json [OTHER.json]   print a saved --timing report, or compare two\n"
+        "Usage: canopy [options] PROGRAM [ARGS...]\n"
+        "  or:  canopy stage record --stage DIR[,DIR...] [-o MANIFEST] -- PROGRAM [ARGS...]\n"
+        "  or:  canopy report TIMING.json [OTHER.json]\n"
         "\n"
         "Start PROGRAM as a parallel job across nodes through a tree of canopyd daemons.\n"
         "Options end at PROGRAM or at '--'; everything after is passed to PROGRAM unchanged.\n"
-        "Long options also accept --option=value.\n";
+        "Long options also accept --option=value.\n"
+        "canopy report prints a saved --timing report, or compares two.\n";
     for (std::string_view group : group_order) {
         text += "\n";
         text += group;

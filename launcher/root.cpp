@@ -259,7 +259,7 @@ void Root::start_stage_fetch()
         return;
     auto dir = stage::default_cache_dir(plan_.plan.job_id, "launcher", plan_.plan.job.stage_cache_base);
     // The cache can hold gigabytes of /dev/shm: a SIGKILL of the launcher must not leave it behind.
-    if (auto guard = NodeGuard::start(guard_program_beside(plan_.plan.daemon_path), "canopy-guard"); guard) {
+    if (auto guard = NodeGuard::start(find_guard_program(plan_.plan.daemon_path), "canopy-guard"); guard) {
         stage_guard_ = std::move(*guard);
         stage_guard_->watch_path(dir);
     } else

@@ -3,8 +3,8 @@
 set -euo pipefail
 
 packages=(
-  # build
-  meson ninja-build pkgconf g++
+  # build; help2man makes the man page, bash-completion's pkg-config file says where completions go
+  meson ninja-build pkgconf g++ help2man bash-completion
   # libraries
   libboost-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev libsodium-dev
   libopenmpi-dev libpmix-dev libmpich-dev

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "build_config.hpp"
 #include "proc/guard_protocol.h"
 
 namespace canopy {
@@ -24,9 +25,19 @@ constexpr std::size_t max_payload = PIPE_BUF - header_size;
 
 } // namespace
 
-std::string guard_program_beside(const std::string& executable)
+std::string find_guard_program(const std::string& executable)
 {
-    return (std::filesystem::path(executable).parent_path() / "canopy-guard").string();
+    namespace fs = std::filesystem;
+    const fs::path name = "canopy-guard";
+    fs::path dir = fs::path(executable).parent_path();
+    if (dir.is_absolute()) {
+        // Relative to bindir, so an install that was moved (or staged under DESTDIR) finds its own guard.
+        fs::path relocated = dir / fs::path(CANOPY_LIBEXECDIR).lexically_relative(CANOPY_BINDIR) / name;
+        for (const auto& candidate : {relocated.lexically_normal(), dir / name})
+            if (::access(candidate.c_str(), X_OK) == 0)
+                return candidate.string();
+    }
+    return (fs::path(CANOPY_LIBEXECDIR) / name).string();
 }
 
 Result<NodeGuard> NodeGuard::start(const std::string& program, const char* name)

@@ -13,9 +13,10 @@
 
 namespace canopy {
 
-// canopy-guard in the directory of `executable` (canopyd's, or the launcher's canopyd): where meson builds and
-// installs it.
-std::string guard_program_beside(const std::string& executable);
+// canopy-guard for `executable` (canopyd's path, or the launcher's canopyd): in libexecdir as seen from where
+// `executable` is installed, else beside it (the build tree), else the configured libexecdir's, which a failed
+// start then names.
+std::string find_guard_program(const std::string& executable);
 
 class NodeGuard {
 public:

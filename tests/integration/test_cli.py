@@ -6,7 +6,7 @@ import pytest
 
 from conftest import REPO, daemon_pids
 
-HELP_GROUPS = ["Ranks and hosts:", "Environment:", "Output:", "Binding:", "Job:", "Tree and launch agent:",
+HELP_GROUPS = ["Ranks and hosts:", "Rank environment:", "Output:", "Binding:", "Job:", "Tree and launch agent:",
                "Timing:", "Config:", "General:"]
 
 
@@ -19,7 +19,7 @@ def project_version():
 def test_help_lists_every_option_group_on_stdout(run_canopy):
     result = run_canopy(["--help"], timeout=10)
     assert result.returncode == 0, result.describe()
-    assert result.stdout.startswith("usage: canopy [options] PROGRAM [ARGS...]")
+    assert result.stdout.startswith("Usage: canopy [options] PROGRAM [ARGS...]")
     positions = [result.stdout.find(group) for group in HELP_GROUPS]
     assert all(pos >= 0 for pos in positions), f"missing groups in --help:\n{result.stdout}"
     assert positions == sorted(positions), "option groups are out of order"

@@ -297,9 +297,9 @@ TEST(Options, ErrorsAreOneLineWithoutPrefix)
 TEST(Options, HelpTextHasUsageGroupsAndExamples)
 {
     std::string text = help_text();
-    EXPECT_TRUE(text.starts_with("usage: canopy [options] PROGRAM [ARGS...]")) << text;
+    EXPECT_TRUE(text.starts_with("Usage: canopy [options] PROGRAM [ARGS...]")) << text;
     std::size_t previous = 0;
-    for (const char* group : {"Ranks and hosts:", "Environment:", "Output:", "Binding:", "Tree and launch agent:",
+    for (const char* group : {"Ranks and hosts:", "Rank environment:", "Output:", "Binding:", "Tree and launch agent:",
                               "Timing:", "Config:", "Examples:"}) {
         std::size_t at = text.find(group);
         ASSERT_NE(at, std::string::npos) << group;
