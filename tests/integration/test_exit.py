@@ -153,7 +153,9 @@ def test_a_rank_that_raises_under_record_names_the_exception_and_where(run_canop
     failed = next(i for i, line in enumerate(lines) if line.startswith("  failed: "))
     wrapped = [lines[failed][len("  failed: "):]] + [line.strip() for line in lines[failed + 1:failed + 4]
                                                     if line.startswith(" " * 10) and line.strip()]
-    assert " ".join(wrapped) == failure and all(len(line) <= 100 for line in lines), report.describe()
+    # Wrapped at spaces, or inside a word (a long path) longer than a line.
+    assert "".join(wrapped).replace(" ", "") == failure.replace(" ", ""), report.describe()
+    assert all(len(line) <= 100 for line in lines), report.describe()
 
 
 def test_each_rank_gets_an_error_file_of_its_own(run_canopy):
