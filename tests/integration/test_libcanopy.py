@@ -13,6 +13,7 @@ from conftest import BUILD_DIR, REPO, timing_phases
 
 LIBRARY = Path(os.environ.get("CANOPY_LIBRARY", BUILD_DIR / "lib" / "api" / "libcanopy.so"))
 INCLUDE = REPO / "lib" / "include"
+GENERATED_INCLUDE = BUILD_DIR / "lib" / "include"   # canopy/version.h, made from meson's project version
 PYTHON_PACKAGE = REPO / "lib" / "python"
 EXAMPLES = REPO / "docs" / "examples"
 PYTHON = "/usr/bin/python3"
@@ -138,8 +139,9 @@ def python_env():
 def compile_c(source: Path, output: Path, std="c11", extra=()):
     """Builds a program as an application would: the public header and libcanopy.so, nothing else."""
     assert LIBRARY.exists(), f"{LIBRARY} is missing; build first (ninja -C {BUILD_DIR})"
-    command = ["gcc", f"-std={std}", "-Wall", "-Wextra", "-Werror", *extra, "-I", str(INCLUDE), str(source), "-o",
-               str(output), "-L", str(LIBRARY.parent), "-lcanopy", f"-Wl,-rpath,{LIBRARY.parent}"]
+    command = ["gcc", f"-std={std}", "-Wall", "-Wextra", "-Werror", *extra, "-I", str(INCLUDE), "-I",
+               str(GENERATED_INCLUDE), str(source), "-o", str(output), "-L", str(LIBRARY.parent), "-lcanopy",
+               f"-Wl,-rpath,{LIBRARY.parent}"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, f"{command}\n{result.stderr}"
     return output
