@@ -332,12 +332,12 @@ const std::vector<OptionSpec>& option_table()
         {{"--nproc-per-node", "--nproc_per_node"}, Takes::value, "N", "Ranks and hosts",
          "torchrun's name for --ppn",
          [](ParseState& s, ArgCursor& c) {
-             if (c.next < c.args.size() && !c.inline_value) {
-                 std::string_view word = c.args[c.next];
-                 if (word == "auto" || word == "gpu" || word == "cpu" || word == "xpu")
-                     return Status{make_error("{} {}: canopy needs the number of ranks per node, e.g. {} 4",
-                                              c.spelling, word, c.spelling)};
-             }
+             std::string_view word = c.inline_value ? std::string_view(*c.inline_value)
+                                     : c.next < c.args.size() ? std::string_view(c.args[c.next])
+                                                              : std::string_view();
+             if (word == "auto" || word == "gpu" || word == "cpu" || word == "xpu")
+                 return Status{make_error("{} {}: canopy needs the number of ranks per node, e.g. {} 4", c.spelling,
+                                          word, c.spelling)};
              return store_count(s.options.ppn, c, 1, max_ranks_per_node);
          }},
         {{"--nnodes"}, Takes::value, "N", "Ranks and hosts",

@@ -465,10 +465,11 @@ def test_nnodes_takes_the_first_hosts_of_the_allocation(run_canopy, loopback_con
     (["--nnodes", "3", "--hosts", "a,b"], "--nnodes 3: only 2 hosts (from --hosts)"),
     (["--nnodes", "1:4"], "does not resize a job"),
     (["--nproc-per-node", "gpu"], "needs the number of ranks per node"),
+    (["--nproc_per_node=auto"], "--nproc_per_node auto: canopy needs the number of ranks per node"),
     (["--standalone", "--hosts", "a,b"], "--standalone and --hosts cannot be used together"),
     (["--rdzv-backend=c10d"], "canopy's tree is the rendezvous"),
     (["--master_port", "29500"], "canopy's equivalent is --env MASTER_PORT=PORT"),
-], ids=["nnodes-too-many", "elastic", "gpu", "standalone-hosts", "rdzv", "master-port"])
+], ids=["nnodes-too-many", "elastic", "gpu", "auto-inline", "standalone-hosts", "rdzv", "master-port"])
 def test_torchrun_options_canopy_does_not_take_are_explained(args, message, run_canopy):
     result = run_canopy([*args, "true"])
     assert result.returncode == 2, result.describe()
