@@ -20,14 +20,6 @@ std::string rank_range(long first, long count)
     return count == 1 ? fmt::format("rank {}", first) : fmt::format("ranks {}-{}", first, first + count - 1);
 }
 
-std::string joined(const std::vector<std::string>& words)
-{
-    std::string line;
-    for (const auto& word : words)
-        line += (line.empty() ? "" : " ") + shell_quote(word);
-    return line;
-}
-
 void describe_bindings(std::string& out, const RootPlan& root)
 {
     const wire::JobSpec& job = root.plan.job;
@@ -81,7 +73,7 @@ void describe_tree(std::string& out, const RootPlan& root)
         std::string endpoint = fmt::format("{}:PORT", address);
         auto launch = plan_child_launch(plan, position, endpoint, plan.daemon_path);
         out += fmt::format("  {}: {}\n", name(parent),
-                           launch ? joined(launch->argv) : "cannot start it: " + launch.error().message);
+                           launch ? shell_join(launch->argv) : "cannot start it: " + launch.error().message);
     }
 }
 

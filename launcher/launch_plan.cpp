@@ -128,14 +128,6 @@ std::string new_job_id()
     return auth::to_hex(std::span(nonce.data(), 4));
 }
 
-std::string quote_command(const std::vector<std::string>& words)
-{
-    std::string out;
-    for (const auto& word : words)
-        out += (out.empty() ? "" : " ") + shell_quote(word);
-    return out;
-}
-
 } // namespace
 
 Result<RootPlan> make_root_plan(const Options& options, const Config& config,
@@ -193,7 +185,7 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
         if (file)
             if (auto writable = check_report_file(*file); !writable)
                 return make_error("{}: {}", option, writable.error().message);
-    root.command_line = quote_command(options.command);
+    root.command_line = shell_join(options.command);
 
     wire::LaunchPlan& plan = root.plan;
     plan.job_id = new_job_id();

@@ -43,9 +43,7 @@ std::string shell_quote(std::string_view word)
     return quoted + "'";
 }
 
-namespace {
-
-std::string join_quoted(const std::vector<std::string>& words)
+std::string shell_join(const std::vector<std::string>& words)
 {
     std::string out;
     for (const auto& word : words) {
@@ -55,8 +53,6 @@ std::string join_quoted(const std::vector<std::string>& words)
     }
     return out;
 }
-
-} // namespace
 
 Result<std::vector<std::string>> agent_command(const AgentSettings& settings, const std::string& host,
                                                const std::vector<std::string>& daemon_command)
@@ -71,11 +67,11 @@ Result<std::vector<std::string>> agent_command(const AgentSettings& settings, co
         std::vector<std::string> argv{settings.ssh_command};
         argv.insert(argv.end(), settings.ssh_args.begin(), settings.ssh_args.end());
         argv.push_back(host);
-        argv.push_back(join_quoted(daemon_command));   // ssh hands one string to the remote shell
+        argv.push_back(shell_join(daemon_command));   // ssh hands one string to the remote shell
         return argv;
     }
     case AgentKind::rsh:
-        return std::vector<std::string>{settings.rsh_command, host, join_quoted(daemon_command)};
+        return std::vector<std::string>{settings.rsh_command, host, shell_join(daemon_command)};
     case AgentKind::exec: {
         // Run directly, like pdsh's exec module: %h becomes the host; without %h the host goes first, as for
         // ssh (and Hydra's -launcher-exec). The daemon command follows as separate words.

@@ -26,6 +26,8 @@ Result<std::vector<std::string>> agent_command(const AgentSettings& settings, co
 
 // Quotes a word for a POSIX shell (remote commands go through the remote user's shell).
 std::string shell_quote(std::string_view word);
+// The words, each quoted so, joined by spaces: one command line for a shell (or for the user to read).
+std::string shell_join(const std::vector<std::string>& words);
 
 // Splits a command into words the way a shell would for plain words, 'single' and "double" quotes and
 // backslashes (no expansions).
