@@ -571,26 +571,20 @@ Error unknown_option(std::string_view name)
         {"--bind-to", "--cpu-bind none|core|depth|list:..."},
         {"--time", "--timeout SECONDS"},
         {"--export", "--env K=V, --envlist K1,K2 or --envall"},
-        // torchrun's, where canopy's tree does the work.
+        // torchrun's, where canopy's tree does the work (torchrun also spells each with underscores).
         {"--rdzv-backend", "none: canopy's tree is the rendezvous, so leave it out"},
-        {"--rdzv_backend", "none: canopy's tree is the rendezvous, so leave it out"},
         {"--rdzv-endpoint", "none: canopy's tree is the rendezvous, so leave it out"},
-        {"--rdzv_endpoint", "none: canopy's tree is the rendezvous, so leave it out"},
         {"--rdzv-id", "none: canopy's tree is the rendezvous, so leave it out"},
-        {"--rdzv_id", "none: canopy's tree is the rendezvous, so leave it out"},
         {"--node-rank", "none: one canopy command starts every node, so leave it out"},
-        {"--node_rank", "none: one canopy command starts every node, so leave it out"},
         {"--master-addr", "--env MASTER_ADDR=HOST (default: rank 0's node)"},
-        {"--master_addr", "--env MASTER_ADDR=HOST (default: rank 0's node)"},
         {"--master-port", "--env MASTER_PORT=PORT (default: one derived from the job id)"},
-        {"--master_port", "--env MASTER_PORT=PORT (default: one derived from the job id)"},
         {"--max-restarts", "none: canopy does not restart ranks; a failed rank ends the job"},
-        {"--max_restarts", "none: canopy does not restart ranks; a failed rank ends the job"},
         {"--no-python", "none: canopy runs the program as given (python3 train.py, or -m MODULE)"},
-        {"--no_python", "none: canopy runs the program as given (python3 train.py, or -m MODULE)"},
     };
+    std::string dashed(name);   // --rdzv_backend as --rdzv-backend
+    std::replace(dashed.begin() + std::min<std::size_t>(2, dashed.size()), dashed.end(), '_', '-');
     for (auto [theirs, ours] : other_launchers) {
-        if (name != theirs)
+        if (dashed != theirs)
             continue;
         if (ours.starts_with("none: "))
             return make_error("unknown option '{}'; {}", name, ours.substr(6));
