@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "pmi/abandoned_segments.hpp"
+#include "temp_dir.hpp"
 
 using namespace canopy;
 using namespace std::chrono_literals;
@@ -25,14 +26,6 @@ namespace {
 
 class AbandonedSegments : public ::testing::Test {
 protected:
-    void SetUp() override
-    {
-        std::string pattern = (std::filesystem::temp_directory_path() / "canopy-segments-XXXXXX").string();
-        ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-        dir_ = pattern;
-    }
-    void TearDown() override { std::filesystem::remove_all(dir_); }
-
     std::string make(const std::string& name)
     {
         std::string path = dir_ + "/" + name;
@@ -48,7 +41,8 @@ protected:
         return removed;
     }
 
-    std::string dir_;
+    TempDir temp_{"canopy-segments"};
+    const std::string dir_ = temp_.path();
 };
 
 TEST_F(AbandonedSegments, RemovesOnlyUnusedFilesWithMpichsPrefix)

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "error_files.hpp"
+#include "temp_dir.hpp"
 
 using namespace canopy;
 
@@ -15,14 +16,6 @@ namespace {
 
 class ErrorFiles : public ::testing::Test {
 protected:
-    void SetUp() override
-    {
-        std::string pattern = (std::filesystem::temp_directory_path() / "canopy-error-files-XXXXXX").string();
-        ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-        dir_ = pattern;
-    }
-    void TearDown() override { std::filesystem::remove_all(dir_); }
-
     std::string write(const std::string& text)
     {
         std::string path = error_file_for(dir_, 3);
@@ -30,7 +23,8 @@ protected:
         return path;
     }
 
-    std::string dir_;
+    TempDir temp_{"canopy-error-files"};
+    const std::string dir_ = temp_.path();
 };
 
 TEST_F(ErrorFiles, EachRankHasItsOwnFileInTheNodeTempDir)

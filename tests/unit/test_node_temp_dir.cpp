@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "proc/node_temp_dir.hpp"
+#include "temp_dir.hpp"
 
 using namespace canopy;
 using namespace std::chrono_literals;
@@ -25,14 +26,6 @@ namespace {
 
 class NodeTempDirs : public ::testing::Test {
 protected:
-    void SetUp() override
-    {
-        std::string pattern = (fs::temp_directory_path() / "canopy-sweep-test-XXXXXX").string();
-        ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-        base_ = pattern;
-    }
-    void TearDown() override { fs::remove_all(base_); }
-
     // Makes its mtime an hour old, as a dir abandoned long ago.
     void age(const std::string& path)
     {
@@ -57,7 +50,8 @@ protected:
         return path;
     }
 
-    std::string base_;
+    TempDir temp_{"canopy-sweep-test"};
+    const std::string base_ = temp_.path();
 };
 
 TEST_F(NodeTempDirs, CreateLocksAndRemoveRemoves)
