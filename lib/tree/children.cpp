@@ -48,9 +48,13 @@ Result<ChildLaunch> plan_child_launch(const wire::LaunchPlan& plan, long positio
     }
     for (std::uint32_t i = 0; i < plan.verbosity; ++i)
         command.push_back("-v");
-    // This machine's own daemon starts directly: ssh or rsh to ourselves would need a server here, which a
-    // laptop or a login node often lacks. An exec agent (srun) is the user's command and works here too.
-    bool here = plan.simulated || ((plan.agent == "ssh" || plan.agent == "rsh") && names_this_host(host));
+    // The launcher's own node starts its daemon directly: ssh or rsh to ourselves would need a server here, which
+    // a laptop or a login node often lacks. An exec agent (srun) is the user's command and works here too. Only the
+    // launcher asks (its children are positions 1..fanout): a daemon's children are other hosts, and asking costs a
+    // name lookup at the daemon's start.
+    bool launchers_child = position <= static_cast<long>(plan.fanout);
+    bool here = plan.simulated || (launchers_child && (plan.agent == "ssh" || plan.agent == "rsh") &&
+                                   names_this_host(host));
     AgentSettings agent{here ? "local" : plan.agent, plan.ssh_command, plan.ssh_args, plan.rsh_command};
     auto argv = agent_command(agent, host, command);
     if (!argv)
