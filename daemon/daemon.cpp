@@ -330,6 +330,8 @@ void Daemon::start_pmi_servers()
     job.nspace = job_nspace(plan_->job_id);
     job.hosts = plan_->hosts;
     job.ranks_per_node = plan_->job.ranks_per_node;
+    for (const auto& app : plan.job.apps)
+        job.ranks_per_app.push_back(app.ranks);
     job.node_index = Topology::position_to_node(args_.position);
     job.tmpdir = tmpdir_.path();
     // MPI_UNIVERSE_SIZE: the job and the ranks it may spawn on its nodes.
@@ -579,7 +581,7 @@ void Daemon::start_ranks()
         ranks_->start_none();
         return;
     }
-    spawn_batch(std::move(batch), plan_->job.argv, plan_->job.wdir);
+    spawn_batch(std::move(batch));
     for (auto& service : rank_services_)
         service->ranks_started();
     // all_started carries on
@@ -604,7 +606,11 @@ void Daemon::start_namespace(const wire::NamespaceStart& start)
     }
     // Its ranks run as the job's do, with the spawner's program, environment and directory.
     wire::JobSpec spawned = plan_->job;
-    spawned.argv = start.argv;
+    wire::AppSpec app;
+    app.argv = start.argv;
+    app.wdir = start.wdir.empty() ? plan_->job.apps.front().wdir : start.wdir;
+    app.ranks = static_cast<std::uint64_t>(RankBlocks(start.ranks_per_node).world_size());
+    spawned.apps = {std::move(app)};
     for (const auto& setting : start.env) {
         auto name = setting.substr(0, setting.find('='));
         auto value = setting.substr(std::min(setting.size(), setting.find('=') + 1));
@@ -615,7 +621,6 @@ void Daemon::start_namespace(const wire::NamespaceStart& start)
             continue;
         set_environment_value(spawned.env, name, value);
     }
-    spawned.wdir = start.wdir.empty() ? plan_->job.wdir : start.wdir;
     spawned.ranks_per_node = start.ranks_per_node;
     NodeSite site{node_, tmpdir_.path(), index, static_cast<long>(plan_->hosts.size()), plan_->simulated,
                   plan_->job_id};
@@ -629,10 +634,10 @@ void Daemon::start_namespace(const wire::NamespaceStart& start)
             late_ranks_.insert(launch.rank);
         report_late_ranks(true, batch.launches.size());
     }
-    spawn_batch(std::move(batch), spawned.argv, spawned.wdir);
+    spawn_batch(std::move(batch));
 }
 
-void Daemon::spawn_batch(RankBatch batch, const std::vector<std::string>& argv, const std::string& wdir)
+void Daemon::spawn_batch(RankBatch batch)
 {
     if (!batch.refused.message.empty()) {
         ranks_->reject(std::move(batch.launches), batch.refused);
@@ -644,7 +649,7 @@ void Daemon::spawn_batch(RankBatch batch, const std::vector<std::string>& argv, 
                 node_, fmt::format("canopy: rank {} on {}: {}", launch.rank, node_,
                                    launch.cpus.empty() ? std::string("not bound")
                                                        : "CPUs " + compress_cpu_list(launch.cpus))}));
-    ranks_->spawn(batch.program, argv, wdir, std::move(batch.launches));
+    ranks_->spawn(std::move(batch.launches));
 }
 
 void Daemon::report_late_ranks(bool started, std::size_t count)

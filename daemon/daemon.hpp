@@ -91,7 +91,7 @@ private:
     void start_ranks_when_ready();
     void start_ranks();
     // Starts planned ranks (the job's, or a spawned namespace's), or refuses them all with the batch's reason.
-    void spawn_batch(RankBatch batch, const std::vector<std::string>& argv, const std::string& wdir);
+    void spawn_batch(RankBatch batch);
 
     // Whether every rank has finished and the services have read what they sent (some wait a moment for that).
     bool ranks_drained();

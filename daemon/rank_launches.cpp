@@ -4,6 +4,7 @@
 #include <sys/vfs.h>
 
 #include <algorithm>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -36,6 +37,11 @@ RankBatch plan_node_ranks(const wire::JobSpec& job, const NodeSite& site,
                           const std::function<void(const std::string&)>& report_error, long first_tree_rank)
 {
     RankBlocks blocks(job.ranks_per_node);
+    // Programs take ranks in blocks, as nodes do.
+    std::vector<std::uint64_t> ranks_per_app;
+    for (const auto& app : job.apps)
+        ranks_per_app.push_back(app.ranks);
+    RankBlocks app_blocks(std::move(ranks_per_app));
     long first_rank = blocks.first_rank(site.index);
     long local_size = blocks.local_size(site.index);
     long world_size = blocks.world_size();
@@ -47,7 +53,31 @@ RankBatch plan_node_ranks(const wire::JobSpec& job, const NodeSite& site,
     auto allowed = allowed_cpus();
     bool tmpdir_on_tmpfs = !site.simulated && on_tmpfs(site.tmpdir);
     int unusable_cpu = -1;
+    // Each program's environment and path on this node, made when its first rank here is.
+    struct Program {
+        std::vector<std::string> env;
+        std::string path;
+    };
+    std::vector<std::optional<Program>> programs_here(job.apps.size());
+    std::optional<StartFailure> not_found;
     for (long local = 0; local < local_size; ++local) {
+        long appnum = std::max(0L, app_blocks.node_of(first_rank + local));
+        const wire::AppSpec& app = job.apps[static_cast<std::size_t>(appnum)];
+        auto& program = programs_here[static_cast<std::size_t>(appnum)];
+        if (!program) {
+            program.emplace(Program{job.env, {}});
+            for (const auto& setting : app.env) {
+                auto equals = setting.find('=');
+                set_environment_value(program->env, setting.substr(0, equals),
+                                      setting.substr(std::min(equals + 1, setting.size())));
+            }
+            int not_runnable = exit_cannot_run;
+            auto path = find_program(app.argv.at(0), environment_value(program->env, "PATH"), &not_runnable);
+            if (path)
+                program->path = *path;
+            else if (!not_found)
+                not_found = StartFailure{not_runnable, fmt::format("{} on {}", path.error().message, site.node)};
+        }
         RankIdentity who;
         who.rank = first_rank + local;
         who.world_size = world_size;
@@ -60,9 +90,14 @@ RankBatch plan_node_ranks(const wire::JobSpec& job, const NodeSite& site,
         who.master_port = job.master_port;
         who.job_id = site.job_id;
         who.node_tmpdir = site.tmpdir;
+        who.appnum = appnum;
         RankLaunch launch;
         launch.rank = first_tree_rank + who.rank;
-        launch.env = rank_environment(job.env, who);
+        launch.appnum = appnum;
+        launch.argv = app.argv;
+        launch.argv[0] = program->path;
+        launch.wdir = app.wdir;
+        launch.env = rank_environment(program->env, who);
         // Each rank its own file, as torchrun gives; one inherited from an outer torchrun would be shared.
         if (!site.tmpdir.empty())
             set_environment_value(launch.env, "TORCHELASTIC_ERROR_FILE", error_file_for(site.tmpdir, launch.rank));
@@ -94,8 +129,6 @@ RankBatch plan_node_ranks(const wire::JobSpec& job, const NodeSite& site,
         launch.takes_stdin = launch.rank == 0;   // the job's rank 0 only
         batch.launches.push_back(std::move(launch));
     }
-    int not_runnable = exit_cannot_run;
-    auto program = find_program(job.argv.at(0), environment_value(job.env, "PATH"), &not_runnable);
     auto shared = bind && !job.cpus_shared_ok ? find_shared_cpu(*bind, local_size, allowed) : std::nullopt;
     if (unusable_cpu >= 0)
         batch.refused = {exit_cannot_run,
@@ -104,10 +137,8 @@ RankBatch plan_node_ranks(const wire::JobSpec& job, const NodeSite& site,
     else if (shared)
         batch.refused = {exit_cannot_run,
                          shared_cpu_refusal(job.cpu_bind, *shared, first_rank, local_size, site.node, allowed)};
-    else if (!program)
-        batch.refused = {not_runnable, fmt::format("{} on {}", program.error().message, site.node)};
-    else
-        batch.program = *program;
+    else if (not_found)
+        batch.refused = *not_found;
     return batch;
 }
 

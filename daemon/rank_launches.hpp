@@ -24,8 +24,7 @@ struct NodeSite {
 };
 
 struct RankBatch {
-    std::string program;               // the executable, found on the ranks' PATH on this node
-    std::vector<RankLaunch> launches;  // empty: no ranks on this node
+    std::vector<RankLaunch> launches;  // empty: no ranks on this node; each with its program found on this node
     StartFailure refused;              // a message: none of them can start, and why (names the node)
 };
 

@@ -67,8 +67,7 @@ void RankSpawner::end_group(pid_t group)
         events_.group_ended(group);
 }
 
-void RankSpawner::spawn(const std::string& program, const std::vector<std::string>& argv, const std::string& wdir,
-                        std::vector<RankLaunch> ranks)
+void RankSpawner::spawn(std::vector<RankLaunch> ranks)
 {
     forking_ = true;
     for (auto& launch : ranks) {
@@ -93,14 +92,13 @@ void RankSpawner::spawn(const std::string& program, const std::vector<std::strin
         }
         UniqueFd report;
         SpawnRequest request;
-        request.argv = argv;
-        request.argv[0] = program;
+        request.argv = std::move(launch.argv);
         if (job_variables_.empty())
             for (const auto& variable : launch.env)
                 if (variable.starts_with("CANOPY_JOBID=") || variable.starts_with("CANOPY_NODE="))
                     job_variables_.push_back(variable);
         request.env = std::move(launch.env);
-        request.wdir = wdir;
+        request.wdir = std::move(launch.wdir);
         request.stdout_fd = out->write_end.get();
         request.stderr_fd = err->write_end.get();
         request.stdin_fd = in ? in->read_end.get() : -1;

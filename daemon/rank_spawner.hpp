@@ -26,6 +26,9 @@ namespace asio = boost::asio;
 
 struct RankLaunch {
     long rank = 0;
+    long appnum = 0;                // its program's index in an MPMD job
+    std::vector<std::string> argv;  // argv[0]: the program's path
+    std::string wdir;
     std::vector<std::string> env;   // the rank's complete environment
     std::vector<int> cpus;          // empty: not bound
     bool takes_stdin = false;       // rank 0 reads the launcher's stdin
@@ -54,8 +57,7 @@ public:
     RankSpawner(asio::io_context& io, ProcessReaper& reaper, Events events);
     ~RankSpawner();
 
-    void spawn(const std::string& program, const std::vector<std::string>& argv, const std::string& wdir,
-               std::vector<RankLaunch> ranks);
+    void spawn(std::vector<RankLaunch> ranks);
 
     // Counts ranks that cannot start (e.g. the program is missing on this node) as finished, reporting each.
     void reject(std::vector<RankLaunch> ranks, const StartFailure& failure);

@@ -90,6 +90,16 @@ std::string describe_dry_run(const RootPlan& root)
         const auto& node = placement.nodes[i];
         out += fmt::format("  node {} {}: {}\n", i, node.host, rank_range(node.first_rank, node.count));
     }
+    const auto& apps = root.plan.job.apps;
+    if (apps.size() > 1) {
+        out += "\nPrograms (app numbers, MPI_APPNUM):\n";
+        long first = 0;
+        for (std::size_t k = 0; k < apps.size(); ++k) {
+            out += fmt::format("  app {} {}: {}\n", k, rank_range(first, static_cast<long>(apps[k].ranks)),
+                               shell_join(apps[k].argv));
+            first += static_cast<long>(apps[k].ranks);
+        }
+    }
     describe_bindings(out, root);
     describe_tree(out, root);
     return out;

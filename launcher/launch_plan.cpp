@@ -66,6 +66,28 @@ Result<ResolvedHosts> resolve_hosts(const Options& options, const std::vector<st
     return ResolvedHosts{{{this_host_name(), 0}}, "this machine"};
 }
 
+// --env/-genv/-x settings as NAME=VALUE, each over `env`; -x NAME copies NAME from the launcher's environment.
+Status apply_assignments(const std::vector<EnvAssignment>& assignments, const std::vector<std::string>& environment,
+                         std::vector<std::string>& env)
+{
+    for (const auto& assignment : assignments) {
+        std::string value;
+        if (assignment.value) {
+            value = *assignment.value;
+        } else {
+            bool present = std::any_of(environment.begin(), environment.end(), [&](const std::string& entry) {
+                return entry.starts_with(assignment.name + "=");
+            });
+            if (!present)
+                return make_error("-x {}: {} is not set in the environment", assignment.name, assignment.name);
+            value = environment_value(environment, assignment.name);
+        }
+        set_environment_value(env, assignment.name, value);
+    }
+    return {};
+}
+
+// The ranks' environment before each program's own settings: what --envall/--envnone/--envlist pass, and -genv.
 Result<std::vector<std::string>> job_environment(const Options& options, const std::vector<std::string>& environment)
 {
     std::vector<std::string> env;
@@ -81,22 +103,18 @@ Result<std::vector<std::string>> job_environment(const Options& options, const s
                 env.push_back(name + "=" + value);
         break;
     }
-    for (const auto& assignment : options.env) {
-        std::string value;
-        if (assignment.value) {
-            value = *assignment.value;
-        } else {
-            bool present = std::any_of(environment.begin(), environment.end(), [&](const std::string& entry) {
-                return entry.starts_with(assignment.name + "=");
-            });
-            if (!present)
-                return make_error("-x {}: {} is not set in the environment", assignment.name, assignment.name);
-            value = environment_value(environment, assignment.name);
-        }
-        std::erase_if(env, [&](const std::string& entry) { return entry.starts_with(assignment.name + "="); });
-        env.push_back(assignment.name + "=" + value);
-    }
+    if (Status applied = apply_assignments(options.env, environment, env); !applied)
+        return applied.error();
     return env;
+}
+
+// "./a x : ./b": the programs as the user gave them, for reports.
+std::string command_line(const Options& options)
+{
+    std::string line;
+    for (const auto& app : options.apps)
+        line += (line.empty() ? "" : " : ") + shell_join(app.command);
+    return line;
 }
 
 // The address children can reach us at: the configured one, loopback for local launches, else our hostname's.
@@ -143,7 +161,7 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
                               resolved->hosts.size() == 1 ? "" : "s", resolved->source);
         resolved->hosts.resize(wanted);
     }
-    auto placement = place_ranks({options.ranks, options.ppn, resolved->hosts});
+    auto placement = place_ranks({options.total_ranks(), options.ppn, resolved->hosts});
     if (!placement)
         return placement.error();
     auto bind = parse_cpu_bind(options.cpu_bind, options.depth);
@@ -185,7 +203,7 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
         if (file)
             if (auto writable = check_report_file(*file); !writable)
                 return make_error("{}: {}", option, writable.error().message);
-    root.command_line = shell_join(options.command);
+    root.command_line = command_line(options);
 
     wire::LaunchPlan& plan = root.plan;
     plan.job_id = new_job_id();
@@ -208,7 +226,6 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
     plan.verbosity = static_cast<std::uint32_t>(options.verbosity);
 
     wire::JobSpec& job = plan.job;
-    job.argv = options.command;
     job.env = std::move(*env);
     auto interfaces = options.pmi.value_or(config.pmi);
     job.simple_pmi = serves_simple_pmi(interfaces);
@@ -221,17 +238,20 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
     }
     job.trace = options.trace_file.has_value();
     job.output_marks = options.output_marks;
-    if (options.wdir) {
-        job.wdir = *options.wdir;
+    std::error_code error;
+    std::string current_dir = std::filesystem::current_path(error).string();
+    for (const auto& app : options.apps) {
+        wire::AppSpec& spec = job.apps.emplace_back();
+        spec.argv = app.command;
+        if (Status applied = apply_assignments(app.env, environment, spec.env); !applied)
+            return applied.error();
+        spec.ranks = static_cast<std::uint64_t>(app.ranks.value_or(root.placement.world_size));
+        spec.wdir = app.wdir.value_or(current_dir);
         // Nodes on this machine share its file system: a missing directory is known before anything starts.
         // Elsewhere each node finds out, and the job ends with 126 naming the node.
-        std::error_code error;
-        if ((simulated || on_this_machine) && !std::filesystem::is_directory(job.wdir, error))
-            return make_error("--wdir {}: {}", job.wdir,
-                              std::filesystem::exists(job.wdir, error) ? "not a directory" : "no such directory");
-    } else {
-        std::error_code error;
-        job.wdir = std::filesystem::current_path(error).string();
+        if (app.wdir && (simulated || on_this_machine) && !std::filesystem::is_directory(spec.wdir, error))
+            return make_error("--wdir {}: {}", spec.wdir,
+                              std::filesystem::exists(spec.wdir, error) ? "not a directory" : "no such directory");
     }
     job.cpu_bind = options.cpu_bind;
     job.depth = static_cast<std::uint64_t>(options.depth);
@@ -249,15 +269,16 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
     }
     job.spawn_slots = static_cast<std::uint64_t>(options.spawn_slots);
 
-    // An explicit --env MASTER_ADDR/PORT wins; otherwise rank 0's node and a port derived from the job id,
-    // so two jobs sharing a node do not collide on torch's default 29500.
-    std::string explicit_addr, explicit_port;
-    for (const auto& assignment : options.env) {
-        if (assignment.name == "MASTER_ADDR")
-            explicit_addr = environment_value(job.env, "MASTER_ADDR");
-        if (assignment.name == "MASTER_PORT")
-            explicit_port = environment_value(job.env, "MASTER_PORT");
-    }
+    // An explicit --env MASTER_ADDR/PORT wins (rank 0's program's, else -genv's); otherwise rank 0's node and a
+    // port derived from the job id, so two jobs sharing a node do not collide on torch's default 29500.
+    auto explicitly_set = [&](const std::string& name) {
+        for (auto [given, settings] : {std::pair{&options.apps.front().env, &job.apps.front().env},
+                                       std::pair{&options.env, &job.env}})
+            if (std::any_of(given->begin(), given->end(), [&](const EnvAssignment& a) { return a.name == name; }))
+                return environment_value(*settings, name);
+        return std::string();
+    };
+    std::string explicit_addr = explicitly_set("MASTER_ADDR"), explicit_port = explicitly_set("MASTER_PORT");
     job.master_addr = !explicit_addr.empty() ? explicit_addr
                       : simulated            ? simulated_node_address(0)
                                              : plan.hosts.front();

@@ -14,7 +14,9 @@
 #include "hosts/placement.hpp"
 #include "timing/mark_name.hpp"
 #include "tree/agent.hpp"
+#include "util/read_file.hpp"
 #include "util/suggest.hpp"
+#include "util/text.hpp"
 
 namespace canopy {
 namespace {
@@ -32,7 +34,12 @@ struct ArgCursor {
 // Options plus the spellings used for options that can conflict, so errors name what the user typed.
 struct ParseState {
     Options options;
+    std::size_t app = 0;   // the program whose options are being read
     std::string hosts_spelling, hostfile_spelling, sim_nodes_spelling, standalone_spelling;
+    std::optional<std::string> configfile;   // -configfile: the programs, one per line
+    std::string program_option;               // a program option given on the command line, e.g. "-n"
+
+    AppOptions& program() { return options.apps[app]; }
 };
 
 using Handler = Status (*)(ParseState&, ArgCursor&);
@@ -51,6 +58,7 @@ struct OptionSpec {
     std::string_view group;
     std::string_view help;
     Handler handler;
+    bool per_program = false;   // also allowed after a ':' and on -configfile's lines
 };
 
 const std::vector<OptionSpec>& option_table();
@@ -191,7 +199,7 @@ Status check_env_name(std::string_view spelling, std::string_view name, std::str
 }
 
 // --env/-env/-genv: "K=V" in one argument, or Hydra's "K V" in two.
-Status add_env_pair(ParseState& state, ArgCursor& cursor)
+Status add_env_pair(std::vector<EnvAssignment>& env, ArgCursor& cursor)
 {
     auto first = take_value(cursor);
     if (!first) {
@@ -203,14 +211,14 @@ Status add_env_pair(ParseState& state, ArgCursor& cursor)
         if (Status status = check_env_name(cursor.spelling, name, *first); !status) {
             return status;
         }
-        state.options.env.push_back({std::move(name), first->substr(eq + 1)});
+        env.push_back({std::move(name), first->substr(eq + 1)});
         return {};
     }
     if (cursor.next >= cursor.args.size()) {
         return make_error("option {} needs a value for {}; use {} {}=VALUE or {} {} VALUE", cursor.spelling, *first,
                           cursor.spelling, *first, cursor.spelling, *first);
     }
-    state.options.env.push_back({*first, cursor.args[cursor.next++]});
+    env.push_back({*first, cursor.args[cursor.next++]});
     return {};
 }
 
@@ -227,9 +235,9 @@ Status add_env_export(ParseState& state, ArgCursor& cursor)
         return status;
     }
     if (eq == std::string::npos) {
-        state.options.env.push_back({std::move(name), std::nullopt});
+        state.program().env.push_back({std::move(name), std::nullopt});
     } else {
-        state.options.env.push_back({std::move(name), arg->substr(eq + 1)});
+        state.program().env.push_back({std::move(name), arg->substr(eq + 1)});
     }
     return {};
 }
@@ -312,8 +320,9 @@ const std::vector<OptionSpec>& option_table()
     // clang-format off
     static const std::vector<OptionSpec> table = {
         // Ranks and hosts
-        {{"-n", "-np", "--np", "--n"}, Takes::value, "N", "Ranks and hosts", "number of ranks to start",
-         [](ParseState& s, ArgCursor& c) { return store_count(s.options.ranks, c); }},
+        {{"-n", "-np", "--np", "--n"}, Takes::value, "N", "Ranks and hosts",
+         "number of ranks to start (with several programs, each program's own)",
+         [](ParseState& s, ArgCursor& c) { return store_count(s.program().ranks, c); }, true},
         {{"-ppn", "--ppn", "-N", "--npernode", "-npernode"}, Takes::value, "N", "Ranks and hosts",
          "ranks per node",
          [](ParseState& s, ArgCursor& c) { return store_count(s.options.ppn, c, 1, max_ranks_per_node); }},
@@ -363,20 +372,28 @@ const std::vector<OptionSpec>& option_table()
              auto module = take_value(c);
              if (!module)
                  return Status{module.error()};
-             s.options.command = {"python3", "-m", *module};
-             s.options.command.insert(s.options.command.end(), c.args.begin() + static_cast<std::ptrdiff_t>(c.next),
-                                      c.args.end());
-             c.next = c.args.size();
+             auto& command = s.program().command;
+             command = {"python3", "-m", *module};
+             auto end = std::find(c.args.begin() + static_cast<std::ptrdiff_t>(c.next), c.args.end(), ":");
+             command.insert(command.end(), c.args.begin() + static_cast<std::ptrdiff_t>(c.next), end);
+             c.next = static_cast<std::size_t>(end - c.args.begin());
              return Status{};
-         }},
+         }, true},
+        {{"-configfile", "--configfile"}, Takes::value, "FILE", "Job",
+         "run the programs FILE lists, one per line as after a ':' (-n N [-env K V] [--wdir DIR] PROGRAM ARGS), "
+         "as Hydra does; '#' starts a comment line",
+         [](ParseState& s, ArgCursor& c) { return store_string(s.configfile, c); }},
 
         // Environment
-        {{"--env", "-env", "-genv"}, Takes::env_pair, "K=V | K V", "Rank environment",
-         "set K to V in every rank's environment",
-         add_env_pair},
+        {{"--env", "-env"}, Takes::env_pair, "K=V | K V", "Rank environment",
+         "set K to V in the ranks' environment (with several programs, the ranks of the program it is given with)",
+         [](ParseState& s, ArgCursor& c) { return add_env_pair(s.program().env, c); }, true},
+        {{"-genv", "--genv"}, Takes::env_pair, "K=V | K V", "Rank environment",
+         "set K to V in every rank's environment, whichever program it runs",
+         [](ParseState& s, ArgCursor& c) { return add_env_pair(s.options.env, c); }},
         {{"-x"}, Takes::value, "K[=V]", "Rank environment",
-         "set K (Open MPI style); without =V copy K from this environment",
-         add_env_export},
+         "set K (Open MPI style); without =V copy K from this environment; which ranks: as --env",
+         add_env_export, true},
         {{"--envall", "-envall", "-genvall"}, Takes::nothing, "", "Rank environment",
          "ranks inherit this whole environment (default)",
          [](ParseState& s, ArgCursor&) {
@@ -428,8 +445,8 @@ const std::vector<OptionSpec>& option_table()
 
         // Job
         {{"--wdir", "-wdir", "--wd", "-wd", "--cwd"}, Takes::value, "DIR", "Job",
-         "run ranks in DIR (default: the current directory)",
-         [](ParseState& s, ArgCursor& c) { return store_string(s.options.wdir, c); }},
+         "run ranks in DIR (default: the current directory; with several programs, each program's own)",
+         [](ParseState& s, ArgCursor& c) { return store_string(s.program().wdir, c); }, true},
         {{"--timeout", "-timeout"}, Takes::value, "SECONDS", "Job",
          "stop the job after SECONDS (fractions allowed)",
          set_timeout},
@@ -641,21 +658,18 @@ Status check_conflicts(const ParseState& state)
 
 } // namespace
 
-Result<Options> parse_options(const std::vector<std::string>& args)
+namespace {
+
+// Reads options from args[i] on and returns where the program starts (args.size(): nowhere). Only a program's own
+// options are taken when `whole_job` is false: after a ':' and on -configfile's lines.
+Result<std::size_t> parse_until_program(ParseState& state, const std::vector<std::string>& args, std::size_t i,
+                                        bool whole_job)
 {
-    ParseState state;
-    std::size_t i = 0;
     while (i < args.size()) {
         const std::string& arg = args[i];
-        if (arg == "--") {
-            state.options.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
-            break;
-        }
-        // The first non-option is the program; it and everything after belong to it.
-        if (arg.size() < 2 || arg[0] != '-') {
-            state.options.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
-            break;
-        }
+        // The first non-option is the program; "--" ends the options too.
+        if (arg == "--" || arg.size() < 2 || arg[0] != '-')
+            return i;
         ArgCursor cursor{args, i + 1, arg, std::nullopt};
         if (arg.starts_with("--")) {
             if (auto eq = arg.find('='); eq != std::string::npos) {
@@ -672,6 +686,10 @@ Result<Options> parse_options(const std::vector<std::string>& args)
             }
             return unknown_option(cursor.spelling);
         }
+        if (!whole_job && !spec->per_program)
+            return make_error("option {} is for the whole job; give it before the first program", cursor.spelling);
+        if (whole_job && spec->per_program)
+            state.program_option = cursor.spelling;
         if (spec->takes == Takes::nothing && cursor.inline_value) {
             return make_error("option {} does not take a value, got '{}'", cursor.spelling, arg);
         }
@@ -679,14 +697,128 @@ Result<Options> parse_options(const std::vector<std::string>& args)
             return status.error();
         }
         i = cursor.next;
+        if (!state.program().command.empty())   // -m MODULE named it
+            return i;
     }
+    return i;
+}
 
+// Reads the current program's options and command from args[i] on, up to a ':' (passed) or the end; returns where
+// the next program starts, or args.size(). A ':' after "--" is the program's.
+Result<std::size_t> parse_program(ParseState& state, const std::vector<std::string>& args, std::size_t i,
+                                  bool whole_job)
+{
+    auto start = parse_until_program(state, args, i, whole_job);
+    if (!start)
+        return start.error();
+    i = *start;
+    auto& command = state.program().command;
+    if (command.empty() && i < args.size()) {
+        if (args[i] == "--") {
+            command.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+            return args.size();
+        }
+        auto colon = std::find(args.begin() + static_cast<std::ptrdiff_t>(i), args.end(), ":");
+        command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), colon);
+        i = static_cast<std::size_t>(colon - args.begin());
+    }
+    if (i == args.size())
+        return i;
+    if (command.empty())   // args[i] is a ':'
+        return make_error("':' separates programs and needs one before it, as in: canopy -n 1 ./a : -n 8 ./b");
+    if (++i == args.size())
+        return make_error("':' separates programs and needs one after it, as in: canopy -n 1 ./a : -n 8 ./b");
+    return i;
+}
+
+// The programs of `args`, from the first of state.app on: each ':' starts the next.
+Status parse_programs(ParseState& state, const std::vector<std::string>& args, bool whole_job)
+{
+    auto next = parse_program(state, args, 0, whole_job);
+    while (next && *next < args.size()) {
+        state.options.apps.emplace_back();
+        ++state.app;
+        next = parse_program(state, args, *next, false);
+    }
+    if (!next)
+        return next.error();
+    return {};
+}
+
+// Hydra's -configfile: a program per line, as it would follow a ':'; blank lines and '#' comments are skipped.
+Status read_configfile(ParseState& state, const std::string& path)
+{
+    if (!state.program().command.empty())
+        return make_error("-configfile {} lists the programs; give none on the command line (got {})", path,
+                          state.program().command[0]);
+    if (!state.program_option.empty())
+        return make_error("{} and -configfile: give {} on a program's line in {}", state.program_option,
+                          state.program_option, path);
+    auto text = read_file(path, 1 << 20, "-configfile");
+    if (!text)
+        return text.error();
+    bool first = true;
+    std::size_t line_number = 0;
+    std::string_view rest = *text;
+    while (!rest.empty()) {
+        auto newline = rest.find('\n');
+        std::string_view line = trim(rest.substr(0, newline));
+        rest = newline == std::string_view::npos ? std::string_view{} : rest.substr(newline + 1);
+        ++line_number;
+        if (line.empty() || line.front() == '#')
+            continue;
+        auto words = split_shell_words(line);
+        if (!words)
+            return make_error("{}:{}: {}", path, line_number, words.error().message);
+        if (!first) {
+            state.options.apps.emplace_back();
+            ++state.app;
+        }
+        first = false;
+        if (Status status = parse_programs(state, *words, false); !status)
+            return make_error("{}:{}: {}", path, line_number, status.error().message);
+        if (state.program().command.empty())
+            return make_error("{}:{}: no program on the line", path, line_number);
+    }
+    if (first)
+        return make_error("-configfile {} lists no programs", path);
+    return {};
+}
+
+} // namespace
+
+std::optional<long> Options::total_ranks() const
+{
+    long total = 0;
+    for (const auto& app : apps) {
+        if (!app.ranks)
+            return std::nullopt;
+        total += *app.ranks;
+    }
+    return total;
+}
+
+Result<Options> parse_options(const std::vector<std::string>& args)
+{
+    ParseState state;
+    if (Status status = parse_programs(state, args, true); !status)
+        return status.error();
+    if (state.configfile)
+        if (Status status = read_configfile(state, *state.configfile); !status)
+            return status.error();
     if (Status status = check_conflicts(state); !status) {
         return status.error();
     }
-    if (state.options.command.empty() && !state.options.help && !state.options.version) {
+    const auto& apps = state.options.apps;
+    if (apps[0].command.empty() && !state.options.help && !state.options.version) {
         return make_error("no program given; usage: canopy [options] PROGRAM [ARGS...]");
     }
+    if (apps.size() > 1)
+        for (std::size_t k = 0; k < apps.size(); ++k)
+            if (!apps[k].ranks)
+                return make_error("program {} of {} ({}) needs -n N: with several programs, each gives its number "
+                                  "of ranks",
+                                  k + 1, apps.size(), apps[k].command[0]);
     return std::move(state.options);
 }
 
@@ -716,11 +848,15 @@ std::string help_text()
     // "Usage:", "or:" and no group named plain "Environment": help2man makes the man page from this text.
     std::string text =
         "Usage: canopy [options] PROGRAM [ARGS...]\n"
+        "  or:  canopy [options] -n N PROGRAM [ARGS...] : -n N PROGRAM [ARGS...] ...\n"
         "  or:  canopy stage record --stage DIR[,DIR...] [-o MANIFEST] -- PROGRAM [ARGS...]\n"
         "  or:  canopy report TIMING.json [OTHER.json]\n"
         "\n"
         "Start PROGRAM as a parallel job across nodes through a tree of canopyd daemons.\n"
-        "Options end at PROGRAM or at '--'; everything after is passed to PROGRAM unchanged.\n"
+        "Options end at PROGRAM or at '--'; everything after is passed to PROGRAM unchanged, but for a ':',\n"
+        "which starts another program of the same job (MPMD): its ranks follow the previous program's, it may\n"
+        "give its own -n, --env, -x and --wdir, and its ranks' app number (MPI_APPNUM) is one more. After '--',\n"
+        "a ':' is an argument like any other.\n"
         "Long options also accept --option=value.\n"
         "canopy report prints a saved --timing report, or compares two.\n";
     for (std::string_view group : group_order) {
@@ -763,6 +899,8 @@ std::string help_text()
         "  canopy --profile polaris --timing=start.json -n 128 ./app\n"
         "                                               use the Polaris settings and save startup timing\n"
         "  canopy -n 2 -- ./app -n 5                    '--' ends canopy's options; ./app gets -n 5\n"
+        "  canopy --ppn 4 -n 1 ./server : -n 7 ./worker\n"
+        "                                               one world: rank 0 runs ./server, ranks 1-7 ./worker\n"
         "  canopy --stage /soft/venv --stage-manifest torch.manifest -n 4096 --ppn 4 python3 train.py\n"
         "                                               the first job writes torch.manifest; later jobs stage\n"
         "                                               it up front and every node imports from its cache\n";

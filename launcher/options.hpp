@@ -19,13 +19,24 @@ struct EnvAssignment {
 // Which of the launcher's environment variables the ranks inherit.
 enum class EnvMode { all, none, list };
 
+// One program and what is given with it. An MPMD job has several: `canopy -n 1 ./a : -n 8 ./b`, or the lines of
+// -configfile. Options before the first program that only concern a program (-n, -env, -x, --wdir) are the first
+// program's; those after a ':' the next program's.
+struct AppOptions {
+    std::optional<long> ranks;
+    std::vector<EnvAssignment> env;   // in command-line order, over the job's (-genv) settings
+    std::optional<std::string> wdir;
+    std::vector<std::string> command; // program and its arguments
+};
+
 struct Options {
-    std::optional<long> ranks, ppn;
+    std::vector<AppOptions> apps{1};  // at least one
+    std::optional<long> ppn;
     std::optional<std::string> hostfile, hosts;
     long sim_nodes = 0;
     std::optional<long> nnodes;   // torchrun's --nnodes: the first N hosts
     bool standalone = false;      // torchrun's --standalone: this machine alone, whatever the allocation says
-    std::vector<EnvAssignment> env; // in command-line order
+    std::vector<EnvAssignment> env; // -genv: every program's ranks, in command-line order
     EnvMode env_mode = EnvMode::all;
     std::vector<std::string> env_list;
     bool label = false, line_buffer = false;
@@ -33,7 +44,6 @@ struct Options {
     long depth = 1;
     bool oversubscribe = false;     // a binding may put two ranks on one CPU
     bool report_bindings = false;
-    std::optional<std::string> wdir;
     std::optional<double> timeout_seconds;
     std::optional<PmixMode> pmix;   // --pmix on|eager|off; unset: the config's [job] pmix
     std::optional<PmiInterfaces> pmi;   // --pmi all|pmix|simple|none; unset: the config's [job] pmi
@@ -50,7 +60,9 @@ struct Options {
     int verbosity = 0;
     bool dry_run = false;   // print what would be started, start nothing
     bool help = false, version = false;
-    std::vector<std::string> command; // program and its arguments
+
+    // All programs' ranks, if every program gives -n.
+    std::optional<long> total_ranks() const;
 };
 
 // Parses the arguments after argv[0]. Errors are one line without a "canopy:" prefix.

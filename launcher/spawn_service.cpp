@@ -1,6 +1,8 @@
 // The root's side of PMIx_Spawn: placement within the spawn slots, the namespace's name and its tree ranks.
 #include "spawn_service.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "hosts/namespace_names.hpp"
@@ -10,9 +12,15 @@
 namespace canopy {
 
 SpawnService::SpawnService(const wire::LaunchPlan& plan)
-    : job_id_(plan.job_id), job_wdir_(plan.job.wdir), hosts_(plan.hosts), slots_per_node_(plan.job.spawn_slots),
-      used_(plan.hosts.size(), 0), tree_ranks_(RankBlocks(plan.job.ranks_per_node).world_size())
+    : job_id_(plan.job_id), hosts_(plan.hosts), slots_per_node_(plan.job.spawn_slots), used_(plan.hosts.size(), 0),
+      tree_ranks_(RankBlocks(plan.job.ranks_per_node).world_size())
 {
+    std::vector<std::uint64_t> ranks_per_app;
+    for (const auto& app : plan.job.apps) {
+        app_wdirs_.push_back(app.wdir);
+        ranks_per_app.push_back(app.ranks);
+    }
+    app_blocks_ = RankBlocks(std::move(ranks_per_app));
 }
 
 Result<SpawnService::Started> SpawnService::start(const wire::SpawnRequest& request)
@@ -34,7 +42,11 @@ Result<SpawnService::Started> SpawnService::start(const wire::SpawnRequest& requ
     start.parent_rank = request.parent_rank;
     start.argv = request.argv;
     start.env = request.env;
-    start.wdir = request.wdir.empty() ? job_wdir_ : request.wdir;
+    // A spawner from a spawned namespace is in no program of the job's: it gets the first program's directory.
+    auto spawner_app = std::max(0L, app_blocks_.node_of(static_cast<long>(request.parent_rank)));
+    start.wdir = !request.wdir.empty()      ? request.wdir
+                 : app_wdirs_.empty()       ? std::string()
+                                            : app_wdirs_[static_cast<std::size_t>(spawner_app)];
     started.reply = {start.nspace, start.first, request.count};
 
     for (std::size_t node = 0; node < used_.size(); ++node)

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "hosts/rank_blocks.hpp"
 #include "util/result.hpp"
 #include "wire/messages.hpp"
 
@@ -32,7 +33,8 @@ public:
 
 private:
     std::string job_id_;
-    std::string job_wdir_;
+    std::vector<std::string> app_wdirs_;   // each program's directory: a spawn's default is its spawner's
+    RankBlocks app_blocks_;                 // the programs' ranks
     std::vector<std::string> hosts_;
     std::uint64_t slots_per_node_;
     // Slots are not given back when spawned ranks exit: the root is not told of those exits, so a node's count

@@ -71,11 +71,12 @@ Status decode_puts(const Bytes& blob, std::unordered_map<std::string, std::strin
 struct PmiServer::Connection {
     enum class State { connected, initialized, finalized, closed };
 
-    Connection(asio::io_context& io, long rank) : rank(rank), socket(io) {}
+    Connection(asio::io_context& io, long rank, long appnum) : rank(rank), appnum(appnum), socket(io) {}
 
     Wire wire() const { return decoder.wire(); }
 
     long rank;
+    long appnum;   // its program's in an MPMD job
     asio::local::stream_protocol::socket socket;
     UniqueFd child_end;
     pmi::Decoder decoder;
@@ -117,7 +118,7 @@ Status PmiServer::prepare_rank(RankLaunch& launch)
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
         return make_error("cannot make the PMI connection for rank {} on {}: {}", rank, job_.node,
                           std::strerror(errno));
-    auto connection = std::make_shared<Connection>(io_, rank);
+    auto connection = std::make_shared<Connection>(io_, rank, launch.appnum);
     connection->child_end.reset(fds[1]);
     boost::system::error_code error;
     connection->socket.assign(asio::local::stream_protocol(), fds[0], error);
@@ -129,6 +130,7 @@ Status PmiServer::prepare_rank(RankLaunch& launch)
     set_environment_value(env, "PMI_FD", std::to_string(fds[1]));
     set_environment_value(env, "PMI_RANK", std::to_string(rank));
     set_environment_value(env, "PMI_SIZE", std::to_string(world_size_));
+    set_environment_value(env, "PMI_APPNUM", std::to_string(launch.appnum));
     set_environment_value(env, "PMI_LOCAL_RANK", std::to_string(rank - first_rank_));
     set_environment_value(env, "PMI_LOCAL_SIZE", std::to_string(local_size_));
     connections_[rank] = connection;
@@ -333,7 +335,7 @@ void PmiServer::on_fullinit(Connection& c, const Command& command)
     }
     auto answer = make("fullinit-response");
     answer.add("rc", "0").add("pmi-version", "2").add("pmi-subversion", "0");
-    answer.add("rank", std::to_string(c.rank)).add("size", std::to_string(world_size_)).add("appnum", "0");
+    answer.add("rank", std::to_string(c.rank)).add("size", std::to_string(world_size_)).add("appnum", std::to_string(c.appnum));
     answer.add("debugged", "FALSE").add("pmiverbose", "FALSE");
     reply(c, answer);
     initialized(c);
@@ -354,7 +356,10 @@ void PmiServer::on_get_maxes(Connection& c, const Command&)
     reply(c, answer);
 }
 
-void PmiServer::on_get_appnum(Connection& c, const Command&) { reply(c, make("appnum").add("rc", "0").add("appnum", "0")); }
+void PmiServer::on_get_appnum(Connection& c, const Command&)
+{
+    reply(c, make("appnum").add("rc", "0").add("appnum", std::to_string(c.appnum)));
+}
 
 void PmiServer::on_get_kvsname(Connection& c, const Command&)
 {

@@ -42,6 +42,9 @@ Result<RankLayout> RankLayout::make(const PmixJob& job)
     // pmix_rank_t is 32 bits and its top values are reserved (WILDCARD, UNDEF, ...).
     if (next >= 0xffff0000ULL)
         return make_error("PMIx job {}: {} ranks is more than PMIx can name", job.nspace, next);
+    if (!job.ranks_per_app.empty() && RankBlocks(job.ranks_per_app).world_size() != static_cast<long>(next))
+        return make_error("PMIx job {}: its programs have {} ranks, its nodes {}", job.nspace,
+                          RankBlocks(job.ranks_per_app).world_size(), next);
     layout.blocks_ = RankBlocks(job.ranks_per_node);
     return layout;
 }
@@ -167,7 +170,9 @@ Result<PmixInfoArray> make_job_info(const PmixJob& job, const RankLayout& layout
     const auto job_size = static_cast<std::uint32_t>(layout.job_size());
     const auto universe_size = static_cast<std::uint32_t>(std::max<std::uint64_t>(job.universe_size, job_size));
     const auto num_nodes = static_cast<std::uint32_t>(layout.node_count());
-    const std::uint32_t appnum = 0;
+    // An MPMD job's programs take ranks in blocks, as nodes do.
+    const RankBlocks apps(job.ranks_per_app.empty() ? std::vector<std::uint64_t>{job_size} : job.ranks_per_app);
+    const auto num_apps = static_cast<std::uint32_t>(apps.nodes());
 
     InfoList info;
     // Maps as PMIX_REGEX: passed as strings they break above 4 KB (REFERENCE.md).
@@ -180,7 +185,19 @@ Result<PmixInfoArray> make_job_info(const PmixJob& job, const RankLayout& layout
     info.add(PMIX_JOB_SIZE, &job_size, PMIX_UINT32);
     info.add(PMIX_MAX_PROCS, &job_size, PMIX_UINT32);
     info.add(PMIX_NUM_NODES, &num_nodes, PMIX_UINT32);
-    info.add(PMIX_APPNUM, &appnum, PMIX_UINT32);
+    info.add(PMIX_JOB_NUM_APPS, &num_apps, PMIX_UINT32);
+    for (long app = 0; app < apps.nodes(); ++app) {
+        const auto appnum = static_cast<std::uint32_t>(app);
+        const auto app_size = static_cast<std::uint32_t>(apps.local_size(app));
+        const auto app_leader = static_cast<pmix_rank_t>(apps.first_rank(app));
+        if (num_apps == 1)   // the job's one program: also job-level, as before there were several
+            info.add(PMIX_APPNUM, &appnum, PMIX_UINT32);
+        InfoList app_info;
+        app_info.add(PMIX_APPNUM, &appnum, PMIX_UINT32);   // which program the rest is about
+        app_info.add(PMIX_APP_SIZE, &app_size, PMIX_UINT32);
+        app_info.add(PMIX_APPLDR, &app_leader, PMIX_PROC_RANK);
+        app_info.add_to(info, PMIX_APP_INFO_ARRAY);
+    }
     if (!job.parent_nspace.empty()) {
         pmix_proc_t parent;
         PMIX_LOAD_PROCID(&parent, job.parent_nspace.c_str(), static_cast<pmix_rank_t>(job.parent_rank));
@@ -223,10 +240,13 @@ Result<PmixInfoArray> make_job_info(const PmixJob& job, const RankLayout& layout
     for (long r = layout.first_rank(node); r < layout.first_rank(node) + static_cast<long>(local_size); ++r) {
         const pmix_rank_t rank = static_cast<pmix_rank_t>(r);
         const std::uint16_t local_rank = layout.local_rank(r);
+        const auto appnum = static_cast<std::uint32_t>(std::max(0L, apps.node_of(r)));
+        const auto app_rank = static_cast<pmix_rank_t>(r - apps.first_rank(appnum));
         InfoList proc;
         proc.add(PMIX_RANK, &rank, PMIX_PROC_RANK);
         proc.add(PMIX_GLOBAL_RANK, &rank, PMIX_PROC_RANK);
         proc.add(PMIX_APPNUM, &appnum, PMIX_UINT32);
+        proc.add(PMIX_APP_RANK, &app_rank, PMIX_PROC_RANK);
         proc.add(PMIX_LOCAL_RANK, &local_rank, PMIX_UINT16);
         proc.add(PMIX_NODE_RANK, &local_rank, PMIX_UINT16);
         proc.add(PMIX_HOSTNAME, hostname.c_str(), PMIX_STRING);

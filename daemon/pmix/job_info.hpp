@@ -15,6 +15,7 @@ struct PmixJob {
     std::string nspace;                         // e.g. "canopy.<jobid>"
     std::vector<std::string> hosts;             // node index -> node name
     std::vector<std::uint64_t> ranks_per_node;  // node index -> rank count (ranks in blocks, node 0 first)
+    std::vector<std::uint64_t> ranks_per_app;   // an MPMD job's programs' rank counts, in rank order; empty: one
     long node_index = 0;                        // this daemon's node; -1: a spawned namespace with no rank here
     std::string tmpdir;                         // per job and node, 0700, exists
     std::uint64_t universe_size = 0;            // PMIX_UNIV_SIZE: the job and what it may spawn; 0: the job's size

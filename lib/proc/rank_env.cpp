@@ -16,7 +16,7 @@ bool belongs_to_an_outer_task(std::string_view name)
     // The node's PMI and PMIx servers set their own afresh; PMIx's MCA settings are the user's.
     static const std::set<std::string, std::less<>> simple_pmi = {
         "PMI_FD",      "PMI_PORT",       "PMI_ID",         "PMI_RANK",  "PMI_SIZE",
-        "PMI_JOBID",   "PMI_SPAWNED",    "PMI_LOCAL_RANK", "PMI_LOCAL_SIZE"};
+        "PMI_JOBID",   "PMI_SPAWNED",    "PMI_LOCAL_RANK", "PMI_LOCAL_SIZE", "PMI_APPNUM"};
     static const std::set<std::string, std::less<>> slurm_task = {
         "SLURM_STEPID",         "SLURM_TASK_PID",       "SLURM_GTIDS",         "SLURM_LAUNCH_NODE_IPADDR",
         "SLURM_SRUN_COMM_HOST", "SLURM_SRUN_COMM_PORT", "SLURM_CPU_BIND",      "SLURM_CPU_BIND_LIST",
@@ -57,6 +57,7 @@ std::vector<std::string> rank_environment(const std::vector<std::string>& base, 
         {"CANOPY_NODE", who.node_name},
         {"CANOPY_JOBID", who.job_id},
         {"CANOPY_NODE_TMPDIR", who.node_tmpdir},
+        {"CANOPY_APPNUM", std::to_string(who.appnum)},
     };
     // Another launcher's per-task identity, inherited from the Slurm step, mpirun or outer job canopy runs in
     // (with the srun agent canopyd itself is a one-task step): where present it is made the rank's canopy identity,

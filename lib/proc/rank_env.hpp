@@ -11,6 +11,7 @@ struct RankIdentity {
     long rank = 0, world_size = 1;
     long local_rank = 0, local_size = 1;
     long node_rank = 0, nodes = 1;
+    long appnum = 0;   // which program of an MPMD job (0 for a job of one program)
     std::string node_name;
     std::string master_addr;
     std::uint32_t master_port = 0;

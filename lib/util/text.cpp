@@ -1,6 +1,8 @@
 // Small text helpers shared by the parsers.
 #include "util/text.hpp"
 
+#include <utility>
+
 namespace canopy {
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
@@ -41,6 +43,43 @@ std::vector<std::string> split_commas(std::string_view text)
         text.remove_prefix(comma + 1);
     }
     return items;
+}
+
+Result<std::vector<std::string>> split_shell_words(std::string_view line)
+{
+    std::vector<std::string> words;
+    std::string word;
+    bool in_word = false;
+    for (std::size_t i = 0; i < line.size(); ++i) {
+        char c = line[i];
+        if (is_space(c)) {
+            if (in_word)
+                words.push_back(std::exchange(word, {}));
+            in_word = false;
+            continue;
+        }
+        in_word = true;
+        if (c == '\\') {
+            if (++i < line.size())
+                word += line[i];
+        } else if (c == '\'' || c == '"') {
+            std::size_t close = i + 1;
+            for (; close < line.size() && line[close] != c; ++close) {
+                if (c == '"' && line[close] == '\\' && close + 1 < line.size() &&
+                    (line[close + 1] == '"' || line[close + 1] == '\\'))
+                    ++close;
+                word += line[close];
+            }
+            if (close >= line.size())
+                return make_error("unclosed {} quote", c == '"' ? "double" : "single");
+            i = close;
+        } else {
+            word += c;
+        }
+    }
+    if (in_word)
+        words.push_back(std::move(word));
+    return words;
 }
 
 } // namespace canopy

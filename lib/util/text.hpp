@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "util/result.hpp"
+
 namespace canopy {
 
 bool is_space(char c);
@@ -18,5 +20,10 @@ std::optional<long> parse_decimal(std::string_view digits, std::size_t max_digit
 
 // The non-empty items of a comma-separated list ("a,,b" is a and b).
 std::vector<std::string> split_commas(std::string_view text);
+
+// A line split into words as a shell would, without expanding anything: blanks separate words, 'single quotes'
+// keep everything, "double quotes" keep all but \" and \\, and a backslash outside quotes keeps the next character.
+// An unclosed quote is an error.
+Result<std::vector<std::string>> split_shell_words(std::string_view line);
 
 } // namespace canopy

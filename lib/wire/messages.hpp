@@ -144,10 +144,20 @@ struct ClockPong {
 };
 
 // What every daemon runs: the same for all nodes, so it is computed once at the root.
-struct JobSpec {
+// One program of the job and its ranks. An MPMD job (`canopy -n 1 ./a : -n 8 ./b`) has one per program, in rank
+// order: program k's ranks follow program k-1's, and k is their app number (PMI's appnum, MPI_APPNUM).
+struct AppSpec {
     std::vector<std::string> argv;
-    std::vector<std::string> env;          // NAME=VALUE, the ranks' base environment
+    std::vector<std::string> env;   // NAME=VALUE set for this program's ranks over the job's environment
     std::string wdir;
+    std::uint64_t ranks = 0;
+
+    CANOPY_WIRE_FIELDS(argv, env, wdir, ranks)
+};
+
+struct JobSpec {
+    std::vector<AppSpec> apps;
+    std::vector<std::string> env;          // NAME=VALUE, the ranks' base environment
     std::string cpu_bind = "none";
     std::uint64_t depth = 1;
     std::vector<std::uint64_t> ranks_per_node;   // by node index
@@ -169,7 +179,7 @@ struct JobSpec {
     bool report_bindings = false;  // --report-bindings: each node says what each of its ranks got
     bool line_buffer = false;      // --line-buffer: a partial line waits for its newline
 
-    CANOPY_WIRE_FIELDS(argv, env, wdir, cpu_bind, depth, ranks_per_node, master_addr, master_port, pmix, simple_pmi,
+    CANOPY_WIRE_FIELDS(apps, env, cpu_bind, depth, ranks_per_node, master_addr, master_port, pmix, simple_pmi,
                        trace, stage, stage_cache_base, stage_interposer, output_marks, spawn_slots, cpus_shared_ok,
                        report_bindings, line_buffer)
 };
@@ -210,6 +220,19 @@ struct LaunchPlan {
     {
         if (hosts.size() != job.ranks_per_node.size() || fanout == 0)
             return make_error("launch-plan lists {} hosts but {} rank counts", hosts.size(), job.ranks_per_node.size());
+        std::uint64_t node_ranks = 0, app_ranks = 0;
+        for (auto count : job.ranks_per_node)
+            node_ranks += count;
+        for (const auto& app : job.apps) {
+            if (app.argv.empty() || app.argv[0].empty())
+                return make_error("launch-plan has a program without a name");
+            if (app.ranks > node_ranks - app_ranks)   // also keeps the sum from wrapping
+                return make_error("launch-plan places {} ranks but its programs have more", node_ranks);
+            app_ranks += app.ranks;
+        }
+        if (job.apps.empty() || app_ranks != node_ranks)
+            return make_error("launch-plan places {} ranks but its {} programs have {}", node_ranks, job.apps.size(),
+                              app_ranks);
         // Every link arms timers from it: a value the config would refuse could overflow them.
         if (!(heartbeat_timeout >= min_heartbeat_timeout && heartbeat_timeout <= max_heartbeat_timeout))
             return make_error("launch-plan carries heartbeat timeout {} s", heartbeat_timeout);

@@ -7,6 +7,7 @@ usage: pmi_client.py v1|v2 MODE [ARG...]
                            the server's answer; exits 0 only if the answer is an error
   close-in-barrier RANK    RANK enters the barrier and closes PMI_FD, then lives on; the others wait in the barrier
   abort RANK CODE          RANK calls abort with exit code CODE (PMI-1) or a message (PMI-2); the others wait
+  appnum LABEL             init, print the app number the server gives (get_appnum, or fullinit's) with LABEL
 """
 import os
 import sys
@@ -64,6 +65,7 @@ class Pmi:
             full = self.ask("fullinit", pmirank=RANK)
             assert full["cmd"] == "fullinit-response" and full["rc"] == "0", full
             assert int(full["rank"]) == RANK and int(full["size"]) == SIZE, full
+            self.appnum = full["appnum"]
 
     def kvsname(self):
         if self.version == 1:
@@ -156,6 +158,13 @@ def main():
             time.sleep(30)
             return 0
         pmi.barrier()
+        return 0
+    if mode == "appnum":
+        pmi.init()
+        appnum = pmi.ask("get_appnum")["appnum"] if version == 1 else pmi.appnum
+        pmi.barrier()
+        pmi.finalize()
+        say(f"v{version} {sys.argv[3]} appnum {appnum}, PMI_APPNUM {os.environ.get('PMI_APPNUM')}")
         return 0
     raise SystemExit(f"unknown mode {mode}")
 

@@ -61,5 +61,17 @@ TEST(RankLayout, RejectsMismatchedCountsAndBadNodeIndex)
     EXPECT_FALSE(RankLayout::make(comma).ok());
 }
 
+TEST(RankLayout, TakesProgramsThatCoverTheJobExactly)
+{
+    auto job = job_of({2, 2});
+    job.ranks_per_app = {1, 3};
+    EXPECT_TRUE(RankLayout::make(job).ok());
+    job.ranks_per_app = {1, 2};
+    auto short_of_ranks = RankLayout::make(job);
+    ASSERT_FALSE(short_of_ranks.ok());
+    EXPECT_NE(short_of_ranks.error().message.find("programs have 3 ranks, its nodes 4"), std::string::npos)
+        << short_of_ranks.error().message;
+}
+
 } // namespace
 } // namespace canopy

@@ -1,6 +1,7 @@
 // Wire codec and message encoding: what one side writes the other reads back, and bad input is refused.
 #include <gtest/gtest.h>
 
+#include <numeric>
 #include <random>
 #include <set>
 
@@ -99,7 +100,8 @@ TEST(Messages, LaunchPlanRoundTripsWithCompressedHosts)
     for (int i = 0; i < 100; ++i)
         plan.hosts.push_back("nid" + std::to_string(1000 + i));
     plan.job.ranks_per_node.assign(100, 12);
-    plan.job.argv = {"python3", "train.py", "--lr", "0.1"};
+    plan.job.apps = {{{"python3", "train.py", "--lr", "0.1"}, {"A=1"}, "/w", 1000},
+                     {{"./b"}, {}, "/v", 200}};
     plan.job.env = {"PATH=/usr/bin", "HOME=/root"};
     plan.job.master_addr = "nid1000";
     plan.job.master_port = 29500;
@@ -114,7 +116,22 @@ TEST(Messages, LaunchPlanRoundTripsWithCompressedHosts)
     ASSERT_TRUE(decoded.ok()) << decoded.error().message;
     EXPECT_EQ(decoded->hosts, plan.hosts);
     EXPECT_EQ(decoded->job.ranks_per_node, plan.job.ranks_per_node);
-    EXPECT_EQ(decoded->job.argv, plan.job.argv);
+    ASSERT_EQ(decoded->job.apps.size(), 2u);
+    EXPECT_EQ(decoded->job.apps[0].argv, plan.job.apps[0].argv);
+    EXPECT_EQ(decoded->job.apps[0].env, plan.job.apps[0].env);
+    EXPECT_EQ(decoded->job.apps[0].wdir, "/w");
+    EXPECT_EQ(decoded->job.apps[1].ranks, 200u);
+    EXPECT_TRUE(decoded->check().ok()) << decoded->check().error().message;
+    // Programs that do not cover the placed ranks, or one without a name, are refused before anything starts.
+    decoded->job.apps[1].ranks = 199;
+    EXPECT_FALSE(decoded->check().ok());
+    decoded->job.apps[1].ranks = ~0ULL;
+    EXPECT_FALSE(decoded->check().ok());
+    decoded->job.apps[1].ranks = 200;
+    decoded->job.apps[1].argv.clear();
+    EXPECT_FALSE(decoded->check().ok());
+    decoded->job.apps.clear();
+    EXPECT_FALSE(decoded->check().ok());
     EXPECT_EQ(decoded->job.env, plan.job.env);
     EXPECT_EQ(decoded->root_offset_ns, -12345);
     EXPECT_TRUE(decoded->simulated);
@@ -231,6 +248,14 @@ private:
     void fill(T& value)
     {
         value.fields(*this);
+    }
+    void fill(JobSpec& job)
+    {
+        job.fields(*this);
+        // Its programs' ranks are the ranks it places.
+        std::uint64_t placed = std::accumulate(job.ranks_per_node.begin(), job.ranks_per_node.end(), 0ULL);
+        job.apps.back().ranks = 1;
+        job.apps.front().ranks = placed - 1;
     }
     void fill(HostList& list) { list.hosts = {"nid0001", "nid0002"}; }
     void fill(RankRuns& runs) { runs.ranks = {3, 4, 9}; }

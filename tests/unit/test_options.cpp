@@ -3,8 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
+
+#include "temp_dir.hpp"
 
 namespace canopy {
 namespace {
@@ -26,9 +29,9 @@ std::string parse_error(std::vector<std::string> args)
 TEST(Options, EveryRanksSpellingSetsRanks)
 {
     for (const char* spelling : {"-n", "-np", "--np", "--n"}) {
-        EXPECT_EQ(parse_ok({spelling, "6", "prog"}).ranks, 6L) << spelling;
+        EXPECT_EQ(parse_ok({spelling, "6", "prog"}).apps[0].ranks, 6L) << spelling;
     }
-    EXPECT_EQ(parse_ok({"--np=7", "prog"}).ranks, 7L);
+    EXPECT_EQ(parse_ok({"--np=7", "prog"}).apps[0].ranks, 7L);
 }
 
 TEST(Options, EveryRanksPerNodeSpellingSetsPpn)
@@ -59,37 +62,46 @@ TEST(Options, SimNodesIsStored)
     EXPECT_EQ(parse_ok({"prog"}).sim_nodes, 0);
 }
 
+// -genv sets every program's ranks' variables; --env, -env and -x those of the program they come with.
+const std::vector<EnvAssignment>& settings_of(const Options& options, std::string_view spelling)
+{
+    return spelling.find("genv") != std::string_view::npos ? options.env : options.apps[0].env;
+}
+
 TEST(Options, EnvAcceptsOneArgumentKeyValue)
 {
-    for (const char* spelling : {"--env", "-env", "-genv"}) {
+    for (const char* spelling : {"--env", "-env", "-genv", "--genv"}) {
         Options options = parse_ok({spelling, "A=1=2", "prog"});
-        ASSERT_EQ(options.env.size(), 1u) << spelling;
-        EXPECT_EQ(options.env[0].name, "A");
-        EXPECT_EQ(options.env[0].value, "1=2");
+        const auto& env = settings_of(options, spelling);
+        ASSERT_EQ(env.size(), 1u) << spelling;
+        EXPECT_EQ(env[0].name, "A");
+        EXPECT_EQ(env[0].value, "1=2");
     }
 }
 
 TEST(Options, EnvAcceptsHydraTwoArgumentForm)
 {
-    for (const char* spelling : {"--env", "-env", "-genv"}) {
+    for (const char* spelling : {"--env", "-env", "-genv", "--genv"}) {
         Options options = parse_ok({spelling, "OMP_NUM_THREADS", "4", "prog"});
-        ASSERT_EQ(options.env.size(), 1u) << spelling;
-        EXPECT_EQ(options.env[0].name, "OMP_NUM_THREADS");
-        EXPECT_EQ(options.env[0].value, "4");
-        EXPECT_EQ(options.command, std::vector<std::string>{"prog"});
+        const auto& env = settings_of(options, spelling);
+        ASSERT_EQ(env.size(), 1u) << spelling;
+        EXPECT_EQ(env[0].name, "OMP_NUM_THREADS");
+        EXPECT_EQ(env[0].value, "4");
+        EXPECT_EQ(options.apps[0].command, std::vector<std::string>{"prog"});
     }
 }
 
 TEST(Options, OpenMpiExportCopiesOrSets)
 {
     Options options = parse_ok({"-x", "PATH", "-x", "B=2", "--env=C=3", "prog"});
-    ASSERT_EQ(options.env.size(), 3u);
-    EXPECT_EQ(options.env[0].name, "PATH");
-    EXPECT_FALSE(options.env[0].value.has_value());
-    EXPECT_EQ(options.env[1].name, "B");
-    EXPECT_EQ(options.env[1].value, "2");
-    EXPECT_EQ(options.env[2].name, "C");
-    EXPECT_EQ(options.env[2].value, "3");
+    const auto& env = options.apps[0].env;
+    ASSERT_EQ(env.size(), 3u);
+    EXPECT_EQ(env[0].name, "PATH");
+    EXPECT_FALSE(env[0].value.has_value());
+    EXPECT_EQ(env[1].name, "B");
+    EXPECT_EQ(env[1].value, "2");
+    EXPECT_EQ(env[2].name, "C");
+    EXPECT_EQ(env[2].value, "3");
 }
 
 TEST(Options, EnvModesFollowLastOption)
@@ -132,7 +144,7 @@ TEST(Options, BindingSpellings)
 TEST(Options, WorkingDirectoryAndTimeout)
 {
     for (const char* spelling : {"--wdir", "-wdir", "--wd", "-wd", "--cwd"}) {
-        EXPECT_EQ(parse_ok({spelling, "/scratch/run", "prog"}).wdir, "/scratch/run") << spelling;
+        EXPECT_EQ(parse_ok({spelling, "/scratch/run", "prog"}).apps[0].wdir, "/scratch/run") << spelling;
     }
     EXPECT_DOUBLE_EQ(*parse_ok({"--timeout", "2.5", "prog"}).timeout_seconds, 2.5);
     EXPECT_DOUBLE_EQ(*parse_ok({"-timeout", "30", "prog"}).timeout_seconds, 30.0);
@@ -166,7 +178,7 @@ TEST(Options, TimingFlagNeverConsumesTheProgram)
     Options options = parse_ok({"--timing", "prog.json"});
     EXPECT_TRUE(options.timing);
     EXPECT_FALSE(options.timing_file.has_value());
-    EXPECT_EQ(options.command, std::vector<std::string>{"prog.json"});
+    EXPECT_EQ(options.apps[0].command, std::vector<std::string>{"prog.json"});
 }
 
 TEST(Options, TimingWithFileSetsBoth)
@@ -190,15 +202,110 @@ TEST(Options, ConfigProfileVerboseHelpVersion)
 TEST(Options, FirstNonOptionStartsTheCommand)
 {
     Options options = parse_ok({"-n", "2", "python3", "-c", "x", "-n", "5"});
-    EXPECT_EQ(options.ranks, 2L);
-    EXPECT_EQ(options.command, (std::vector<std::string>{"python3", "-c", "x", "-n", "5"}));
+    EXPECT_EQ(options.apps[0].ranks, 2L);
+    EXPECT_EQ(options.apps[0].command, (std::vector<std::string>{"python3", "-c", "x", "-n", "5"}));
 }
 
 TEST(Options, DoubleDashEndsOptions)
 {
-    Options options = parse_ok({"-n", "2", "--", "-weird-prog", "--", "--help"});
-    EXPECT_EQ(options.command, (std::vector<std::string>{"-weird-prog", "--", "--help"}));
+    Options options = parse_ok({"-n", "2", "--", "-weird-prog", "--", "--help", ":", "x"});
+    EXPECT_EQ(options.apps.size(), 1u);   // after "--" a ':' is the program's
+    EXPECT_EQ(options.apps[0].command, (std::vector<std::string>{"-weird-prog", "--", "--help", ":", "x"}));
     EXPECT_FALSE(options.help);
+}
+
+TEST(Options, ColonSeparatesProgramsWithTheirOwnOptions)
+{
+    Options options = parse_ok({"--ppn", "2", "-genv", "G=1", "-n", "1", "-env", "A", "1", "./server", "--port", "5",
+                                ":", "-n", "3", "-x", "B=2", "--wdir", "/w", "./worker", "x", ":", "-np", "2", "./c"});
+    ASSERT_EQ(options.apps.size(), 3u);
+    EXPECT_EQ(options.ppn, 2L);
+    ASSERT_EQ(options.env.size(), 1u);
+    EXPECT_EQ(options.env[0].name, "G");
+    EXPECT_EQ(options.apps[0].ranks, 1L);
+    EXPECT_EQ(options.apps[0].command, (std::vector<std::string>{"./server", "--port", "5"}));
+    ASSERT_EQ(options.apps[0].env.size(), 1u);
+    EXPECT_EQ(options.apps[0].env[0].name, "A");
+    EXPECT_EQ(options.apps[1].ranks, 3L);
+    EXPECT_EQ(options.apps[1].command, (std::vector<std::string>{"./worker", "x"}));
+    ASSERT_EQ(options.apps[1].env.size(), 1u);
+    EXPECT_EQ(options.apps[1].env[0].name, "B");
+    EXPECT_EQ(options.apps[1].wdir, "/w");
+    EXPECT_FALSE(options.apps[0].wdir.has_value());
+    EXPECT_EQ(options.apps[2].command, (std::vector<std::string>{"./c"}));
+    EXPECT_TRUE(options.apps[2].env.empty());
+    EXPECT_EQ(options.total_ranks(), 6L);
+}
+
+TEST(Options, ModuleStopsAtColon)
+{
+    Options options = parse_ok({"-n", "1", "-m", "pkg.server", "--a", ":", "-n", "2", "-m", "pkg.worker"});
+    ASSERT_EQ(options.apps.size(), 2u);
+    EXPECT_EQ(options.apps[0].command, (std::vector<std::string>{"python3", "-m", "pkg.server", "--a"}));
+    EXPECT_EQ(options.apps[1].command, (std::vector<std::string>{"python3", "-m", "pkg.worker"}));
+}
+
+TEST(Options, ColonMistakesAreNamed)
+{
+    EXPECT_NE(parse_error({"-n", "1", "./a", ":"}).find("needs one after it"), std::string::npos);
+    EXPECT_NE(parse_error({"-n", "1", ":", "-n", "2", "./b"}).find("needs one before it"), std::string::npos);
+    EXPECT_NE(parse_error({"-n", "1", "./a", ":", ":", "./b"}).find("needs one before it"), std::string::npos);
+    EXPECT_EQ(parse_error({"-n", "1", "./a", ":", "./b"}),
+              "program 2 of 2 (./b) needs -n N: with several programs, each gives its number of ranks");
+    EXPECT_EQ(parse_error({"./a", ":", "-n", "2", "./b"}),
+              "program 1 of 2 (./a) needs -n N: with several programs, each gives its number of ranks");
+    EXPECT_EQ(parse_error({"-n", "1", "./a", ":", "-n", "2", "--ppn", "2", "./b"}),
+              "option --ppn is for the whole job; give it before the first program");
+    EXPECT_EQ(parse_error({"-n", "1", "./a", ":", "-genv", "A=1", "-n", "2", "./b"}),
+              "option -genv is for the whole job; give it before the first program");
+}
+
+// A -configfile in a temporary directory, removed at the end of the test.
+class ConfigFile : public ::testing::Test {
+protected:
+    std::string write(const std::string& text)
+    {
+        std::ofstream(dir_.path() + "/programs") << text;
+        return dir_.path() + "/programs";
+    }
+    TempDir dir_{"canopy-configfile-test"};
+};
+
+TEST_F(ConfigFile, EachLineIsAProgram)
+{
+    auto path = write("# server first\n"
+                      "-n 1 -env MODE 'a b' ./server \"quoted arg\"\n"
+                      "\n"
+                      "   -n 3 --wdir /w ./worker x\\ y\n");
+    Options options = parse_ok({"-genv", "G=1", "--ppn", "2", "-configfile", path});
+    ASSERT_EQ(options.apps.size(), 2u);
+    EXPECT_EQ(options.apps[0].ranks, 1L);
+    EXPECT_EQ(options.apps[0].command, (std::vector<std::string>{"./server", "quoted arg"}));
+    ASSERT_EQ(options.apps[0].env.size(), 1u);
+    EXPECT_EQ(options.apps[0].env[0].value, "a b");
+    EXPECT_EQ(options.apps[1].command, (std::vector<std::string>{"./worker", "x y"}));
+    EXPECT_EQ(options.apps[1].wdir, "/w");
+    EXPECT_EQ(options.env.size(), 1u);
+    EXPECT_EQ(options.total_ranks(), 4L);
+}
+
+TEST_F(ConfigFile, MistakesNameTheLine)
+{
+    auto two = write("-n 1 ./a\n-n 2 --ppn 3 ./b\n");
+    EXPECT_EQ(parse_error({"-configfile", two}), two + ":2: option --ppn is for the whole job; give it before the first "
+                                                      "program");
+    auto quote = write("-n 1 './a\n");
+    EXPECT_EQ(parse_error({"-configfile", quote}), quote + ":1: unclosed single quote");
+    auto bare = write("-n 1\n");
+    EXPECT_EQ(parse_error({"-configfile", bare}), bare + ":1: no program on the line");
+    auto empty = write("# nothing\n\n");
+    EXPECT_EQ(parse_error({"-configfile", empty}), "-configfile " + empty + " lists no programs");
+    auto fine = write("-n 1 ./a\n");
+    EXPECT_EQ(parse_error({"-configfile", fine, "./b"}),
+              "-configfile " + fine + " lists the programs; give none on the command line (got ./b)");
+    EXPECT_EQ(parse_error({"-n", "4", "-configfile", fine}),
+              "-n and -configfile: give -n on a program's line in " + fine);
+    EXPECT_NE(parse_error({"-configfile", dir_.path() + "/missing"}).find("missing"), std::string::npos);
 }
 
 TEST(Options, UnknownOptionSuggestsClosestSpelling)

@@ -21,7 +21,7 @@ wire::LaunchPlan job_plan(int nodes, std::uint64_t slots)
     for (int i = 1; i <= nodes; ++i)
         plan.hosts.push_back("n" + std::to_string(i));
     plan.job.ranks_per_node.assign(static_cast<std::size_t>(nodes), 2);
-    plan.job.wdir = "/job/dir";
+    plan.job.apps = {{{"./job"}, {}, "/job/dir", static_cast<std::uint64_t>(nodes) * 2}};
     plan.job.spawn_slots = slots;
     return plan;
 }
