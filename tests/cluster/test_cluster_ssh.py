@@ -97,6 +97,17 @@ def test_mpi_hello_and_allreduce_across_four_hosts(jobs, programs, env):
     assert "mpi_allreduce: 8 ranks, sum 36 max 8 vector OK" in allreduce.stdout, allreduce.describe()
 
 
+@MPI_JOBS
+def test_mpmd_programs_across_hosts_share_one_world(jobs, programs, env):
+    result = jobs.canopy(["-f", jobs.hostfile(), "--ppn", "2", "-n", "1", f"{programs}appnum", "server", "8", ":",
+                          "-n", "7", f"{programs}appnum", "worker", "8"], env=env, timeout=90)
+    assert result.returncode == 0, result.describe()
+    seen = re.findall(r"rank (\d+) of 8 runs (\w+), appnum (\d+), \d+ of (\d+) in its program, rank sum 28",
+                      result.stdout)
+    assert sorted((int(rank), label, int(app), int(size)) for rank, label, app, size in seen) == \
+        [(0, "server", 0, 1)] + [(rank, "worker", 1, 7) for rank in range(1, 8)], result.describe()
+
+
 def test_a_rank_failing_on_one_host_ends_the_job_naming_it(jobs):
     result = jobs.canopy(["-f", jobs.hostfile(), "sh", "-c", '[ "$(hostname)" != node3 ] || exit 5; sleep 30'],
                          timeout=60)
