@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "error_files.hpp"
+#include "fabric/fabric_plane.hpp"
 #include "hosts/namespace_names.hpp"
 #include "hosts/rank_blocks.hpp"
 #include "pmi/pmi_server.hpp"
@@ -253,6 +254,16 @@ void Daemon::on_plan(wire::LaunchPlan plan)
     // reports itself up before spawning, so tree_up measures the tree, not rank start-up.
     make_rank_spawner();
     join_tree_position();
+    // Announced before this subtree reports up, so the parent knows where to send bulk data before it has any.
+    if (fabric::uses_fabric(*plan_))
+        send_up(wire::to_frame(fabric::start_fabric_plane(
+            io_, key_, *plan_, args_.position, node_, *position_,
+            {[this](const wire::Frame& frame) { position_->from_parent(tree().parent(args_.position), frame); },
+             [this](const std::string& line) { report_error(node_, line); },
+             [this](const std::string& path) {
+                 if (guard_)
+                     guard_->watch_path(path);
+             }})));
     position_->advance();   // a leaf is up as soon as it has its plan
     start_stage_node();
     start_pmi_servers();

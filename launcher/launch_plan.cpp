@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "build_config.hpp"
+#include "fabric/endpoint.hpp"
 #include "hosts/hostfile.hpp"
 #include "hosts/hostlist.hpp"
 #include "hosts/this_host.hpp"
@@ -294,6 +295,11 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
     StageSettings stage;
     stage.prefixes = options.stage_prefixes.empty() ? config.stage_prefixes : options.stage_prefixes;
     stage.manifest = options.stage_manifest.value_or(config.stage_manifest);
+    job.fabric = options.fabric.value_or(config.fabric);
+    if (job.fabric != "off" && job.fabric != "auto")
+        // The launcher sends to its children over it, so it must have it; found out before anything starts.
+        if (auto available = fabric::provider_available(fabric::parse_provider_choice(job.fabric, false)); !available)
+            return make_error("--fabric {}: {}", job.fabric, available.error().message);
     if (!stage.prefixes.empty() || !stage.manifest.empty()) {
         job.stage = true;
         job.stage_cache_base = config.stage_cache_dir;

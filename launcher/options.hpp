@@ -50,6 +50,7 @@ struct Options {
     long spawn_slots = 0;   // --spawn-slots: ranks PMIx_Spawn may start on each node beyond the job's own
     std::vector<std::string> stage_prefixes;   // --stage, comma-separated and repeatable
     std::optional<std::string> stage_manifest;
+    std::optional<std::string> fabric;   // --fabric auto|off|PROVIDER; unset: the config's [fabric] provider
     std::optional<long> fanout, window;
     std::optional<std::string> agent;
     bool timing = false;

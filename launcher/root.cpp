@@ -12,6 +12,7 @@
 #include <boost/asio/post.hpp>
 #include <fmt/format.h>
 
+#include "fabric/fabric_plane.hpp"
 #include "timing/clock.hpp"
 #include "tree/agent.hpp"
 #include "tree/topology.hpp"
@@ -123,6 +124,7 @@ int Root::run()
     }
 
     start_stage_fetch();   // first: it forks the cache's guard, best before any other thread runs
+    start_fabric_plane();   // its endpoint's file is the guard's to remove too
     start_stage_preparation();
     io_.run();
     // A signal that comes as the job ends still counts (README: exit codes). From here on it stays pending rather
@@ -253,6 +255,22 @@ void Root::start_stage_preparation()
     });
 }
 
+void Root::start_fabric_plane()
+{
+    const auto& plan = plan_.plan;
+    if (!fabric::uses_fabric(plan))
+        return;
+    auto own = fabric::start_fabric_plane(io_, key_, plan, 0, "the launcher", *position_,
+                                          {[](const wire::Frame&) {},   // the root has no parent
+                                           [this](const std::string& line) { fail(exit_infrastructure, line); },
+                                           [this](const std::string& path) {
+                                               if (stage_guard_)
+                                                   stage_guard_->watch_path(path);
+                                           }});
+    if (!own.why_not.empty() && plan.job.fabric == "auto")
+        area_logger("fabric").info("--fabric auto: {}; staged files go over the tree's TCP links", own.why_not);
+}
+
 void Root::start_stage_fetch()
 {
     if (!plan_.stage)
@@ -331,7 +349,7 @@ void Root::maybe_start_staging()
     if (!stage_ || !position_->reached(TreePosition::State::up) || stage_sender_ || position_->leaving())
         return;
     stage_started_ns_ = timing::now_ns();
-    stage_sender_ = std::make_unique<StageSender>(io_, position_->children(), stage_->index);
+    stage_sender_ = std::make_unique<StageSender>(io_, position_->bulk(), stage_->index);
     stage_sending_ = true;
     show_stage_progress(false);
     stage_sender_->start([this](Status status) {

@@ -97,6 +97,7 @@ private:
     std::unique_ptr<StageFetchTree> stage_fetch_;
     std::optional<NodeGuard> stage_guard_;   // removes the launcher's stage cache even if the launcher is killed
     void start_stage_fetch();
+    void start_fabric_plane();
     void end_stage_fetch();
     void write_learned_manifest();   // the on-demand answers, as the manifest the job was told to learn
     asio::signal_set signals_;

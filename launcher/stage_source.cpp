@@ -94,7 +94,7 @@ Result<stage::Index> learn_manifest(const std::string& file, const std::vector<s
     return index;
 }
 
-StageSender::StageSender(boost::asio::io_context& io, ChildSet& children, const stage::Index& index)
+StageSender::StageSender(boost::asio::io_context& io, BulkRoute& children, const stage::Index& index)
     : timer_(io), children_(children), index_(index), files_(index.content_files())
 {
     progress_.files_total = files_.size();

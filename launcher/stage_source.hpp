@@ -15,7 +15,7 @@
 #include "stage/directory_handles.hpp"
 #include "stage/fetch_cache.hpp"
 #include "stage/index.hpp"
-#include "tree/children.hpp"
+#include "tree/bulk_route.hpp"
 #include "util/result.hpp"
 
 namespace canopy {
@@ -50,7 +50,7 @@ public:
         std::size_t files_sent = 0, files_total = 0;
     };
 
-    StageSender(boost::asio::io_context& io, ChildSet& children, const stage::Index& index);
+    StageSender(boost::asio::io_context& io, BulkRoute& children, const stage::Index& index);
 
     // `done` runs once: when everything is queued, or with an error naming a file the root could not read.
     void start(std::function<void(Status)> done);
@@ -63,7 +63,7 @@ private:
     void finish(Status status);
 
     boost::asio::steady_timer timer_;
-    ChildSet& children_;
+    BulkRoute& children_;
     const stage::Index& index_;
     std::vector<stage::ContentFile> files_;
     std::size_t index_offset_ = 0;   // bytes of the index blob sent so far

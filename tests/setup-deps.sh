@@ -8,6 +8,8 @@ packages=(
   # libraries
   libboost-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev libsodium-dev
   libopenmpi-dev libpmix-dev libmpich-dev
+  # libfabric's headers (canopy loads the library itself at run time) and fi_info for looking around
+  libfabric-dev libfabric-bin
   # unit tests, and the fuzzing harnesses (clang-14; libclang-rt-14-dev holds the libFuzzer they link)
   libgtest-dev libgmock-dev clang-14 libclang-rt-14-dev
   # integration tests: a real sshd on loopback, MPI stacks, process and socket inspection, pytest

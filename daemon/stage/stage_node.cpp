@@ -82,7 +82,7 @@ void StageNode::take(const wire::Frame& frame)
     if (failed_)
         return;
     // Forward first: the subtree below is waiting on this chunk more than our own cache is.
-    position_.children().broadcast(wire::encode_frame(frame));
+    position_.bulk().relay(frame);
     bool was_complete = receiver_.complete();
     if (auto taken = receiver_.take(frame); !taken) {
         failed_ = true;

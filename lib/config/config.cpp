@@ -45,7 +45,7 @@ struct KeySpec {
     Applier apply;
 };
 
-constexpr std::string_view tables[] = {"launch", "tree", "job", "stage"};
+constexpr std::string_view tables[] = {"launch", "tree", "job", "stage", "fabric"};
 
 std::optional<Problem> problem(const toml::node& node, std::string message)
 {
@@ -238,6 +238,13 @@ const KeySpec key_table[] = {
     {"stage", "manifest", [](const Node& n, Config& c) { return read_absolute_path(n, "manifest", c.stage_manifest, true); }},
     {"stage", "cache_dir", [](const Node& n, Config& c) { return read_absolute_path(n, "cache_dir", c.stage_cache_dir, false); }},
     {"stage", "interposer", [](const Node& n, Config& c) { return read_absolute_path(n, "interposer", c.stage_interposer, true); }},
+    {"fabric", "provider", [](const Node& n, Config& c) -> std::optional<Problem> {
+         if (auto bad = read_string(n, "provider", c.fabric))
+             return bad;
+         if (c.fabric.empty())
+             return problem(n, "provider must be \"auto\", \"off\" or a libfabric provider's name, e.g. \"cxi\"");
+         return std::nullopt;
+     }},
 };
 // clang-format on
 

@@ -30,6 +30,7 @@ struct Config {
     std::string stage_manifest;           // [stage] manifest: from `canopy stage record`; empty = none
     std::string stage_cache_dir = "/dev/shm";   // [stage] cache_dir: node-local base of the stage cache
     std::string stage_interposer;         // [stage] interposer: libcanopy_interpose.so; empty = next to canopy
+    std::string fabric = "auto";          // [fabric] provider: how bulk data moves (docs/fabric.md)
     std::vector<std::string> loaded_from; // files that were read, in order, for --verbose
 };
 

@@ -447,6 +447,15 @@ void ChildSet::broadcast(const std::vector<std::uint8_t>& frame)
             child->link->send(frame);
 }
 
+std::vector<long> ChildSet::connected_positions() const
+{
+    std::vector<long> positions;
+    for (const auto& [position, child] : children_)
+        if (child->link)
+            positions.push_back(position);
+    return positions;
+}
+
 std::size_t ChildSet::max_queued_bytes() const
 {
     std::size_t most = 0;

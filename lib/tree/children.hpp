@@ -80,6 +80,8 @@ public:
 
     std::size_t size() const { return children_.size(); }
     std::size_t connected_count() const { return connected_; }
+    // The children whose links are up, by position.
+    std::vector<long> connected_positions() const;
     bool finished() const;
     const std::string& host_of(long position) const;
 

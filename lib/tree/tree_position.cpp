@@ -42,6 +42,7 @@ TreePosition::TreePosition(boost::asio::io_context& io, ProcessReaper& reaper, c
     events.log_line = [this](long child, const std::string& line) { hooks_.log_line(child, line); };
     events.all_finished = [this] { advance(); };
     children_ = std::make_unique<ChildSet>(io, reaper, key, std::move(events));
+    bulk_ = std::make_unique<LinkBulkRoute>(*children_);
 
     TreeCollectives::Links links;
     links.to_parent = to_parent_;   // empty at the root
@@ -101,12 +102,25 @@ void TreePosition::on_child_frame(long position, wire::Frame frame)
     if (type == wire::MessageType::subtree_up || type == wire::MessageType::subtree_spawned ||
         type == wire::MessageType::subtree_done)
         handled = on_subtree_report(position, frame);
+    else if (type == wire::MessageType::fabric_hello)
+        handled = on_fabric_hello(position, frame);
     else if (auto handler = handlers_.find(type); handler != handlers_.end())
         handled = handler->second(position, frame);
     if (!handled)
         tree_log().warn("ignored an unexpected or malformed {} message from {}", wire::message_name(frame.type),
                         children_->host_of(position));
 }
+
+bool TreePosition::on_fabric_hello(long position, const wire::Frame& frame)
+{
+    auto hello = wire::decode_frame<wire::FabricHello>(frame);
+    if (!hello)
+        return false;
+    bulk_->child_announced(position, *hello);
+    return true;
+}
+
+void TreePosition::use_bulk_route(std::unique_ptr<BulkRoute> route) { bulk_ = std::move(route); }
 
 bool TreePosition::on_subtree_report(long position, const wire::Frame& frame)
 {

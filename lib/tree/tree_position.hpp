@@ -15,6 +15,7 @@
 #include "collective/tree_collectives.hpp"
 #include "proc/process.hpp"
 #include "timing/sketch.hpp"
+#include "tree/bulk_route.hpp"
 #include "tree/children.hpp"
 #include "tree/subtree_progress.hpp"
 #include "tree/topology.hpp"
@@ -85,6 +86,10 @@ public:
     // Sends a frame to the parent; nothing at the root.
     void send_to_parent(std::vector<std::uint8_t> frame);
     ChildSet& children() { return *children_; }
+    // Where staged files go to the children: their links, unless a fabric plane took over (use_bulk_route). A
+    // child's fabric-hello goes to the route in use.
+    BulkRoute& bulk() { return *bulk_; }
+    void use_bulk_route(std::unique_ptr<BulkRoute> route);
     TreeCollectives& collectives() { return *collectives_; }
     // What the children's subtrees reported: daemons up, ranks started, ranks done (this position not counted).
     std::uint64_t daemons_below() const { return daemons_below_; }
@@ -95,6 +100,7 @@ private:
     void on_child_frame(long position, wire::Frame frame);
     void on_child_closed(long position, const std::string& reason);
     bool on_subtree_report(long position, const wire::Frame& frame);
+    bool on_fabric_hello(long position, const wire::Frame& frame);
 
     const wire::LaunchPlan& plan_;
     long position_;
@@ -106,6 +112,7 @@ private:
     std::int64_t root_offset_ns_ = 0;
     std::unique_ptr<ChildSet> children_;
     std::unique_ptr<TreeCollectives> collectives_;
+    std::unique_ptr<BulkRoute> bulk_;
     SubtreeProgress progress_;
     std::map<wire::MessageType, Handler> handlers_;
     std::map<wire::MessageType, Handler> parent_handlers_;

@@ -48,6 +48,7 @@ enum class MessageType : std::uint8_t {
     daemon_error = 25,
     daemon_log = 26,
     stage_fetch = 27,
+    fabric_hello = 28,
     // Collectives over the tree (PMIx fences, direct modex, publish/lookup).
     fence_up = 30,
     fence_down = 31,
@@ -178,10 +179,13 @@ struct JobSpec {
     bool cpus_shared_ok = false;   // --oversubscribe: a binding may put two ranks on one CPU
     bool report_bindings = false;  // --report-bindings: each node says what each of its ranks got
     bool line_buffer = false;      // --line-buffer: a partial line waits for its newline
+    // --fabric: how bulk data (staged files) moves parent to child: "off" (the tree's TCP links), "auto" (the best
+    // libfabric provider every node offers, else TCP) or a provider's name (docs/fabric.md).
+    std::string fabric = "off";
 
     CANOPY_WIRE_FIELDS(apps, env, cpu_bind, depth, ranks_per_node, master_addr, master_port, pmix, simple_pmi,
                        trace, stage, stage_cache_base, stage_interposer, output_marks, spawn_slots, cpus_shared_ok,
-                       report_bindings, line_buffer)
+                       report_bindings, line_buffer, fabric)
 };
 
 // The heartbeat timeout's range, in seconds: the config refuses anything outside it, and so does a daemon's plan.
@@ -399,6 +403,19 @@ struct StageContent {
     CANOPY_WIRE_FIELDS(file, last, chunk)
 };
 
+// A child's libfabric endpoint, sent to its parent once, before it reports its subtree up: the parent sends it
+// bulk data there from then on (lib/fabric/fabric_plane.hpp). Travels on the authenticated link, so only this
+// job's daemons can name an endpoint. An empty address: the child has no fabric, and bulk data stays on the link.
+struct FabricHello {
+    static constexpr MessageType type = MessageType::fabric_hello;
+    static constexpr const char* name = "fabric-hello";
+    std::string provider;
+    std::vector<std::uint8_t> address;
+    std::string why_not;         // no address: why (no libfabric, no such provider, ...)
+
+    CANOPY_WIRE_FIELDS(provider, address, why_not)
+};
+
 // On-demand staging (docs/staging.md): a daemon asks its parent about a path none of its caches could answer.
 struct StageFetch {
     static constexpr MessageType type = MessageType::stage_fetch;
@@ -592,7 +609,7 @@ struct Heartbeat {
     X(Challenge) X(Hello) X(Welcome) X(ClockPing) X(ClockPong) X(LaunchPlan) X(StdinData) X(Signal) X(Shutdown)     \
     X(StageIndex) X(StageContent) X(StageFetchReply) X(SubtreeUp) X(SubtreeSpawned) X(SubtreeDone) X(Output)       \
     X(RankFailed) X(DaemonError) X(DaemonLog) X(StageFetch) X(FenceUp) X(FenceDown) X(RoutedRequest) X(RoutedReply) \
-    X(SpawnRequest) X(SpawnReply) X(NamespaceStart) X(LateRanks) X(Heartbeat) X(OutputFlow)
+    X(SpawnRequest) X(SpawnReply) X(NamespaceStart) X(LateRanks) X(Heartbeat) X(OutputFlow) X(FabricHello)
 
 // A listing name takes at least 3 bytes on the wire (two empty strings and its type).
 template <>

@@ -109,6 +109,8 @@ prefixes = ["/soft/venv", "/soft/frameworks"]
 manifest = "/home/u/torch.manifest"
 cache_dir = "/local/scratch"
 interposer = "/opt/canopy/lib/libcanopy_interpose.so"
+[fabric]
+provider = "cxi"
 )",
                                 "full.toml", Config{});
     ASSERT_TRUE(applied.ok()) << applied.error().message;
@@ -130,6 +132,7 @@ interposer = "/opt/canopy/lib/libcanopy_interpose.so"
     EXPECT_EQ(applied->stage_manifest, "/home/u/torch.manifest");
     EXPECT_EQ(applied->stage_cache_dir, "/local/scratch");
     EXPECT_EQ(applied->stage_interposer, "/opt/canopy/lib/libcanopy_interpose.so");
+    EXPECT_EQ(applied->fabric, "cxi");
 }
 
 TEST(ApplyConfig, StageAndPmixValuesAreChecked)
@@ -146,6 +149,9 @@ TEST(ApplyConfig, StageAndPmixValuesAreChecked)
     EXPECT_NE(apply_error("[stage]\nprefixes = [\"venv\"]\n").find("absolute paths"), std::string::npos);
     EXPECT_NE(apply_error("[stage]\ncache_dir = \"\"\n").find("cache_dir must be an absolute path"),
               std::string::npos);
+    EXPECT_NE(apply_error("[fabric]\nprovider = \"\"\n").find("provider must be \"auto\", \"off\""),
+              std::string::npos);
+    EXPECT_NE(apply_error("[fabric]\nprovider = 1\n").find("provider must be a string"), std::string::npos);
 }
 
 TEST(ApplyConfig, OnlyKeysPresentOverrideTheBase)

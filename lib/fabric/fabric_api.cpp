@@ -1,0 +1,49 @@
+// Loading libfabric at run time.
+#include "fabric/fabric_api.hpp"
+
+#include <dlfcn.h>
+
+#include <string>
+
+namespace canopy::fabric {
+namespace {
+
+Result<Api> load()
+{
+    void* library = ::dlopen("libfabric.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!library) {
+        const char* why = ::dlerror();
+        return make_error("libfabric is not installed on this node ({})", why ? why : "libfabric.so.1 not found");
+    }
+    Api api;
+    bool complete = true;
+    auto resolve = [&](auto& function, const char* name) {
+        function = reinterpret_cast<std::remove_reference_t<decltype(function)>>(::dlsym(library, name));
+        complete = complete && function;
+    };
+    resolve(api.getinfo, "fi_getinfo");
+    resolve(api.freeinfo, "fi_freeinfo");
+    resolve(api.dupinfo, "fi_dupinfo");
+    resolve(api.open_fabric, "fi_fabric");
+    resolve(api.strerror, "fi_strerror");
+    resolve(api.version, "fi_version");
+    // The library stays loaded: providers it started keep threads and handlers in it.
+    if (!complete)
+        return make_error("libfabric.so.1 lacks the functions canopy needs (too old?)");
+    if (api.version() < api_version)
+        return make_error("libfabric {}.{} is older than the 1.9 canopy needs", FI_MAJOR(api.version()),
+                          FI_MINOR(api.version()));
+    return api;
+}
+
+} // namespace
+
+Result<const Api*> load_api()
+{
+    static const Result<Api> loaded = load();
+    if (!loaded)
+        return loaded.error();
+    return &*loaded;
+}
+
+} // namespace canopy::fabric

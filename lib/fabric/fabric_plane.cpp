@@ -1,0 +1,358 @@
+// The fabric plane: announcing endpoints, sealed sends to each child, checked receives from the parent.
+#include "fabric/fabric_plane.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "tree/topology.hpp"
+#include "util/log.hpp"
+
+namespace canopy::fabric {
+namespace {
+
+spdlog::logger& fabric_log() { return area_logger("fabric"); }
+
+} // namespace
+
+struct FabricPlane::Send : Endpoint::Operation {
+    long child = 0;
+    SealHeader header;
+    std::shared_ptr<const Outgoing> message;
+    std::vector<std::uint8_t> corrupted;   // fault injection: what goes out instead
+};
+
+struct FabricPlane::Receive : Endpoint::Operation {
+    std::vector<std::uint8_t> buffer;
+};
+
+bool uses_fabric(const wire::LaunchPlan& plan) { return plan.job.stage && plan.job.fabric != "off"; }
+
+FabricPlane::FabricPlane(boost::asio::io_context& io, const auth::Key& key, long position, std::string node,
+                         std::string parent, ChildSet& children, Hooks hooks)
+    : io_(io), job_key_(key), position_(position), node_(std::move(node)), parent_(std::move(parent)),
+      children_(children), hooks_(std::move(hooks)), retry_(io)
+{
+}
+
+FabricPlane::~FabricPlane()
+{
+    *alive_ = false;
+    endpoint_.reset();
+}
+
+Result<std::unique_ptr<FabricPlane>> FabricPlane::open(boost::asio::io_context& io, const auth::Key& key,
+                                                       const wire::LaunchPlan& plan, long position, std::string node,
+                                                       ChildSet& children, Hooks hooks)
+{
+    bool one_host = plan.simulated || plan.agent == "local";
+    // Every daemon of a job on one machine talks over loopback only; elsewhere the site's settings stand.
+    if (one_host)
+        ::setenv("FI_TCP_IFACE", "lo", 0);
+    auto endpoint = Endpoint::open(io, parse_provider_choice(plan.job.fabric, one_host));
+    if (!endpoint)
+        return endpoint.error();
+    std::string parent;
+    if (position > 0) {
+        long above = Topology(static_cast<long>(plan.hosts.size()), static_cast<long>(plan.fanout)).parent(position);
+        parent = above == 0 ? std::string("the launcher")
+                            : plan.hosts[static_cast<std::size_t>(Topology::position_to_node(above))];
+    }
+    std::unique_ptr<FabricPlane> plane(
+        new FabricPlane(io, key, position, std::move(node), std::move(parent), children, std::move(hooks)));
+    plane->endpoint_ = std::move(*endpoint);
+    plane->payload_key_ = payload_key(key);
+    if (const char* corrupt = std::getenv("CANOPY_FAULT_FABRIC_CORRUPT"))
+        plane->corrupt_send_ = std::strtoull(corrupt, nullptr, 10);
+    if (position > 0) {
+        long above = Topology(static_cast<long>(plan.hosts.size()), static_cast<long>(plan.fanout)).parent(position);
+        plane->parent_key_ = link_key(key, above, position);
+        std::size_t size = sizeof(SealHeader) + max_frame_bytes;
+        for (std::size_t i = 0; i < receive_buffers; ++i) {
+            auto receive = std::make_unique<Receive>();
+            receive->buffer.resize(size);
+            plane->receives_.push_back(std::move(receive));
+        }
+        for (auto& receive : plane->receives_) {
+            plane->post(*receive);
+            if (plane->failed_)
+                return make_error("cannot post receives on {}", plane->endpoint_->provider());
+        }
+    }
+    return plane;
+}
+
+wire::FabricHello FabricPlane::hello() const { return {endpoint_->provider(), endpoint_->address(), {}}; }
+
+const std::string& FabricPlane::shared_memory_file() const { return endpoint_->shared_memory_file(); }
+
+void FabricPlane::child_announced(long position, const wire::FabricHello& hello)
+{
+    ChildPath& path = paths_[position];
+    if (path.kind != ChildPath::Kind::undecided)
+        return;
+    const std::string& host = children_.host_of(position);
+    path.kind = ChildPath::Kind::link;
+    if (hello.address.empty()) {
+        fabric_log().info("{} has no fabric ({}): its bulk data goes over its TCP link", host, hello.why_not);
+        return;
+    }
+    if (hello.provider != endpoint_->provider()) {
+        fabric_log().info("{} uses {}, {} uses {}: bulk data to it goes over its TCP link", host, hello.provider,
+                          node_, endpoint_->provider());
+        return;
+    }
+    auto address = endpoint_->add_peer(hello.address);
+    if (!address) {
+        fabric_log().warn("{}; bulk data to {} goes over its TCP link", address.error().message, host);
+        return;
+    }
+    path.kind = ChildPath::Kind::fabric;
+    path.address = *address;
+    path.key = link_key(job_key_, position_, position);
+    fabric_log().debug("bulk data to {} goes over {} ({})", host, endpoint_->provider(),
+                       std::string(hello.address.begin(), hello.address.end()));
+}
+
+std::shared_ptr<const FabricPlane::Outgoing> FabricPlane::made_here(std::vector<std::uint8_t> frame)
+{
+    std::uint64_t message = (static_cast<std::uint64_t>(position_) << 40) | made_++;
+    auto tag = tag_payload(payload_key_, message, frame);
+    return std::make_shared<const Outgoing>(Outgoing{std::move(frame), message, tag});
+}
+
+void FabricPlane::broadcast(const std::vector<std::uint8_t>& frame) { send_to_all(made_here(frame)); }
+
+void FabricPlane::relay(const wire::Frame& frame)
+{
+    auto bytes = wire::encode_frame(frame);
+    // A frame that came over the fabric keeps the tag it was checked with: one pass per node, not per child.
+    if (&frame == delivering_)
+        send_to_all(std::make_shared<const Outgoing>(Outgoing{std::move(bytes), delivering_message_, delivering_tag_}));
+    else
+        send_to_all(made_here(std::move(bytes)));
+}
+
+void FabricPlane::send_to_all(std::shared_ptr<const Outgoing> message)
+{
+    if (failed_)
+        return;
+    if (message->frame.size() > max_frame_bytes) {
+        fail(fmt::format("a {}-byte bulk frame is larger than the fabric's {} bytes", message->frame.size(),
+                         max_frame_bytes));
+        return;
+    }
+    // Every connected child: those that never announced an endpoint keep their link for good.
+    for (long position : children_.connected_positions()) {
+        ChildPath& path = paths_[position];
+        if (path.kind == ChildPath::Kind::undecided) {
+            path.kind = ChildPath::Kind::link;
+            fabric_log().debug("{} sent no fabric hello before its first bulk data: it gets it over its TCP link",
+                               children_.host_of(position));
+        }
+        if (path.kind == ChildPath::Kind::link) {
+            children_.send(position, message->frame);
+            continue;
+        }
+        path.waiting.push_back(message);
+        path.waiting_bytes += message->frame.size();
+        pump(position);
+    }
+}
+
+void FabricPlane::pump(long child)
+{
+    ChildPath& path = paths_[child];
+    while (!failed_ && path.in_flight < sends_per_child && !path.waiting.empty()) {
+        auto send = std::make_unique<Send>();
+        Send* raw = send.get();
+        send->child = child;
+        send->message = path.waiting.front();
+        send->header = seal(path.key, path.next_sequence, send->message->message, send->message->frame.size(),
+                            send->message->tag);
+        send->done = [this, raw, alive = alive_](Status status, std::size_t) {
+            if (*alive)
+                sent(raw, status);
+        };
+        const std::uint8_t* payload = send->message->frame.data();
+        if (corrupt_send_ && *corrupt_send_ == sends_made_) {
+            send->corrupted = send->message->frame;
+            send->corrupted.back() ^= 0x40;
+            payload = send->corrupted.data();
+        }
+        iovec pieces[2] = {{&send->header, sizeof send->header},
+                           {const_cast<std::uint8_t*>(payload), send->message->frame.size()}};
+        auto queued = endpoint_->send(path.address, pieces, *send);
+        if (!queued) {
+            fail(fmt::format("cannot send bulk data from {} to {}: {}", node_, children_.host_of(child),
+                             queued.error().message));
+            return;
+        }
+        if (!*queued) {   // the provider is full: again shortly
+            retry_.expires_after(std::chrono::microseconds(200));
+            retry_.async_wait([this, alive = alive_](const boost::system::error_code& error) {
+                if (!error && *alive)
+                    pump_all();
+            });
+            return;
+        }
+        sends_.emplace(raw, std::move(send));
+        ++sends_made_;
+        ++path.in_flight;
+        ++path.next_sequence;
+        path.waiting_bytes -= path.waiting.front()->frame.size();
+        path.waiting.pop_front();
+    }
+}
+
+void FabricPlane::pump_all()
+{
+    for (auto& [position, path] : paths_)
+        if (path.kind == ChildPath::Kind::fabric)
+            pump(position);
+}
+
+void FabricPlane::sent(Send* send, const Status& status)
+{
+    auto owned = std::move(sends_.at(send));
+    sends_.erase(send);
+    if (!status) {
+        fail(fmt::format("bulk data from {} to {} failed on the fabric: {}", node_, children_.host_of(owned->child),
+                         status.error().message));
+        return;
+    }
+    ChildPath& path = paths_[owned->child];
+    --path.in_flight;
+    pump(owned->child);
+    resume_receives();
+}
+
+void FabricPlane::post(Receive& receive)
+{
+    receive.done = [this, &receive, alive = alive_](Status status, std::size_t length) {
+        if (*alive)
+            received(receive, status, length);
+    };
+    if (auto posted = endpoint_->receive(receive.buffer.data(), receive.buffer.size(), receive); !posted)
+        fail(fmt::format("cannot receive bulk data on {}: {}", node_, posted.error().message));
+}
+
+void FabricPlane::received(Receive& receive, const Status& status, std::size_t length)
+{
+    if (failed_)
+        return;
+    if (!status) {
+        fail(fmt::format("bulk data from {} to {} failed on the fabric: {}", parent_, node_, status.error().message));
+        return;
+    }
+    SealHeader header;
+    if (length < sizeof header) {
+        fail(fmt::format("bulk data from {} to {}: a {}-byte message, too short to be one; dropped", parent_, node_,
+                         length));
+        return;
+    }
+    std::memcpy(&header, receive.buffer.data(), sizeof header);
+    std::span<const std::uint8_t> message(receive.buffer.data() + sizeof header, length - sizeof header);
+    auto tag = unseal(parent_key_, payload_key_, header, message);
+    if (!tag) {
+        // Never written anywhere: the stream cannot go on without it, so the job ends here rather than waits.
+        fail(fmt::format("bulk data from {} to {} over {} failed its check and was dropped: {}", parent_, node_,
+                         endpoint_->provider(), tag.error().message));
+        return;
+    }
+    if (header.sequence < expected_sequence_ || early_.count(header.sequence) ||
+        header.sequence >= expected_sequence_ + receive_buffers) {
+        fail(fmt::format("bulk data from {} to {} over {}: message {} arrived where {} was due; dropped", parent_,
+                         node_, endpoint_->provider(), header.sequence, expected_sequence_));
+        return;
+    }
+    early_.emplace(header.sequence, std::make_pair(&receive, header));
+    auto alive = alive_;
+    // Hand on, in the parent's order, every message that is now due.
+    for (auto due = early_.find(expected_sequence_); due != early_.end(); due = early_.find(expected_sequence_)) {
+        auto [ready, ready_header] = due->second;
+        early_.erase(due);
+        ++expected_sequence_;
+        deliver(*ready, ready_header, PayloadTag{ready_header.tag_kind, ready_header.tag});
+        if (!*alive || failed_)
+            return;
+    }
+}
+
+void FabricPlane::deliver(Receive& receive, const SealHeader& header, const PayloadTag& tag)
+{
+    auto frame = wire::read_frame(
+        std::span<const std::uint8_t>(receive.buffer.data() + sizeof header, header.length));
+    if (!frame) {
+        fail(fmt::format("bulk data from {} to {}: {}", parent_, node_, frame.error().message));
+        return;
+    }
+    auto alive = alive_;
+    delivering_ = &*frame;
+    delivering_message_ = header.message;
+    delivering_tag_ = tag;
+    hooks_.deliver(*frame);
+    if (!*alive)
+        return;
+    delivering_ = nullptr;
+    if (lagging())
+        held_.push_back(&receive);
+    else
+        post(receive);
+}
+
+bool FabricPlane::lagging() const
+{
+    for (const auto& [position, path] : paths_)
+        if (path.waiting_bytes > window_bytes)
+            return true;
+    return false;
+}
+
+void FabricPlane::resume_receives()
+{
+    if (held_.empty() || lagging())
+        return;
+    auto held = std::move(held_);
+    held_.clear();
+    for (Receive* receive : held)
+        post(*receive);
+}
+
+std::size_t FabricPlane::max_queued_bytes() const
+{
+    std::size_t most = children_.max_queued_bytes();
+    for (const auto& [position, path] : paths_)
+        most = std::max(most, path.waiting_bytes + path.in_flight * max_frame_bytes);
+    return most;
+}
+
+void FabricPlane::fail(const std::string& line)
+{
+    if (failed_)
+        return;
+    failed_ = true;
+    hooks_.fail(line);
+}
+
+wire::FabricHello start_fabric_plane(boost::asio::io_context& io, const auth::Key& key, const wire::LaunchPlan& plan,
+                                     long position, std::string node, TreePosition& tree, FabricPlane::Hooks hooks)
+{
+    auto fail = hooks.fail;
+    auto watch_file = hooks.watch_file;
+    auto plane = FabricPlane::open(io, key, plan, position, node, tree.children(), std::move(hooks));
+    if (!plane) {
+        std::string why = plane.error().message;
+        if (plan.job.fabric != "auto")
+            fail(fmt::format("--fabric {} on {}: {}", plan.job.fabric, node, why));
+        return {{}, {}, why};
+    }
+    auto hello = (*plane)->hello();
+    if (const auto& file = (*plane)->shared_memory_file(); !file.empty() && watch_file)
+        watch_file(file);
+    tree.use_bulk_route(std::move(*plane));
+    return hello;
+}
+
+} // namespace canopy::fabric

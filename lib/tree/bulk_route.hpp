@@ -1,0 +1,41 @@
+// How a tree position sends bulk data (staged files and their index) to its children: on the children's TCP links,
+// as everything else, or over a fabric (lib/fabric/fabric_plane.hpp). The stage sender and every daemon's relay
+// go through it; control frames never do.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "tree/children.hpp"
+#include "wire/messages.hpp"
+
+namespace canopy {
+
+class BulkRoute {
+public:
+    virtual ~BulkRoute() = default;
+    // Sends a frame made here to every child.
+    virtual void broadcast(const std::vector<std::uint8_t>& frame) = 0;
+    // Sends on a frame just received from the parent (called while it is being handled).
+    virtual void relay(const wire::Frame& frame) = 0;
+    // The most bytes any child still has to be sent: a bulk sender waits while it is high.
+    virtual std::size_t max_queued_bytes() const = 0;
+    // A child said where its fabric endpoint is, or that it has none.
+    virtual void child_announced(long position, const wire::FabricHello& hello) = 0;
+};
+
+// Bulk data on the children's links.
+class LinkBulkRoute : public BulkRoute {
+public:
+    explicit LinkBulkRoute(ChildSet& children) : children_(children) {}
+    void broadcast(const std::vector<std::uint8_t>& frame) override { children_.broadcast(frame); }
+    void relay(const wire::Frame& frame) override { children_.broadcast(wire::encode_frame(frame)); }
+    std::size_t max_queued_bytes() const override { return children_.max_queued_bytes(); }
+    void child_announced(long, const wire::FabricHello&) override {}
+
+private:
+    ChildSet& children_;
+};
+
+} // namespace canopy
