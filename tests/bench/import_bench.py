@@ -13,25 +13,52 @@ operation. Then, one row each:
   staged     the same job with --stage MOUNT --stage-manifest MANIFEST (or --staged-args): before any row, and
              outside every timed part, `canopy stage record` runs the rank code once from the mount and writes
              MANIFEST; the staged job's root validates it, then sends the index and the read files down the tree
+  on-demand  the same job with --stage MOUNT and no manifest (or --on-demand-args): a first job, each node fetching
+             what its ranks ask for; not run by default
+  node-local the fair floor: before the row, and outside its timed part, PYENV is copied with `cp -a` to one
+             directory per simulated node under --copy-dir (COPIES/node0, node1, ...); each rank runs
+             `sh -c 'exec "$0/node$CANOPY_NODE_RANK/bin/python3" "$@"' COPIES -c CODE`, so it imports from its
+             own node's copy (no slowfs, no staging), as if every node had the environment on local disk.
+             The copies are removed after the row
+  tmp-method the seeds' "/tmp method", all of it timed: in the same job, the node's local rank 0 copies the
+             environment from the slowfs MOUNT (where it lives) into COPIES/nodeN.partial with
+             `tar -C MOUNT -cf - . | tar -C COPIES/nodeN.partial -xf -` (--tmp-copy tar, the default: about half
+             the slowfs operations of cp -a, which stats and reads xattrs by full path) or
+             `cp -a MOUNT COPIES/nodeN.partial` (--tmp-copy cp), renames it to COPIES/nodeN and writes a marker
+             with its start and end time; the node's other ranks wait for the marker; then every rank imports
+             from its node's copy as in node-local. Copy and import time are reported apart as well as the job
+             wall; the copies are removed after the row
+
+In node-local and tmp-method every rank must also have imported torch from under its own node's copy.
 
 Each rank prints its own import time; the table gives, per row, the operations that reached slowfs
 (all, and the metadata ones that paid the delay), the min/median/max import time of the ranks and the
 job's wall time. Every rank must exit 0 and compute the same result, or the row is marked failed.
-The canopy rows run with --timing=FILE.json; for the staged row a second table gives the time to stage
-(the launcher's timeline steps stage_indexed and stage_sent, the daemons' daemon.stage_ready) and the
-node cache size (du of /dev/shm/canopy-<job>-sim0000 while the job runs, its largest, and the manifest's content
-bytes).
+The canopy rows run with --timing=FILE.json; for the staged rows a second table gives the time to stage (the
+launcher's timeline steps stage_indexed and stage_sent, the daemons' daemon.stage_ready) and the node cache size
+(du of /dev/shm/canopy-<job>-sim0000 while the job runs, its largest, and the manifest's content bytes). For
+tmp-method a third gives the copy: each node's copy time, when the last copy was done and the import times (its
+"python start + import" column includes the wait for the node's copy, as the rank's process starts with the
+wrapper). After the tables, a summary gives the ratios issue 16 sets as targets, each only where its rows ran in
+this run: staged (manifest) import / node-local import (medians, target <= 1.1); on demand (a first job without a
+manifest) import / node-local import (<= 1.5); staged job wall (staging + import) / tmp-method job wall (copy +
+import) (<= 0.5); and the share of slowfs operations saved against unstaged (>= 99%). A staged row counts as
+"manifest" when its arguments name a --stage-manifest file that existed when it started, otherwise as on demand.
 
 Usage (as root, after `ninja -C build`; needs fuse3, libfuse3-dev and python3-torch):
 
   sudo /usr/bin/python3 tests/bench/import_bench.py                  # 16 nodes x 4 ranks, 1 ms: ~10 min
   sudo /usr/bin/python3 tests/bench/import_bench.py --nodes 4 --ppn 2 --delay-ms 0.5   # quicker
   sudo /usr/bin/python3 tests/bench/import_bench.py --rows staged --staged-args "--stage {mount}"   # metadata only
+  sudo /usr/bin/python3 tests/bench/import_bench.py --rows unstaged,staged,node-local,tmp-method --reuse-manifest
 
 Options: --canopy PATH (canopyd is found next to it), --slowfs PATH, --pyenv DIR (built or refreshed with
-make_pyenv.sh, fast when up to date), --mount DIR, --rows plain,unstaged,staged,local, --manifest FILE
-(--reuse-manifest: do not record it again), --staged-args ARGS ({mount} and {manifest} are replaced),
---wait-idle S / --idle-cpus N (wait for an idle machine before each row), --json FILE, --timeout S.
+make_pyenv.sh, fast when up to date), --mount DIR, --rows plain,unstaged,staged,on-demand,local,node-local,
+tmp-method, --manifest FILE (--reuse-manifest: do not record it again), --staged-args ARGS and --on-demand-args
+ARGS ({mount} and {manifest} are replaced), --copy-dir DIR (where the per-node copies go: one copy of PYENV per
+node must fit there, which is checked before any row; default /var/tmp/canopy-bench-nodes), --tmp-copy tar|cp,
+--wait-idle S / --idle-cpus N (wait for an idle machine before each row), --json FILE, --timeout S (per row; the
+tmp-method row at 64 nodes needs more than the default 600).
 """
 
 import argparse
@@ -41,9 +68,11 @@ import os
 import platform
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -53,6 +82,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 MAKE_PYENV = os.path.join(REPO, "tests", "tools", "make_pyenv.sh")
 MARK = "IMPORT_BENCH "
+ROWS = ("plain", "unstaged", "staged", "on-demand", "local", "node-local", "tmp-method")   # in the order they run
 
 # What each rank runs: the import it times itself, then a tiny computation whose result every rank must agree on.
 RANK_CODE = r"""
@@ -66,6 +96,7 @@ ticks = os.sysconf("SC_CLK_TCK")
 age = time.clock_gettime(time.CLOCK_BOOTTIME) - int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19]) / ticks
 import json
 print("IMPORT_BENCH " + json.dumps({"rank": int(os.environ.get("RANK", "0")), "node": os.environ.get("CANOPY_NODE", ""),
+      "node_rank": os.environ.get("CANOPY_NODE_RANK"), "torch_file": torch.__file__,
       "import_s": imported - started, "process_s": age, "result": result, "torch": torch.__version__}), flush=True)
 """
 
@@ -192,11 +223,14 @@ def rank_env():
     return env
 
 
-def measure(name, command, fs, ranks, timeout, workdir, timing_path=None, watch_caches=False):
-    """Runs `command` once with fresh counters; returns the row: ops, per-rank import times, wall time."""
-    log(f"{name}: {' '.join('RANK_CODE' if arg == RANK_CODE else arg for arg in command)}")
+def measure(name, command, fs, ranks, timeout, workdir, timing_path=None, watch_caches=False, check=None):
+    """Runs `command` once with fresh counters; returns the row: ops, per-rank import times, wall time.
+    `check(reports)` may name what else makes the row fail."""
+    names = {RANK_CODE: "RANK_CODE", TMP_METHOD_PROGRAM: "TMP_METHOD_PROGRAM"}
+    log(f"{name}: {' '.join(names.get(arg, arg) for arg in command)}")
     fs.reset()
     watcher = CacheWatcher() if watch_caches else None
+    started_epoch = time.time()
     started = time.monotonic()
     try:
         done = subprocess.run(command, capture_output=True, text=True, env=rank_env(), cwd=workdir, timeout=timeout)
@@ -217,9 +251,11 @@ def measure(name, command, fs, ranks, timeout, workdir, timing_path=None, watch_
         failure = f"{len(reports)} of {ranks} ranks reported"
     if failure is None and len({r["result"] for r in reports}) != 1:
         failure = f"ranks disagree on the result: {sorted({r['result'] for r in reports})}"
+    if failure is None and check:
+        failure = check(reports)
     imports = sorted(r["import_s"] for r in reports)
     row = {
-        "row": name, "ranks": ranks, "failure": failure, "wall_s": wall,
+        "row": name, "ranks": ranks, "failure": failure, "wall_s": wall, "started_epoch": started_epoch,
         "ops": stats["total"], "metadata_ops": stats["metadata"], "misses": stats["misses"],
         "reads": stats["ops"]["read"], "ops_by_type": stats["ops"],
         "import_s": {"min": imports[0], "median": statistics.median(imports), "max": imports[-1]} if imports else None,
@@ -244,17 +280,183 @@ def run_plain(args, fs):
     return measure("plain", [python, "-c", RANK_CODE], fs, 1, args.timeout, args.workdir)
 
 
-def run_canopy(args, fs, name="unstaged", extra_args=(), root=None):
-    """The job under canopy; `extra_args` (e.g. ["--stage", MOUNT]) makes the staged row, `root` (the pyenv)
-    the local one."""
-    python = os.path.join(root or args.mount, "bin", "python3")
+def run_canopy(args, fs, name="unstaged", extra_args=(), root=None, program=None, check=None):
+    """The job under canopy; `extra_args` (e.g. ["--stage", MOUNT]) makes the staged rows, `root` (the pyenv)
+    the local one, `program` (what runs instead of python3, followed by -c CODE) the per-node ones."""
+    program = program or [os.path.join(root or args.mount, "bin", "python3")]
     timing = os.path.join(args.workdir, f"timing-{name}.json")
     if os.path.exists(timing):
         os.unlink(timing)
     command = [args.canopy, "--sim-nodes", str(args.nodes), "--ppn", str(args.ppn),
-               "--timeout", str(args.timeout - 5), f"--timing={timing}", *extra_args, python, "-c", RANK_CODE]
+               "--timeout", str(args.timeout - 5), f"--timing={timing}", *extra_args, *program, "-c", RANK_CODE]
     return measure(name, command, fs, args.nodes * args.ppn, args.timeout, args.workdir, timing,
-                   watch_caches=name == "staged")
+                   watch_caches=name in ("staged", "on-demand"), check=check)
+
+
+def staged_kind(extra_args):
+    """"manifest" when the staged arguments name a --stage-manifest file that exists now, else "on demand"
+    (no manifest, or one the job will learn)."""
+    for i, arg in enumerate(extra_args):
+        path = extra_args[i + 1] if arg == "--stage-manifest" and i + 1 < len(extra_args) else \
+            arg.split("=", 1)[1] if arg.startswith("--stage-manifest=") else None
+        if path and os.path.exists(path):
+            return "manifest"
+    return "on demand"
+
+
+def run_staged(args, fs, name, template):
+    extra = [a.replace("{mount}", args.mount).replace("{manifest}", args.manifest) for a in template.split()]
+    kind = staged_kind(extra)
+    row = run_canopy(args, fs, name, extra)
+    row["staged_kind"] = kind
+    return row
+
+
+# --- the per-node rows: node-local (copies made before the timed part) and tmp-method (the copy timed too) ---
+
+# Each rank execs its own node's copy; canopy sets CANOPY_NODE_RANK in every rank. Arguments: COPIES -c CODE.
+NODE_COPY_PROGRAM = 'exec "$0/node$CANOPY_NODE_RANK/bin/python3" "$@"'
+
+# The /tmp method as a job script does it: the node's local rank 0 copies the environment from the shared
+# filesystem, the others wait for its marker, then all import from the copy. Arguments: COPIES MOUNT TOOL -c CODE.
+# A failed copy leaves a .failed marker, so the waiting ranks end instead of waiting for the job's timeout
+# (with tar, also when the reading side fails: sh has no pipefail).
+TMP_METHOD_PROGRAM = r"""
+node="$0/node$CANOPY_NODE_RANK"
+mount=$1
+tool=$2
+shift 2
+copy() {
+  if [ "$tool" = tar ]; then
+    mkdir "$node.partial" && { tar -C "$mount" -cf - . || : > "$node.failed"; } | tar -C "$node.partial" -xf - &&
+      [ ! -e "$node.failed" ]
+  else
+    cp -a "$mount" "$node.partial"
+  fi
+}
+if [ "$CANOPY_LOCAL_RANK" = 0 ]; then
+  start=$(date +%s.%N)
+  if copy && mv "$node.partial" "$node"; then
+    echo "$start $(date +%s.%N)" > "$node.tmp" && mv "$node.tmp" "$node.copied"
+  else
+    : > "$node.failed"
+    exit 1
+  fi
+else
+  while [ ! -e "$node.copied" ]; do
+    [ -e "$node.failed" ] && exit 1
+    sleep 0.05
+  done
+fi
+exec "$node/bin/python3" "$@"
+"""
+
+
+def mounts_type(path):
+    """The filesystem type of the mount that holds `path` (the longest mount point above it)."""
+    path, best, kind = os.path.realpath(path), "", None
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            point, fstype = line.split()[1], line.split()[2]
+            if (path == point or path.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
+                best, kind = point, fstype
+    return kind
+
+
+def mem_available():
+    with open("/proc/meminfo") as f:
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith("MemAvailable:"))
+
+
+def check_copies_fit(args, env_bytes):
+    """Exits unless one copy of the environment per node fits under --copy-dir (in RAM too where it is tmpfs),
+    with room to spare for the rest of the machine: checked before any row, not an hour into the run."""
+    os.makedirs(args.copy_dir, exist_ok=True)
+    need = args.nodes * env_bytes
+    room = shutil.disk_usage(args.copy_dir).free
+    where = f"free space in {args.copy_dir}"
+    if mounts_type(args.copy_dir) == "tmpfs" and mem_available() < room:
+        room, where = mem_available(), f"available memory ({args.copy_dir} is tmpfs)"
+    spare = max(2 << 30, need // 10)
+    log(f"per-node copies: {args.nodes} x {env_bytes / 2**20:.0f} MiB = {need / 2**30:.1f} GiB under "
+        f"{args.copy_dir}, {where}: {room / 2**30:.1f} GiB")
+    if need + spare > room:
+        sys.exit(f"import_bench: {args.nodes} copies of the environment ({need / 2**30:.1f} GiB, plus "
+                 f"{spare / 2**30:.1f} GiB to spare) do not fit in the {room / 2**30:.1f} GiB of {where}; "
+                 f"pass --copy-dir elsewhere or leave out the node-local and tmp-method rows")
+
+
+def remove_stale_copies(copy_dir):
+    """Copies left by a run that was killed (nodes-PID-*, PID gone): they hold gigabytes."""
+    for d in glob.glob(os.path.join(copy_dir, "nodes-*-*")):
+        pid = os.path.basename(d).split("-")[1]
+        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            log(f"removing {d}, left by an interrupted run")
+            remove_copies(d)
+            os.rmdir(d)
+
+
+def node_copy_check(copies):
+    """A rank fails the row unless torch came from under its own node's copy."""
+    def check(reports):
+        for r in reports:
+            mine = os.path.join(copies, f"node{r['node_rank']}") + "/"
+            if not r["torch_file"].startswith(mine):
+                return f"rank {r['rank']} imported torch from {r['torch_file']}, not from under {mine}"
+        return None
+    return check
+
+
+def run_node_local(args, fs, copies):
+    """The floor: the copies are made (and written back) before the timed job; returns the row."""
+    started = time.monotonic()
+    for node in range(args.nodes):
+        subprocess.run(["cp", "-a", args.pyenv, os.path.join(copies, f"node{node}")], check=True)
+    os.sync()   # write the copies back now, not while the job runs
+    setup = time.monotonic() - started
+    log(f"node-local: {args.nodes} copies of {args.pyenv} made in {setup:.1f} s (not timed)")
+    busy_before = benchlib.wait_for_idle(args.wait_idle, args.idle_cpus)
+    row = run_canopy(args, fs, "node-local", program=["/bin/sh", "-c", NODE_COPY_PROGRAM, copies],
+                     check=node_copy_check(copies))
+    row.update({"busy_cpus_before": busy_before, "copies": copies, "copy_setup_s": setup})
+    return row
+
+
+def run_tmp_method(args, fs, copies):
+    """The /tmp method: copy from the mount inside the job, then import; returns the row with the copy times."""
+    row = run_canopy(args, fs, "tmp-method", check=node_copy_check(copies),
+                     program=["/bin/sh", "-c", TMP_METHOD_PROGRAM, copies, args.mount, args.tmp_copy])
+    row.update({"copies": copies, "copy_tool": args.tmp_copy, "copy": copy_summary(copies, row)})
+    if row["copy"]["nodes_copied"] != args.nodes and not row["failure"]:
+        row["failure"] = f"{row['copy']['nodes_copied']} of {args.nodes} nodes wrote their copy marker"
+    return row
+
+
+def copy_summary(copies, row):
+    """Each node's copy time and when the copies started and ended, in seconds since the job started."""
+    spans = []
+    for path in glob.glob(os.path.join(copies, "node*.copied")):
+        try:
+            with open(path) as f:
+                start, end = (float(x) for x in f.read().split())
+        except (OSError, ValueError):
+            continue
+        spans.append((start - row["started_epoch"], end - row["started_epoch"]))
+    if not spans:
+        return {"nodes_copied": 0}
+    seconds = sorted(end - start for start, end in spans)
+    return {"nodes_copied": len(spans), "copy_s": {"min": seconds[0], "median": statistics.median(seconds),
+                                                   "max": seconds[-1]},
+            "first_start_s": min(s for s, _ in spans), "last_start_s": max(s for s, _ in spans),
+            "all_copied_s": max(e for _, e in spans)}
+
+
+def remove_copies(copies):
+    """Empties the copy directory (kept for the next row), every entry at once: on a disk mounted with online
+    discard each unlink waits for the disk, and one copy after another took about 40 s a copy here, 4 at once 6 s."""
+    removals = [subprocess.Popen(["rm", "-rf", "--", os.path.join(copies, entry)]) for entry in os.listdir(copies)]
+    for removal in removals:
+        removal.wait()
 
 
 def record_manifest(args, fs):
@@ -305,7 +507,7 @@ def print_table(rows, args, torch_version):
 
 
 def print_stage(rows, recording):
-    staged = [r for r in rows if r.get("stage") and r["row"] == "staged"]
+    staged = [r for r in rows if r.get("stage") and r["row"] in ("staged", "on-demand")]
     if recording:
         print(f"\nmanifest: recorded once in {recording['seconds']:.1f} s ({recording['ops']} slowfs ops, not in any "
               f"row): {recording.get('paths', '?')} paths, {recording.get('files', '?')} files, "
@@ -317,7 +519,7 @@ def print_stage(rows, recording):
             continue
         size = st.get("node_cache_bytes")
         cache = "-" if size is None else f"{size / 2**20:.0f} MiB, {st['node_cache_files']} files"
-        print("\n| staged job: seconds since launcher start | tree_up | stage_indexed | stage_sent "
+        print(f"\n| {staged_label(r)} job: seconds since launcher start | tree_up | stage_indexed | stage_sent "
               "| daemon.stage_ready median / max | ranks_spawned | node cache (sim0000) | caches installed |")
         print("| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: |")
         print(f"| {r['ranks']} ranks | {fmt(st['tree_up_s'])} | {fmt(st['stage_indexed_s'])} | "
@@ -325,6 +527,69 @@ def print_stage(rows, recording):
               f"({st['stage_ready_max_who']}) | {fmt(st['ranks_spawned_s'])} | {cache} | {st['caches_installed']} |")
         if st.get("caches_left"):
             print(f"\nWARNING: node caches left after the job: {st['caches_left']}")
+
+
+def print_copy(rows):
+    for r in rows:
+        copy = r.get("copy")
+        if not copy or not copy["nodes_copied"]:
+            continue
+        c, i = copy["copy_s"], r["import_s"] or {}
+        tool = "cp -a" if r["copy_tool"] == "cp" else "tar pipe"
+        print(f"\n| tmp-method job: seconds | {tool} per node min / median / max | copies started (first / last) "
+              "| all nodes copied | import median / max | job wall |")
+        print("| --- | --- | --- | ---: | --- | ---: |")
+        print(f"| {r['ranks']} ranks, {copy['nodes_copied']} copies | {fmt(c['min'])} / {fmt(c['median'])} / "
+              f"{fmt(c['max'])} | {fmt(copy['first_start_s'])} / {fmt(copy['last_start_s'])} | "
+              f"{fmt(copy['all_copied_s'])} | {fmt(i.get('median'))} / {fmt(i.get('max'))} | {fmt(r['wall_s'], 1)} |")
+
+
+def staged_label(row):
+    """The row's name, and what it staged from where the name does not say it: "staged (manifest)", "on-demand"."""
+    same = {"staged": "manifest", "on-demand": "on demand"}.get(row["row"]) == row["staged_kind"]
+    return row["row"] + ("" if same and row["row"] == "on-demand" else f" ({row['staged_kind']})")
+
+
+def summary_targets(rows):
+    """Issue 16's ratios, each only where both its rows ran and did not fail: a list of dicts."""
+    ok = {r["row"]: r for r in rows if not r["failure"]}
+    staged = [r for r in (ok.get("staged"), ok.get("on-demand")) if r]
+    floor, tmp, unstaged = ok.get("node-local"), ok.get("tmp-method"), ok.get("unstaged")
+    targets = []
+    for r in staged:
+        label = staged_label(r)
+        if floor:
+            limit = 1.1 if r["staged_kind"] == "manifest" else 1.5
+            mine, base = r["import_s"]["median"], floor["import_s"]["median"]
+            targets.append({"what": f"{label} import / node-local import (medians)",
+                            "values": f"{mine:.2f} / {base:.2f} s", "value": mine / base,
+                            "target": f"<= {limit}", "met": mine <= limit * base})
+        if tmp:
+            targets.append({"what": f"{label} staging + import / tmp-method copy + import (job walls)",
+                            "values": f"{r['wall_s']:.1f} / {tmp['wall_s']:.1f} s",
+                            "value": r["wall_s"] / tmp["wall_s"], "target": "<= 0.5",
+                            "met": r["wall_s"] <= 0.5 * tmp["wall_s"]})
+    # tmp-method's count only for comparison: its copies read the whole environment through slowfs
+    compared = [(r, True) for r in staged] + ([(tmp, False)] if tmp else [])
+    for r, is_staged in compared:
+        if unstaged and unstaged["ops"]:
+            saved = 100.0 * (1 - r["ops"] / unstaged["ops"])
+            targets.append({"what": f"{r['row']}: slowfs ops saved vs unstaged",
+                            "values": f"{r['ops']:,} vs {unstaged['ops']:,}", "value": saved, "percent": True,
+                            "target": ">= 99%" if is_staged else "(for comparison)",
+                            "met": saved >= 99.0 if is_staged else None})
+    return targets
+
+
+def print_summary(targets):
+    if not targets:
+        return
+    print("\n| issue 16 target | rows | value | target | |")
+    print("| --- | --- | ---: | --- | --- |")
+    for t in targets:
+        value = f"{t['value']:.2f}%" if t.get("percent") else f"{t['value']:.2f}x"
+        met = "-" if t["met"] is None else "**met**" if t["met"] else "**not met**"
+        print(f"| {t['what']} | {t['values']} | {value} | {t['target']} | {met} |")
 
 
 def print_targets(rows):
@@ -350,12 +615,20 @@ def main():
     parser.add_argument("--ppn", type=int, default=4)
     parser.add_argument("--delay-ms", type=float, default=1.0)
     parser.add_argument("--rows", default="plain,unstaged,staged",
-                        help="comma-separated: plain, unstaged, staged, local")
+                        help="comma-separated: " + ", ".join(ROWS))
     parser.add_argument("--manifest", default=None, help="where to record the manifest (default: WORKDIR/torch.manifest)")
     parser.add_argument("--reuse-manifest", action="store_true",
                         help="use an existing --manifest instead of recording it again (recording takes minutes)")
     parser.add_argument("--staged-args", default="--stage {mount} --stage-manifest {manifest}",
                         help='canopy arguments of the "staged" row; {mount} and {manifest} are replaced')
+    parser.add_argument("--on-demand-args", default="--stage {mount}",
+                        help='canopy arguments of the "on-demand" row; {mount} and {manifest} are replaced')
+    parser.add_argument("--tmp-copy", choices=("tar", "cp"), default="tar",
+                        help="how the tmp-method row copies from the mount: tar -cf - . | tar -xf - (the default: "
+                             "half the slowfs operations of cp -a) or cp -a")
+    parser.add_argument("--copy-dir", default="/var/tmp/canopy-bench-nodes",
+                        help="where the node-local and tmp-method rows put one copy of the environment per node "
+                             "(local disk; a tmpfs such as /dev/shm holds them in RAM)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per row before it counts as failed")
     parser.add_argument("--wait-idle", type=float, default=60,
                         help="before each row, wait up to this many seconds for the machine to be idle")
@@ -367,9 +640,9 @@ def main():
     build_dir = os.path.dirname(os.path.dirname(args.canopy))
     args.slowfs = os.path.abspath(args.slowfs or os.path.join(build_dir, "tests", "tools", "slowfs", "slowfs"))
     rows_wanted = [r for r in args.rows.split(",") if r]
-    unknown = set(rows_wanted) - {"plain", "unstaged", "staged", "local"}
+    unknown = set(rows_wanted) - set(ROWS)
     if unknown:
-        sys.exit(f"import_bench: unknown rows {sorted(unknown)}; the rows are plain, unstaged, staged, local")
+        sys.exit(f"import_bench: unknown rows {sorted(unknown)}; the rows are {', '.join(ROWS)}")
     args.manifest = os.path.abspath(args.manifest or os.path.join(args.workdir, "torch.manifest"))
     for path, what in ((args.slowfs, "slowfs (needs libfuse3-dev at meson setup)"),
                        (args.canopy, "canopy")):
@@ -381,17 +654,35 @@ def main():
 
     started = time.monotonic()
     subprocess.run([MAKE_PYENV, args.pyenv], check=True, stdout=sys.stderr)
+    per_node = {"node-local", "tmp-method"} & set(rows_wanted)
+    copies = None
+    if per_node:
+        args.copy_dir = os.path.abspath(args.copy_dir)
+        os.makedirs(args.copy_dir, exist_ok=True)
+        remove_stale_copies(args.copy_dir)
+        check_copies_fit(args, disk_usage(args.pyenv)[0])
+    # SIGTERM too must unmount slowfs and remove the copies (the finally blocks below).
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     fs = Slowfs(args.slowfs, args.pyenv, args.mount, args.delay_ms)
     rows = []
     recording = None
     try:
-        if "staged" in rows_wanted and "{manifest}" in args.staged_args:
+        if per_node:
+            copies = tempfile.mkdtemp(prefix=f"nodes-{os.getpid()}-", dir=args.copy_dir)
+        if ("staged" in rows_wanted and "{manifest}" in args.staged_args) or \
+                ("on-demand" in rows_wanted and "{manifest}" in args.on_demand_args):
             if args.reuse_manifest and os.path.exists(args.manifest):
                 log(f"reusing {args.manifest}; the staged job validates it and refreshes what changed")
             else:
                 recording = record_manifest(args, fs)
-        for name in ("plain", "unstaged", "staged", "local"):
+        for name in ROWS:
             if name not in rows_wanted:
+                continue
+            if name == "node-local":
+                try:
+                    rows.append(run_node_local(args, fs, copies))   # waits for idle after making the copies
+                finally:
+                    remove_copies(copies)
                 continue
             # The machine may be shared: wait a while for it to go idle, and keep the other work seen with the row.
             busy_before = benchlib.wait_for_idle(args.wait_idle, args.idle_cpus)
@@ -401,26 +692,34 @@ def main():
                 row = run_canopy(args, fs)
             elif name == "local":
                 row = run_canopy(args, fs, "local", root=args.pyenv)
+            elif name == "tmp-method":
+                try:
+                    row = run_tmp_method(args, fs, copies)
+                finally:
+                    remove_copies(copies)
             else:
-                extra = [a.replace("{mount}", args.mount).replace("{manifest}", args.manifest)
-                         for a in args.staged_args.split()]
-                row = run_canopy(args, fs, "staged", extra)
+                row = run_staged(args, fs, name, args.staged_args if name == "staged" else args.on_demand_args)
             row["busy_cpus_before"] = busy_before
             rows.append(row)
     finally:
         fs.close()
+        if copies:
+            shutil.rmtree(copies, ignore_errors=True)
     torch_version = next((r["torch"] for r in rows if r["torch"]), "?")
     print_table(rows, args, torch_version)
     print_stage(rows, recording)
+    print_copy(rows)
     print_targets(rows)
+    targets = summary_targets(rows)
+    print_summary(targets)
     print("\nCPUs busy with other work just before each row (of %d): " % os.cpu_count() +
           ", ".join(f"{r['row']} {r['busy_cpus_before']:.2f}" for r in rows))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"delay_ms": args.delay_ms, "nodes": args.nodes, "ppn": args.ppn, "cpus": os.cpu_count(),
                        "machine": platform.platform(), "machine_info": benchlib.machine_info(),
-                       "torch": torch_version, "recording": recording,
-                       "rows": rows}, f, indent=1)
+                       "torch": torch_version, "recording": recording, "copy_dir": args.copy_dir if per_node else None,
+                       "rows": rows, "targets": targets}, f, indent=1)
     log(f"done in {time.monotonic() - started:.0f} s")
     return 1 if any(r["failure"] for r in rows) else 0
 
