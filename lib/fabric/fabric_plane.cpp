@@ -53,20 +53,19 @@ Result<std::unique_ptr<FabricPlane>> FabricPlane::open(boost::asio::io_context& 
     auto endpoint = Endpoint::open(io, parse_provider_choice(plan.job.fabric, one_host));
     if (!endpoint)
         return endpoint.error();
-    std::string parent;
-    if (position > 0) {
-        long above = Topology(static_cast<long>(plan.hosts.size()), static_cast<long>(plan.fanout)).parent(position);
-        parent = above == 0 ? std::string("the launcher")
-                            : plan.hosts[static_cast<std::size_t>(Topology::position_to_node(above))];
-    }
+    long above = position > 0
+                     ? Topology(static_cast<long>(plan.hosts.size()), static_cast<long>(plan.fanout)).parent(position)
+                     : -1;
+    std::string parent = above < 0    ? std::string()
+                         : above == 0 ? std::string("the launcher")
+                                      : plan.hosts[static_cast<std::size_t>(Topology::position_to_node(above))];
     std::unique_ptr<FabricPlane> plane(
         new FabricPlane(io, key, position, std::move(node), std::move(parent), children, std::move(hooks)));
     plane->endpoint_ = std::move(*endpoint);
     plane->payload_key_ = payload_key(key);
     if (const char* corrupt = std::getenv("CANOPY_FAULT_FABRIC_CORRUPT"))
         plane->corrupt_send_ = std::strtoull(corrupt, nullptr, 10);
-    if (position > 0) {
-        long above = Topology(static_cast<long>(plan.hosts.size()), static_cast<long>(plan.fanout)).parent(position);
+    if (above >= 0) {
         plane->parent_key_ = link_key(key, above, position);
         std::size_t size = sizeof(SealHeader) + max_frame_bytes;
         for (std::size_t i = 0; i < receive_buffers; ++i) {
@@ -111,8 +110,7 @@ void FabricPlane::child_announced(long position, const wire::FabricHello& hello)
     path.kind = ChildPath::Kind::fabric;
     path.address = *address;
     path.key = link_key(job_key_, position_, position);
-    fabric_log().debug("bulk data to {} goes over {} ({})", host, endpoint_->provider(),
-                       std::string(hello.address.begin(), hello.address.end()));
+    fabric_log().debug("bulk data to {} goes over {}", host, endpoint_->provider());
 }
 
 std::shared_ptr<const FabricPlane::Outgoing> FabricPlane::made_here(std::vector<std::uint8_t> frame)
