@@ -335,7 +335,8 @@ void PmiServer::on_fullinit(Connection& c, const Command& command)
     }
     auto answer = make("fullinit-response");
     answer.add("rc", "0").add("pmi-version", "2").add("pmi-subversion", "0");
-    answer.add("rank", std::to_string(c.rank)).add("size", std::to_string(world_size_)).add("appnum", std::to_string(c.appnum));
+    answer.add("rank", std::to_string(c.rank)).add("size", std::to_string(world_size_));
+    answer.add("appnum", std::to_string(c.appnum));
     answer.add("debugged", "FALSE").add("pmiverbose", "FALSE");
     reply(c, answer);
     initialized(c);

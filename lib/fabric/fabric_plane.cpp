@@ -124,10 +124,13 @@ void FabricPlane::broadcast(const std::vector<std::uint8_t>& frame) { send_to_al
 
 void FabricPlane::relay(const wire::Frame& frame)
 {
+    if (children_.connected_count() == 0)
+        return;   // a leaf
     auto bytes = wire::encode_frame(frame);
     // A frame that came over the fabric keeps the tag it was checked with: one pass per node, not per child.
     if (&frame == delivering_)
-        send_to_all(std::make_shared<const Outgoing>(Outgoing{std::move(bytes), delivering_message_, delivering_tag_}));
+        send_to_all(
+            std::make_shared<const Outgoing>(Outgoing{std::move(bytes), delivering_message_, delivering_tag_}));
     else
         send_to_all(made_here(std::move(bytes)));
 }

@@ -30,7 +30,11 @@ class LinkBulkRoute : public BulkRoute {
 public:
     explicit LinkBulkRoute(ChildSet& children) : children_(children) {}
     void broadcast(const std::vector<std::uint8_t>& frame) override { children_.broadcast(frame); }
-    void relay(const wire::Frame& frame) override { children_.broadcast(wire::encode_frame(frame)); }
+    void relay(const wire::Frame& frame) override
+    {
+        if (children_.connected_count() > 0)   // a leaf need not encode it again
+            children_.broadcast(wire::encode_frame(frame));
+    }
     std::size_t max_queued_bytes() const override { return children_.max_queued_bytes(); }
     void child_announced(long, const wire::FabricHello&) override {}
 

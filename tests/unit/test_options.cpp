@@ -292,8 +292,8 @@ TEST_F(ConfigFile, EachLineIsAProgram)
 TEST_F(ConfigFile, MistakesNameTheLine)
 {
     auto two = write("-n 1 ./a\n-n 2 --ppn 3 ./b\n");
-    EXPECT_EQ(parse_error({"-configfile", two}), two + ":2: option --ppn is for the whole job; give it before the first "
-                                                      "program");
+    EXPECT_EQ(parse_error({"-configfile", two}),
+              two + ":2: option --ppn is for the whole job; give it before the first program");
     auto quote = write("-n 1 './a\n");
     EXPECT_EQ(parse_error({"-configfile", quote}), quote + ":1: unclosed single quote");
     auto bare = write("-n 1\n");
