@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,6 +37,44 @@ std::vector<std::string> own_environment()
     for (char** entry = environ; *entry; ++entry)
         env.emplace_back(*entry);
     return env;
+}
+
+// An interrupt after the job ended well, until the process is gone, still gives 128+N (README: exit codes).
+// Root::run leaves SIGINT, SIGTERM and SIGHUP blocked after its last look at them; one arriving while the Root is
+// destroyed or the process exits would stay pending and be lost. After the Root, a handler notes it, and the exit
+// turns it into the status; once the exit is under way, the handler exits at once.
+volatile sig_atomic_t late_interrupt = 0;
+volatile sig_atomic_t exiting = 0;
+
+extern "C" void note_late_interrupt(int signo)
+{
+    if (exiting)
+        _exit(128 + signo);
+    late_interrupt = signo;
+}
+
+extern "C" void exit_as_interrupted()
+{
+    exiting = 1;
+    if (late_interrupt) {
+        std::fflush(nullptr);
+        _exit(128 + late_interrupt);
+    }
+}
+
+void count_late_interrupts()
+{
+    std::atexit(exit_as_interrupted);
+    struct sigaction action {};
+    action.sa_handler = note_late_interrupt;
+    sigemptyset(&action.sa_mask);
+    sigset_t interrupts;
+    sigemptyset(&interrupts);
+    for (int signo : {SIGINT, SIGTERM, SIGHUP}) {
+        ::sigaction(signo, &action, nullptr);
+        sigaddset(&interrupts, signo);
+    }
+    ::pthread_sigmask(SIG_UNBLOCK, &interrupts, nullptr);
 }
 
 int usage_error(const std::string& message)
@@ -93,8 +133,8 @@ int main(int argc, char** argv)
     auto trace_file = plan->trace_file;
     boost::asio::io_context io(1);
     canopy::ProcessReaper reaper(io);
-    canopy::Root root(io, reaper, std::move(*plan), started_ns, hosts_resolved_ns);
-    int exit_code = root.run();
+    auto root = std::make_unique<canopy::Root>(io, reaper, std::move(*plan), started_ns, hosts_resolved_ns);
+    int exit_code = root->run();
 
     // A report the user asked for and did not get fails a job that otherwise succeeded.
     auto write_report = [&exit_code](const char* option, const std::string& file, const std::string& content) {
@@ -106,13 +146,18 @@ int main(int argc, char** argv)
     };
     if (trace_file)
         write_report("--trace", *trace_file,
-                     canopy::chrome_trace(root.job_timing(), root.trace_events(), root.hosts()).dump() + "\n");
+                     canopy::chrome_trace(root->job_timing(), root->trace_events(), root->hosts()).dump() + "\n");
     if (print_report || timing_file) {
-        auto timing = root.job_timing();
+        auto timing = root->job_timing();
         if (print_report)
             fmt::print(stderr, "{}", canopy::timing::format_report(timing));
         if (timing_file)
             write_report("--timing", *timing_file, canopy::timing::to_json(timing).dump(2) + "\n");
     }
+    // Its signal set puts the default actions back as it goes; with the interrupts still blocked, one that comes
+    // meanwhile waits for the handler below.
+    root.reset();
+    if (exit_code == 0)   // a job that failed keeps its code
+        count_late_interrupts();
     return exit_code;
 }

@@ -280,9 +280,10 @@ def test_a_signal_as_a_successful_job_ends_gives_128_plus_its_number(sandbox):
         while not _exited(job):
             os.kill(job.pid, signal.SIGTERM)
             signalled += 1
-            time.sleep(0.002)
+            time.sleep(0.01)
         result = sandbox.finish(job, timeout=20)
-        # A signal that lands inside canopy's exit() is lost, as for any process; one sent 2 ms earlier is not.
+        # A signal that lands inside canopy's exit() may be lost, as for any process; one sent 10 ms earlier is not.
+        # (2 ms was too tight on a loaded 2-core machine: the first CI-style run of session 15 lost both.)
         allowed = [128 + signal.SIGTERM] if signalled > 1 else [0, 128 + signal.SIGTERM]
         assert result.returncode in allowed, f"{signalled} SIGTERM sent before canopy exited\n{result.describe()}"
         hits += result.returncode == 128 + signal.SIGTERM
