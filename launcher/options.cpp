@@ -503,8 +503,9 @@ const std::vector<OptionSpec>& option_table()
          "stage ahead what FILE lists (a missing FILE: on demand, then written)",
          [](ParseState& s, ArgCursor& c) { return store_string(s.options.stage_manifest, c); }},
         {{"--fabric"}, Takes::value, "auto|off|PROVIDER", "File staging",
-         "how staged files move down the tree: auto (default) the best libfabric provider (cxi, verbs;ofi_rxm, "
-         "efa, shm on one machine...) else TCP, off the tree's TCP links, or a provider by name (fails if absent)",
+         "how staged files move down the tree: auto (default) the best libfabric provider where nodes have fabric "
+         "hardware (cxi, verbs;ofi_rxm, efa...) else the tree's TCP links, off those links always, or a provider "
+         "by name such as shm (fails if absent)",
          [](ParseState& s, ArgCursor& c) { return store_string(s.options.fabric, c); }},
 
         // Timing
