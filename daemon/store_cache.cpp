@@ -118,19 +118,25 @@ void StoreCache::send(std::uint8_t op, Bytes payload, Reply reply)
     Bytes request = std::move(payload);
     request.insert(request.begin(), op);
     if (mergeable) {
-        auto [waiting, first] = in_flight_.try_emplace(request);
-        waiting->second.push_back(std::move(reply));
-        if (!first) {
+        if (auto shared = shared_.find(request); shared != shared_.end()) {
             ++counts_.merged;
+            reads_.at(shared->second).waiting.push_back(std::move(reply));
             return;
         }
     }
     ++counts_.forwarded;
     // A check is not merged (it never waits, and its answer may be "no"), but a "yes" still teaches the cache.
-    bool read = mergeable || is(op, JobStore::Op::check);
-    Bytes sent = read ? request : Bytes{};
-    auto done = [this, mergeable, sent, reply = mergeable ? Reply{} : std::move(reply)](Status status,
-                                                                                      Bytes answer) mutable {
+    std::optional<std::uint64_t> read;
+    if (mergeable || is(op, JobStore::Op::check)) {
+        read = next_read_++;
+        Read& entry = reads_[*read];
+        entry.request = request;
+        if (mergeable) {
+            entry.waiting.push_back(std::move(reply));
+            shared_.emplace(request, *read);
+        }
+    }
+    auto done = [this, read, reply = mergeable ? Reply{} : std::move(reply)](Status status, Bytes answer) mutable {
         std::uint8_t code = answer_error;
         Bytes body;
         if (!status.ok()) {
@@ -139,19 +145,36 @@ void StoreCache::send(std::uint8_t op, Bytes payload, Reply reply)
             code = answer[0];
             body.assign(answer.begin() + 1, answer.end());
         }
-        if (!sent.empty())
-            learn(sent[0], Bytes(sent.begin() + 1, sent.end()), code, body);
-        if (!mergeable) {
-            reply(code, std::move(body));
-            return;
+        std::vector<Reply> waiting;
+        if (read) {
+            auto entry = reads_.extract(*read);
+            Read& finished = entry.mapped();
+            if (!finished.stale) {
+                shared_.erase(finished.request);
+                learn(finished.request[0], Bytes(finished.request.begin() + 1, finished.request.end()), code, body);
+            }
+            waiting = std::move(finished.waiting);
         }
-        auto waiting = in_flight_.extract(sent);
-        if (waiting.empty())
-            return;
-        for (auto& each : waiting.mapped())
+        if (reply)
+            reply(code, body);
+        for (auto& each : waiting)
             each(code, body);
     };
     to_root_(std::move(request), std::move(done));
+}
+
+void StoreCache::invalidate(const std::string& key)
+{
+    entries_.erase(key);
+    for (auto& [number, read] : reads_) {
+        if (read.stale)
+            continue;
+        auto keys = store_read_keys(read.request[0], Bytes(read.request.begin() + 1, read.request.end()));
+        if (!keys || std::find(keys->begin(), keys->end(), key) == keys->end())
+            continue;
+        read.stale = true;
+        shared_.erase(read.request);
+    }
 }
 
 Status StoreCache::from_root(const Bytes& payload)

@@ -18,10 +18,12 @@ namespace canopy {
 // answer; everything else (unknown keys, every write, num_keys) goes to the root.
 //
 // Coherence is the root's job (JobStore): it remembers that this node read a key and, before any write of that
-// key returns, sends this node an invalidation (invalidate()) and waits for it to be acknowledged. The root
-// answers a read and sends a later invalidation down the same tree path, and tree links are FIFO, so an answer
-// the root gave before a write always arrives here before that write's invalidation: a value cached from it is
-// dropped before the write can return. An answer given after the write carries the new value.
+// key returns, sends this node an invalidation (invalidate()) and waits for it to be acknowledged. An answer the
+// root gave before a write may still arrive after that write's invalidation: a large one travels on the bulk
+// route, a fabric, while invalidations take the links. So a read of a key that is invalidated while it is on
+// its way is stale: its answer goes to the ranks that were already waiting (their reads and the write
+// overlapped), but it is not cached, and later reads do not share it. An answer given after the write carries
+// the new value.
 class StoreCache {
 public:
     using Bytes = std::vector<std::uint8_t>;
@@ -39,7 +41,7 @@ public:
     // The root's invalidation of one key (the payload of a RoutedOp::store request addressed to this node):
     // forgets the key. An error if the payload is not an invalidation.
     Status from_root(const Bytes& payload);
-    void invalidate(const std::string& key) { entries_.erase(key); }
+    void invalidate(const std::string& key);
 
     std::size_t size() const { return entries_.size(); }
     bool knows(const std::string& key) const { return entries_.contains(key); }
@@ -65,10 +67,19 @@ private:
     // Records what the root's answer to a read shows about its keys.
     void learn(std::uint8_t op, const Bytes& payload, std::uint8_t answer, const Bytes& body);
 
+    // A read on its way to the root.
+    struct Read {
+        Bytes request;                  // op, then payload
+        std::vector<Reply> waiting;     // every local caller of a mergeable read (get, wait)
+        bool stale = false;             // one of its keys was invalidated meanwhile: its answer is not cached
+    };
+
     ToRoot to_root_;
     std::map<std::string, Entry> entries_;
-    // Reads on their way to the root, by request (op + payload), with every local caller waiting on the answer.
-    std::map<Bytes, std::vector<Reply>> in_flight_;
+    std::map<std::uint64_t, Read> reads_;   // by number
+    std::uint64_t next_read_ = 0;
+    // Mergeable reads that later identical ones may share, by request.
+    std::map<Bytes, std::uint64_t> shared_;
     Counts counts_;
 };
 

@@ -503,7 +503,8 @@ const std::vector<OptionSpec>& option_table()
          "stage ahead what FILE lists (a missing FILE: on demand, then written)",
          [](ParseState& s, ArgCursor& c) { return store_string(s.options.stage_manifest, c); }},
         {{"--fabric"}, Takes::value, "auto|off|PROVIDER", "File staging",
-         "how staged files move down the tree: auto (default) the best libfabric provider where nodes have fabric "
+         "how bulk data (staged files, fence results and store values of 64 KiB or more) moves down the tree: "
+         "auto (default) the best libfabric provider where nodes have fabric "
          "hardware (cxi, verbs;ofi_rxm, efa...) else the tree's TCP links, off those links always, or a provider "
          "by name such as shm (fails if absent)",
          [](ParseState& s, ArgCursor& c) { return store_string(s.options.fabric, c); }},

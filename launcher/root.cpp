@@ -123,8 +123,9 @@ int Root::run()
         });
     }
 
-    start_stage_fetch();   // first: it forks the cache's guard, best before any other thread runs
-    start_fabric_plane();   // its endpoint's file is the guard's to remove too
+    // These two fork the launcher's guard when they have something for it, best before any other thread runs.
+    start_stage_fetch();
+    start_fabric_plane();
     start_stage_preparation();
     io_.run();
     // A signal that comes as the job ends still counts (README: exit codes). From here on it stays pending rather
@@ -137,8 +138,8 @@ int Root::run()
     if (stage_thread_.joinable())
         stage_thread_.join();
     end_stage_fetch();
-    if (stage_guard_)
-        stage_guard_->finish();   // the cache is gone already; this only reaps the guard
+    if (guard_)
+        guard_->finish();   // what it watched is gone already; this only reaps the guard
     io_.restart();
     io_.poll();
     sigset_t pending;
@@ -263,12 +264,22 @@ void Root::start_fabric_plane()
     auto own = fabric::start_fabric_plane(io_, key_, plan, 0, "the launcher", *position_,
                                           {[](const wire::Frame&) {},   // the root has no parent
                                            [this](const std::string& line) { fail(exit_infrastructure, line); },
-                                           [this](const std::string& path) {
-                                               if (stage_guard_)
-                                                   stage_guard_->watch_path(path);
-                                           }});
+                                           [this](const std::string& path) { watch_path(path, "fabric endpoint"); }});
     if (!own.why_not.empty() && plan.job.fabric == "auto")
-        area_logger("fabric").info("--fabric auto: {}; staged files go over the tree's TCP links", own.why_not);
+        area_logger("fabric").info("--fabric auto: {}; bulk data goes over the tree's TCP links", own.why_not);
+}
+
+void Root::watch_path(const std::string& path, const char* what)
+{
+    if (!guard_) {
+        auto guard = NodeGuard::start(find_guard_program(plan_.plan.daemon_path), "canopy-guard");
+        if (!guard) {
+            tree_log().warn("{}; a killed launcher would leave its {} {} behind", guard.error().message, what, path);
+            return;
+        }
+        guard_ = std::move(*guard);
+    }
+    guard_->watch_path(path);
 }
 
 void Root::start_stage_fetch()
@@ -277,11 +288,7 @@ void Root::start_stage_fetch()
         return;
     auto dir = stage::default_cache_dir(plan_.plan.job_id, "launcher", plan_.plan.job.stage_cache_base);
     // The cache can hold gigabytes of /dev/shm: a SIGKILL of the launcher must not leave it behind.
-    if (auto guard = NodeGuard::start(find_guard_program(plan_.plan.daemon_path), "canopy-guard"); guard) {
-        stage_guard_ = std::move(*guard);
-        stage_guard_->watch_path(dir);
-    } else
-        tree_log().warn("{}; a killed launcher would leave its stage cache {} behind", guard.error().message, dir);
+    watch_path(dir, "stage cache");
     auto tree = StageFetchTree::for_root(io_, dir, position_->children());
     if (!tree) {
         tree_log().warn("{}; ranks read what the stage index lacks from the shared filesystem", tree.error().message);

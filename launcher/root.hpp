@@ -95,7 +95,10 @@ private:
     std::unique_ptr<StageSender> stage_sender_;
     // On-demand staging: the daemons' misses, read from this machine's filesystem into the launcher's cache.
     std::unique_ptr<StageFetchTree> stage_fetch_;
-    std::optional<NodeGuard> stage_guard_;   // removes the launcher's stage cache even if the launcher is killed
+    // Removes the launcher's stage cache and its fabric endpoint's file even if the launcher is killed.
+    std::optional<NodeGuard> guard_;
+    // Has the guard remove `path` (what it is, for a line if there can be no guard), starting the guard if need be.
+    void watch_path(const std::string& path, const char* what);
     void start_stage_fetch();
     void start_fabric_plane();
     void end_stage_fetch();

@@ -48,6 +48,7 @@ TreeCollectives::TreeCollectives(Topology topology, std::vector<std::uint64_t> r
         ++frames_sent_;
         send(child, std::move(frame));
     };
+    links_.to_children_bulk = std::move(links.to_children_bulk);
 }
 
 void TreeCollectives::fence(std::vector<long> participants, Bytes local, Done done, wire::FenceDomain domain,
@@ -72,8 +73,9 @@ void TreeCollectives::subtree_complete(const FenceId& id, std::int32_t status, B
         down.participants = id.participants;
         down.sequence = id.sequence;
         down.status = status;
-        for (long child : tracker_.route(id.participants).children)
-            send_chunks(down, blob, [&](std::vector<std::uint8_t> frame) { links_.to_child(child, std::move(frame)); });
+        down.bulk = blob.size() >= bulk_bytes;
+        auto children = tracker_.route(id.participants).children;
+        send_chunks(down, blob, [&](std::vector<std::uint8_t> frame) { send_down(children, std::move(frame), down.bulk); });
         return;
     }
     wire::FenceUp up;
@@ -91,8 +93,8 @@ void TreeCollectives::on_fence_down(const wire::FenceDown& chunk)
 {
     FenceId id{chunk.participants, chunk.sequence, chunk.domain};
     auto route = tracker_.route(id.participants);
-    for (long child : route.children)
-        links_.to_child(child, wire::to_frame(chunk));
+    if (!route.children.empty())
+        send_down(route.children, wire::to_frame(chunk), chunk.bulk);
     auto waiter = fence_waiters_.find(id);
     if (waiter == fence_waiters_.end())
         return;   // only passing through
@@ -226,6 +228,17 @@ void TreeCollectives::child_lost(long child)
         reply_error(from, id, fmt::format("tree position {} left the job before answering a request", child));
 }
 
+void TreeCollectives::send_down(const std::vector<long>& children, std::vector<std::uint8_t> frame, bool bulk)
+{
+    if (bulk && links_.to_children_bulk) {
+        frames_sent_ += children.size();
+        links_.to_children_bulk(children, std::move(frame));
+        return;
+    }
+    for (long child : children)
+        links_.to_child(child, frame);
+}
+
 bool TreeCollectives::send_toward(long target, std::vector<std::uint8_t> frame, long* via)
 {
     if (target < 0 || target > topology_.nodes())
@@ -242,7 +255,8 @@ bool TreeCollectives::send_toward(long target, std::vector<std::uint8_t> frame, 
     } else {
         if (lost_children_.contains(hop))
             return false;
-        links_.to_child(hop, std::move(frame));
+        bool bulk = frame.size() >= bulk_bytes;
+        send_down({hop}, std::move(frame), bulk);
     }
     return true;
 }

@@ -33,9 +33,14 @@ public:
     struct Links {
         std::function<void(std::vector<std::uint8_t> frame)> to_parent;   // empty at the root
         std::function<void(long position, std::vector<std::uint8_t> frame)> to_child;
+        // Large frames on their way down (a fence result or a reply of bulk_bytes or more): over the position's
+        // bulk route, a fabric where there is one. Empty: to_child.
+        std::function<void(const std::vector<long>& positions, std::vector<std::uint8_t> frame)> to_children_bulk;
     };
 
     static constexpr std::size_t chunk_bytes = 256 * 1024;
+    // Smaller results and replies stay on the links: for them a fabric's per-message cost outweighs its bandwidth.
+    static constexpr std::size_t bulk_bytes = 64 * 1024;
 
     TreeCollectives(Topology topology, std::vector<std::uint64_t> ranks_per_node, long position, Links links,
                     Server server);
@@ -94,6 +99,8 @@ private:
     void on_fence_down(const wire::FenceDown& chunk);
     void on_request(wire::RoutedRequest request);
     void on_reply(wire::RoutedReply reply);
+    // Sends a frame to children, over the bulk route when `bulk`.
+    void send_down(const std::vector<long>& children, std::vector<std::uint8_t> frame, bool bulk);
     // Sends toward a position one hop at a time; false when there is no way (a position outside the tree, or
     // behind a lost child). Returns the hop through `hop` when given.
     bool send_toward(long target, std::vector<std::uint8_t> frame, long* hop = nullptr);

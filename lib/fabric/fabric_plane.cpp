@@ -27,7 +27,7 @@ struct FabricPlane::Receive : Endpoint::Operation {
     std::vector<std::uint8_t> buffer;
 };
 
-bool uses_fabric(const wire::LaunchPlan& plan) { return plan.job.stage && plan.job.fabric != "off"; }
+bool uses_fabric(const wire::LaunchPlan& plan) { return plan.job.fabric != "off"; }
 
 FabricPlane::FabricPlane(boost::asio::io_context& io, const auth::Key& key, long position, std::string node,
                          std::string parent, ChildSet& children, Hooks hooks)
@@ -120,7 +120,20 @@ std::shared_ptr<const FabricPlane::Outgoing> FabricPlane::made_here(std::vector<
     return std::make_shared<const Outgoing>(Outgoing{std::move(frame), message, tag});
 }
 
-void FabricPlane::broadcast(const std::vector<std::uint8_t>& frame) { send_to_all(made_here(frame)); }
+void FabricPlane::broadcast(const std::vector<std::uint8_t>& frame)
+{
+    send_to(children_.connected_positions(), made_here(frame));
+}
+
+void FabricPlane::send(const std::vector<long>& children, std::vector<std::uint8_t> frame)
+{
+    if (frame.size() > max_frame_bytes) {   // one large reply: the links carry it whole
+        for (long child : children)
+            children_.send(child, frame);
+        return;
+    }
+    send_to(children, made_here(std::move(frame)));
+}
 
 void FabricPlane::relay(const wire::Frame& frame)
 {
@@ -128,14 +141,15 @@ void FabricPlane::relay(const wire::Frame& frame)
         return;   // a leaf
     auto bytes = wire::encode_frame(frame);
     // A frame that came over the fabric keeps the tag it was checked with: one pass per node, not per child.
+    auto children = children_.connected_positions();
     if (&frame == delivering_)
-        send_to_all(
-            std::make_shared<const Outgoing>(Outgoing{std::move(bytes), delivering_message_, delivering_tag_}));
+        send_to(children,
+                std::make_shared<const Outgoing>(Outgoing{std::move(bytes), delivering_message_, delivering_tag_}));
     else
-        send_to_all(made_here(std::move(bytes)));
+        send_to(children, made_here(std::move(bytes)));
 }
 
-void FabricPlane::send_to_all(std::shared_ptr<const Outgoing> message)
+void FabricPlane::send_to(const std::vector<long>& children, std::shared_ptr<const Outgoing> message)
 {
     if (failed_)
         return;
@@ -144,8 +158,10 @@ void FabricPlane::send_to_all(std::shared_ptr<const Outgoing> message)
                          max_frame_bytes));
         return;
     }
-    // Every connected child: those that never announced an endpoint keep their link for good.
-    for (long position : children_.connected_positions()) {
+    // Children that never announced an endpoint keep their link for good; a lost one gets nothing.
+    for (long position : children) {
+        if (!children_.connected(position))
+            continue;
         ChildPath& path = paths_[position];
         if (path.kind == ChildPath::Kind::undecided) {
             path.kind = ChildPath::Kind::link;

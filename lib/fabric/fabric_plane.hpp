@@ -1,5 +1,6 @@
-// A tree position's fabric plane (docs/fabric.md): bulk data, staged files and their index, goes from parent to
-// child over libfabric endpoints while the control plane stays on the authenticated TCP links. A child announces
+// A tree position's fabric plane (docs/fabric.md): bulk data (staged files and their index, large fence results and
+// replies) goes from parent to child over libfabric endpoints while the control plane stays on the authenticated
+// TCP links. A child announces
 // its endpoint on its link (wire::FabricHello) before it reports its subtree up, so a parent knows every child's
 // path before the first bulk frame. Each message is sealed for its link (sealed_message.hpp); one that fails the
 // check is dropped, never delivered, and fails the job with a line naming the link, as does any fabric error.
@@ -59,6 +60,7 @@ public:
     const std::string& shared_memory_file() const;
 
     void broadcast(const std::vector<std::uint8_t>& frame) override;
+    void send(const std::vector<long>& children, std::vector<std::uint8_t> frame) override;
     void relay(const wire::Frame& frame) override;
     std::size_t max_queued_bytes() const override;
     void child_announced(long position, const wire::FabricHello& hello) override;
@@ -84,7 +86,7 @@ private:
     FabricPlane(boost::asio::io_context& io, const auth::Key& key, long position, std::string node,
                 std::string parent, ChildSet& children, Hooks hooks);
     std::shared_ptr<const Outgoing> made_here(std::vector<std::uint8_t> frame);
-    void send_to_all(std::shared_ptr<const Outgoing> message);
+    void send_to(const std::vector<long>& children, std::shared_ptr<const Outgoing> message);
     void pump(long child);
     void pump_all();
     void sent(Send* send, const Status& status);
@@ -125,7 +127,7 @@ private:
     std::unique_ptr<Endpoint> endpoint_;   // last: closed first, so no completion reaches the operations above
 };
 
-// For a position whose job moves bulk data over a fabric (plan.job.stage, and --fabric not off): opens its plane
+// For a position whose job may move bulk data over a fabric (--fabric not off): opens its plane
 // and makes it the position's bulk route. Returns the hello for the parent; without a plane, its why_not says
 // why. A provider named on the command line that cannot open fails the job through hooks.fail; with auto the
 // position keeps its links.

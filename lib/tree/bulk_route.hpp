@@ -1,6 +1,7 @@
-// How a tree position sends bulk data (staged files and their index) to its children: on the children's TCP links,
-// as everything else, or over a fabric (lib/fabric/fabric_plane.hpp). The stage sender and every daemon's relay
-// go through it; control frames never do.
+// How a tree position sends bulk data to its children (staged files and their index, large fence results, large
+// replies on their way down): on the children's TCP links, as everything else, or over a fabric
+// (lib/fabric/fabric_plane.hpp). The stage sender, every daemon's relay and the collectives' large frames go
+// through it; control frames never do.
 #pragma once
 
 #include <cstddef>
@@ -17,6 +18,9 @@ public:
     virtual ~BulkRoute() = default;
     // Sends a frame made here to every child.
     virtual void broadcast(const std::vector<std::uint8_t>& frame) = 0;
+    // Sends a frame made here to some of the children. Frames to one child arrive in the order they were sent on
+    // this route, but not in order with its link's frames.
+    virtual void send(const std::vector<long>& children, std::vector<std::uint8_t> frame) = 0;
     // Sends on a frame just received from the parent (called while it is being handled).
     virtual void relay(const wire::Frame& frame) = 0;
     // The most bytes any child still has to be sent: a bulk sender waits while it is high.
@@ -30,6 +34,11 @@ class LinkBulkRoute : public BulkRoute {
 public:
     explicit LinkBulkRoute(ChildSet& children) : children_(children) {}
     void broadcast(const std::vector<std::uint8_t>& frame) override { children_.broadcast(frame); }
+    void send(const std::vector<long>& children, std::vector<std::uint8_t> frame) override
+    {
+        for (long child : children)
+            children_.send(child, frame);
+    }
     void relay(const wire::Frame& frame) override
     {
         if (children_.connected_count() > 0)   // a leaf need not encode it again

@@ -456,6 +456,12 @@ std::vector<long> ChildSet::connected_positions() const
     return positions;
 }
 
+bool ChildSet::connected(long position) const
+{
+    auto it = children_.find(position);
+    return it != children_.end() && it->second->link;
+}
+
 std::size_t ChildSet::max_queued_bytes() const
 {
     std::size_t most = 0;

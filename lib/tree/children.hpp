@@ -82,6 +82,7 @@ public:
     std::size_t connected_count() const { return connected_; }
     // The children whose links are up, by position.
     std::vector<long> connected_positions() const;
+    bool connected(long position) const;
     bool finished() const;
     const std::string& host_of(long position) const;
 

@@ -47,6 +47,9 @@ TreePosition::TreePosition(boost::asio::io_context& io, ProcessReaper& reaper, c
     TreeCollectives::Links links;
     links.to_parent = to_parent_;   // empty at the root
     links.to_child = [this](long child, std::vector<std::uint8_t> frame) { children_->send(child, std::move(frame)); };
+    links.to_children_bulk = [this](const std::vector<long>& children, std::vector<std::uint8_t> frame) {
+        bulk_->send(children, std::move(frame));
+    };
     collectives_ = std::make_unique<TreeCollectives>(topology_, plan.job.ranks_per_node, position_, std::move(links),
                                                      std::move(serve));
 }

@@ -484,9 +484,12 @@ struct FenceChunk {
     std::uint64_t sequence = 0;
     std::int32_t status = 0;          // non-zero: a participant failed, the fence fails everywhere
     bool more = false;
+    // Down only: the result is large, and every chunk of it goes on the bulk route (a fabric where there is one),
+    // so that its chunks stay in order.
+    bool bulk = false;
     std::vector<std::uint8_t> blob;
 
-    CANOPY_WIRE_FIELDS(domain, RankRuns{participants}, sequence, status, more, blob)
+    CANOPY_WIRE_FIELDS(domain, RankRuns{participants}, sequence, status, more, bulk, blob)
 };
 
 struct FenceUp : FenceChunk {

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import daemon_for_node, wait_until
+from conftest import BUILD_DIR, REPO, daemon_for_node, wait_until
 
 PYTHON = "/usr/bin/python3"
 PROVIDERS = ["shm", "tcp;ofi_rxm"]
@@ -157,6 +157,53 @@ def test_a_node_dying_mid_broadcast_ends_the_job_naming_it_and_leaves_nothing(sa
     assert_nothing_left(sandbox, caches)
 
 
+# Every rank contributes 100 KiB to an allgather and reads a 300 KiB store value that rank 0 set: the fence's
+# result and the store's answer are large enough to go down the tree over the fabric.
+LARGE_COLLECTIVES = r"""
+import hashlib, os, canopy
+me, size = canopy.rank(), canopy.size()
+parts = canopy.allgather(bytes([me]) * (100 << 10))
+assert [len(part) for part in parts] == [100 << 10] * size and all(part == bytes([r]) * (100 << 10) for r, part in enumerate(parts))
+if me == 0:
+    canopy.store_set("weights", os.urandom(300 << 10))
+value = canopy.store_get("weights", timeout=60)
+print(me, "allgather ok", len(value), hashlib.sha256(value).hexdigest(), flush=True)
+"""
+
+
+def large_collectives_job(sandbox, provider):
+    script = sandbox.root / "large.py"
+    script.write_text(LARGE_COLLECTIVES)
+    env = {"PYTHONPATH": str(REPO / "lib" / "python"), "PYTHONDONTWRITEBYTECODE": "1",
+           "CANOPY_LIBRARY": str(BUILD_DIR / "lib" / "api" / "libcanopy.so")}
+    return ["--sim-nodes", "3", "--fanout", "1", "--fabric", provider, "-vv", PYTHON, script], env
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_large_fence_result_and_store_value_go_over_the_provider(run_canopy, sandbox, provider, no_new_regions):
+    args, env = large_collectives_job(sandbox, provider)
+    result = run_canopy(args, timeout=90, env=env)
+    assert result.returncode == 0, result.describe()
+    assert len(re.findall(rf"bulk data to sim000[0-2] goes over {re.escape(provider)}", result.stderr)) == 3, \
+        result.describe()
+    lines = re.findall(r"^(\d) allgather ok (\d+) ([0-9a-f]{64})$", result.stdout, re.M)
+    assert sorted(rank for rank, _, _ in lines) == ["0", "1", "2"], result.describe()
+    assert {(size, digest) for _, size, digest in lines} == {(str(300 << 10), lines[0][2])}, \
+        "ranks read different store values"
+
+
+def test_a_corrupted_fence_result_is_dropped_and_ends_the_job_naming_the_link(run_canopy, sandbox, no_new_regions):
+    # Without staging, the launcher's first message over the fabric is the allgather's result on its way down.
+    args, env = large_collectives_job(sandbox, "shm")
+    result = run_canopy(args, timeout=60, env={**env, "CANOPY_FAULT_FABRIC_CORRUPT": "0"})
+    assert result.returncode != 0, result.describe()
+    lines = result.canopy_lines()
+    assert len(lines) == 1, result.describe()
+    assert re.search(r"bulk data from the launcher to sim0000 over shm failed its check and was dropped: "
+                     r"message 0 was changed on the way", lines[0]), result.describe()
+    assert "allgather ok" not in result.stdout, "a rank went on with a result that failed its check"
+
+
 def test_a_provider_that_does_not_exist_is_one_line_before_launch(run_canopy):
     result = run_canopy(["--fabric", "warp-drive", "--sim-nodes", "2", "true"], timeout=30)
     assert result.returncode == 2, result.describe()
@@ -175,5 +222,5 @@ def test_auto_without_fabric_hardware_stays_on_tcp_and_says_so_once(run_canopy, 
     if os.path.isdir("/sys/class/infiniband") and os.listdir("/sys/class/infiniband"):
         pytest.skip("this machine has fabric hardware")
     notes = [line for line in result.stderr.splitlines() if "--fabric auto" in line]
-    assert len(notes) == 1 and "staged files go over the tree's TCP links" in notes[0], result.describe()
+    assert len(notes) == 1 and "bulk data goes over the tree's TCP links" in notes[0], result.describe()
     assert len(re.findall(r"^\d+ weights.bin ", result.stdout, re.M)) == 2, result.describe()

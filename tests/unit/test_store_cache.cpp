@@ -49,7 +49,9 @@ public:
                             [this, position, done](JobStore::Reply reply) {
                                 Bytes answer = reply.payload;
                                 answer.insert(answer.begin(), static_cast<std::uint8_t>(reply.answer));
-                                down_[position].push_back([done, answer]() { done(Status{}, answer); });
+                                // A large answer takes the bulk route (a fabric), where invalidations can overtake it.
+                                (bulk_answers_to.contains(position) ? bulk_ : down_)[position].push_back(
+                                    [done, answer]() { done(Status{}, answer); });
                             },
                             0, position);
                     });
@@ -71,14 +73,14 @@ public:
     // Delivers one frame from the node up to the root, or from the root down to the node; false if none.
     bool deliver_up(long position) { return deliver(up_[position]); }
     bool deliver_down(long position) { return deliver(down_[position]); }
+    bool deliver_bulk(long position) { return deliver(bulk_[position]); }
     void run()
     {
         for (bool any = true; any;) {
             any = false;
-            for (auto& [position, queue] : up_)
-                any = deliver(queue) || any;
-            for (auto& [position, queue] : down_)
-                any = deliver(queue) || any;
+            for (auto* queues : {&up_, &down_, &bulk_})
+                for (auto& [position, queue] : *queues)
+                    any = deliver(queue) || any;
         }
     }
     std::size_t root_reads() const
@@ -90,6 +92,7 @@ public:
     }
 
     std::set<long> dead_;
+    std::set<long> bulk_answers_to;   // nodes whose answers take the bulk route
 
 private:
     static bool deliver(std::deque<std::function<void()>>& queue)
@@ -104,7 +107,7 @@ private:
 
     JobStore store_;
     std::vector<std::unique_ptr<StoreCache>> caches_;
-    std::map<long, std::deque<std::function<void()>>> up_, down_;
+    std::map<long, std::deque<std::function<void()>>> up_, down_, bulk_;
 };
 
 std::string value_of(const std::shared_ptr<std::optional<std::pair<std::uint8_t, Bytes>>>& slot)
@@ -226,6 +229,37 @@ TEST(StoreCache, AGetAnsweredBeforeAWriteIsDroppedByTheWritesInvalidation)
     auto after = job.ask(2, Op::get, get_request("k"));
     job.run();
     EXPECT_EQ(value_of(after), "new");
+}
+
+TEST(StoreCache, AnAnswerOvertakenByItsKeysInvalidationIsNotCachedNorShared)
+{
+    // The same race with the answer on the bulk route: the invalidation overtakes it. The ranks already waiting
+    // get the old value (their read and the write overlapped); the node must neither cache it nor hand it to a read
+    // that starts after the invalidation, since the write may have returned by then.
+    Job job(2);
+    job.ask(1, Op::set, set_request("k", "old"));
+    job.run();
+    job.ask(2, Op::get, get_request("k"));
+    job.run();   // node 2 has read k once, so the root will invalidate it there
+    job.cache(2).invalidate("k");   // as if an unrelated write had dropped it: the next get goes to the root
+    job.bulk_answers_to = {2};
+    auto early = job.ask(2, Op::get, get_request("k"));
+    job.deliver_up(2);   // the root answers "old"; the answer is on the bulk route
+    auto written = job.ask(1, Op::set, set_request("k", "new"));
+    job.deliver_up(1);      // the root applies "new" and invalidates k at node 2
+    job.deliver_down(2);    // the invalidation arrives first
+    job.deliver_up(2);      // and is acknowledged: the set returns
+    job.deliver_down(1);
+    ASSERT_TRUE(*written);
+    auto late = job.ask(2, Op::get, get_request("k"));   // after the set returned: must not share "old"
+    job.deliver_bulk(2);   // the old answer
+    EXPECT_EQ(value_of(early), "old");
+    EXPECT_FALSE(*late);
+    EXPECT_FALSE(job.cache(2).knows("k"));
+    job.run();
+    EXPECT_EQ(value_of(late), "new");
+    EXPECT_EQ(value_of(job.ask(2, Op::get, get_request("k"))), "new");   // cached from the fresh answer
+    EXPECT_EQ(job.cache(2).counts().merged, 0u);
 }
 
 TEST(StoreCache, AWriteWaitsForInvalidationsAnEarlierWriteOfTheKeyStillHasOut)

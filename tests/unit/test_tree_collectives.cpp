@@ -11,10 +11,13 @@
 namespace canopy {
 namespace {
 
-// A tree of TreeCollectives wired through an in-memory queue: frames are delivered in order, one at a time.
+// A tree of TreeCollectives wired through an in-memory queue: frames are delivered in order, one at a time. With
+// `bulk_route`, each position also has a bulk route to its children (a fabric), slower than the links: its frames
+// are delivered only when no link frame is waiting, so link frames overtake them.
 class Tree {
 public:
-    Tree(long nodes, long fanout, std::vector<std::uint64_t> ranks_per_node) : topology_(nodes, fanout)
+    Tree(long nodes, long fanout, std::vector<std::uint64_t> ranks_per_node, bool bulk_route = false)
+        : topology_(nodes, fanout)
     {
         for (long position = 0; position <= nodes; ++position) {
             TreeCollectives::Links links;
@@ -23,8 +26,17 @@ public:
                     queue_.push_back({topology_.parent(position), position, std::move(frame)});
                 };
             links.to_child = [this, position](long child, std::vector<std::uint8_t> frame) {
+                ++down_frames_[{decode(frame).type, false}];
                 queue_.push_back({child, position, std::move(frame)});
             };
+            if (bulk_route)
+                links.to_children_bulk = [this, position](const std::vector<long>& children,
+                                                          std::vector<std::uint8_t> frame) {
+                    for (long child : children) {
+                        ++down_frames_[{decode(frame).type, true}];
+                        bulk_queue_.push_back({child, position, frame});
+                    }
+                };
             auto server = [this, position](long from, wire::RoutedOp op, Bytes payload, TreeCollectives::Done reply) {
                 served_from_[position].push_back(from);
                 if (position == 0) {
@@ -46,15 +58,23 @@ public:
     // Delivers queued frames until none are left; counts frames handled per position.
     void run()
     {
-        while (!queue_.empty()) {
-            auto message = std::move(queue_.front());
-            queue_.pop_front();
+        while (!queue_.empty() || !bulk_queue_.empty()) {
+            auto& from = queue_.empty() ? bulk_queue_ : queue_;
+            auto message = std::move(from.front());
+            from.pop_front();
             if (dead_.contains(message.to))
                 continue;   // a daemon that has left: its frames are lost
             auto decoded = decode(message.frame);
             ASSERT_TRUE(at(message.to).handle(message.from, decoded));
             ++handled_[message.to];
         }
+    }
+
+    // Frames sent down to children, by type and whether they took the bulk route.
+    int down_frames(wire::MessageType type, bool bulk) const
+    {
+        auto it = down_frames_.find({static_cast<std::uint8_t>(type), bulk});
+        return it == down_frames_.end() ? 0 : it->second;
     }
 
     std::map<long, int> handled_;
@@ -79,7 +99,8 @@ private:
 
     Topology topology_;
     std::vector<std::unique_ptr<TreeCollectives>> nodes_;
-    std::deque<Message> queue_;
+    std::deque<Message> queue_, bulk_queue_;
+    std::map<std::pair<std::uint8_t, bool>, int> down_frames_;
     PublishStore store_;
 };
 
@@ -204,6 +225,63 @@ TEST(TreeCollectives, LargeBlobsArriveWholeThroughChunks)
             runs += blob[i] != blob[i - 1];
         EXPECT_EQ(runs, 5u) << "position " << position;
     }
+}
+
+TEST(TreeCollectives, ALargeFenceResultGoesDownTheBulkRouteWholeAndInOrder)
+{
+    // 5 x 100 KiB: every chunk of the result takes the bulk route, so none of them is overtaken by a link frame.
+    std::size_t each = 100 * 1024;
+    Tree tree(5, 2, std::vector<std::uint64_t>(5, 1), true);
+    std::map<long, Bytes> results;
+    for (long position = 1; position <= 5; ++position)
+        tree.at(position).fence({}, node_blob(position, each), [&, position](Status status, Bytes blob) {
+            ASSERT_TRUE(status.ok());
+            results[position] = std::move(blob);
+        });
+    tree.run();
+    ASSERT_EQ(results.size(), 5u);
+    for (const auto& [position, blob] : results) {
+        ASSERT_EQ(blob.size(), 5 * each);
+        std::size_t runs = 1;
+        for (std::size_t i = 1; i < blob.size(); ++i)
+            runs += blob[i] != blob[i - 1];
+        EXPECT_EQ(runs, 5u) << "position " << position;
+    }
+    EXPECT_EQ(tree.down_frames(wire::MessageType::fence_down, false), 0);
+    // 500 KiB in 256 KiB chunks is 2 frames for each of the 5 nodes.
+    EXPECT_EQ(tree.down_frames(wire::MessageType::fence_down, true), 10);
+}
+
+TEST(TreeCollectives, SmallFenceResultsAndRepliesStayOnTheLinks)
+{
+    Tree tree(5, 2, std::vector<std::uint64_t>(5, 1), true);
+    int done = 0;
+    for (long position = 1; position <= 5; ++position)
+        tree.at(position).fence({}, node_blob(position, 1000), [&](Status status, Bytes) { done += status.ok(); });
+    tree.at(4).request(5, wire::RoutedOp::direct_modex, Bytes{1}, [&](Status status, Bytes) { done += status.ok(); });
+    tree.run();
+    EXPECT_EQ(done, 6);
+    EXPECT_EQ(tree.down_frames(wire::MessageType::fence_down, false), 5);
+    EXPECT_EQ(tree.down_frames(wire::MessageType::fence_down, true), 0);
+    EXPECT_EQ(tree.down_frames(wire::MessageType::routed_reply, true), 0);
+}
+
+TEST(TreeCollectives, ALargeReplyGoesDownTheBulkRoute)
+{
+    Tree tree(5, 2, std::vector<std::uint64_t>(5, 1), true);
+    Bytes answer;
+    // The direct-modex stand-in echoes the request: a large request gets a large reply. From a leaf under the
+    // root's second child (5) to one under its first (3): up to the root, then down over the bulk route.
+    Bytes asked(TreeCollectives::bulk_bytes, 7);
+    tree.at(5).request(3, wire::RoutedOp::direct_modex, asked, [&](Status status, Bytes reply) {
+        ASSERT_TRUE(status.ok());
+        answer = std::move(reply);
+    });
+    tree.run();
+    ASSERT_EQ(answer.size(), asked.size() + 2);
+    EXPECT_TRUE(std::equal(asked.begin(), asked.end(), answer.begin() + 2));
+    EXPECT_GE(tree.down_frames(wire::MessageType::routed_reply, true), 1);
+    EXPECT_EQ(tree.down_frames(wire::MessageType::routed_reply, false), 0);
 }
 
 TEST(TreeCollectives, RequestsReachTheirTargetAndRepliesComeBack)
