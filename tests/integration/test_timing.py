@@ -186,7 +186,7 @@ def test_report_command_names_a_bad_file(run_canopy, sandbox):
     assert missing.returncode == 2 and "missing.json" in missing.stderr, missing.describe()
     directory = run_canopy(["report", sandbox.root], timeout=30)   # once an uncaught exception and an abort
     assert directory.returncode == 2, directory.describe()
-    assert directory.stderr_lines() == [f"canopy report: timing report {sandbox.root}: is a directory, not a file"]
+    assert directory.stderr_lines() == [f"canopy: timing report {sandbox.root}: is a directory, not a file"]
 
 
 def test_trace_has_a_track_per_node_and_rank(run_canopy, sandbox):
