@@ -99,15 +99,16 @@ std::string value_text(std::string_view phase, double value)
     return phase_kind(phase) == PhaseKind::count ? fmt::format("{:.0f}", value) : format_seconds(value);
 }
 
-// Vertical grid lines with their values under the chart.
-void draw_axis(std::string& svg, const Scale& x, double top, double bottom, std::string_view phase)
+// Vertical grid lines with their values under the chart, all in one unit: seconds from 10 s on, else ms.
+void draw_axis(std::string& svg, const Scale& x, double top, double bottom)
 {
+    const bool seconds = x.hi >= 10;
     for (double tick : ticks(x.lo, x.hi, 8)) {
         const double at = x(tick);
         svg += fmt::format(R"(<line class="axis" x1="{0}" x2="{0}" y1="{1}" y2="{2}"/>)", px(at), px(top),
                            px(bottom));
-        svg += fmt::format(R"(<text class="axis-label" x="{}" y="{}" text-anchor="middle">{}</text>)", px(at),
-                           px(bottom + 14), html_escape(value_text(phase, tick)));
+        svg += fmt::format(R"(<text class="axis-label" x="{}" y="{}" text-anchor="middle">{:g} {}</text>)", px(at),
+                           px(bottom + 14), seconds ? tick : tick * 1000, seconds ? "s" : "ms");
     }
 }
 
@@ -159,7 +160,8 @@ std::string waterfall_svg(const JobTiming& timing, const StartupWindow& window, 
         }
     for (const auto* phase : ordered_phases(timing.phases)) {
         const auto& [name, sketch] = *phase;
-        if (phase_kind(name) != PhaseKind::point || sketch.count() == 0 || sketch.median() > window.end * 1.0001)
+        // Up to the end: what no rank had reached by then (the job's run, its exit) is not start-up.
+        if (phase_kind(name) != PhaseKind::point || sketch.count() == 0 || sketch.min() > window.end)
             continue;
         Row row{name, &sketch};
         for (const auto& span : window.covered)
@@ -181,7 +183,7 @@ std::string waterfall_svg(const JobTiming& timing, const StartupWindow& window, 
         R"(<svg class="chart" id="{}" viewBox="0 0 {} {}" width="{}" height="{}" role="img" aria-label="waterfall of the start-up phases">)",
         html_escape(id), width, px(height), width, px(height));
     const double bottom = height - axis_room;
-    draw_axis(svg, x, top - 6, bottom, "");
+    draw_axis(svg, x, top - 6, bottom);
     for (const auto& gap : window.gaps)
         svg += fmt::format(R"(<rect class="gap" x="{}" y="{}" width="{}" height="{}"><title>{}</title></rect>)",
                            px(x(gap.begin)), px(top - 6), length(x(gap.end) - x(gap.begin)), length(bottom - top + 6),
@@ -490,7 +492,7 @@ std::string comparison_svg(const JobTiming& before, const JobTiming& after, cons
         if (most && names[i] == most->name)
             svg += fmt::format(R"(<rect class="flagged" x="0" y="{}" width="{}" height="{}"/>)",
                                px(top + row_height * static_cast<double>(i)), width, px(row_height));
-    draw_axis(svg, x, top - 4, bottom, "");
+    draw_axis(svg, x, top - 4, bottom);
     for (std::size_t i = 0; i < names.size(); ++i) {
         const double middle = top + row_height * (static_cast<double>(i) + 0.5);
         svg += fmt::format(R"(<text x="{}" y="{}" text-anchor="end">{}</text>)", px(label_width), px(middle + 4),
