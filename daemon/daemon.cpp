@@ -226,6 +226,7 @@ void Daemon::on_plan(wire::LaunchPlan plan)
     }
     clock_offset_ns_ += plan.root_offset_ns;
     plan_ = std::move(plan);
+    phases_.set_top_k(plan_->job.timing_top);
     parent_->keep_alive(plan_->heartbeat_timeout);
     node_ = plan_->hosts[static_cast<std::size_t>(index)];
     init_logging(fmt::format("canopyd[{}]", node_), static_cast<int>(plan_->verbosity));
@@ -665,7 +666,7 @@ void Daemon::spawn_batch(RankBatch batch)
 
 void Daemon::report_late_ranks(bool started, std::size_t count)
 {
-    wire::LateRanks late{started, count, started ? timing::PhaseSet{} : std::exchange(phases_, {})};
+    wire::LateRanks late{started, count, started ? timing::PhaseSet{} : phases_.take()};
     position_->collectives().request(0, wire::RoutedOp::late_ranks, wire::to_frame(late), [](Status, Bytes) {});
 }
 
@@ -700,7 +701,7 @@ void Daemon::on_entered(TreePosition::State step)
                         static_cast<double>(collectives.frames_received() + collectives.frames_sent()), node_);
         // Sent off, not kept: what is recorded from now on is the late ranks', sent with their end.
         send_up(wire::to_frame(wire::SubtreeDone{ranks_->total() + position_->done_below(),
-                                                 std::exchange(phases_, {}), std::move(trace_)}));
+                                                 phases_.take(), std::move(trace_)}));
         // Nothing is left to do: leaving now, rather than on the root's shutdown, makes an orderly teardown one
         // sweep up the tree instead of a sweep down and one up. Unless the job may spawn ranks onto this node:
         // then it stays until the root's shutdown.

@@ -238,6 +238,7 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
         job.pmix = PmixMode::off;
     }
     job.trace = options.trace_file.has_value();
+    job.timing_top = static_cast<std::uint64_t>(options.timing_top);
     job.output_marks = options.output_marks;
     std::error_code error;
     std::string current_dir = std::filesystem::current_path(error).string();

@@ -23,6 +23,7 @@
 #include "trace_file.hpp"
 #include "stage_record.hpp"
 #include "timing/clock.hpp"
+#include "timing/html_report.hpp"
 #include "util/log.hpp"
 
 extern char** environ;
@@ -152,7 +153,12 @@ int main(int argc, char** argv)
         if (print_report)
             fmt::print(stderr, "{}", canopy::timing::format_report(timing));
         if (timing_file)
-            write_report("--timing", *timing_file, canopy::timing::to_json(timing).dump(2) + "\n");
+            write_report("--timing", *timing_file,
+                         canopy::is_html_file(*timing_file)
+                             ? canopy::timing::format_html_report(timing, {})
+                             : canopy::timing::to_json(timing).dump(2, ' ', false,
+                                                                    nlohmann::json::error_handler_t::replace) +
+                                   "\n");
     }
     // Its signal set puts the default actions back as it goes; with the interrupts still blocked, one that comes
     // meanwhile waits for the handler below.

@@ -13,6 +13,7 @@
 
 #include "hosts/placement.hpp"
 #include "timing/mark_name.hpp"
+#include "timing/sketch.hpp"
 #include "tree/agent.hpp"
 #include "util/read_file.hpp"
 #include "util/suggest.hpp"
@@ -510,9 +511,14 @@ const std::vector<OptionSpec>& option_table()
          [](ParseState& s, ArgCursor& c) { return store_string(s.options.fabric, c); }},
 
         // Timing
-        {{"--timing"}, Takes::optional_inline, "[=FILE.json]", "Timing",
-         "report startup timing; with =FILE also write it as JSON",
+        {{"--timing"}, Takes::optional_inline, "[=FILE.json|FILE.html]", "Timing",
+         "report startup timing; with =FILE also write it: FILE.html a self-contained page with charts, else JSON",
          set_timing},
+        {{"--timing-top"}, Takes::value, "K", "Timing",
+         "name the K slowest daemons or ranks of each phase in the timing report (default 10, at most 1000)",
+         [](ParseState& s, ArgCursor& c) {
+             return store_count(s.options.timing_top, c, 1, static_cast<long>(timing::max_top_k));
+         }},
 
         {{"--trace"}, Takes::value, "FILE.json", "Timing",
          "write a Chrome trace (a track per node and rank) for Perfetto",
@@ -856,7 +862,7 @@ std::string help_text()
         "Usage: canopy [options] PROGRAM [ARGS...]\n"
         "  or:  canopy [options] -n N PROGRAM [ARGS...] : -n N PROGRAM [ARGS...] ...\n"
         "  or:  canopy stage record --stage DIR[,DIR...] [-o MANIFEST] -- PROGRAM [ARGS...]\n"
-        "  or:  canopy report TIMING.json [OTHER.json]\n"
+        "  or:  canopy report [--html OUT.html] TIMING.json [OTHER.json]\n"
         "\n"
         "Start PROGRAM as a parallel job across nodes through a tree of canopyd daemons.\n"
         "Options end at PROGRAM or at '--'; everything after is passed to PROGRAM unchanged, but for a ':',\n"
@@ -864,7 +870,7 @@ std::string help_text()
         "give its own -n, --env, -x and --wdir, and its ranks' app number (MPI_APPNUM) is one more. After '--',\n"
         "a ':' is an argument like any other.\n"
         "Long options also accept --option=value.\n"
-        "canopy report prints a saved --timing report, or compares two.\n";
+        "canopy report prints a saved --timing report, or compares two; --html OUT.html writes a page with charts.\n";
     for (std::string_view group : group_order) {
         text += "\n";
         text += group;
@@ -879,7 +885,7 @@ std::string help_text()
                 left += spec.spellings[k];
             }
             if (!spec.metavar.empty()) {
-                // "--timing[=FILE.json]" attaches; others take a separate argument.
+                // "--timing[=FILE.json|FILE.html]" attaches; others take a separate argument.
                 left += spec.metavar.starts_with('[') ? "" : " ";
                 left += spec.metavar;
             }

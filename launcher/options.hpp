@@ -55,7 +55,8 @@ struct Options {
     std::optional<std::string> agent;
     bool timing = false;
     std::vector<std::pair<std::string, std::string>> output_marks;   // --mark-on-output REGEX=NAME
-    std::optional<std::string> timing_file;
+    std::optional<std::string> timing_file;   // --timing=FILE: FILE.html a page, anything else JSON
+    long timing_top = 10;                     // --timing-top K: the slowest daemons or ranks named per phase
     std::optional<std::string> trace_file;   // --trace=FILE.json: Chrome trace-event timeline
     std::optional<std::string> config_file, profile;
     int verbosity = 0;

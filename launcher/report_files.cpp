@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +22,14 @@ std::string directory_of(const std::string& path)
 }
 
 } // namespace
+
+bool is_html_file(std::string_view path)
+{
+    std::string extension = fs::path(path).extension().string();
+    for (char& c : extension)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return extension == ".html" || extension == ".htm";
+}
 
 Status check_report_file(const std::string& path)
 {

@@ -13,6 +13,9 @@ namespace canopy {
 // also catches a read-only mount or a full quota, for root as for anyone). Errors say why.
 Status check_report_file(const std::string& path);
 
+// Whether --timing=FILE names a page (FILE.html, FILE.htm, any case) rather than JSON.
+bool is_html_file(std::string_view path);
+
 // Writes `content` to a temporary file beside `path` and renames it over `path`: a reader never sees half a file,
 // and a failed write leaves what was there.
 Status write_report_file(const std::string& path, std::string_view content);

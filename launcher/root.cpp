@@ -45,6 +45,7 @@ Root::Root(asio::io_context& io, ProcessReaper& reaper, RootPlan plan, std::int6
     // The writer's thread finds a closed stream; what that means for the job is decided here, on the io thread.
     output_.on_closed([this](int fd) { asio::post(io_, [this, fd] { output_closed(fd); }); });
     plan_.plan.launcher_start_ns = started_ns;
+    phases_.set_top_k(plan_.plan.job.timing_top);
     timeline_.push_back({"start", 0.0});
     timeline_.push_back({"hosts_resolved", static_cast<double>(hosts_resolved_ns - started_ns) / 1e9});
 }

@@ -20,6 +20,8 @@ packages=(
   libfuse3-dev fuse3 python3-torch strace
   # the cluster in a box (tests/cluster): hosts in namespaces, each with sshd, munge and Slurm
   util-linux munge slurm-wlm nftables
+  # the HTML timing report's browser test: headless chromium loads a report and takes a screenshot
+  chromium
   # benchmarks
   hyperfine
 )

@@ -1,6 +1,8 @@
 // The per-phase startup timing report: terminal table, JSON writer and JSON reader.
 #include "timing/report.hpp"
 
+#include "timing/analysis.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -78,6 +80,12 @@ std::string fit(std::string text, std::size_t width)
     return text + "...";
 }
 
+// Counts ("..._messages") are shown as numbers, everything else as times.
+std::string format_value(std::string_view phase, double value)
+{
+    return phase_kind(phase) == PhaseKind::count ? fmt::format("{:.0f}", value) : format_seconds(value);
+}
+
 std::size_t name_width(std::size_t longest, std::size_t header)
 {
     return std::clamp(longest, header, std::size_t{30});
@@ -130,57 +138,28 @@ void format_timeline(std::string& out, const std::vector<Stamp>& timeline)
     }
 }
 
-void format_phases(std::string& out, const PhaseSet& phases)
+void format_phases(std::string& out, const std::vector<const NamedSketch*>& ordered)
 {
-    if (phases.empty()) {
+    if (ordered.empty()) {
         append_line(out, "phases: none recorded");
         return;
     }
     std::size_t longest = 0;
-    for (const auto& [name, sketch] : phases.phases())
-        longest = std::max(longest, name.size());
+    for (const auto* phase : ordered)
+        longest = std::max(longest, phase->first.size());
     const std::size_t width = name_width(longest, 5);
-    const std::string header = fmt::format("  {:<{}}  {:>8}  {:>10}  {:>10}  {:>10}  ", "phase", width,
-                                           "count", "min", "median", "max");
+    const std::string header = fmt::format("  {:<{}}  {:>8}  {:>10}  {:>10}  {:>10}  {:>10}  ", "phase", width,
+                                           "count", "min", "median", "p99", "max");
     const std::size_t who_width = max_columns > header.size() ? max_columns - header.size() : 0;
-
-    // Points in time first, in the order they happened (by median), so the table reads as the job's startup
-    // story from daemons to the application's own marks; then durations and counts.
-    auto kind = [](const std::string& name) {
-        if (name.ends_with("_messages"))
-            return 2;
-        return name.ends_with(".duration") || name == "rank.runtime" ? 1 : 0;
-    };
-    // Each key computed once, not once per comparison: a report may hold 10^5 phases.
-    struct Key {
-        int kind;
-        double median;
-        const std::pair<std::string, Sketch>* phase;
-    };
-    std::vector<Key> keys;
-    keys.reserve(phases.phases().size());
-    for (const auto& phase : phases.phases())
-        keys.push_back({kind(phase.first), phase.second.median(), &phase});
-    std::stable_sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
-        if (a.kind != b.kind)
-            return a.kind < b.kind;
-        return a.kind == 0 ? a.median < b.median : a.phase->first < b.phase->first;
-    });
-    std::vector<const std::pair<std::string, Sketch>*> ordered;
-    ordered.reserve(keys.size());
-    for (const auto& key : keys)
-        ordered.push_back(key.phase);
 
     append_line(out, "phases, over all daemons/ranks (seconds since launcher start unless noted):");
     append_line(out, header + "slowest");
     for (const auto* phase : ordered) {
         const auto& [name, sketch] = *phase;
-        // Counts ("..._messages") are shown as numbers, everything else as times.
-        const bool count = name.ends_with("_messages");
-        auto value = [count](double v) { return count ? fmt::format("{:.0f}", v) : format_seconds(v); };
-        append_line(out, fmt::format("  {:<{}}  {:>8}  {:>10}  {:>10}  {:>10}  {}", fit(name, width), width,
-                                     sketch.count(), value(sketch.min()), value(sketch.median()),
-                                     value(sketch.max()), fit(sketch.max_who(), who_width)));
+        append_line(out, fmt::format("  {:<{}}  {:>8}  {:>10}  {:>10}  {:>10}  {:>10}  {}", fit(name, width), width,
+                                     sketch.count(), format_value(name, sketch.min()),
+                                     format_value(name, sketch.median()), format_value(name, sketch.quantile(0.99)),
+                                     format_value(name, sketch.max()), fit(sketch.max_who(), who_width)));
     }
 
     bool legend = false;
@@ -196,6 +175,66 @@ void format_phases(std::string& out, const PhaseSet& phases)
     }
 }
 
+// The top k of each phase that has more than one value, packed on as many lines as they take.
+void format_slowest(std::string& out, const JobTiming& timing, const std::vector<const NamedSketch*>& ordered)
+{
+    if (!timing.top_recorded) {
+        out += '\n';
+        append_line(out, "slowest: not in this file (it was written by a canopy from before the top-k lists)");
+        return;
+    }
+    std::vector<const NamedSketch*> shown;
+    std::size_t longest = 0;
+    for (const auto* phase : ordered)
+        if (phase->second.count() > 1 && !phase->second.top().empty()) {
+            shown.push_back(phase);
+            longest = std::max(longest, phase->first.size());
+        }
+    if (shown.empty())
+        return;
+    const std::size_t width = name_width(longest, 5);
+    const std::string indent(2 + width + 2, ' ');
+    out += '\n';
+    append_line(out, fmt::format("slowest daemons/ranks, the top {} of each phase (latest, longest or most):",
+                                 timing.phases.top_k()));
+    for (const auto* phase : shown) {
+        const auto& [name, sketch] = *phase;
+        std::string line = fmt::format("  {:<{}}  ", fit(name, width), width);
+        bool empty = true;
+        for (std::size_t i = 0; i < sketch.top().size(); ++i) {
+            const auto& entry = sketch.top()[i];
+            std::string piece = fmt::format("{} {}{}", format_value(name, entry.value), entry.who,
+                                            i + 1 < sketch.top().size() ? "," : "");
+            if (!empty && line.size() + 1 + piece.size() > max_columns) {
+                append_line(out, std::move(line));
+                line = indent;
+                empty = true;
+            }
+            line += (empty ? "" : " ") + piece;
+            empty = false;
+        }
+        append_line(out, std::move(line));
+    }
+}
+
+void format_startup(std::string& out, const JobTiming& timing)
+{
+    const StartupWindow window = startup_window(timing);
+    append_line(out, fmt::format("start-up: {}, launcher start to {}", format_seconds(window.end),
+                                 describe_end(window)));
+    std::string line = fmt::format("  unattributed: {} ({:.1f}%), covered by no launcher step or application phase",
+                                   format_seconds(window.unattributed), 100.0 * window.share());
+    if (!window.gaps.empty()) {
+        const auto largest = std::max_element(window.gaps.begin(), window.gaps.end(), [](const Gap& a, const Gap& b) {
+            return a.end - a.begin < b.end - b.begin;
+        });
+        line = fmt::format("  unattributed: {} ({:.1f}%); largest gap {} after {}, before {}",
+                           format_seconds(window.unattributed), 100.0 * window.share(),
+                           format_seconds(largest->end - largest->begin), largest->after, largest->before);
+    }
+    append_line(out, std::move(line));
+}
+
 } // namespace
 
 std::string format_comparison(const JobTiming& before, const JobTiming& after, std::string_view before_name,
@@ -207,40 +246,52 @@ std::string format_comparison(const JobTiming& before, const JobTiming& after, s
                        before.ranks, format_seconds(before.wall_seconds));
     out += fmt::format("B: {}  job {}: {} nodes, {} ranks, wall {}\n", after_name, after.job_id, after.nodes,
                        after.ranks, format_seconds(after.wall_seconds));
-    // Rows: launcher steps, then phase medians, each under the name it has in either run.
+    const auto most = changed_most(before.phases, after.phases);
+    if (most)
+        append_line(out, fmt::format("changed most: {}, median {} -> {}", most->name, format_seconds(most->before),
+                                     format_seconds(most->after)));
+    // Rows: launcher steps, then each phase's median and tails, each under the name it has in either run.
     struct Row {
         std::string name;
         std::optional<double> a, b;
-        bool count = false;
+        std::string phase;   // empty for a launcher step
     };
     std::vector<Row> rows;
     std::unordered_map<std::string, std::size_t> row_of;   // name -> index in rows
-    auto row_for = [&rows, &row_of](const std::string& name) -> Row& {
+    auto row_for = [&rows, &row_of](const std::string& name, const std::string& phase) -> Row& {
         auto [at, added] = row_of.try_emplace(name, rows.size());
         if (added)
-            rows.push_back({name, {}, {}, false});
+            rows.push_back({name, {}, {}, phase});
         return rows[at->second];
     };
     for (const auto& stamp : before.timeline)
-        row_for(stamp.name).a = stamp.seconds;
+        row_for(stamp.name, {}).a = stamp.seconds;
     for (const auto& stamp : after.timeline)
-        row_for(stamp.name).b = stamp.seconds;
-    std::size_t steps = rows.size();
-    for (const auto& [name, sketch] : before.phases.phases())
-        row_for(name + " (median)").a = sketch.median();
-    for (const auto& [name, sketch] : after.phases.phases())
-        row_for(name + " (median)").b = sketch.median();
-    for (std::size_t i = steps; i < rows.size(); ++i)
-        rows[i].count = rows[i].name.find("_messages") != std::string::npos;
+        row_for(stamp.name, {}).b = stamp.seconds;
+    const std::size_t steps = rows.size();
+    constexpr std::pair<const char*, double> statistics[] = {{"median", 0.5}, {"p99", 0.99}, {"max", 1.0}};
+    // A phase with one value in both runs has no tail: its p99 and max would repeat the median.
+    auto has_tail = [&before, &after](const std::string& name) {
+        for (const auto* run : {&before, &after})
+            if (const Sketch* sketch = run->phases.find(name); sketch && sketch->count() > 1)
+                return true;
+        return false;
+    };
+    for (const auto& [run, field] : {std::pair{&before, &Row::a}, std::pair{&after, &Row::b}})
+        for (const auto& [name, sketch] : run->phases.phases()) {
+            const bool tail = has_tail(name);
+            for (const auto& [statistic, q] : statistics)
+                if (tail || q == 0.5)
+                    row_for(fmt::format("{} ({})", name, statistic), name).*field = sketch.quantile(q);
+        }
+    const std::string flagged = most ? fmt::format("{} (median)", most->name) : std::string();
 
     std::size_t longest = 4;
     for (const auto& row : rows)
         longest = std::max(longest, row.name.size());
     const std::size_t width = name_width(longest, 5);
     auto value = [](const Row& row, const std::optional<double>& v) {
-        if (!v)
-            return std::string("-");
-        return row.count ? fmt::format("{:.0f}", *v) : format_seconds(*v);
+        return v ? format_value(row.phase, *v) : std::string("-");
     };
     append_line(out, "");
     append_line(out, fmt::format("  {:<{}}  {:>10}  {:>10}  {:>8}", "step", width, "A", "B", "B/A"));
@@ -249,8 +300,9 @@ std::string format_comparison(const JobTiming& before, const JobTiming& after, s
         if (i == steps)
             append_line(out, fmt::format("  {:<{}}", "phases:", width));
         std::string ratio = row.a && row.b && *row.a > 0 ? fmt::format("{:.2f}x", *row.b / *row.a) : "";
-        append_line(out, fmt::format("  {:<{}}  {:>10}  {:>10}  {:>8}", fit(row.name, width), width,
-                                     value(row, row.a), value(row, row.b), ratio));
+        append_line(out, fmt::format("  {:<{}}  {:>10}  {:>10}  {:>8}{}", fit(row.name, width), width,
+                                     value(row, row.a), value(row, row.b), ratio,
+                                     row.name == flagged ? "  <- changed most" : ""));
     }
     return out;
 }
@@ -343,7 +395,37 @@ Result<const json*> read_array(const json& object, std::string_view parent, std:
     return *value;
 }
 
-Result<Sketch> read_phase(const json& object, const std::string& path, std::string& name)
+// A phase's "slowest" list: at most top_k entries, in the order canopy writes them (largest first, ties by who).
+Status read_slowest(const json& object, const std::string& path, std::uint64_t top_k, SketchData& data)
+{
+    auto slowest = read_array(object, path, "slowest");
+    if (!slowest)
+        return slowest.error();
+    const std::string list_path = key_path(path, "slowest");
+    if ((*slowest)->size() > top_k)
+        return make_error("timing JSON: key '{}' has {} entries but top_k is {}", list_path, (*slowest)->size(),
+                          top_k);
+    for (std::size_t i = 0; i < (*slowest)->size(); ++i) {
+        const json& item = (**slowest)[i];
+        const std::string entry_path = fmt::format("{}[{}]", list_path, i);
+        if (!item.is_object())
+            return wrong_type(entry_path, "an object", item);
+        TopEntry entry;
+        if (auto s = read_number(item, entry_path, "value", entry.value); !s)
+            return s.error();
+        if (auto s = read_string(item, entry_path, "who", entry.who); !s)
+            return s.error();
+        if (!data.top.empty() && ranks_before(entry, data.top.back()))
+            return make_error("timing JSON: key '{}' is out of order: the list goes from the largest value down",
+                              entry_path);
+        data.top.push_back(std::move(entry));
+    }
+    data.top_k = top_k;
+    return {};
+}
+
+Result<Sketch> read_phase(const json& object, const std::string& path, std::optional<std::uint64_t> top_k,
+                          std::string& name)
 {
     SketchData data;
     if (!object.is_object())
@@ -362,6 +444,9 @@ Result<Sketch> read_phase(const json& object, const std::string& path, std::stri
         return s.error();
     if (auto s = read_string(object, path, "max_who", data.max_who); !s)
         return s.error();
+    if (top_k)
+        if (auto s = read_slowest(object, path, *top_k, data); !s)
+            return s.error();
 
     auto sketch = member(object, path, "sketch");
     if (!sketch)
@@ -458,10 +543,29 @@ std::string format_report(const JobTiming& timing)
     }
     out += '\n';
     format_timeline(out, timing.timeline);
+    format_startup(out, timing);
     out += '\n';
-    format_phases(out, timing.phases);
+    const auto ordered = ordered_phases(timing.phases);
+    format_phases(out, ordered);
+    format_slowest(out, timing, ordered);
     return out;
 }
+
+namespace {
+
+json startup_json(const StartupWindow& window)
+{
+    json gaps = json::array();
+    for (const auto& gap : window.gaps)
+        gaps.push_back({{"begin", gap.begin}, {"end", gap.end}, {"after", gap.after}, {"before", gap.before}});
+    return {{"end", window.end_name},
+            {"end_seconds", window.end},
+            {"unattributed_seconds", window.unattributed},
+            {"unattributed_share", window.share()},
+            {"gaps", std::move(gaps)}};
+}
+
+} // namespace
 
 json to_json(const JobTiming& timing)
 {
@@ -475,6 +579,9 @@ json to_json(const JobTiming& timing)
         const SketchData data = sketch.data();
         for (const auto& [key, n] : data.buckets)
             buckets.push_back({key, n});
+        json slowest = json::array();
+        for (const auto& entry : data.top)
+            slowest.push_back({{"value", entry.value}, {"who", entry.who}});
         phases.push_back({
             {"name", name},
             {"count", sketch.count()},
@@ -487,6 +594,7 @@ json to_json(const JobTiming& timing)
             {"p99", sketch.quantile(0.99)},
             {"max", sketch.max()},
             {"max_who", sketch.max_who()},
+            {"slowest", std::move(slowest)},
             {"sketch",
              {{"relative_accuracy", sketch_relative_accuracy},
               {"zero_threshold", sketch_zero_threshold},
@@ -509,7 +617,14 @@ json to_json(const JobTiming& timing)
         {"exit_code", timing.exit_code},
         {"timeline", std::move(timeline)},
         {"phases", std::move(phases)},
+        {"top_k", timing.phases.top_k()},
+        {"startup", startup_json(startup_window(timing))},
     };
+    if (!timing.top_recorded) {
+        document.erase("top_k");
+        for (auto& phase : document["phases"])
+            phase.erase("slowest");
+    }
     if (timing.failure)
         document["failure"] = {{"line", timing.failure->line}, {"traceback", timing.failure->traceback}};
     return document;
@@ -571,13 +686,26 @@ Result<JobTiming> from_json(const json& document)
             timing.timeline.push_back(std::move(stamp));
         }
 
+        // Files from before the top-k lists have neither top_k nor the phases' slowest lists.
+        std::optional<std::uint64_t> top_k;
+        if (document.contains("top_k")) {
+            top_k.emplace();
+            if (auto s = read_integer(document, "", "top_k", *top_k); !s)
+                return s.error();
+            if (*top_k > max_top_k)
+                return make_error("timing JSON: key 'top_k' is {}, more than the {} canopy keeps", *top_k,
+                                  max_top_k);
+            timing.phases.set_top_k(*top_k);
+        }
+        timing.top_recorded = top_k.has_value();
+
         auto phases = read_array(document, "", "phases");
         if (!phases)
             return phases.error();
         for (std::size_t i = 0; i < (*phases)->size(); ++i) {
             const std::string path = fmt::format("phases[{}]", i);
             std::string name;
-            auto sketch = read_phase((**phases)[i], path, name);
+            auto sketch = read_phase((**phases)[i], path, top_k, name);
             if (!sketch)
                 return sketch.error();
             if (timing.phases.find(name) != nullptr)

@@ -36,6 +36,8 @@ struct JobTiming {
         std::string traceback;   // the failed rank's Python traceback, when torch's @record wrote one
     };
     std::optional<Failure> failure;
+    // Whether the phases carry their top-k lists (phases.top_k() of each): a file from a canopy before them has none.
+    bool top_recorded = true;
 };
 
 // "12.3 ms", "0.045 ms", "9876 ms", "12.3 s": milliseconds below 10 s, seconds above.
@@ -44,11 +46,13 @@ std::string format_seconds(double seconds);
 // Plain-text table for a terminal, at most 100 columns, ending in a newline.
 std::string format_report(const JobTiming& timing);
 
-// Two runs side by side: every launcher step and phase median of `before` and `after`, with the change.
+// Two runs side by side: every launcher step, and each phase's median, p99 and max of `before` and `after`, with
+// the change; the phase whose median moved most is flagged.
 std::string format_comparison(const JobTiming& before, const JobTiming& after, std::string_view before_name,
                               std::string_view after_name);
 
-// {"schema": "canopy.timing/1", ...}; see docs/timing-json.md.
+// {"schema": "canopy.timing/1", ...}; see docs/timing-json.md. Also carries what the report derives (the start-up
+// window), which a reader ignores.
 nlohmann::json to_json(const JobTiming& timing);
 // For `canopy report FILE`; an error names the offending key, e.g. "phases[2].sketch.buckets".
 Result<JobTiming> from_json(const nlohmann::json& document);

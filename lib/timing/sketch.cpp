@@ -1,4 +1,4 @@
-// Mergeable timing distributions: log-bucket sketch with exact min/max and who produced them.
+// Mergeable timing distributions: log-bucket sketch with exact min/max and the top k, each with who produced it.
 #include "timing/sketch.hpp"
 
 #include <algorithm>
@@ -18,7 +18,19 @@ double sanitize(double value)
     return std::clamp(value, std::numeric_limits<double>::lowest(), std::numeric_limits<double>::max());
 }
 
+bool ranks_before(double a, std::string_view a_who, double b, std::string_view b_who)
+{
+    if (a != b)
+        return a > b;
+    return a_who < b_who;
+}
+
 } // namespace
+
+bool ranks_before(const TopEntry& a, const TopEntry& b)
+{
+    return ranks_before(a.value, a.who, b.value, b.who);
+}
 
 std::int32_t Sketch::bucket_key(double seconds)
 {
@@ -50,6 +62,7 @@ void Sketch::add(double seconds, std::string_view who)
     }
     ++count_;
     sum_ += seconds;
+    offer(seconds, who);
     if (seconds <= sketch_zero_threshold) {
         ++zero_count_;
     } else {
@@ -88,6 +101,29 @@ void Sketch::merge(const Sketch& other)
     for (const auto& [key, n] : other.buckets_)
         buckets_[key] += n;
     collapse();
+    for (const auto& entry : other.top_)
+        offer(entry.value, entry.who);
+}
+
+// Keeps top_ the top_k_ largest entries seen, in ranks_before order. A list of k entries costs O(k) per entry
+// offered; k is small (10 by default) and most entries offered are below the last and cost one comparison.
+void Sketch::offer(double value, std::string_view who)
+{
+    if (top_.size() == top_k_ && (top_k_ == 0 || !ranks_before(value, who, top_.back().value, top_.back().who)))
+        return;
+    TopEntry entry{value, std::string(who)};
+    top_.insert(std::upper_bound(top_.begin(), top_.end(), entry,
+                                 [](const TopEntry& a, const TopEntry& b) { return ranks_before(a, b); }),
+                std::move(entry));
+    if (top_.size() > top_k_)
+        top_.pop_back();
+}
+
+void Sketch::set_top_k(std::size_t k)
+{
+    top_k_ = std::min(k, max_top_k);
+    if (top_.size() > top_k_)
+        top_.resize(top_k_);
 }
 
 // Folds every key below the max_buckets-th highest into that key. Because the kept set is always
@@ -137,6 +173,8 @@ SketchData Sketch::data() const
     out.max_who = max_who_;
     out.buckets.assign(buckets_.begin(), buckets_.end());
     out.zero_count = zero_count_;
+    out.top_k = top_k_;
+    out.top = top_;
     return out;
 }
 
@@ -157,6 +195,9 @@ Sketch Sketch::from_data(SketchData data)
         sketch.count_ += n;
     }
     sketch.collapse();
+    sketch.set_top_k(data.top_k > max_top_k ? max_top_k : static_cast<std::size_t>(data.top_k));
+    for (const auto& entry : data.top)
+        sketch.offer(sanitize(entry.value), entry.who);
     return sketch;
 }
 
@@ -165,7 +206,21 @@ Sketch& PhaseSet::slot(std::string_view phase)
     auto [at, added] = position_.try_emplace(std::string(phase), phases_.size());
     if (!added)
         return phases_[at->second].second;
-    return phases_.emplace_back(std::string(phase), Sketch{}).second;
+    Sketch& sketch = phases_.emplace_back(std::string(phase), Sketch{}).second;
+    sketch.set_top_k(top_k_);
+    return sketch;
+}
+
+void PhaseSet::set_top_k(std::size_t k)
+{
+    top_k_ = std::min(k, max_top_k);
+    for (auto& [name, sketch] : phases_)
+        sketch.set_top_k(top_k_);
+}
+
+PhaseSet PhaseSet::take()
+{
+    return std::exchange(*this, PhaseSet(top_k_));
 }
 
 void PhaseSet::add(std::string_view phase, double seconds, std::string_view who)

@@ -78,6 +78,12 @@ void wire_put(Writer& writer, const timing::PhaseSet& phases)
             writer.i64(key);
             writer.varint(count);
         }
+        writer.varint(data.top_k);
+        writer.varint(data.top.size());
+        for (const auto& entry : data.top) {
+            writer.f64(entry.value);
+            writer.string(entry.who);
+        }
     }
 }
 
@@ -99,6 +105,12 @@ void wire_get(Decoding& decoding, timing::PhaseSet& phases)
         for (std::size_t b = 0; b < bucket_count && reader.ok(); ++b) {
             auto key = static_cast<std::int32_t>(reader.i64());
             data.buckets.emplace_back(key, reader.varint());
+        }
+        data.top_k = reader.varint();
+        std::size_t top_count = reader.count();
+        for (std::size_t t = 0; t < top_count && reader.ok(); ++t) {
+            double value = reader.f64();
+            data.top.push_back({value, reader.string()});
         }
         if (reader.ok())
             phases.merge_phase(name, timing::Sketch::from_data(std::move(data)));

@@ -182,10 +182,12 @@ struct JobSpec {
     // --fabric: how bulk data (staged files) moves parent to child: "off" (the tree's TCP links), "auto" (the best
     // libfabric provider every node offers, else TCP) or a provider's name (docs/fabric.md).
     std::string fabric = "off";
+    // --timing-top: how many of the slowest daemons or ranks each phase's sketch names on its way up.
+    std::uint64_t timing_top = timing::default_top_k;
 
     CANOPY_WIRE_FIELDS(apps, env, cpu_bind, depth, ranks_per_node, master_addr, master_port, pmix, simple_pmi,
                        trace, stage, stage_cache_base, stage_interposer, output_marks, spawn_slots, cpus_shared_ok,
-                       report_bindings, line_buffer, fabric)
+                       report_bindings, line_buffer, fabric, timing_top)
 };
 
 // The heartbeat timeout's range, in seconds: the config refuses anything outside it, and so does a daemon's plan.

@@ -186,7 +186,7 @@ def test_report_command_names_a_bad_file(run_canopy, sandbox):
     assert missing.returncode == 2 and "missing.json" in missing.stderr, missing.describe()
     directory = run_canopy(["report", sandbox.root], timeout=30)   # once an uncaught exception and an abort
     assert directory.returncode == 2, directory.describe()
-    assert directory.stderr_lines() == [f"canopy report: timing report {sandbox.root}: is a directory, not a file"]
+    assert directory.stderr_lines() == [f"canopy: timing report {sandbox.root}: is a directory, not a file"]
 
 
 def test_trace_has_a_track_per_node_and_rank(run_canopy, sandbox):
@@ -212,3 +212,15 @@ def test_trace_has_a_track_per_node_and_rank(run_canopy, sandbox):
         assert run["ts"] <= point["ts"] <= run["ts"] + run["dur"], (point, run)
     steps = [e["name"] for e in events if e["pid"] == 0 and e["ph"] == "X"]
     assert steps[:3] == ["hosts_resolved", "job_delivered", "tree_up"] and steps[-1] == "teardown_done", steps
+
+
+def test_a_command_line_that_is_not_utf8_is_written_not_a_crash(run_canopy, sandbox):
+    # Once an uncaught exception from the JSON writer: the job ran, then canopy aborted with 134 and no report.
+    for name in ("t.json", "t.html"):
+        path = sandbox.root / name
+        # "\udcff" is how Python passes on the byte 0xff.
+        result = run_canopy(["--sim-nodes", "1", f"--timing={path}", "echo", "a\udcffb"], timeout=30)
+        assert result.returncode == 0, result.describe()
+        assert "terminate called" not in result.stderr, result.describe()
+        assert path.stat().st_size > 0
+    assert json.loads((sandbox.root / "t.json").read_text())["command"] == "echo 'a\ufffdb'"

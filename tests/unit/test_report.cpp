@@ -1,6 +1,8 @@
 // Unit tests for the timing report: the terminal table and the JSON document.
 #include "timing/report.hpp"
 
+#include "timing/analysis.hpp"
+
 #include <chrono>
 #include <sstream>
 #include <string>
@@ -248,6 +250,187 @@ TEST(Report, JsonThatIsNotAnObjectIsRejected)
 {
     EXPECT_FALSE(from_json(nlohmann::json::array()).ok());
     EXPECT_FALSE(from_json(nlohmann::json("text")).ok());
+}
+
+TEST(Report, TableHasTheP99TailColumn)
+{
+    const std::string report = format_report(sample_timing());
+    EXPECT_NE(report.find("  count         min      median         p99         max  slowest"), std::string::npos)
+        << report;
+}
+
+TEST(Report, NamesTheTopKSlowestOfEachPhase)
+{
+    JobTiming timing = sample_timing();
+    timing.phases.set_top_k(3);
+    const std::string report = format_report(timing);
+    const std::size_t section = report.find("slowest daemons/ranks, the top 3 of each phase");
+    ASSERT_NE(section, std::string::npos) << report;
+    const std::size_t row = report.find("\n  daemon.connected", section);
+    ASSERT_NE(row, std::string::npos) << report;
+    const std::string line = report.substr(row + 1, report.find('\n', row + 1) - row - 1);
+    EXPECT_EQ(line, "  daemon.connected  326 ms sim1063, 324 ms sim1062, 322 ms sim1061") << report;
+    // A phase with one value has nobody to compare: its line would only repeat the table's.
+    EXPECT_EQ(report.find("\n  custom.phase", section), std::string::npos) << report;
+}
+
+TEST(Report, AFileFromBeforeTheTopKListsIsReadAndSaysSoInOneLine)
+{
+    nlohmann::json document = to_json(sample_timing());
+    document.erase("top_k");
+    for (auto& phase : document["phases"])
+        phase.erase("slowest");
+    auto parsed = from_json(document);
+    ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+    EXPECT_FALSE(parsed->top_recorded);
+    const std::string report = format_report(*parsed);
+    EXPECT_NE(report.find("\nslowest: not in this file (it was written by a canopy from before the top-k lists)\n"),
+              std::string::npos)
+        << report;
+    EXPECT_EQ(report.find("slowest daemons/ranks"), std::string::npos) << report;
+    EXPECT_FALSE(to_json(*parsed).contains("top_k"));   // written back as it was read
+}
+
+TEST(Report, JsonTopKListsAreCheckedAndNamed)
+{
+    nlohmann::json document = to_json(sample_timing());
+    EXPECT_EQ(document["top_k"], 10);
+    EXPECT_EQ(document["phases"][1]["slowest"][0], (nlohmann::json{{"value", 0.2 + 63 * 0.002}, {"who", "sim1063"}}));
+
+    nlohmann::json reversed = document;
+    std::swap(reversed["phases"][1]["slowest"][0], reversed["phases"][1]["slowest"][1]);
+    auto refused = from_json(reversed);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().message.find("'phases[1].slowest[1]' is out of order"), std::string::npos)
+        << refused.error().message;
+
+    nlohmann::json too_many = document;
+    too_many["top_k"] = 2;
+    refused = from_json(too_many);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().message.find("'phases[0].slowest' has 10 entries but top_k is 2"), std::string::npos)
+        << refused.error().message;
+
+    nlohmann::json missing = document;
+    missing["phases"][3].erase("slowest");
+    refused = from_json(missing);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().message.find("'phases[3].slowest'"), std::string::npos) << refused.error().message;
+}
+
+// A job whose application marks its phases: imports 0.95-2.0 s, then nothing for 1 s, then init 3.0-3.5 s, then
+// its first step at 3.6 s, on every rank alike.
+JobTiming marked_timing(bool with_gap)
+{
+    JobTiming timing = sample_timing();
+    const double shift = with_gap ? 1.0 : 0.0;
+    for (int rank = 0; rank < 4; ++rank) {
+        const std::string who = "rank " + std::to_string(rank) + " on sim1000";
+        timing.phases.add("app.imports", 2.0, who);
+        timing.phases.add("app.imports.duration", 2.0 - 0.9502, who);
+        timing.phases.add("app.init", 2.5 + shift, who);
+        timing.phases.add("app.init.duration", 0.5, who);
+        timing.phases.add("app.first_step", 2.5 + shift, who);
+    }
+    return timing;
+}
+
+TEST(Startup, EndsAtTheMeanFirstStepAndCountsWhatNoStepOrPhaseCovers)
+{
+    const StartupWindow covered = startup_window(marked_timing(false));
+    EXPECT_EQ(covered.end_name, "app.first_step");
+    EXPECT_DOUBLE_EQ(covered.end, 2.5);
+    EXPECT_LT(covered.unattributed, 1e-9);
+    EXPECT_TRUE(covered.gaps.empty());
+
+    const StartupWindow gap = startup_window(marked_timing(true));
+    EXPECT_DOUBLE_EQ(gap.end, 3.5);
+    ASSERT_EQ(gap.gaps.size(), 1u);
+    EXPECT_NEAR(gap.gaps[0].begin, 2.0, 1e-9);
+    EXPECT_NEAR(gap.gaps[0].end, 3.0, 1e-9);
+    EXPECT_EQ(gap.gaps[0].after, "app.imports");
+    EXPECT_EQ(gap.gaps[0].before, "app.init");
+    EXPECT_NEAR(gap.unattributed, 1.0, 1e-9);
+    EXPECT_NEAR(gap.share(), 1.0 / 3.5, 1e-9);
+}
+
+TEST(Startup, WithoutAFirstStepMarkEndsWhenTheLastRankStartedAndSaysSo)
+{
+    const StartupWindow window = startup_window(sample_timing());
+    EXPECT_EQ(window.end_name, "ranks_spawned");
+    EXPECT_DOUBLE_EQ(window.end, 0.9502);
+    EXPECT_EQ(window.unattributed, 0.0);
+    EXPECT_NE(describe_end(window).find("no app.first_step mark"), std::string::npos);
+    const std::string report = format_report(sample_timing());
+    EXPECT_NE(report.find("start-up: 950 ms, launcher start to ranks_spawned (no app.first_step mark: the last "
+                          "rank's start)"),
+              std::string::npos)
+        << report;
+}
+
+TEST(Startup, TheReportPrintsTheUnattributedLineWithTheLargestGap)
+{
+    const std::string report = format_report(marked_timing(true));
+    EXPECT_NE(report.find("start-up: 3500 ms, launcher start to app.first_step (mean over ranks)"), std::string::npos)
+        << report;
+    EXPECT_NE(report.find("  unattributed: 1000 ms (28.6%); largest gap 1000 ms after app.imports, before app.init"),
+              std::string::npos)
+        << report;
+    const auto document = to_json(marked_timing(true));
+    EXPECT_EQ(document["startup"]["end"], "app.first_step");
+    EXPECT_NEAR(document["startup"]["unattributed_seconds"].get<double>(), 1.0, 1e-9);
+}
+
+TEST(Startup, PhasesOutsideTheWindowAreClippedAndAnEmptyJobHasNoGap)
+{
+    JobTiming timing = marked_timing(false);
+    timing.phases.add("app.late", 9.0, "rank 0 on sim1000");
+    timing.phases.add("app.late.duration", 1.0, "rank 0 on sim1000");
+    const StartupWindow window = startup_window(timing);
+    for (const auto& span : window.covered)
+        EXPECT_LE(span.end, window.end) << span.name;
+    EXPECT_EQ(startup_window(JobTiming{}).unattributed, 0.0);
+}
+
+TEST(Report, ComparisonShowsTailsAndFlagsThePhaseThatChangedMost)
+{
+    JobTiming after = sample_timing();
+    after.phases.add("daemon.connected", 5.0, "sim2000");   // a new straggler moves max and p99, not the median
+    for (int i = 0; i < 300; ++i)
+        after.phases.add("rank.spawned", 1.4, "rank " + std::to_string(1000 + i) + " on sim2000");
+    const std::string report = format_comparison(sample_timing(), after, "a.json", "b.json");
+    EXPECT_NE(report.find("changed most: rank.spawned, median"), std::string::npos) << report;
+    for (const char* row : {"rank.spawned (median)", "rank.spawned (p99)", "rank.spawned (max)",
+                            "daemon.connected (max)"})
+        EXPECT_NE(report.find(row), std::string::npos) << row << "\n" << report;
+    std::istringstream lines(report);
+    std::string line;
+    int flagged = 0;
+    while (std::getline(lines, line)) {
+        EXPECT_LE(line.size(), 100u) << line;
+        if (line.find("<- changed most") != std::string::npos) {
+            ++flagged;
+            EXPECT_EQ(line.rfind("  rank.spawned (median)", 0), 0u) << line;
+        }
+    }
+    EXPECT_EQ(flagged, 1) << report;
+}
+
+TEST(Report, VeryDifferentJobsCompareCleanly)
+{
+    JobTiming small;
+    small.job_id = "tiny";
+    small.timeline = {{"start", 0.0}, {"teardown_done", 0.1}};
+    small.phases.add("daemon.tree_messages", 12, "sim0000");
+    const std::string report = format_comparison(small, marked_timing(true), "small.json", "big.json");
+    const std::size_t row = report.find("\n  app.first_step (median) ");
+    ASSERT_NE(row, std::string::npos) << report;
+    std::istringstream cells(report.substr(row, report.find('\n', row + 1) - row));
+    std::string name, statistic, a, b, unit;
+    cells >> name >> statistic >> a >> b >> unit;
+    EXPECT_EQ(a, "-") << report;                 // only B has it
+    EXPECT_EQ(b + " " + unit, "3500 ms") << report;
+    EXPECT_EQ(report.find("changed most"), std::string::npos) << report;   // no timed phase in common
 }
 
 // Issue 15, item 7: 200,000 phases took over 40 s, every phase looked up by walking all those before it. Linear

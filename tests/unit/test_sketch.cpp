@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -28,6 +29,11 @@ double exact_quantile(std::vector<double> values, double q)
 }
 
 const double quantiles[] = {0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99};
+
+std::string fmt_who(std::size_t leaf, std::size_t i)
+{
+    return "rank " + std::to_string(i) + " on sim" + std::to_string(leaf);
+}
 
 TEST(Sketch, QuantilesAreWithinOnePercentOfExact)
 {
@@ -197,6 +203,97 @@ TEST(Sketch, FromDataRecountsAndSortsUntrustedBuckets)
     EXPECT_EQ(sketch.count(), 3u);
     EXPECT_NEAR(sketch.median(), 0.01, 0.01 * 0.0101);
     EXPECT_EQ(sketch.bucket_count(), 2u);
+}
+
+// The top k by the report's order: larger first, equal values by who.
+std::vector<TopEntry> exact_top(std::vector<TopEntry> all, std::size_t k)
+{
+    std::sort(all.begin(), all.end(), ranks_before);
+    if (all.size() > k)
+        all.resize(k);
+    return all;
+}
+
+TEST(Sketch, KeepsTheTopKValuesWithWhoProducedThem)
+{
+    Sketch sketch;
+    sketch.set_top_k(3);
+    sketch.add(0.5, "rank 1 on sim0001");
+    sketch.add(2.0, "rank 2 on sim0001");
+    sketch.add(0.1, "rank 3 on sim0002");
+    sketch.add(1.5, "rank 4 on sim0002");
+    sketch.add(2.0, "rank 0 on sim0000");   // a tie: who decides
+    const std::vector<TopEntry> expected{{2.0, "rank 0 on sim0000"}, {2.0, "rank 2 on sim0001"},
+                                         {1.5, "rank 4 on sim0002"}};
+    EXPECT_EQ(sketch.top(), expected);
+    sketch.set_top_k(1);
+    EXPECT_EQ(sketch.top(), std::vector<TopEntry>{expected[0]});
+}
+
+// The tree merges each node's top-k list with its children's, level by level: the root's list must be the top k of
+// every value, whatever the tree's shape, the order of merges, and the ties.
+TEST(Sketch, TopKMergedUpATreeIsExactlyTheTopKOfAllValues)
+{
+    for (unsigned seed = 1; seed <= 20; ++seed) {
+        std::mt19937 rng(seed);
+        const std::size_t k = 1 + rng() % 12, leaves = 1 + rng() % 40;
+        std::vector<TopEntry> all;
+        std::vector<Sketch> sketches(leaves);
+        for (std::size_t leaf = 0; leaf < leaves; ++leaf) {
+            sketches[leaf].set_top_k(k);
+            for (std::size_t i = 0, n = rng() % 30; i < n; ++i) {
+                // Few distinct values, so ties are common.
+                TopEntry entry{static_cast<double>(rng() % 50) / 10.0, fmt_who(leaf, i)};
+                sketches[leaf].add(entry.value, entry.who);
+                all.push_back(entry);
+            }
+        }
+        // Merge in a random order of random pairs until one sketch is left.
+        while (sketches.size() > 1) {
+            std::size_t from = rng() % sketches.size(), into = rng() % (sketches.size() - 1);
+            Sketch child = std::move(sketches[from]);
+            sketches.erase(sketches.begin() + static_cast<std::ptrdiff_t>(from));
+            sketches[into].merge(child);
+        }
+        EXPECT_EQ(sketches[0].top(), exact_top(all, k)) << "seed " << seed;
+    }
+}
+
+TEST(Sketch, TopKTravelsInTheDataAndUntrustedListsAreSortedAndCut)
+{
+    Sketch sketch;
+    sketch.set_top_k(2);
+    sketch.add(1.0, "a");
+    sketch.add(3.0, "b");
+    sketch.add(2.0, "c");
+    const Sketch copy = Sketch::from_data(sketch.data());
+    EXPECT_EQ(copy.top_k(), 2u);
+    EXPECT_EQ(copy.top(), sketch.top());
+
+    SketchData data;
+    data.top_k = 2;
+    data.top = {{1.0, "x"}, {5.0, "y"}, {3.0, "z"}};
+    EXPECT_EQ(Sketch::from_data(data).top(), (std::vector<TopEntry>{{5.0, "y"}, {3.0, "z"}}));
+    data.top_k = 1u << 30;
+    EXPECT_EQ(Sketch::from_data(data).top_k(), max_top_k);
+}
+
+TEST(PhaseSet, EveryPhaseKeepsTheSetsTopKAndTakeKeepsIt)
+{
+    PhaseSet set(2);
+    for (int i = 0; i < 5; ++i)
+        set.add("rank.spawned", i, "rank " + std::to_string(i));
+    EXPECT_EQ(set.find("rank.spawned")->top().size(), 2u);
+    EXPECT_EQ(set.find("rank.spawned")->top()[0].who, "rank 4");
+    set.set_top_k(1);
+    EXPECT_EQ(set.find("rank.spawned")->top().size(), 1u);
+    PhaseSet sent = set.take();
+    EXPECT_TRUE(set.empty());
+    EXPECT_EQ(set.top_k(), 1u);
+    EXPECT_EQ(sent.find("rank.spawned")->count(), 5u);
+    for (int i = 0; i < 3; ++i)
+        set.add("rank.exited", i, "r");
+    EXPECT_EQ(set.find("rank.exited")->top().size(), 1u);
 }
 
 TEST(PhaseSet, KeepsPhasesInFirstSeenOrder)

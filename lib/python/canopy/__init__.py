@@ -29,7 +29,7 @@ __version__ = "0.1.0"
 __all__ = [
     "CanopyError", "KeyNotFoundError", "CanopyTimeoutError", "NotAvailableError",
     "init", "finalize", "mode", "rank", "size", "local_rank", "local_size", "node_rank", "num_nodes",
-    "node_name", "mark", "mark_duration", "phase", "put", "commit", "fence", "get", "barrier", "allgather",
+    "node_name", "mark", "mark_duration", "phase", "process_seconds", "put", "commit", "fence", "get", "barrier", "allgather",
     "store_available", "store_set", "store_get", "store_add", "store_compare_set", "store_check",
     "store_delete", "store_num_keys", "store_wait",
 ]
@@ -304,6 +304,19 @@ def mark(name):
 def mark_duration(name, seconds):
     """Stamps a phase NAME that ends now and lasted `seconds` (phases app.NAME and app.NAME.duration)."""
     _check_mark(_lib.canopy_mark_duration(_key(name), int(seconds * 1e9)))
+
+
+def process_seconds():
+    """How long this process has been running: since the kernel started it (Linux, to within a clock tick, 10 ms),
+    so `canopy.mark_duration("interpreter", canopy.process_seconds())` right after `import canopy` times Python's own
+    start-up, which no `phase` block can cover. 0.0 where /proc is not there."""
+    try:
+        with open("/proc/self/stat") as stat:
+            # Field 22, after the command name in parentheses (which may hold spaces): start time in ticks since boot.
+            started_ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - started_ticks / os.sysconf("SC_CLK_TCK"))
 
 
 class phase(contextlib.ContextDecorator):
