@@ -179,8 +179,9 @@ struct JobSpec {
     bool cpus_shared_ok = false;   // --oversubscribe: a binding may put two ranks on one CPU
     bool report_bindings = false;  // --report-bindings: each node says what each of its ranks got
     bool line_buffer = false;      // --line-buffer: a partial line waits for its newline
-    // --fabric: how bulk data (staged files) moves parent to child: "off" (the tree's TCP links), "auto" (the best
-    // libfabric provider every node offers, else TCP) or a provider's name (docs/fabric.md).
+    // --fabric: how bulk data (staged files, large fence results and replies) moves parent to child: "off" (the
+    // tree's TCP links), "auto" (the best libfabric provider every node offers, else TCP) or a provider's name
+    // (docs/fabric.md).
     std::string fabric = "off";
     // --timing-top: how many of the slowest daemons or ranks each phase's sketch names on its way up.
     std::uint64_t timing_top = timing::default_top_k;
