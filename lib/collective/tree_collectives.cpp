@@ -75,7 +75,8 @@ void TreeCollectives::subtree_complete(const FenceId& id, std::int32_t status, B
         down.status = status;
         down.bulk = blob.size() >= bulk_bytes;
         auto children = tracker_.route(id.participants).children;
-        send_chunks(down, blob, [&](std::vector<std::uint8_t> frame) { send_down(children, std::move(frame), down.bulk); });
+        send_chunks(down, blob,
+                    [&](std::vector<std::uint8_t> frame) { send_down(children, std::move(frame), down.bulk); });
         return;
     }
     wire::FenceUp up;

@@ -6,10 +6,11 @@ docs/fabric.md), through the tree's TCP links (--fabric off) and through libfabr
 
 Each cell runs `canopy --sim-nodes N --fanout K --fabric F python3 ALLGATHER` (one rank per node). Every rank
 contributes SIZE bytes to ROUNDS allgathers through libcanopy (canopy.allgather: a PMIx fence over the tree) and
-checks every part; rank 0 reports the median round. Next to it, the same job's wall time and CPU-seconds, and the
+checks every part; rank 0 reports the median round. Keep ROUNDS at 1 for large SIZEs: each call's fence also
+carries every earlier call's values (docs/libcanopy.md), so round r moves r times the data. Next to it, the same job's wall time and CPU-seconds, and the
 wall time of `true` under the same --fabric: what opening the plane costs a job that moves no bulk data.
 
-Usage: /usr/bin/python3 tests/bench/bulk_fence_bench.py --nodes 8,32 --size 256KiB --rounds 10
+Usage: /usr/bin/python3 tests/bench/bulk_fence_bench.py --nodes 8,32 --size 256KiB --runs 5
 Options: --canopy PATH, --fabrics off,shm,tcp;ofi_rxm, --fanout K (default 32), --runs R, --json FILE, --timeout S.
 """
 
@@ -73,10 +74,10 @@ def main():
     benchlib.add_canopy_option(p)
     p.add_argument("--nodes", default="8,32", help="comma-separated simulated node counts (default 8,32)")
     p.add_argument("--size", default="256KiB", help="bytes each rank contributes to each allgather")
-    p.add_argument("--rounds", type=int, default=10)
+    p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--fabrics", default="off,shm,tcp;ofi_rxm")
     p.add_argument("--fanout", type=int, default=32)
-    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--runs", type=int, default=5)
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--json", default=None)
     args = p.parse_args()

@@ -67,6 +67,7 @@ import json
 import os
 import platform
 import re
+import resource
 import shutil
 import signal
 import statistics
@@ -232,6 +233,8 @@ def measure(name, command, fs, ranks, timeout, workdir, timing_path=None, watch_
     watcher = CacheWatcher() if watch_caches else None
     started_epoch = time.time()
     started = time.monotonic()
+    # CPU of the job: the launcher and all it waited for (daemons, ranks), not slowfs.
+    children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         done = subprocess.run(command, capture_output=True, text=True, env=rank_env(), cwd=workdir, timeout=timeout)
         failure = None if done.returncode == 0 else f"exit {done.returncode}: {done.stderr.strip()[-500:]}"
@@ -239,6 +242,8 @@ def measure(name, command, fs, ranks, timeout, workdir, timing_path=None, watch_
     except subprocess.TimeoutExpired as e:
         failure, stdout = f"no end within {timeout} s", (e.stdout or b"").decode(errors="replace")
     wall = time.monotonic() - started
+    children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (children_after.ru_utime + children_after.ru_stime) - (children_before.ru_utime + children_before.ru_stime)
     if watcher:
         watcher.stop()
     time.sleep(0.5)   # the kernel sends release after the last close a little later: let the counters settle
@@ -255,7 +260,7 @@ def measure(name, command, fs, ranks, timeout, workdir, timing_path=None, watch_
         failure = check(reports)
     imports = sorted(r["import_s"] for r in reports)
     row = {
-        "row": name, "ranks": ranks, "failure": failure, "wall_s": wall, "started_epoch": started_epoch,
+        "row": name, "ranks": ranks, "failure": failure, "wall_s": wall, "cpu_s": cpu, "started_epoch": started_epoch,
         "ops": stats["total"], "metadata_ops": stats["metadata"], "misses": stats["misses"],
         "reads": stats["ops"]["read"], "ops_by_type": stats["ops"],
         "import_s": {"min": imports[0], "median": statistics.median(imports), "max": imports[-1]} if imports else None,
@@ -493,17 +498,17 @@ def print_table(rows, args, torch_version):
     print(f"\n`import torch` ({torch_version}) from slowfs, {args.delay_ms:g} ms per metadata op, "
           f"{args.nodes} simulated nodes x {args.ppn} ranks, {os.cpu_count()} CPUs\n")
     print("| row | ranks | ops to slowfs | metadata ops | metadata ops per rank | import s min / median / max "
-          "| python start + import s (median) | job wall s |")
-    print("| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |")
+          "| python start + import s (median) | job wall s | job CPU s |")
+    print("| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |")
     for r in rows:
         if r["failure"]:
             print(f"| {r['row']} | {r['ranks']} | {r['ops']} | {r['metadata_ops']} | - | FAILED: "
-                  f"{r['failure'][:80]} | - | {fmt(r['wall_s'], 1)} |")
+                  f"{r['failure'][:80]} | - | {fmt(r['wall_s'], 1)} | {fmt(r.get('cpu_s'), 1)} |")
             continue
         i = r["import_s"]
         print(f"| {r['row']} | {r['ranks']} | {r['ops']} | {r['metadata_ops']} | "
               f"{r['metadata_ops'] // r['ranks']} | {fmt(i['min'])} / {fmt(i['median'])} / {fmt(i['max'])} | "
-              f"{fmt(r['process_s_median'])} | {fmt(r['wall_s'], 1)} |")
+              f"{fmt(r['process_s_median'])} | {fmt(r['wall_s'], 1)} | {fmt(r.get('cpu_s'), 1)} |")
 
 
 def print_stage(rows, recording):

@@ -65,8 +65,9 @@ int main(void)
     CHECK(status == CANOPY_ERR_INVALID && strstr(canopy_last_error(), "outside the job"),
           "canopy_get of rank %d: %d", size, status);
 
-    /* allgather with a different length per rank, twice (rounds must not mix) */
-    for (int round = 0; round < 2; ++round) {
+    /* allgather with a different length per rank, three times (rounds must not mix, nor may a round read an
+       earlier round's values under a reused key) */
+    for (int round = 0; round < 3; ++round) {
         char data[64];
         memset(data, 'a' + round, sizeof data);
         size_t* lens = calloc((size_t)size, sizeof(size_t));
