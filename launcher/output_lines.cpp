@@ -1,22 +1,21 @@
+// The ranks' output as the launcher prints it: labels, open lines, and other ranks' output waiting behind them.
 #include "output_lines.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include <fmt/format.h>
 
 namespace canopy {
 
-std::string OutputLines::text(std::uint64_t rank, std::uint8_t stream, std::string_view data)
+std::string OutputLines::print(Stream& s, std::uint64_t rank, std::string_view data)
 {
     std::string out;
-    if (data.empty())
-        return out;
-    std::optional<std::uint64_t>& open_line = open(stream);
-    bool continuing = open_line == rank;
+    bool continuing = s.open == rank;
     if (!labelled_) {
         out = data;
     } else {
-        if (open_line && !continuing)
+        if (s.open && !continuing)
             out += '\n';
         std::string prefix = fmt::format("[{}] ", rank);
         for (std::size_t start = 0; start < data.size();) {
@@ -28,13 +27,68 @@ std::string OutputLines::text(std::uint64_t rank, std::uint8_t stream, std::stri
             start = stop;
         }
     }
-    open_line = data.back() == '\n' ? std::nullopt : std::optional<std::uint64_t>(rank);
+    s.open = data.back() == '\n' ? std::nullopt : std::optional<std::uint64_t>(rank);
     return out;
 }
 
-std::string OutputLines::end_open_line(std::uint8_t stream)
+std::string OutputLines::drain(Stream& s, Clock::time_point now, bool force)
 {
-    return std::exchange(open(stream), std::nullopt) ? "\n" : "";
+    std::string out;
+    bool printed = false;
+    while (!s.waiting.empty()) {
+        // The open line's rank goes first: its output is what can end the line. Each rank's output keeps its order.
+        auto next = s.waiting.begin();
+        if (s.open) {
+            auto own = std::find_if(s.waiting.begin(), s.waiting.end(),
+                                    [&](const Waiting& waiting) { return waiting.rank == *s.open; });
+            if (own != s.waiting.end())
+                next = own;
+            else if (!force)
+                break;
+        }
+        out += print(s, next->rank, next->data);
+        s.waiting.erase(next);
+        printed = true;
+    }
+    if (printed)
+        s.waiting_since = now;   // what still waits, waits for the line now open
+    return out;
+}
+
+std::string OutputLines::text(std::uint64_t rank, std::uint8_t id, std::string_view data, Clock::time_point now)
+{
+    if (data.empty())
+        return {};
+    Stream& s = stream(id);
+    if (s.waiting.empty())
+        s.waiting_since = now;
+    s.waiting.push_back({rank, std::string(data)});
+    return drain(s, now, false);
+}
+
+std::optional<OutputLines::Clock::time_point> OutputLines::due(std::uint8_t id) const
+{
+    const Stream& s = streams_[id == 2 ? 1 : 0];
+    if (s.waiting.empty())
+        return std::nullopt;
+    return s.waiting_since + hold_limit;
+}
+
+std::string OutputLines::release(std::uint8_t id, Clock::time_point now)
+{
+    Stream& s = stream(id);
+    if (s.waiting.empty() || now < s.waiting_since + hold_limit)
+        return {};
+    return drain(s, now, true);
+}
+
+std::string OutputLines::end_open_line(std::uint8_t id)
+{
+    Stream& s = stream(id);
+    std::string out = drain(s, Clock::now(), true);
+    if (std::exchange(s.open, std::nullopt))
+        out += '\n';
+    return out;
 }
 
 } // namespace canopy

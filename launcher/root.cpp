@@ -37,7 +37,7 @@ Root::Root(asio::io_context& io, ProcessReaper& reaper, RootPlan plan, std::int6
     : io_(io), plan_(std::move(plan)), key_(auth::generate_key()), reaper_(reaper), in_process_(std::move(in_process)),
       spawn_(plan_.plan), signals_(io, SIGINT, SIGTERM, SIGHUP), suspension_(io), timeout_timer_(io), grace_timer_(io),
       teardown_deadline_(io), stage_progress_timer_(io), job_store_timer_(io), started_ns_(started_ns),
-      lines_(plan_.label)
+      lines_(plan_.label), output_wait_timer_(io)
 {
     signals_.add(SIGUSR1);
     signals_.add(SIGUSR2);
@@ -151,6 +151,9 @@ int Root::run()
     if (plan_.label) {   // a rank's last line without its newline: the prompt after the job goes on a line of its own
         output_.to_stdout(lines_.end_open_line(1));
         output_.to_stderr(lines_.end_open_line(2));
+    } else {   // what waited behind a line that never ended
+        output_.to_stdout(lines_.release(1, OutputLines::Clock::time_point::max()));
+        output_.to_stderr(lines_.release(2, OutputLines::Clock::time_point::max()));
     }
     output_.flush();   // before main() prints the timing report, and whatever the reader's pace
     return exit_code_;
@@ -584,6 +587,26 @@ void Root::print_output(const wire::Output& output)
         output_.to_stderr(std::move(text));
     else
         output_.to_stdout(std::move(text));
+    arm_output_wait_timer();
+}
+
+void Root::arm_output_wait_timer()
+{
+    auto out = lines_.due(1), err = lines_.due(2);
+    if (!out && !err)
+        return;
+    auto when = out && err ? std::min(*out, *err) : out ? *out : *err;
+    if (output_wait_timer_.expiry() == when)
+        return;
+    output_wait_timer_.expires_at(when);
+    output_wait_timer_.async_wait([this](const boost::system::error_code& error) {
+        if (error)
+            return;
+        auto now = OutputLines::Clock::now();
+        output_.to_stdout(lines_.release(1, now));
+        output_.to_stderr(lines_.release(2, now));
+        arm_output_wait_timer();
+    });
 }
 
 void Root::output_closed(int fd)

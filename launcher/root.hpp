@@ -117,7 +117,9 @@ private:
     std::vector<timing::Stamp> timeline_;
     timing::PhaseSet phases_;
     OutputWriter output_;   // the ranks' output and our own lines, never written on the io thread
-    OutputLines lines_;     // whose line is open on each stream
+    OutputLines lines_;     // whose line is open on each stream, and what waits behind it
+    asio::steady_timer output_wait_timer_;   // lets output through that waited its time behind an open line
+    void arm_output_wait_timer();
     OutputBackpressure backpressure_{io_, output_};   // after output_, which it watches
 
     bool signalled_ = false;

@@ -429,12 +429,26 @@ def test_line_buffer_holds_a_partial_line_until_its_newline(sandbox, ready):
 
 
 def test_labelled_ranks_never_share_a_line(run_canopy):
-    # Rank 0 leaves a prompt open while rank 1 prints whole lines: rank 1's lines start lines of their own.
+    # Rank 0 leaves a prompt open for longer than other ranks' output waits behind it (1 s) while rank 1 prints
+    # whole lines: rank 1's lines start lines of their own.
     result = run_canopy(["--sim-nodes", "2", "-l", "sh", "-c",
-                         'if [ $RANK = 0 ]; then printf "Enter: "; sleep 1; echo 42; '
+                         'if [ $RANK = 0 ]; then printf "Enter: "; sleep 2.5; echo 42; '
                          'else sleep 0.5; echo one; echo two; fi'])
     assert result.returncode == 0, result.describe()
     assert result.stdout == "[0] Enter: \n[1] one\n[1] two\n[0] 42\n", result.describe()
+
+
+# Python's print writes a line's text and its newline apart. A rank descheduled in between (here it sleeps 0.3 s,
+# longer than canopy waits for the rest of a line) still gets its line whole, with or without labels, while the
+# other ranks' lines wait.
+@pytest.mark.parametrize("label", [[], ["-l"]], ids=["plain", "labelled"])
+def test_a_line_written_in_two_pieces_stays_whole(label, run_canopy):
+    result = run_canopy(["--sim-nodes", "3", *label, "sh", "-c",
+                         'if [ $RANK = 0 ]; then printf "rank 0 line"; sleep 0.3; echo; '
+                         'else sleep 0.1; echo "rank $RANK line"; fi'])
+    assert result.returncode == 0, result.describe()
+    lines = [line.removeprefix(f"[{line[1]}] ") if label else line for line in result.stdout.splitlines()]
+    assert sorted(lines) == ["rank 0 line", "rank 1 line", "rank 2 line"], result.describe()
 
 
 # torchrun's spellings: `torchrun --standalone --nproc-per-node 2 -m trainer` becomes `canopy --standalone ...`.
