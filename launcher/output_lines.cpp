@@ -60,6 +60,8 @@ std::string OutputLines::text(std::uint64_t rank, std::uint8_t id, std::string_v
     if (data.empty())
         return {};
     Stream& s = stream(id);
+    if (s.waiting.empty() && (!s.open || s.open == rank))
+        return print(s, rank, data);   // nothing to wait for: the usual case, without a copy
     if (s.waiting.empty())
         s.waiting_since = now;
     s.waiting.push_back({rank, std::string(data)});
