@@ -47,6 +47,7 @@ std::string OutputLines::drain(Stream& s, Clock::time_point now, bool force)
                 break;
         }
         out += print(s, next->rank, next->data);
+        s.waiting_bytes -= next->data.size();
         s.waiting.erase(next);
         printed = true;
     }
@@ -65,7 +66,8 @@ std::string OutputLines::text(std::uint64_t rank, std::uint8_t id, std::string_v
     if (s.waiting.empty())
         s.waiting_since = now;
     s.waiting.push_back({rank, std::string(data)});
-    return drain(s, now, false);
+    s.waiting_bytes += data.size();
+    return drain(s, now, s.waiting_bytes > hold_bytes);
 }
 
 std::optional<OutputLines::Clock::time_point> OutputLines::due(std::uint8_t id) const

@@ -1,9 +1,9 @@
 // The ranks' output as the launcher prints it. Partial lines come too (a progress bar is printed within 100 ms,
 // not at its newline), so each stream remembers whose line is still open. While a rank's line is open, the other
-// ranks' output waits, up to hold_limit: a program that writes a line's text and its newline apart (Python's
-// print does) and is descheduled in between still gets its line whole. With labels (-l) the open rank's next
-// output goes on without a prefix, and another rank's output that waited its time ends the open line first, so
-// two ranks never share one. Without labels the bytes pass as the ranks wrote them; canopy's own lines still
+// ranks' output waits, up to hold_limit or hold_bytes: a program that writes a line's text and its newline apart
+// (Python's print does) and is descheduled in between still gets its line whole. With labels (-l) the open rank's
+// next output goes on without a prefix, and another rank's output that waited its time ends the open line first,
+// so two ranks never share one. Without labels the bytes pass as the ranks wrote them; canopy's own lines still
 // start on a line of their own.
 #pragma once
 
@@ -21,6 +21,8 @@ public:
     using Clock = std::chrono::steady_clock;
     // How long another rank's output waits for an open line to end (a prompt or a progress bar never does).
     static constexpr auto hold_limit = std::chrono::seconds(1);
+    // Or until this much waits: output held here is beyond the writer's mark that slows the daemons down.
+    static constexpr std::size_t hold_bytes = 1 << 20;
 
     explicit OutputLines(bool labelled) : labelled_(labelled) {}
 
@@ -43,6 +45,7 @@ private:
     struct Stream {
         std::optional<std::uint64_t> open;   // the rank whose line has no newline yet
         std::deque<Waiting> waiting;         // other ranks' output, in the order it came
+        std::size_t waiting_bytes = 0;
         Clock::time_point waiting_since;
     };
     Stream& stream(std::uint8_t id) { return streams_[id == 2 ? 1 : 0]; }

@@ -72,6 +72,17 @@ TEST(OutputLines, EachRanksOutputKeepsItsOrderAndTheOpenRankGoesFirst)
     EXPECT_FALSE(lines.due(1));
 }
 
+TEST(OutputLines, NoMoreThanHoldBytesWait)
+{
+    OutputLines lines(false);
+    EXPECT_EQ(lines.text(0, 1, "no newline ever"), "no newline ever");
+    std::string chunk(OutputLines::hold_bytes / 2, 'x');
+    EXPECT_EQ(lines.text(1, 1, chunk), "");
+    EXPECT_EQ(lines.text(2, 1, chunk), "");
+    EXPECT_EQ(lines.text(1, 1, "y"), chunk + "y" + chunk);   // over the bound: all of it goes, rank by rank in order
+    EXPECT_FALSE(lines.due(1));
+}
+
 TEST(OutputLines, WithoutLabelsTheBytesPassUnchanged)
 {
     OutputLines lines(false);
