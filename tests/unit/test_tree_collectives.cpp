@@ -205,33 +205,10 @@ TEST(TreeCollectives, BackToBackFencesCompleteSeparately)
     }
 }
 
-TEST(TreeCollectives, LargeBlobsArriveWholeThroughChunks)
+// A whole-job fence of `each` bytes from every node of a 5-node tree: every node gets all 5 blobs, and each blob
+// contiguous (chunks from different subtrees never interleave, nor arrive out of order).
+void expect_whole_blobs_everywhere(Tree& tree, std::size_t each)
 {
-    std::size_t big = TreeCollectives::chunk_bytes * 2 + 17;
-    Tree tree(5, 2, std::vector<std::uint64_t>(5, 1));
-    std::map<long, Bytes> results;
-    for (long position = 1; position <= 5; ++position)
-        tree.at(position).fence({}, node_blob(position, big), [&, position](Status status, Bytes blob) {
-            ASSERT_TRUE(status.ok());
-            results[position] = std::move(blob);
-        });
-    tree.run();
-    ASSERT_EQ(results.size(), 5u);
-    for (const auto& [position, blob] : results) {
-        ASSERT_EQ(blob.size(), 5 * big);
-        // Each node's blob is contiguous: chunks from different subtrees never interleave.
-        std::size_t runs = 1;
-        for (std::size_t i = 1; i < blob.size(); ++i)
-            runs += blob[i] != blob[i - 1];
-        EXPECT_EQ(runs, 5u) << "position " << position;
-    }
-}
-
-TEST(TreeCollectives, ALargeFenceResultGoesDownTheBulkRouteWholeAndInOrder)
-{
-    // 5 x 100 KiB: every chunk of the result takes the bulk route, so none of them is overtaken by a link frame.
-    std::size_t each = 100 * 1024;
-    Tree tree(5, 2, std::vector<std::uint64_t>(5, 1), true);
     std::map<long, Bytes> results;
     for (long position = 1; position <= 5; ++position)
         tree.at(position).fence({}, node_blob(position, each), [&, position](Status status, Bytes blob) {
@@ -247,6 +224,19 @@ TEST(TreeCollectives, ALargeFenceResultGoesDownTheBulkRouteWholeAndInOrder)
             runs += blob[i] != blob[i - 1];
         EXPECT_EQ(runs, 5u) << "position " << position;
     }
+}
+
+TEST(TreeCollectives, LargeBlobsArriveWholeThroughChunks)
+{
+    Tree tree(5, 2, std::vector<std::uint64_t>(5, 1));
+    expect_whole_blobs_everywhere(tree, TreeCollectives::chunk_bytes * 2 + 17);
+}
+
+TEST(TreeCollectives, ALargeFenceResultGoesDownTheBulkRouteWholeAndInOrder)
+{
+    // 5 x 100 KiB: every chunk of the result takes the bulk route, so none of them is overtaken by a link frame.
+    Tree tree(5, 2, std::vector<std::uint64_t>(5, 1), true);
+    expect_whole_blobs_everywhere(tree, 100 * 1024);
     EXPECT_EQ(tree.down_frames(wire::MessageType::fence_down, false), 0);
     // 500 KiB in 256 KiB chunks is 2 frames for each of the 5 nodes.
     EXPECT_EQ(tree.down_frames(wire::MessageType::fence_down, true), 10);
