@@ -7,7 +7,10 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -18,8 +21,8 @@
 namespace canopy::fabric {
 namespace {
 
-// What canopy needs of a provider: reliable messages in order, our contexts, and no registration of buffers (a
-// provider that needs FI_MR_LOCAL is reached through its rxm layer, which registers for us).
+// What canopy needs of a provider: reliable messages in order and our contexts. It can register its buffers
+// (FI_MR_LOCAL), so providers that need that (efa's RDM endpoints in some versions) are offered too.
 fi_info* make_hints(const Api& api, const char* provider)
 {
     fi_info* hints = api.dupinfo(nullptr);
@@ -30,7 +33,7 @@ fi_info* make_hints(const Api& api, const char* provider)
     hints->tx_attr->msg_order = FI_ORDER_SAS;
     hints->rx_attr->msg_order = FI_ORDER_SAS;
     hints->mode = FI_CONTEXT | FI_CONTEXT2;
-    hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+    hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
     hints->domain_attr->threading = FI_THREAD_DOMAIN;
     if (provider)
         hints->fabric_attr->prov_name = ::strdup(provider);   // freed with the hints
@@ -83,6 +86,8 @@ Result<fi_info*> choose(const Api& api, const ProviderChoice& choice)
 }
 
 std::string describe(const Api& api, int rc) { return fmt::format("{} ({})", api.strerror(-rc), rc); }
+
+std::string mebibytes(std::size_t bytes) { return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20)); }
 
 // Where a node's fabric hardware shows: Slingshot (cxi), and InfiniBand, RoCE, EFA and Omni-Path adapters, which
 // all register as infiniband devices.
@@ -146,9 +151,72 @@ const std::vector<std::string>& preferred_providers(bool one_host)
     return one_host ? one : hosts;
 }
 
+Endpoint::Pages::~Pages()
+{
+    if (data_)
+        ::munmap(data_, size_);
+}
+
+Status Endpoint::Pages::allocate(std::size_t size)
+{
+    if (size == 0)
+        return {};
+    void* mapped = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mapped == MAP_FAILED)
+        return make_error("cannot map {} for fabric buffers: {}", mebibytes(size), std::strerror(errno));
+    data_ = static_cast<std::uint8_t*>(mapped);
+    size_ = size;
+    return {};
+}
+
 Endpoint::Endpoint(boost::asio::io_context& io, const Api& api) : io_(io), api_(api), timer_(io) {}
 
-Result<std::unique_ptr<Endpoint>> Endpoint::open(boost::asio::io_context& io, const ProviderChoice& choice)
+Result<fid_mr*> Endpoint::register_pages(const Pages& pages, std::uint64_t access, std::uint64_t key,
+                                         const char* what)
+{
+    fid_mr* mr = nullptr;
+    ++registrations_;
+    // Keys differ: a provider without FI_MR_PROV_KEY takes ours, unique in the domain.
+    int rc = fi_mr_reg(domain_, pages.data(), pages.size(), access, 0, key, 0, &mr, nullptr);
+    if (rc != 0)
+        return make_error("{}: registering its {} ({}) failed: {}{}", provider_, what, mebibytes(pages.size()),
+                          describe(api_, rc),
+                          rc == -FI_ENOMEM ? "; is the locked-memory limit (ulimit -l) lower than that?" : "");
+    return mr;
+}
+
+Status Endpoint::allocate(const Buffers& buffers, bool registering)
+{
+    buffer_bytes_ = buffers.bytes;
+    receives_ = buffers.receives;
+    if (auto mapped = receive_pages_.allocate(receives_ * buffer_bytes_); !mapped)
+        return make_error("{}: {}", provider_, mapped.error().message);
+    if (!registering)
+        return {};
+    // Sends are copied into a ring of slots registered once, rather than registered where their bytes are: the
+    // fabric plane makes a fresh frame for every message (and every relay), so that would be a fi_mr_reg (a system
+    // call, pages pinned) per message. Copying at most 1 MiB costs less than the tag check each node makes anyway.
+    if (auto mapped = send_pages_.allocate(buffers.send_slots * buffer_bytes_); !mapped)
+        return make_error("{}: {}", provider_, mapped.error().message);
+    if (receive_pages_.size() > 0) {
+        auto mr = register_pages(receive_pages_, FI_RECV, 1, "receive buffers");
+        if (!mr)
+            return mr.error();
+        receive_mr_ = *mr;
+    }
+    if (send_pages_.size() > 0) {
+        auto mr = register_pages(send_pages_, FI_SEND, 2, "send buffers");
+        if (!mr)
+            return mr.error();
+        send_mr_ = *mr;
+        for (std::size_t slot = buffers.send_slots; slot-- > 0;)
+            free_slots_.push_back(slot);
+    }
+    return {};
+}
+
+Result<std::unique_ptr<Endpoint>> Endpoint::open(boost::asio::io_context& io, const ProviderChoice& choice,
+                                                 const Buffers& buffers)
 {
     auto picked = pick(choice);
     if (!picked)
@@ -198,7 +266,10 @@ Result<std::unique_ptr<Endpoint>> Endpoint::open(boost::asio::io_context& io, co
     std::string name(e.address_.begin(), std::find(e.address_.begin(), e.address_.end(), '\0'));
     if (e.provider_ == "shm" && name.starts_with("fi_shm://") && name.find('/', 9) == std::string::npos)
         e.shared_memory_file_ = "/dev/shm/" + name.substr(9);
+    bool needs_registration = (info->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
     api->freeinfo(info);
+    if (auto allocated = e.allocate(buffers, needs_registration || buffers.always_register); !allocated)
+        return allocated.error();
     e.last_completion_ = std::chrono::steady_clock::now();
     return endpoint;
 }
@@ -206,8 +277,10 @@ Result<std::unique_ptr<Endpoint>> Endpoint::open(boost::asio::io_context& io, co
 Endpoint::~Endpoint()
 {
     *alive_ = false;
-    // Closed before the operations' owners free them: no completion can arrive after this.
-    for (fid* object : {ep_ ? &ep_->fid : nullptr, av_ ? &av_->fid : nullptr, cq_ ? &cq_->fid : nullptr,
+    // Closed before the operations' owners free them: no completion can arrive after this. The registrations go
+    // before their domain, and the pages they cover after everything (members outlive this body).
+    for (fid* object : {ep_ ? &ep_->fid : nullptr, receive_mr_ ? &receive_mr_->fid : nullptr,
+                        send_mr_ ? &send_mr_->fid : nullptr, av_ ? &av_->fid : nullptr, cq_ ? &cq_->fid : nullptr,
                         domain_ ? &domain_->fid : nullptr, fabric_ ? &fabric_->fid : nullptr})
         if (object)
             fi_close(object);
@@ -223,9 +296,36 @@ Result<fi_addr_t> Endpoint::add_peer(std::span<const std::uint8_t> address)
     return peer;
 }
 
+std::span<std::uint8_t> Endpoint::receive_buffer(std::size_t index)
+{
+    return {receive_pages_.data() + index * buffer_bytes_, buffer_bytes_};
+}
+
 Result<bool> Endpoint::send(fi_addr_t peer, std::span<const iovec> pieces, Operation& operation)
 {
-    ssize_t rc = fi_sendv(ep_, pieces.data(), nullptr, pieces.size(), peer, &operation.context);
+    std::size_t length = 0;
+    for (const iovec& piece : pieces)
+        length += piece.iov_len;
+    if (length > buffer_bytes_)
+        return make_error("{}: a {}-byte message is larger than the endpoint's {}-byte buffers", provider_, length,
+                          buffer_bytes_);
+    ssize_t rc;
+    if (!send_mr_) {
+        rc = fi_sendv(ep_, pieces.data(), nullptr, pieces.size(), peer, &operation.context);
+    } else if (free_slots_.empty()) {
+        rc = -FI_EAGAIN;   // every slot is in flight: a completion frees one
+    } else {
+        std::uint8_t* staged = send_pages_.data() + free_slots_.back() * buffer_bytes_;
+        for (const iovec& piece : pieces) {
+            std::memcpy(staged, piece.iov_base, piece.iov_len);
+            staged += piece.iov_len;
+        }
+        rc = fi_send(ep_, staged - length, length, fi_mr_desc(send_mr_), peer, &operation.context);
+        if (rc == 0) {
+            operation.staging_slot = free_slots_.back();
+            free_slots_.pop_back();
+        }
+    }
     if (rc == -FI_EAGAIN) {
         poll_soon();
         return false;
@@ -238,10 +338,14 @@ Result<bool> Endpoint::send(fi_addr_t peer, std::span<const iovec> pieces, Opera
     return true;
 }
 
-Status Endpoint::receive(void* buffer, std::size_t size, Operation& operation)
+Status Endpoint::receive(std::size_t index, Operation& operation)
 {
+    if (index >= receives_)
+        return make_error("{}: no receive buffer {} (the endpoint has {})", provider_, index, receives_);
+    void* buffer = receive_buffer(index).data();
+    void* descriptor = receive_mr_ ? fi_mr_desc(receive_mr_) : nullptr;
     ssize_t rc;
-    while ((rc = fi_recv(ep_, buffer, size, nullptr, FI_ADDR_UNSPEC, &operation.context)) == -FI_EAGAIN)
+    while ((rc = fi_recv(ep_, buffer, buffer_bytes_, descriptor, FI_ADDR_UNSPEC, &operation.context)) == -FI_EAGAIN)
         poll();   // the provider's queue is full of completions we have not read
     if (rc != 0)
         return make_error("{}: fi_recv failed: {}", provider_, describe(api_, static_cast<int>(rc)));
@@ -249,6 +353,15 @@ Status Endpoint::receive(void* buffer, std::size_t size, Operation& operation)
     backoff_ = {};
     poll_soon();
     return {};
+}
+
+void Endpoint::finish(Operation& operation)
+{
+    --outstanding_;
+    if (operation.staging_slot != no_slot) {
+        free_slots_.push_back(operation.staging_slot);
+        operation.staging_slot = no_slot;
+    }
 }
 
 void Endpoint::poll_soon()
@@ -281,7 +394,7 @@ void Endpoint::poll()
             any = true;
             for (ssize_t i = 0; i < count; ++i) {
                 auto* operation = reinterpret_cast<Operation*>(entries[static_cast<std::size_t>(i)].op_context);
-                --outstanding_;
+                finish(*operation);
                 operation->done({}, entries[static_cast<std::size_t>(i)].len);
                 if (!*alive)
                     return;
@@ -293,7 +406,7 @@ void Endpoint::poll()
             if (fi_cq_readerr(cq_, &error, 0) > 0) {
                 any = true;
                 auto* operation = reinterpret_cast<Operation*>(error.op_context);
-                --outstanding_;
+                finish(*operation);
                 const char* detail = fi_cq_strerror(cq_, error.prov_errno, error.err_data, nullptr, 0);
                 operation->done(make_error("{}: {}{}{}", provider_, api_.strerror(error.err), detail ? ": " : "",
                                            detail ? detail : ""),

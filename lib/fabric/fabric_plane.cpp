@@ -3,6 +3,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <span>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -24,7 +26,8 @@ struct FabricPlane::Send : Endpoint::Operation {
 };
 
 struct FabricPlane::Receive : Endpoint::Operation {
-    std::vector<std::uint8_t> buffer;
+    std::size_t index = 0;           // the endpoint's receive buffer it posts
+    std::span<std::uint8_t> buffer;
 };
 
 bool uses_fabric(const wire::LaunchPlan& plan) { return plan.job.fabric != "off"; }
@@ -50,12 +53,20 @@ Result<std::unique_ptr<FabricPlane>> FabricPlane::open(boost::asio::io_context& 
     // Every daemon of a job on one machine talks over loopback only; elsewhere the site's settings stand.
     if (one_host)
         ::setenv("FI_TCP_IFACE", "lo", 0);
-    auto endpoint = Endpoint::open(io, parse_provider_choice(plan.job.fabric, one_host));
+    Topology topology(static_cast<long>(plan.hosts.size()), static_cast<long>(plan.fanout));
+    long above = position > 0 ? topology.parent(position) : -1;
+    Endpoint::Buffers buffers;
+    buffers.receives = above >= 0 ? receive_buffers : 0;
+    buffers.send_slots = topology.children(position).empty() ? 0 : staged_sends;
+    buffers.bytes = sizeof(SealHeader) + max_frame_bytes;
+    const char* force_registration = std::getenv("CANOPY_TEST_FABRIC_REGISTER");
+    buffers.always_register = force_registration && std::string_view(force_registration) == "1";
+    auto endpoint = Endpoint::open(io, parse_provider_choice(plan.job.fabric, one_host), buffers);
     if (!endpoint)
         return endpoint.error();
-    long above = position > 0
-                     ? Topology(static_cast<long>(plan.hosts.size()), static_cast<long>(plan.fanout)).parent(position)
-                     : -1;
+    if ((*endpoint)->registers_memory())
+        fabric_log().debug("{}: {} registers its buffers ({})", node, (*endpoint)->provider(),
+                           buffers.always_register ? "CANOPY_TEST_FABRIC_REGISTER" : "the provider needs FI_MR_LOCAL");
     std::string parent = above < 0    ? std::string()
                          : above == 0 ? std::string("the launcher")
                                       : plan.hosts[static_cast<std::size_t>(Topology::position_to_node(above))];
@@ -67,10 +78,10 @@ Result<std::unique_ptr<FabricPlane>> FabricPlane::open(boost::asio::io_context& 
         plane->corrupt_send_ = std::strtoull(corrupt, nullptr, 10);
     if (above >= 0) {
         plane->parent_key_ = link_key(key, above, position);
-        std::size_t size = sizeof(SealHeader) + max_frame_bytes;
         for (std::size_t i = 0; i < receive_buffers; ++i) {
             auto receive = std::make_unique<Receive>();
-            receive->buffer.resize(size);
+            receive->index = i;
+            receive->buffer = plane->endpoint_->receive_buffer(i);
             plane->receives_.push_back(std::move(receive));
         }
         for (auto& receive : plane->receives_) {
@@ -206,7 +217,7 @@ void FabricPlane::pump(long child)
                              queued.error().message));
             return;
         }
-        if (!*queued) {   // the provider is full: again shortly
+        if (!*queued) {   // the provider's queue or the endpoint's send slots are full: again shortly
             retry_.expires_after(std::chrono::microseconds(200));
             retry_.async_wait([this, alive = alive_](const boost::system::error_code& error) {
                 if (!error && *alive)
@@ -223,11 +234,15 @@ void FabricPlane::pump(long child)
     }
 }
 
-void FabricPlane::pump_all()
+void FabricPlane::pump_all(long after)
 {
-    for (auto& [position, path] : paths_)
-        if (path.kind == ChildPath::Kind::fabric)
-            pump(position);
+    auto next = paths_.upper_bound(after);
+    for (std::size_t visited = 0; visited < paths_.size() && !failed_; ++visited, ++next) {
+        if (next == paths_.end())
+            next = paths_.begin();
+        if (next->second.kind == ChildPath::Kind::fabric)
+            pump(next->first);
+    }
 }
 
 void FabricPlane::sent(Send* send, const Status& status)
@@ -239,9 +254,8 @@ void FabricPlane::sent(Send* send, const Status& status)
                          status.error().message));
         return;
     }
-    ChildPath& path = paths_[owned->child];
-    --path.in_flight;
-    pump(owned->child);
+    --paths_[owned->child].in_flight;
+    pump_all(owned->child);   // the others first: a freed staging slot goes round the children in turn
     resume_receives();
 }
 
@@ -251,7 +265,7 @@ void FabricPlane::post(Receive& receive)
         if (*alive)
             received(receive, status, length);
     };
-    if (auto posted = endpoint_->receive(receive.buffer.data(), receive.buffer.size(), receive); !posted)
+    if (auto posted = endpoint_->receive(receive.index, receive); !posted)
         fail(fmt::format("cannot receive bulk data on {}: {}", node_, posted.error().message));
 }
 

@@ -42,6 +42,8 @@ public:
 
     static constexpr std::size_t receive_buffers = 8;
     static constexpr std::size_t sends_per_child = 8;
+    // Where the endpoint registers its memory (Endpoint::Buffers): sends in flight at once, over all children.
+    static constexpr std::size_t staged_sends = 2 * sends_per_child;
     // A child this many bytes behind stops this position from taking more from its parent.
     static constexpr std::size_t window_bytes = 4u << 20;
     // The largest bulk frame: a stage chunk of 1 MiB and its message fields.
@@ -88,7 +90,9 @@ private:
     std::shared_ptr<const Outgoing> made_here(std::vector<std::uint8_t> frame);
     void send_to(const std::vector<long>& children, std::shared_ptr<const Outgoing> message);
     void pump(long child);
-    void pump_all();
+    // Every child with a fabric path, starting after `after` and wrapping round, so that room freed in the
+    // provider's queue or the endpoint's send slots goes to the children in turn.
+    void pump_all(long after = -1);
     void sent(Send* send, const Status& status);
     void post(Receive& receive);
     void received(Receive& receive, const Status& status, std::size_t length);
@@ -119,7 +123,8 @@ private:
     PayloadTag delivering_tag_;
     boost::asio::steady_timer retry_;
     // Fault injection for tests (CANOPY_FAULT_FABRIC_CORRUPT=N): the N-th message this position sends, from 0,
-    // has one byte changed after it was tagged, as a corrupting network or an attacker would.
+    // has one byte changed after it was tagged, as a corrupting network or an attacker would. The other test hook,
+    // CANOPY_TEST_FABRIC_REGISTER=1, makes the endpoint register its memory (Endpoint::Buffers::always_register).
     std::optional<std::uint64_t> corrupt_send_;
     std::uint64_t sends_made_ = 0;
     bool failed_ = false;
