@@ -293,7 +293,7 @@ void Root::start_stage_fetch()
     auto dir = stage::default_cache_dir(plan_.plan.job_id, "launcher", plan_.plan.job.stage_cache_base);
     // The cache can hold gigabytes of /dev/shm: a SIGKILL of the launcher must not leave it behind.
     watch_path(dir, "stage cache");
-    auto tree = StageFetchTree::for_root(io_, dir, position_->children());
+    auto tree = StageFetchTree::for_root(io_, dir, position_->children(), plan_.stage->prefixes);
     if (!tree) {
         tree_log().warn("{}; ranks read what the stage index lacks from the shared filesystem", tree.error().message);
         return;

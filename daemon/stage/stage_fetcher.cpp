@@ -137,9 +137,15 @@ Result<std::unique_ptr<StageFetcher>> StageFetcher::start(boost::asio::io_contex
     if (auto listening = listen_private(server->acceptor_, path, "on-demand staging"); !listening.ok())
         return listening.error();
     auto board = stage::AnswerBoard::create(tree.cache_dir() + "/" CANOPY_STAGE_BOARD_NAME);
-    if (board)
+    if (board) {
         server->board_ = std::move(*board);
-    else
+        // Read-ahead answers go on the board as they arrive: a rank finds them without asking.
+        tree.on_pushed([alive = server->alive_, board = server->board_](const std::string& path,
+                                                                         const stage::FetchAnswer& answer) {
+            if (*alive)
+                board->publish(path, answer);
+        });
+    } else
         stage_log().warn("{}; every on-demand lookup of a rank goes over the socket", board.error().message);
     server->accept_next();
     return server;

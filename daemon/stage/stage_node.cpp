@@ -45,6 +45,13 @@ StageNode::StageNode(boost::asio::io_context& io, TreePosition& position, Paths 
             fetch_->on_parent_reply(frame);
         return true;
     });
+    position_.on_parent(wire::MessageType::stage_fetch_push, [this](long, const wire::Frame& frame) {
+        if (fetch_)
+            fetch_->on_parent_push(frame);
+        else
+            position_.bulk().relay(frame);   // nothing to keep here; the children may use it
+        return true;
+    });
     position_.on(wire::MessageType::stage_fetch, [this](long child, const wire::Frame& frame) {
         StageFetchTree::serve_child(fetch_.get(), position_.children(), child, frame);
         return true;

@@ -8,49 +8,63 @@
 
 namespace canopy::stage {
 
+DirectoryHandles::Opened::~Opened()
+{
+    if (fd >= 0)
+        ::close(fd);
+}
+
+std::shared_ptr<const DirectoryHandles::Opened> DirectoryHandles::handle(const std::string& dir)
+{
+    {
+        std::lock_guard lock(mutex_);
+        if (auto it = handles_.find(dir); it != handles_.end())
+            return it->second;
+    }
+    // Opened without the lock: a lookup can take a metadata server's round trip, and other threads' cached
+    // lookups must not wait for it. Two threads opening one directory keep the first handle stored.
+    int fd = -1;
+    if (dir == "/") {
+        fd = ::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    } else {
+        auto slash = dir.rfind('/');
+        auto parent = handle(slash == 0 ? std::string("/") : dir.substr(0, slash));
+        if (parent->fd < 0)
+            errno = parent->error;
+        else
+            fd = ::openat(parent->fd, dir.c_str() + slash + 1, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    }
+    auto opened = std::make_shared<const Opened>(fd, fd < 0 ? errno : 0);
+    std::lock_guard lock(mutex_);
+    if (handles_.size() >= max_handles_)
+        handles_.clear();   // the next walks reopen what they need; handles in use stay open until released
+    return handles_.emplace(dir, std::move(opened)).first->second;
+}
+
 int DirectoryHandles::open(const std::string& dir)
 {
     if (dir.empty() || dir[0] != '/') {
         errno = EINVAL;   // a relative name has no parent to open it through
         return -1;
     }
-    if (auto it = handles_.find(dir); it != handles_.end()) {
-        errno = it->second.error;
-        return it->second.fd;
-    }
-    if (handles_.size() >= max_handles)
-        close_all();   // the next walks reopen what they need
-    Handle handle;
-    if (dir == "/") {
-        handle.fd = ::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    } else {
-        auto slash = dir.rfind('/');
-        int parent = open(slash == 0 ? std::string("/") : dir.substr(0, slash));
-        handle.fd = parent < 0 ? -1 : ::openat(parent, dir.c_str() + slash + 1, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    }
-    handle.error = handle.fd < 0 ? errno : 0;
-    handles_[dir] = handle;
-    errno = handle.error;
-    return handle.fd;
+    auto opened = handle(dir);   // the set holds it until its next call
+    errno = opened->error;
+    return opened->fd;
 }
 
 int DirectoryHandles::open_file(const std::string& path, int flags)
 {
     auto slash = path.rfind('/');
-    if (slash == std::string::npos || slash + 1 == path.size()) {
+    if (path.empty() || path[0] != '/' || slash + 1 == path.size()) {
         errno = EINVAL;
         return -1;
     }
-    int dir = open(slash == 0 ? std::string("/") : path.substr(0, slash));
-    return dir < 0 ? -1 : ::openat(dir, path.c_str() + slash + 1, flags | O_CLOEXEC);
-}
-
-void DirectoryHandles::close_all()
-{
-    for (auto& [dir, handle] : handles_)
-        if (handle.fd >= 0)
-            ::close(handle.fd);
-    handles_.clear();
+    auto dir = handle(slash == 0 ? std::string("/") : path.substr(0, slash));
+    if (dir->fd < 0) {
+        errno = dir->error;
+        return -1;
+    }
+    return ::openat(dir->fd, path.c_str() + slash + 1, flags | O_CLOEXEC);
 }
 
 } // namespace canopy::stage

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -73,6 +74,62 @@ bool plain_name(const std::string& name)
            name.find('\0') == std::string::npos;
 }
 
+// What the lookup that opened `fd` brought back: a network filesystem's client need not ask its server again
+// (AT_STATX_DONT_SYNC: on FUSE or NFS one metadata round trip fewer per path); a local one answers as fstat does.
+int fstat_as_looked_up(int fd, struct stat& out)
+{
+    struct statx x {};
+    if (::statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC, STATX_BASIC_STATS, &x) != 0)
+        return errno == ENOSYS ? ::fstat(fd, &out) : -1;
+    out = {};
+    out.st_dev = makedev(x.stx_dev_major, x.stx_dev_minor);
+    out.st_ino = x.stx_ino;
+    out.st_mode = x.stx_mode;
+    out.st_nlink = x.stx_nlink;
+    out.st_uid = x.stx_uid;
+    out.st_gid = x.stx_gid;
+    out.st_rdev = makedev(x.stx_rdev_major, x.stx_rdev_minor);
+    out.st_size = static_cast<off_t>(x.stx_size);
+    out.st_blksize = static_cast<blksize_t>(x.stx_blksize);
+    out.st_blocks = static_cast<blkcnt_t>(x.stx_blocks);
+    out.st_atim = {x.stx_atime.tv_sec, x.stx_atime.tv_nsec};
+    out.st_mtim = {x.stx_mtime.tv_sec, x.stx_mtime.tv_nsec};
+    out.st_ctim = {x.stx_ctime.tv_sec, x.stx_ctime.tv_nsec};
+    return 0;
+}
+
+// Where a symlink at `path` leads, found without the kernel's walk of the whole path: empty when only that walk
+// gets it right (a target that climbs with "..", through directories that may be symlinks themselves, or that
+// ends in "/").
+std::string link_destination(const std::string& path, const std::string& target)
+{
+    if (target.empty() || target.back() == '/')
+        return {};
+    std::string joined = target[0] == '/' ? target : path.substr(0, path.rfind('/')) + "/" + target;
+    std::string out;
+    std::size_t start = 0;
+    while (start < joined.size()) {
+        std::size_t end = joined.find('/', start);
+        if (end == std::string::npos)
+            end = joined.size();
+        std::string_view part(joined.data() + start, end - start);
+        if (part == "..")
+            return {};
+        if (!part.empty() && part != ".") {
+            out += '/';
+            out += part;
+        }
+        start = end + 1;
+    }
+    return out.empty() || out.size() >= CANOPY_STAGE_PATH_MAX ? std::string() : out;
+}
+
+// Links followed through handles before the kernel's own walk takes over (and says ELOOP where it must).
+constexpr int max_link_hops = 40;
+
+Result<FetchAnswer> read_followed(FetchKind kind, const std::string& path, NodeCache& cache,
+                                  DirectoryHandles* directories, std::int64_t content_limit, int hops);
+
 } // namespace
 
 bool FetchAnswer::serves(FetchKind kind) const
@@ -92,7 +149,15 @@ ContentFile FetchAnswer::content_file() const
 }
 
 Result<FetchAnswer> read_local(FetchKind kind, const std::string& path, NodeCache& cache,
-                               DirectoryHandles* directories)
+                               DirectoryHandles* directories, std::int64_t content_limit)
+{
+    return read_followed(kind, path, cache, directories, content_limit, 0);
+}
+
+namespace {
+
+Result<FetchAnswer> read_followed(FetchKind kind, const std::string& path, NodeCache& cache,
+                                  DirectoryHandles* directories, std::int64_t content_limit, int hops)
 {
     FetchAnswer answer;
     // One walk of the path: an O_PATH descriptor gives the lstat view, and reopening it through /proc/self/fd
@@ -102,7 +167,7 @@ Result<FetchAnswer> read_local(FetchKind kind, const std::string& path, NodeCach
     UniqueDescriptor handle(by_handle ? directories->open_file(path, O_PATH | O_NOFOLLOW)
                                       : ::open(path.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
     struct stat ls {};
-    if (handle.fd < 0 || ::fstat(handle.fd, &ls) != 0) {
+    if (handle.fd < 0 || fstat_as_looked_up(handle.fd, ls) != 0) {
         answer.facts.lstat_errno = answer.facts.stat_errno = errno;
         return answer;
     }
@@ -110,6 +175,21 @@ Result<FetchAnswer> read_local(FetchKind kind, const std::string& path, NodeCach
     bool link = S_ISLNK(ls.st_mode);
     if (link) {
         answer.link = read_link_at(handle.fd, "");
+        // The target through its directory's handle: a library's versioned symlinks cost a lookup or two, not
+        // two walks of the whole path.
+        auto destination = directories && hops < max_link_hops ? link_destination(path, answer.link) : std::string();
+        if (!destination.empty()) {
+            auto followed = read_followed(kind, destination, cache, directories, content_limit, hops + 1);
+            if (!followed)
+                return followed.error();
+            answer.facts.stat = followed->facts.stat;
+            answer.facts.stat_errno = followed->facts.stat_errno;
+            answer.facts.open_errno = followed->facts.open_errno;
+            answer.facts.flags |= followed->facts.flags & (CANOPY_STAGE_CONTENT | CANOPY_STAGE_LISTED);
+            answer.mirror = std::move(followed->mirror);
+            answer.listing = std::move(followed->listing);
+            return answer;
+        }
         struct stat s {};
         if (::stat(path.c_str(), &s) != 0)
             answer.facts.stat_errno = errno;
@@ -124,6 +204,8 @@ Result<FetchAnswer> read_local(FetchKind kind, const std::string& path, NodeCach
     };
 
     if (S_ISREG(answer.facts.stat.mode)) {
+        if (content_limit >= 0 && answer.facts.stat.size > content_limit)
+            return answer;
         int fd = reopen(O_RDONLY | O_NOCTTY);
         if (fd < 0) {
             answer.facts.open_errno = errno;
@@ -178,6 +260,8 @@ Result<FetchAnswer> read_local(FetchKind kind, const std::string& path, NodeCach
     }
     return answer;
 }
+
+} // namespace
 
 FetchCache::FetchCache(NodeCache cache, SendUp send_up) : cache_(std::move(cache)), send_up_(std::move(send_up)) {}
 
@@ -237,7 +321,10 @@ void FetchCache::fetch(FetchKind kind, const std::string& path, Done done)
             continue;
         if (auto it = in_flight_.find({joinable, path}); it != in_flight_.end()) {
             ++counters_.merged;
-            pending_[it->second].waiters.push_back(std::move(done));
+            auto& pending = pending_[it->second];
+            pending.waiters.push_back(std::move(done));
+            if (std::exchange(pending.ahead, false) && promote_)
+                promote_(it->second);
             return;
         }
     }
@@ -251,6 +338,18 @@ void FetchCache::fetch(FetchKind kind, const std::string& path, Done done)
     send_up_(id, kind, path);
 }
 
+Status FetchCache::checked(const std::string& path, const FetchAnswer& answer)
+{
+    if ((answer.content() || answer.listed()) && !plain_absolute(answer.mirror))
+        return make_error("the on-demand stage answer for {} names the unusable path '{}'", path, answer.mirror);
+    for (const auto& name : answer.listing)
+        if (!plain_name(name.name))
+            return make_error("the listing of {} holds the unusable name '{}'", path, name.name);
+    if (answer.listed())
+        return cache_.make_skeleton(ListedDirectory{answer.mirror, answer.listing});
+    return {};
+}
+
 Status FetchCache::answer(std::uint64_t id, FetchAnswer answer, bool content_follows)
 {
     auto it = pending_.find(id);
@@ -258,15 +357,17 @@ Status FetchCache::answer(std::uint64_t id, FetchAnswer answer, bool content_fol
         return make_error("an on-demand stage answer arrived for request {}, which is not waiting", id);
     if (it->second.answer)
         return make_error("a second on-demand stage answer arrived for request {}", id);
-    Status checked;
-    if ((answer.content() || answer.listed()) && !plain_absolute(answer.mirror))
-        checked = make_error("the on-demand stage answer for {} names the unusable path '{}'", it->second.path,
-                             answer.mirror);
-    for (const auto& name : answer.listing)
-        if (checked && !plain_name(name.name))
-            checked = make_error("the listing of {} holds the unusable name '{}'", it->second.path, name.name);
-    if (checked && answer.listed())
-        checked = cache_.make_skeleton(ListedDirectory{answer.mirror, answer.listing});
+    if (it->second.learned) {
+        // A push answered this request's callers already; its content, if any follows, is not needed again.
+        it->second.answer = std::move(answer);
+        if (!content_follows)
+            complete(id, {});
+        return {};
+    }
+    Status checked = this->checked(it->second.path, answer);
+    if (checked && answer.content() && !content_follows && !cache_.has_content(answer.content_file()))
+        checked = make_error("the on-demand stage answer for {} says its content is here, and it is not",
+                             it->second.path);
     if (checked && answer.content() && content_follows) {
         auto writer = cache_.begin_content(answer.content_file());
         if (!writer) {
@@ -289,6 +390,11 @@ Status FetchCache::answer(std::uint64_t id, FetchAnswer answer, bool content_fol
 Status FetchCache::content(std::uint64_t id, std::span<const unsigned char> chunk, bool last)
 {
     auto it = pending_.find(id);
+    if (it != pending_.end() && it->second.learned && it->second.answer) {
+        if (last)
+            complete(id, {});
+        return {};
+    }
     if (it == pending_.end() || !it->second.writer)
         return make_error("on-demand stage content arrived for request {}, which expects none", id);
     Status status = it->second.writer->append(chunk);
@@ -316,6 +422,76 @@ void FetchCache::fail_all(const std::string& why)
 {
     while (!pending_.empty())
         complete(pending_.begin()->first, make_error("{}", why));
+}
+
+Status FetchCache::learn(const std::string& path, FetchAnswer answer, std::span<const unsigned char> content)
+{
+    if (auto valid = checked(path, answer); !valid)
+        return valid;
+    if (answer.content()) {
+        auto file = answer.content_file();
+        if (static_cast<std::uint64_t>(std::max<std::int64_t>(0, file.size)) != content.size())
+            return make_error("the pushed content of {} has {} bytes where its answer says {}", path, content.size(),
+                              file.size);
+        if (!cache_.has_content(file)) {
+            auto writer = cache_.begin_content(file);
+            Status written = writer ? writer->append(content) : Status(writer.error());
+            if (written)
+                written = writer->commit();
+            if (!written)
+                return written;
+            counters_.content_bytes += content.size();
+        }
+    }
+    ++counters_.pushed;
+    answer.pushed = true;
+    auto [slot, fresh] = answers_.try_emplace(path, answer);
+    if (!fresh && (!slot->second.serves(FetchKind::content) || answer.serves(FetchKind::content)))
+        slot->second = std::move(answer);
+    // Callers waiting for this path whom it serves need not wait for their own replies.
+    for (FetchKind kind : {FetchKind::metadata, FetchKind::content}) {
+        auto it = in_flight_.find({kind, path});
+        if (it == in_flight_.end() || !slot->second.serves(kind))
+            continue;
+        auto& pending = pending_[it->second];
+        pending.learned = true;
+        pending.writer.reset();
+        auto waiters = std::exchange(pending.waiters, {});
+        FetchAnswer copy = slot->second;
+        for (auto& waiter : waiters)
+            waiter(Status{}, copy);
+    }
+    return {};
+}
+
+void FetchCache::set_read_ahead(SendUp send_ahead, std::function<void(std::uint64_t id)> promote)
+{
+    send_ahead_ = std::move(send_ahead);
+    promote_ = std::move(promote);
+}
+
+void FetchCache::read_ahead(FetchKind kind, const std::string& path)
+{
+    if (!send_ahead_)
+        return;
+    if (const FetchAnswer* known = cached(path); known && known->serves(kind))
+        return;
+    if (known_failure(path) || in_flight_.count({kind, path}) || in_flight_.count({FetchKind::content, path}))
+        return;
+    std::uint64_t id = next_id_++;
+    auto& pending = pending_[id];
+    pending.kind = kind;
+    pending.path = path;
+    pending.ahead = true;
+    in_flight_[{kind, path}] = id;
+    ++counters_.read_ahead;
+    send_ahead_(id, kind, path);
+}
+
+bool FetchCache::has_waiters(std::uint64_t id) const
+{
+    auto it = pending_.find(id);
+    return it != pending_.end() && !it->second.waiters.empty();
 }
 
 void FetchCache::complete(std::uint64_t id, Status status)

@@ -30,13 +30,19 @@ struct FetchAnswer : KnownPath {
     // Whether this answer also serves a request of `kind` (a metadata answer to a file lacks its content).
     bool serves(FetchKind kind) const;
     ContentFile content_file() const;
+
+    // Came down in a read-ahead push, which this position passed on to all its children before using it: they
+    // have its content, and a reply need not carry it again.
+    bool pushed = false;
 };
 
 // The root's side: lstat, stat and readlink of `path`; for content, a regular file is copied into `cache` and a
 // directory listed. An unreadable path is an answer (its errno); an error is a failure of the cache itself.
-// With `directories`, a path is reached through its directory's handle: one lookup instead of one per component.
+// With `directories`, a path is reached through its directory's handle: one lookup instead of one per component,
+// and so is a symlink's target when it can be found without "..".
+// A regular file larger than `content_limit` bytes (when >= 0) is not copied: the answer holds its metadata only.
 Result<FetchAnswer> read_local(FetchKind kind, const std::string& path, NodeCache& cache,
-                               DirectoryHandles* directories = nullptr);
+                               DirectoryHandles* directories = nullptr, std::int64_t content_limit = -1);
 
 // The cache and the in-flight table of one tree position. Not thread-safe: the daemon's (or root's) event loop
 // owns it. A miss goes up through `send_up` once, however many callers wait; its answer comes back through
@@ -48,12 +54,14 @@ public:
     using SendUp = std::function<void(std::uint64_t id, FetchKind kind, const std::string& path)>;
 
     struct Counters {
-        std::uint64_t from_cache = 0;       // answered from what this position already had
+        std::uint64_t from_cache = 0;       // answered from what this position already had (pushed or asked)
         std::uint64_t inferred_missing = 0; // ENOENT/ENOTDIR known from an ancestor (missing, or its listing)
         std::uint64_t merged = 0;           // joined a request already on its way up
         std::uint64_t sent_up = 0;          // requests sent to the parent (the root: filesystem reads)
         std::uint64_t failed = 0;
         std::uint64_t content_bytes = 0;    // written into this position's cache
+        std::uint64_t pushed = 0;           // answers learned from read-ahead pushes
+        std::uint64_t read_ahead = 0;       // the root: reads started ahead of any request
         // Questions this position answered without asking its parent (the root: without reading).
         std::uint64_t answered_here() const { return from_cache + inferred_missing + merged; }
     };
@@ -70,6 +78,19 @@ public:
     void fail(std::uint64_t id, const std::string& why);
     void fail_all(const std::string& why);
 
+    // An answer pushed ahead of any request (`content`: a regular file's whole bytes when it says CONTENT, written
+    // into the cache first). Kept unless a richer one is here; callers waiting for `path` whom it serves are
+    // answered at once, and the replies to their requests, still on the way, are then dropped.
+    Status learn(const std::string& path, FetchAnswer answer, std::span<const unsigned char> content);
+
+    // The root's read-ahead: reads `path` through `send_ahead` (same signature as send_up) unless it is known or
+    // on its way. A caller who then asks for it waits for that read; `promote` hears of it, so that the read can
+    // move ahead of other read-ahead.
+    void set_read_ahead(SendUp send_ahead, std::function<void(std::uint64_t id)> promote);
+    void read_ahead(FetchKind kind, const std::string& path);
+    // Whether request `id` has callers waiting (a read-ahead may have none).
+    bool has_waiters(std::uint64_t id) const;
+
     const NodeCache& cache() const { return cache_; }
     NodeCache& cache() { return cache_; }
     const Counters& counters() const { return counters_; }
@@ -85,15 +106,21 @@ private:
         std::vector<Done> waiters;
         std::optional<FetchAnswer> answer;
         std::optional<NodeCache::ContentWriter> writer;
+        bool ahead = false;     // a read-ahead no caller has asked for yet
+        bool learned = false;   // a push answered its callers: its own reply is dropped
     };
 
     // An errno the cache can tell without asking: an ancestor is missing or not a directory, or its complete
     // listing lacks the next name. 0 when it cannot tell.
     int known_failure(const std::string& path) const;
+    // An answer from elsewhere is usable here: its mirror and names are plain, and a listing's skeleton is made.
+    Status checked(const std::string& path, const FetchAnswer& answer);
     void complete(std::uint64_t id, Status status);
 
     NodeCache cache_;
     SendUp send_up_;
+    SendUp send_ahead_;
+    std::function<void(std::uint64_t id)> promote_;
     std::map<std::string, FetchAnswer> answers_;
     std::map<std::pair<FetchKind, std::string>, std::uint64_t> in_flight_;
     std::map<std::uint64_t, Pending> pending_;

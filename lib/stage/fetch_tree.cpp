@@ -2,6 +2,7 @@
 #include "stage/fetch_tree.hpp"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <boost/asio/post.hpp>
 
 #include "util/log.hpp"
+#include "util/read_file.hpp"
 
 namespace canopy {
 namespace {
@@ -49,6 +51,7 @@ stage::FetchAnswer from_reply(wire::StageFetchReply& reply)
     answer.listing.reserve(reply.listing.size());
     for (auto& name : reply.listing)
         answer.listing.push_back({std::move(name.name), name.type, std::move(name.link_target)});
+    answer.pushed = reply.pushed;   // pushed to us, so passed on to our children too
     return answer;
 }
 
@@ -65,7 +68,10 @@ bool normalized_absolute(const std::string& path)
 
 } // namespace
 
-StageFetchTree::StageFetchTree(asio::io_context& io, ChildSet& children) : io_(io), children_(children), timer_(io) {}
+StageFetchTree::StageFetchTree(asio::io_context& io, ChildSet& children)
+    : io_(io), children_(children), timer_(io), push_timer_(io)
+{
+}
 
 Result<std::unique_ptr<StageFetchTree>> StageFetchTree::for_daemon(asio::io_context& io, const std::string& cache_dir,
                                                                    ChildSet& children, SendUp send_up)
@@ -83,7 +89,8 @@ Result<std::unique_ptr<StageFetchTree>> StageFetchTree::for_daemon(asio::io_cont
 }
 
 Result<std::unique_ptr<StageFetchTree>> StageFetchTree::for_root(asio::io_context& io, const std::string& cache_dir,
-                                                                 ChildSet& children, int reader_threads)
+                                                                 ChildSet& children, std::vector<std::string> prefixes,
+                                                                 int reader_threads)
 {
     auto cache = stage::NodeCache::create(cache_dir);
     if (!cache)
@@ -92,14 +99,40 @@ Result<std::unique_ptr<StageFetchTree>> StageFetchTree::for_root(asio::io_contex
     auto* self = tree.get();
     tree->cache_ = std::make_unique<stage::FetchCache>(
         *cache, [self](std::uint64_t id, stage::FetchKind kind, const std::string& path) {
-            {
-                std::lock_guard lock(self->mutex_);
-                self->jobs_.push_back({id, kind, path});
-            }
-            self->wake_.notify_one();
+            self->queue({id, kind, path, false});
         });
+    if (!prefixes.empty()) {
+        tree->read_ahead_ = std::make_unique<stage::ReadAheadPolicy>(std::move(prefixes));
+        tree->cache_->set_read_ahead(
+            [self](std::uint64_t id, stage::FetchKind kind, const std::string& path) {
+                self->queue({id, kind, path, true});
+            },
+            [self](std::uint64_t id) { self->promote(id); });
+    }
     tree->start_readers(cache->dir(), std::max(1, reader_threads));
     return tree;
+}
+
+void StageFetchTree::queue(Job job)
+{
+    {
+        std::lock_guard lock(mutex_);
+        (job.ahead ? ahead_jobs_ : jobs_).push_back(std::move(job));
+    }
+    wake_.notify_one();
+}
+
+void StageFetchTree::promote(std::uint64_t id)
+{
+    // A caller waits for this read-ahead now: it goes before the rest, and reads a file of any size whole.
+    std::lock_guard lock(mutex_);
+    auto it = std::find_if(ahead_jobs_.begin(), ahead_jobs_.end(), [id](const Job& job) { return job.id == id; });
+    if (it == ahead_jobs_.end())
+        return;   // being read already: on_read sees the caller
+    Job job = std::move(*it);
+    ahead_jobs_.erase(it);
+    job.ahead = false;
+    jobs_.push_back(std::move(job));
 }
 
 StageFetchTree::~StageFetchTree()
@@ -117,6 +150,12 @@ StageFetchTree::~StageFetchTree()
 
 void StageFetchTree::start_readers(const std::string& cache_dir, int count)
 {
+    // As many directories open as a quarter of the descriptor limit allows: a job's software tree stays open.
+    struct rlimit limit {};
+    std::size_t max_handles = stage::DirectoryHandles::default_max_handles;
+    if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
+        max_handles = std::max<std::size_t>(max_handles, static_cast<std::size_t>(limit.rlim_cur / 4));
+    directories_ = std::make_unique<stage::DirectoryHandles>(max_handles);
     for (int i = 0; i < count; ++i) {
         auto cache = stage::NodeCache::create(cache_dir);
         if (!cache)
@@ -127,29 +166,119 @@ void StageFetchTree::start_readers(const std::string& cache_dir, int count)
 
 void StageFetchTree::read_loop(stage::NodeCache cache)
 {
-    stage::DirectoryHandles directories;   // this thread's: the directories of the paths it read, open
     for (;;) {
         Job job;
         {
             std::unique_lock lock(mutex_);
-            wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+            wake_.wait(lock, [this] { return stopping_ || !jobs_.empty() || !ahead_jobs_.empty(); });
             if (stopping_)
                 return;
-            job = std::move(jobs_.front());
-            jobs_.pop_front();
+            auto& from = jobs_.empty() ? ahead_jobs_ : jobs_;
+            job = std::move(from.front());
+            from.pop_front();
         }
-        auto answer = stage::read_local(job.kind, job.path, cache, &directories);
-        asio::post(io_, [this, alive = alive_, id = job.id, answer = std::move(answer)]() mutable {
-            if (!*alive)
-                return;
-            if (!answer) {
-                stage_log().warn("on-demand staging: {}", answer.error().message);
-                cache_->fail(id, answer.error().message);
-                return;
-            }
-            if (auto taken = cache_->answer(id, std::move(*answer), false); !taken)
-                stage_log().warn("on-demand staging: {}", taken.error().message);
+        auto began = std::chrono::steady_clock::now();
+        Read read{job, stage::read_local(job.kind, job.path, cache, directories_.get(),
+                                         job.ahead ? stage::ReadAheadPolicy::small_file_bytes : -1),
+                  {}};
+        if (job.ahead && read.answer && read.answer->content()) {
+            // The copy was just written: read back from the page cache for the push.
+            auto copied = read_file(cache.content_path(read.answer->mirror),
+                                    static_cast<std::size_t>(stage::ReadAheadPolicy::small_file_bytes),
+                                    "staged copy");
+            if (copied)
+                read.content.assign(copied->begin(), copied->end());
+            else
+                read.answer = copied.error();
+        }
+        stage_log().debug("read {}{} {} in {} us", job.ahead ? "ahead " : "",
+                          job.kind == stage::FetchKind::content ? "content" : "metadata", job.path,
+                          std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                                                began)
+                              .count());
+        asio::post(io_, [this, alive = alive_, read = std::move(read)]() mutable {
+            if (*alive)
+                on_read(std::move(read));
         });
+    }
+}
+
+void StageFetchTree::on_read(Read read)
+{
+    const Job& job = read.job;
+    if (!read.answer) {
+        stage_log().warn("on-demand staging: {}", read.answer.error().message);
+        cache_->fail(job.id, read.answer.error().message);
+        return;
+    }
+    if (job.ahead && job.kind == stage::FetchKind::content && !read.answer->serves(job.kind) &&
+        cache_->has_waiters(job.id)) {
+        // Too large to read ahead, and a caller joined while it was read: read it whole for them.
+        queue({job.id, job.kind, job.path, false});
+        return;
+    }
+    if (job.ahead) {
+        ready_.push_back(std::move(read));
+        push_ready();
+        return;
+    }
+    if (auto taken = cache_->answer(job.id, *read.answer, false); !taken)
+        stage_log().warn("on-demand staging: {}", taken.error().message);
+    after_read(job, *read.answer);
+}
+
+void StageFetchTree::after_read(const Job& job, const stage::FetchAnswer& answer)
+{
+    if (!read_ahead_)
+        return;
+    read_ahead_->after_read(job.kind, job.path, answer, !job.ahead, *cache_,
+                            [this](stage::FetchKind kind, const std::string& path) { cache_->read_ahead(kind, path); });
+}
+
+void StageFetchTree::push_ready()
+{
+    if (push_waiting_)
+        return;
+    while (!ready_.empty()) {
+        if (children_.max_queued_bytes() > max_queued_bytes) {
+            push_waiting_ = true;
+            push_timer_.expires_after(std::chrono::milliseconds(1));
+            push_timer_.async_wait([this, alive = alive_](const boost::system::error_code& error) {
+                if (error || !*alive)
+                    return;
+                push_waiting_ = false;
+                push_ready();
+            });
+            return;
+        }
+        wire::StageFetchPush push;
+        std::vector<Read> batch;
+        std::size_t bytes = 0;
+        while (!ready_.empty() && (batch.empty() || bytes + ready_.front().content.size() <= chunk_bytes)) {
+            Read read = std::move(ready_.front());
+            ready_.pop_front();
+            const auto& answer = *read.answer;
+            wire::StagePushedAnswer pushed;
+            pushed.path = read.job.path;
+            pushed.facts = answer.facts;
+            pushed.link = answer.link;
+            pushed.mirror = answer.mirror;
+            for (const auto& name : answer.listing)
+                pushed.listing.push_back({name.name, name.type, name.link_target});
+            pushed.content = std::move(read.content);
+            bytes += pushed.content.size() + 256 + pushed.path.size();
+            push.answers.push_back(std::move(pushed));
+            batch.push_back(std::move(read));
+        }
+        if (children_.connected_count() > 0)
+            children_.broadcast(wire::to_frame(push));
+        // Down before any reply: the children have these answers, bytes and all, when a reply names them.
+        for (auto& read : batch) {
+            read.answer->pushed = true;
+            if (auto taken = cache_->answer(read.job.id, *read.answer, false); !taken)
+                stage_log().warn("on-demand staging: {}", taken.error().message);
+            after_read(read.job, *read.answer);
+        }
     }
 }
 
@@ -190,7 +319,9 @@ void StageFetchTree::answer_child(long position, std::uint64_t id, stage::FetchK
     // A stat needs no bytes; a listing is small and saves the child questions.
     if (kind == stage::FetchKind::metadata)
         reply.facts.flags &= ~CANOPY_STAGE_CONTENT;
-    if (!(reply.facts.flags & CANOPY_STAGE_CONTENT)) {
+    // A pushed file's bytes went down with the push, ahead of this reply on the same link.
+    reply.pushed = answer.pushed && (reply.facts.flags & CANOPY_STAGE_CONTENT);
+    if (!(reply.facts.flags & CANOPY_STAGE_CONTENT) || reply.pushed) {
         children_.send(position, wire::to_frame(reply));
         return;
     }
@@ -275,7 +406,7 @@ void StageFetchTree::on_parent_reply(const wire::Frame& frame)
     if (!reply->error.empty()) {
         cache_->fail(reply->id, reply->error);
     } else if (reply->has_answer) {
-        bool content = reply->facts.flags & CANOPY_STAGE_CONTENT;
+        bool content = (reply->facts.flags & CANOPY_STAGE_CONTENT) && !reply->pushed;
         taken = cache_->answer(reply->id, from_reply(*reply), content);
         if (taken && content)
             taken = cache_->content(reply->id, reply->chunk, reply->last);
@@ -284,6 +415,38 @@ void StageFetchTree::on_parent_reply(const wire::Frame& frame)
     }
     if (!taken)
         stage_log().warn("on-demand staging: {}", taken.error().message);
+}
+
+void StageFetchTree::on_parent_push(const wire::Frame& frame)
+{
+    auto push = wire::decode_frame<wire::StageFetchPush>(frame);
+    if (!push) {
+        stage_log().warn("ignored a malformed stage-fetch-push message from the parent: {}", push.error().message);
+        return;
+    }
+    // The children first: every position that uses a pushed answer has passed it on, so its replies can say
+    // "pushed" and leave the bytes out.
+    if (children_.connected_count() > 0)
+        children_.broadcast(wire::encode_frame(frame));
+    for (auto& pushed : push->answers) {
+        if (!normalized_absolute(pushed.path)) {
+            stage_log().warn("ignored a pushed stage answer for a path that is not absolute and normalized");
+            continue;
+        }
+        stage::FetchAnswer answer;
+        answer.facts = pushed.facts;
+        answer.link = std::move(pushed.link);
+        answer.mirror = std::move(pushed.mirror);
+        for (auto& name : pushed.listing)
+            answer.listing.push_back({std::move(name.name), name.type, std::move(name.link_target)});
+        if (auto learned = cache_->learn(pushed.path, answer, pushed.content); !learned) {
+            stage_log().warn("on-demand staging: a pushed answer: {}", learned.error().message);
+            continue;
+        }
+        if (on_pushed_)
+            if (const auto* kept = cache_->cached(pushed.path))
+                on_pushed_(pushed.path, *kept);
+    }
 }
 
 void StageFetchTree::serve_child(StageFetchTree* tree, ChildSet& children, long position, const wire::Frame& frame)
@@ -304,6 +467,7 @@ void StageFetchTree::serve_child(StageFetchTree* tree, ChildSet& children, long 
 void StageFetchTree::fail_all(const std::string& why)
 {
     streams_.clear();
+    ready_.clear();
     cache_->fail_all(why);
 }
 

@@ -16,6 +16,7 @@
 
 #include "proc/process.hpp"
 #include "stage/fetch_cache.hpp"
+#include "stage/read_ahead.hpp"
 #include "tree/children.hpp"
 #include "util/result.hpp"
 #include "wire/messages.hpp"
@@ -23,21 +24,27 @@
 namespace canopy {
 
 // One per tree position of a staged job. A daemon sends its misses to the parent (stage-fetch messages); the
-// root reads them from its filesystem on a few threads, into its own cache. Either way it answers its child
-// daemons from that cache, streaming a file's content in chunks paced by the children's send queues, so memory
-// stays bounded whatever the file size.
+// root reads them from its filesystem on many threads (the reads wait on a metadata server, not on a CPU), into
+// its own cache, and reads ahead what the ranks are likely to ask next (stage::ReadAheadPolicy), pushing those
+// answers down the whole tree. Either way a position answers its child daemons from its cache, streaming a
+// file's content in chunks paced by the children's send queues, so memory stays bounded whatever the file size.
 class StageFetchTree {
 public:
     static constexpr std::size_t chunk_bytes = 1 << 20;
     static constexpr std::size_t max_queued_bytes = 4 * chunk_bytes;
+    static constexpr int default_readers = 16;
 
     using SendUp = std::function<void(std::vector<std::uint8_t> frame)>;
+    // An answer this position learned from a push (the daemon publishes it for its ranks).
+    using Pushed = std::function<void(const std::string& path, const stage::FetchAnswer& answer)>;
 
     // `children` are the position's child daemons, which this tree answers; they must outlive it.
     static Result<std::unique_ptr<StageFetchTree>> for_daemon(asio::io_context& io, const std::string& cache_dir,
                                                               ChildSet& children, SendUp send_up);
+    // `prefixes`: the staged prefixes, where the root reads ahead (none: no read-ahead).
     static Result<std::unique_ptr<StageFetchTree>> for_root(asio::io_context& io, const std::string& cache_dir,
-                                                            ChildSet& children, int reader_threads = 4);
+                                                            ChildSet& children, std::vector<std::string> prefixes,
+                                                            int reader_threads = default_readers);
     ~StageFetchTree();
     StageFetchTree(const StageFetchTree&) = delete;
     StageFetchTree& operator=(const StageFetchTree&) = delete;
@@ -46,6 +53,9 @@ public:
     void fetch(stage::FetchKind kind, const std::string& path, stage::FetchCache::Done done);
     // A stage-fetch-reply from the parent (daemons only).
     void on_parent_reply(const wire::Frame& frame);
+    // A stage-fetch-push from the parent (daemons only): passed to the children first, then learned.
+    void on_parent_push(const wire::Frame& frame);
+    void on_pushed(Pushed pushed) { on_pushed_ = std::move(pushed); }
     // The parent is gone or the job ends: every waiter gets "no answer" and falls back.
     void fail_all(const std::string& why);
     // A stage-fetch from the child at `position`, for the root and daemons alike: answered by `tree`, or, where
@@ -71,6 +81,13 @@ private:
         std::uint64_t id;
         stage::FetchKind kind;
         std::string path;
+        bool ahead = false;   // read ahead: a small file whole, a larger one's metadata only
+    };
+    // A read done at the root, back on the event loop.
+    struct Read {
+        Job job;
+        Result<stage::FetchAnswer> answer;
+        std::vector<std::uint8_t> content;   // read ahead: a small file's whole bytes, for the push
     };
 
     StageFetchTree(asio::io_context& io, ChildSet& children);
@@ -81,6 +98,13 @@ private:
     bool send_chunk(Stream& stream);
     void start_readers(const std::string& cache_dir, int count);
     void read_loop(stage::NodeCache cache);
+    void queue(Job job);
+    void promote(std::uint64_t id);
+    void on_read(Read read);
+    // Sends the read-ahead answers down in batches, paced by the children's send queues, and only then answers
+    // the callers who joined them: a reply can then say "pushed" and leave the bytes out.
+    void push_ready();
+    void after_read(const Job& job, const stage::FetchAnswer& answer);
 
     asio::io_context& io_;
     std::unique_ptr<stage::FetchCache> cache_;
@@ -89,11 +113,20 @@ private:
     std::deque<Stream> streams_;
     bool pumping_ = false;
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+    Pushed on_pushed_;
 
-    // The root's readers.
+    // The root's read-ahead, and its answers waiting to be pushed.
+    std::unique_ptr<stage::ReadAheadPolicy> read_ahead_;
+    std::deque<Read> ready_;
+    asio::steady_timer push_timer_;
+    bool push_waiting_ = false;
+
+    // The root's readers: what the ranks asked first, read-ahead when nothing is asked.
     std::mutex mutex_;
     std::condition_variable wake_;
     std::deque<Job> jobs_;
+    std::deque<Job> ahead_jobs_;
+    std::unique_ptr<stage::DirectoryHandles> directories_;   // shared: each directory looked up once per job
     bool stopping_ = false;
     std::vector<std::thread> readers_;
 };

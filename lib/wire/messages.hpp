@@ -39,6 +39,7 @@ enum class MessageType : std::uint8_t {
     stage_content = 15,
     stage_fetch_reply = 16,
     output_flow = 17,
+    stage_fetch_push = 18,
     // Up the tree.
     subtree_up = 20,
     subtree_spawned = 21,
@@ -456,6 +457,9 @@ struct StageFetchReply {
     std::string link;
     std::string mirror;
     std::vector<StageListedName> listing;
+    // A content answer this position pushed down already (StageFetchPush, on the same link before this reply):
+    // the asker has the bytes, and no chunk follows.
+    bool pushed = false;
     bool last = true;            // content: this chunk ends the file
     std::vector<std::uint8_t> chunk;
 
@@ -464,9 +468,32 @@ struct StageFetchReply {
     {
         a(id, error, has_answer);
         if (has_answer)
-            a(facts, link, mirror, listing);
+            a(facts, link, mirror, listing, pushed);
         a(last, chunk);
     }
+};
+
+// An answer the root read ahead of any request (docs/staging.md, "Read-ahead"). A small file's whole content
+// travels with it; a larger file's answer carries only its metadata (no CANOPY_STAGE_CONTENT).
+struct StagePushedAnswer {
+    std::string path;            // absolute, normalized, as a program would spell it
+    canopy_stage_path_facts facts{};
+    std::string link;
+    std::string mirror;
+    std::vector<StageListedName> listing;
+    std::vector<std::uint8_t> content;   // CANOPY_STAGE_CONTENT in facts.flags: the whole file
+
+    CANOPY_WIRE_FIELDS(path, facts, link, mirror, listing, content)
+};
+
+// Read-ahead answers, down the whole tree: every daemon passes them to its children before it uses them, keeps
+// them in its cache and publishes them for its ranks, so a path read ahead costs the ranks no question at all.
+struct StageFetchPush {
+    static constexpr MessageType type = MessageType::stage_fetch_push;
+    static constexpr const char* name = "stage-fetch-push";
+    std::vector<StagePushedAnswer> answers;
+
+    CANOPY_WIRE_FIELDS(answers)
 };
 
 // Which protocol a fence serves: each numbers its fences on its own, so a job whose ranks speak PMIx and simple
@@ -615,11 +642,15 @@ struct Heartbeat {
     X(Challenge) X(Hello) X(Welcome) X(ClockPing) X(ClockPong) X(LaunchPlan) X(StdinData) X(Signal) X(Shutdown)     \
     X(StageIndex) X(StageContent) X(StageFetchReply) X(SubtreeUp) X(SubtreeSpawned) X(SubtreeDone) X(Output)       \
     X(RankFailed) X(DaemonError) X(DaemonLog) X(StageFetch) X(FenceUp) X(FenceDown) X(RoutedRequest) X(RoutedReply) \
-    X(SpawnRequest) X(SpawnReply) X(NamespaceStart) X(LateRanks) X(Heartbeat) X(OutputFlow) X(FabricHello)
+    X(SpawnRequest) X(SpawnReply) X(NamespaceStart) X(LateRanks) X(Heartbeat) X(OutputFlow) X(FabricHello)         \
+    X(StageFetchPush)
 
 // A listing name takes at least 3 bytes on the wire (two empty strings and its type).
 template <>
 inline constexpr std::size_t min_wire_size<StageListedName> = 3;
+// A pushed answer takes at least its facts and five empty fields.
+template <>
+inline constexpr std::size_t min_wire_size<StagePushedAnswer> = 5;
 
 // Encodes or decodes a message's fields; instantiated in messages.cpp for every message in the list. decode
 // leaves trailing-byte checks to decode_frame.

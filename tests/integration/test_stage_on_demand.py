@@ -122,7 +122,9 @@ def test_ranks_read_what_another_rank_on_their_node_asked_from_the_answer_board(
     rows = assert_nothing_passed(stats, 4)
     asked = sorted(r["fetched"] for r in preload_rows(stats))
     assert asked[:3] == [0, 0, 0] and asked[3] > 0, rows
-    assert sum(1 for r in preload_rows(stats) if r["board_hits"] >= asked[3]) == 3, rows
+    # The three others read at least what the first asked from the board (the first also reads there what the
+    # root read ahead and pushed).
+    assert sum(1 for r in preload_rows(stats) if r["board_hits"] >= asked[3]) >= 3, rows
     # The daemon's socket served the first rank only.
     phases = timing_phases(timing)
     served = phases["daemon.stage_local_messages"]["sum"] + phases["daemon.stage_up_messages"]["sum"]

@@ -1,0 +1,62 @@
+// Which paths the root reads before any rank asks for them.
+#include "stage/read_ahead.hpp"
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+
+namespace canopy::stage {
+namespace {
+
+std::string parent_of(const std::string& path)
+{
+    auto slash = path.rfind('/');
+    return slash == 0 || slash == std::string::npos ? std::string("/") : path.substr(0, slash);
+}
+
+std::string child_of(const std::string& dir, const std::string& name)
+{
+    return dir == "/" ? "/" + name : dir + "/" + name;
+}
+
+} // namespace
+
+bool ReadAheadPolicy::staged(const std::string& path) const
+{
+    return std::any_of(prefixes_.begin(), prefixes_.end(),
+                       [&](const std::string& prefix) { return is_under(path, prefix); });
+}
+
+void ReadAheadPolicy::after_read(FetchKind kind, const std::string& path, const FetchAnswer& answer, bool asked,
+                                 const FetchCache& cache, const Read& read)
+{
+    if (!staged(path))
+        return;
+    if (answer.listed())
+        read_entries(path, answer, read);
+    if (path == "/")
+        return;
+    std::string dir = parent_of(path);
+    if (!staged(dir))
+        return;
+    const FetchAnswer* parent = cache.cached(dir);
+    bool file_read = asked && kind == FetchKind::content && answer.content();
+    if (file_read && reading_files_.insert(dir).second && parent && parent->listed())
+        read_entries(dir, *parent, read);   // its small files now go whole
+    if (!parent || !parent->listed())
+        read(FetchKind::content, dir);      // read_entries follows when the listing comes
+}
+
+void ReadAheadPolicy::read_entries(const std::string& dir, const FetchAnswer& listing, const Read& read) const
+{
+    if (listing.listing.size() > max_listing)
+        return;
+    bool whole_files = reading_files_.count(dir) > 0;
+    for (const auto& entry : listing.listing) {
+        bool file = entry.type == DT_REG || entry.type == DT_LNK;
+        read(whole_files && file ? FetchKind::content : FetchKind::metadata, child_of(dir, entry.name));
+    }
+}
+
+} // namespace canopy::stage

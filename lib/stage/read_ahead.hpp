@@ -1,0 +1,45 @@
+// Which paths the root reads before any rank asks for them (docs/staging.md, "Read-ahead").
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "stage/fetch_cache.hpp"
+
+namespace canopy::stage {
+
+// A first job is bound by latency: a rank looks its paths up one after another, and each first lookup waits for
+// the root's reads. Read ahead, most of them are answered before they are asked:
+//  - a directory listed: every entry's metadata, so the stats of a module search are known below;
+//  - any path read: its directory's listing, so that the names it lacks are known missing below;
+//  - a file read from a directory: that directory's small files whole (a package's compiled modules, a library
+//    directory's small libraries), at most small_file_bytes each, since the rank reads its neighbours next.
+// Only under the staged prefixes, and never entries of a listing longer than max_listing.
+class ReadAheadPolicy {
+public:
+    static constexpr std::int64_t small_file_bytes = 1 << 20;
+    static constexpr std::size_t max_listing = 4096;
+
+    // What to read ahead: the metadata of a path, or its content (a directory's listing, a small file whole).
+    using Read = std::function<void(FetchKind kind, const std::string& path)>;
+
+    explicit ReadAheadPolicy(std::vector<std::string> prefixes) : prefixes_(std::move(prefixes)) {}
+
+    // `path` was read at the root for `kind` (`asked`: a rank asked for it, rather than read-ahead) and answered
+    // with `answer`; `cache` is the root's, which knows what is read or on its way already.
+    void after_read(FetchKind kind, const std::string& path, const FetchAnswer& answer, bool asked,
+                    const FetchCache& cache, const Read& read);
+
+private:
+    bool staged(const std::string& path) const;
+    void read_entries(const std::string& dir, const FetchAnswer& listing, const Read& read) const;
+
+    std::vector<std::string> prefixes_;
+    std::set<std::string> reading_files_;   // directories a rank read a file from: their small files go ahead
+};
+
+} // namespace canopy::stage

@@ -1,0 +1,365 @@
+// Unit tests for the root's read-ahead: which paths the policy reads ahead, how a position learns a pushed answer
+// (and drops the reply it no longer needs), symlinks followed through directory handles, and a root fetch tree
+// reading a directory's entries ahead on its reader threads.
+#include "stage/fetch_cache.hpp"
+#include "stage/fetch_tree.hpp"
+#include "stage/read_ahead.hpp"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <gtest/gtest.h>
+
+namespace canopy::stage {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read(const std::string& path)
+{
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+void write(const std::string& path, const std::string& data)
+{
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << data;
+}
+
+struct Sent {
+    std::uint64_t id;
+    FetchKind kind;
+    std::string path;
+    bool operator==(const Sent& other) const { return kind == other.kind && path == other.path; }
+};
+
+FetchAnswer listed(const std::string& mirror, std::vector<ListedName> names)
+{
+    FetchAnswer a;
+    a.facts.lstat.mode = a.facts.stat.mode = S_IFDIR | 0755;
+    a.facts.flags |= CANOPY_STAGE_LISTED;
+    a.mirror = mirror;
+    a.listing = std::move(names);
+    return a;
+}
+
+FetchAnswer regular_file(const std::string& mirror, std::int64_t size)
+{
+    FetchAnswer a;
+    a.facts.lstat.mode = a.facts.stat.mode = S_IFREG | 0644;
+    a.facts.lstat.size = a.facts.stat.size = size;
+    a.facts.stat.mtime_sec = a.facts.lstat.mtime_sec = 1700000000;
+    a.mirror = mirror;
+    a.facts.flags |= CANOPY_STAGE_CONTENT;
+    return a;
+}
+
+class ReadAhead : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        char tmpl[] = "/tmp/canopy-test-read-ahead-XXXXXX";
+        ASSERT_NE(::mkdtemp(tmpl), nullptr);
+        base_ = tmpl;
+        auto cache = NodeCache::create(base_ + "/cache");
+        ASSERT_TRUE(cache) << cache.error().message;
+        fetch_ = std::make_unique<FetchCache>(std::move(*cache), [this](std::uint64_t id, FetchKind kind,
+                                                                         const std::string& path) {
+            sent_.push_back({id, kind, path});
+        });
+    }
+    void TearDown() override { fs::remove_all(base_); }
+
+    // Runs the policy on one read and returns what it asked to read ahead, in order.
+    std::vector<Sent> after(ReadAheadPolicy& policy, FetchKind kind, const std::string& path,
+                            const FetchAnswer& answer, bool asked)
+    {
+        std::vector<Sent> reads;
+        policy.after_read(kind, path, answer, asked, *fetch_,
+                          [&](FetchKind k, const std::string& p) { reads.push_back({0, k, p}); });
+        return reads;
+    }
+
+    // Puts `answer` for `path` into the cache as a parent's reply would.
+    void known(FetchKind kind, const std::string& path, const FetchAnswer& answer)
+    {
+        fetch_->fetch(kind, path, [](const Status&, const FetchAnswer&) {});
+        ASSERT_TRUE(fetch_->answer(sent_.back().id, answer, false));
+    }
+
+    std::string base_;
+    std::unique_ptr<FetchCache> fetch_;
+    std::vector<Sent> sent_;
+};
+
+TEST_F(ReadAhead, AListedDirectoryHasItsEntriesMetadataReadAhead)
+{
+    ReadAheadPolicy policy({"/soft"});
+    auto pkg = listed("/soft/pkg", {{"__init__.py", DT_REG, {}}, {"sub", DT_DIR, {}}, {"alias.py", DT_LNK, "a.py"}});
+    known(FetchKind::content, "/soft", listed("/soft", {{"pkg", DT_DIR, {}}}));
+    auto reads = after(policy, FetchKind::content, "/soft/pkg", pkg, true);
+    EXPECT_EQ(reads, (std::vector<Sent>{{0, FetchKind::metadata, "/soft/pkg/__init__.py"},
+                                        {0, FetchKind::metadata, "/soft/pkg/sub"},
+                                        {0, FetchKind::metadata, "/soft/pkg/alias.py"}}));
+}
+
+TEST_F(ReadAhead, AFileReadFromADirectoryBringsItsFilesWholeAndItsListingFirst)
+{
+    ReadAheadPolicy policy({"/soft"});
+    // The directory is not listed yet: its listing goes ahead first.
+    auto reads = after(policy, FetchKind::content, "/soft/pkg/__pycache__/a.pyc",
+                       regular_file("/soft/pkg/__pycache__/a.pyc", 10), true);
+    EXPECT_EQ(reads, (std::vector<Sent>{{0, FetchKind::content, "/soft/pkg/__pycache__"}}));
+    // When it comes, its files (and symlinks) go whole; its directories by metadata.
+    auto cache_dir = listed("/soft/pkg/__pycache__",
+                            {{"a.pyc", DT_REG, {}}, {"b.pyc", DT_REG, {}}, {"c", DT_DIR, {}}, {"l", DT_LNK, "b.pyc"}});
+    reads = after(policy, FetchKind::content, "/soft/pkg/__pycache__", cache_dir, false);
+    EXPECT_EQ(reads, (std::vector<Sent>{{0, FetchKind::content, "/soft/pkg/__pycache__/a.pyc"},
+                                        {0, FetchKind::content, "/soft/pkg/__pycache__/b.pyc"},
+                                        {0, FetchKind::metadata, "/soft/pkg/__pycache__/c"},
+                                        {0, FetchKind::content, "/soft/pkg/__pycache__/l"},
+                                        {0, FetchKind::content, "/soft/pkg"}}));
+}
+
+TEST_F(ReadAhead, AFileReadAheadDoesNotMakeItsDirectoryReadWhole)
+{
+    ReadAheadPolicy policy({"/soft"});
+    known(FetchKind::content, "/soft/pkg", listed("/soft/pkg", {{"a.py", DT_REG, {}}, {"b.py", DT_REG, {}}}));
+    // Only a rank's own read of a file says its neighbours will be read: a read-ahead or a stat does not.
+    EXPECT_TRUE(after(policy, FetchKind::content, "/soft/pkg/a.py", regular_file("/soft/pkg/a.py", 1), false).empty());
+    auto stat_only = regular_file("/soft/pkg/a.py", 1);
+    stat_only.facts.flags = 0;
+    EXPECT_TRUE(after(policy, FetchKind::metadata, "/soft/pkg/a.py", stat_only, true).empty());
+    auto reads = after(policy, FetchKind::content, "/soft/pkg/b.py", regular_file("/soft/pkg/b.py", 1), true);
+    EXPECT_EQ(reads, (std::vector<Sent>{{0, FetchKind::content, "/soft/pkg/a.py"},
+                                        {0, FetchKind::content, "/soft/pkg/b.py"}}));
+    // Once per directory.
+    EXPECT_TRUE(after(policy, FetchKind::content, "/soft/pkg/a.py", regular_file("/soft/pkg/a.py", 1), true).empty());
+}
+
+TEST_F(ReadAhead, NothingOutsideThePrefixesAndNoEntriesOfAHugeListing)
+{
+    ReadAheadPolicy policy({"/soft"});
+    EXPECT_TRUE(after(policy, FetchKind::content, "/etc/hosts", regular_file("/etc/hosts", 1), true).empty());
+    // The prefix itself is read, but its parent is not staged.
+    EXPECT_TRUE(after(policy, FetchKind::metadata, "/soft", listed("/soft", {}), true).empty());
+    std::vector<ListedName> many;
+    for (std::size_t i = 0; i <= ReadAheadPolicy::max_listing; ++i)
+        many.push_back({"f" + std::to_string(i), DT_REG, {}});
+    known(FetchKind::content, "/soft", listed("/soft", {{"big", DT_DIR, {}}}));
+    EXPECT_TRUE(after(policy, FetchKind::content, "/soft/big", listed("/soft/big", many), true).empty());
+}
+
+TEST_F(ReadAhead, ReadAheadSkipsWhatIsKnownOnItsWayOrKnownMissing)
+{
+    std::vector<Sent> ahead;
+    std::vector<std::uint64_t> promoted;
+    fetch_->set_read_ahead([&](std::uint64_t id, FetchKind kind, const std::string& path) {
+        ahead.push_back({id, kind, path});
+    }, [&](std::uint64_t id) { promoted.push_back(id); });
+    known(FetchKind::content, "/soft", listed("/soft", {{"a", DT_REG, {}}}));
+    fetch_->read_ahead(FetchKind::metadata, "/soft");          // known
+    fetch_->read_ahead(FetchKind::metadata, "/soft/missing");  // known missing from the listing
+    fetch_->read_ahead(FetchKind::metadata, "/soft/a");
+    fetch_->read_ahead(FetchKind::metadata, "/soft/a");        // on its way
+    ASSERT_EQ(ahead.size(), 1u);
+    EXPECT_EQ(fetch_->counters().read_ahead, 1u);
+    EXPECT_FALSE(fetch_->has_waiters(ahead[0].id));
+
+    // A caller who asks now waits for the read-ahead, which is promoted once.
+    int answered = 0;
+    fetch_->fetch(FetchKind::metadata, "/soft/a", [&](const Status& s, const FetchAnswer&) { answered += s.ok(); });
+    fetch_->fetch(FetchKind::metadata, "/soft/a", [&](const Status& s, const FetchAnswer&) { answered += s.ok(); });
+    EXPECT_EQ(sent_.size(), 1u);   // only the listing went up
+    EXPECT_EQ(promoted, std::vector<std::uint64_t>{ahead[0].id});
+    EXPECT_TRUE(fetch_->has_waiters(ahead[0].id));
+    auto meta = regular_file("/soft/a", 1);
+    meta.facts.flags = 0;
+    ASSERT_TRUE(fetch_->answer(ahead[0].id, meta, false));
+    EXPECT_EQ(answered, 2);
+}
+
+TEST_F(ReadAhead, APushedAnswerServesWaitersAndTheirLateReplyIsDropped)
+{
+    int answered = 0;
+    std::string got;
+    fetch_->fetch(FetchKind::content, "/soft/a.pyc", [&](const Status& s, const FetchAnswer& a) {
+        answered += s.ok();
+        got = read(fetch_->cache().content_path(a.mirror));
+    });
+    ASSERT_EQ(sent_.size(), 1u);
+    std::string bytes = "compiled";
+    auto answer = regular_file("/soft/a.pyc", static_cast<std::int64_t>(bytes.size()));
+    ASSERT_TRUE(fetch_->learn("/soft/a.pyc", answer,
+                              std::span(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size())));
+    EXPECT_EQ(answered, 1);
+    EXPECT_EQ(got, bytes);
+    EXPECT_TRUE(fetch_->cached("/soft/a.pyc")->pushed);
+    EXPECT_EQ(fetch_->counters().pushed, 1u);
+    // The reply to the request, with its content, arrives after: taken without a second answer or an error.
+    ASSERT_TRUE(fetch_->answer(sent_[0].id, answer, true));
+    ASSERT_TRUE(fetch_->content(sent_[0].id, std::span(reinterpret_cast<const unsigned char*>(bytes.data()), 4),
+                                false));
+    ASSERT_TRUE(fetch_->content(sent_[0].id,
+                                std::span(reinterpret_cast<const unsigned char*>(bytes.data()) + 4, 4), true));
+    EXPECT_EQ(answered, 1);
+    EXPECT_EQ(fetch_->in_flight(), 0u);
+    EXPECT_EQ(read(fetch_->cache().content_path("/soft/a.pyc")), bytes);
+    // Later callers are answered from the cache.
+    fetch_->fetch(FetchKind::content, "/soft/a.pyc", [&](const Status& s, const FetchAnswer&) { answered += s.ok(); });
+    EXPECT_EQ(answered, 2);
+    EXPECT_EQ(sent_.size(), 1u);
+}
+
+TEST_F(ReadAhead, APushWithTheWrongContentOrAnUnusableMirrorIsRefused)
+{
+    std::string bytes = "short";
+    auto answer = regular_file("/soft/b.pyc", 100);
+    EXPECT_FALSE(fetch_->learn("/soft/b.pyc", answer,
+                               std::span(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size())));
+    EXPECT_EQ(fetch_->cached("/soft/b.pyc"), nullptr);
+    EXPECT_FALSE(fs::exists(fetch_->cache().content_path("/soft/b.pyc")));
+    auto escaping = listed("/soft/../../etc", {});
+    EXPECT_FALSE(fetch_->learn("/soft/c", escaping, {}));
+    EXPECT_EQ(fetch_->cached("/soft/c"), nullptr);
+}
+
+TEST_F(ReadAhead, AReplySayingPushedWithoutTheBytesHereFallsBack)
+{
+    Status status;
+    fetch_->fetch(FetchKind::content, "/soft/d.pyc", [&](const Status& s, const FetchAnswer&) { status = s; });
+    // The parent says the bytes came in a push, and they never did: no answer (the rank falls back), never a
+    // content answer without its copy.
+    ASSERT_FALSE(fetch_->answer(sent_.at(0).id, regular_file("/soft/d.pyc", 3), false));
+    EXPECT_FALSE(status.ok());
+    EXPECT_EQ(fetch_->cached("/soft/d.pyc"), nullptr);
+}
+
+TEST_F(ReadAhead, SymlinksAreFollowedThroughHandlesAsTheKernelFollowsThem)
+{
+    std::string src = base_ + "/src";
+    fs::create_directories(src + "/lib/sub");
+    write(src + "/lib/libx.so.1.2.3", "library");
+    fs::create_symlink("libx.so.1.2.3", src + "/lib/libx.so.1");   // a chain of relative links
+    fs::create_symlink("libx.so.1", src + "/lib/libx.so");
+    fs::create_symlink(src + "/lib/libx.so.1.2.3", src + "/lib/absolute");
+    fs::create_symlink("../libx.so.1", src + "/lib/sub/up");        // ".." : the kernel's walk
+    fs::create_symlink("nothing", src + "/lib/dangling");
+    fs::create_symlink("loop2", src + "/lib/loop1");
+    fs::create_symlink("loop1", src + "/lib/loop2");
+    fs::create_symlink("sub", src + "/lib/subdir");
+    auto cache = NodeCache::create(base_ + "/root-cache");
+    ASSERT_TRUE(cache);
+    DirectoryHandles handles;
+    std::string target = fs::canonical(src + "/lib/libx.so.1.2.3").string();
+    for (const char* name : {"libx.so", "libx.so.1", "absolute", "sub/up"}) {
+        auto answer = read_local(FetchKind::content, src + "/lib/" + name, *cache, &handles);
+        ASSERT_TRUE(answer) << name << ": " << answer.error().message;
+        EXPECT_TRUE(S_ISLNK(answer->facts.lstat.mode)) << name;
+        EXPECT_TRUE(answer->followed_is(S_IFREG)) << name;
+        EXPECT_EQ(answer->facts.stat.size, 7) << name;
+        EXPECT_TRUE(answer->content()) << name;
+        EXPECT_EQ(answer->mirror, target) << name;
+        EXPECT_EQ(read(cache->content_path(answer->mirror)), "library") << name;
+    }
+    auto dangling = read_local(FetchKind::content, src + "/lib/dangling", *cache, &handles);
+    ASSERT_TRUE(dangling);
+    EXPECT_EQ(dangling->facts.lstat_errno, 0);
+    EXPECT_EQ(dangling->facts.stat_errno, ENOENT);
+    EXPECT_FALSE(dangling->content());
+    auto loop = read_local(FetchKind::metadata, src + "/lib/loop1", *cache, &handles);
+    ASSERT_TRUE(loop);
+    EXPECT_EQ(loop->facts.stat_errno, ELOOP);
+    auto dir = read_local(FetchKind::content, src + "/lib/subdir", *cache, &handles);
+    ASSERT_TRUE(dir);
+    EXPECT_TRUE(dir->listed());
+    EXPECT_EQ(dir->mirror, fs::canonical(src + "/lib/sub").string());
+    ASSERT_EQ(dir->listing.size(), 1u);
+    EXPECT_EQ(dir->listing[0].name, "up");
+}
+
+TEST_F(ReadAhead, AFileLargerThanTheLimitIsAnsweredWithItsMetadataOnly)
+{
+    std::string src = base_ + "/src";
+    fs::create_directories(src);
+    write(src + "/big", std::string(100, 'x'));
+    auto cache = NodeCache::create(base_ + "/root-cache");
+    ASSERT_TRUE(cache);
+    auto limited = read_local(FetchKind::content, src + "/big", *cache, nullptr, 99);
+    ASSERT_TRUE(limited);
+    EXPECT_EQ(limited->facts.stat.size, 100);
+    EXPECT_FALSE(limited->content());
+    EXPECT_FALSE(fs::exists(cache->content_path(fs::canonical(src + "/big").string())));
+    auto whole = read_local(FetchKind::content, src + "/big", *cache, nullptr, 100);
+    ASSERT_TRUE(whole);
+    EXPECT_TRUE(whole->content());
+}
+
+TEST_F(ReadAhead, TheRootReadsAListedDirectorysEntriesAndAReadFilesNeighboursAhead)
+{
+    std::string src = base_ + "/src";
+    fs::create_directories(src + "/pkg/__pycache__");
+    write(src + "/pkg/a.py", "A = 1\n");
+    write(src + "/pkg/b.py", "B = 2\n");
+    write(src + "/pkg/__pycache__/a.pyc", "compiled a");
+    write(src + "/pkg/__pycache__/b.pyc", "compiled b");
+    write(src + "/pkg/__pycache__/huge.pyc", std::string(ReadAheadPolicy::small_file_bytes + 1, 'h'));
+    boost::asio::io_context io;
+    ProcessReaper reaper(io);
+    ChildSet no_children(io, reaper, auth::generate_key(), {});
+    auto made = StageFetchTree::for_root(io, base_ + "/launcher-cache", no_children, {src}, 4);
+    ASSERT_TRUE(made) << made.error().message;
+    auto& tree = **made;
+    auto run_until = [&](auto done) {
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (!done() && std::chrono::steady_clock::now() < deadline) {
+            io.run_for(std::chrono::milliseconds(5));
+            io.restart();
+        }
+        return done();
+    };
+    auto known = [&](const std::string& path) {
+        auto it = tree.answers().find(path);
+        return it == tree.answers().end() ? nullptr : &it->second;
+    };
+
+    // A rank lists the package: its entries' metadata is read without anyone asking.
+    bool listed = false;
+    tree.fetch(FetchKind::content, src + "/pkg", [&](const Status& s, const FetchAnswer&) { listed = s.ok(); });
+    ASSERT_TRUE(run_until([&] { return listed && known(src + "/pkg/a.py") && known(src + "/pkg/b.py"); }));
+    EXPECT_FALSE(known(src + "/pkg/a.py")->content());   // a stat's worth: nobody read a file there
+
+    // A rank reads one compiled module: the others in its directory come whole, the huge one by metadata.
+    bool read_one = false;
+    tree.fetch(FetchKind::content, src + "/pkg/__pycache__/a.pyc",
+               [&](const Status& s, const FetchAnswer&) { read_one = s.ok(); });
+    ASSERT_TRUE(run_until([&] {
+        auto* b = known(src + "/pkg/__pycache__/b.pyc");
+        auto* huge = known(src + "/pkg/__pycache__/huge.pyc");
+        return read_one && b && b->content() && huge;
+    }));
+    auto* b = known(src + "/pkg/__pycache__/b.pyc");
+    EXPECT_TRUE(b->pushed);
+    EXPECT_EQ(read(base_ + "/launcher-cache/root" + b->mirror), "compiled b");
+    EXPECT_FALSE(known(src + "/pkg/__pycache__/huge.pyc")->content());
+    EXPECT_GE(tree.counters().read_ahead, 4u);
+
+    // Asking for the huge file now reads it whole.
+    bool huge_read = false;
+    tree.fetch(FetchKind::content, src + "/pkg/__pycache__/huge.pyc",
+               [&](const Status& s, const FetchAnswer& a) { huge_read = s.ok() && a.content(); });
+    EXPECT_TRUE(run_until([&] { return huge_read; }));
+}
+
+} // namespace
+} // namespace canopy::stage
