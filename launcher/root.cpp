@@ -309,6 +309,7 @@ void Root::end_stage_fetch()
     // Counts: lookups the root answered from its cache, and those it read from the filesystem (once each).
     phases_.add("root.stage_local_messages", static_cast<double>(counts.answered_here()), "launcher");
     phases_.add("root.stage_read_messages", static_cast<double>(counts.sent_up), "launcher");
+    phases_.add("root.stage_read_ahead_messages", static_cast<double>(counts.read_ahead), "launcher");
     if (stage_ && !stage_->learn.empty())
         write_learned_manifest();
     std::string dir = stage_fetch_->cache_dir();

@@ -131,6 +131,7 @@ void StageNode::record(timing::PhaseSet& phases, const std::string& node)
     const auto& counts = fetch_->counters();
     phases.add("daemon.stage_local_messages", static_cast<double>(counts.answered_here()), node);
     phases.add("daemon.stage_up_messages", static_cast<double>(counts.sent_up), node);
+    phases.add("daemon.stage_pushed_messages", static_cast<double>(counts.pushed), node);
 }
 
 void StageNode::stop()

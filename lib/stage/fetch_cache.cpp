@@ -231,29 +231,36 @@ Result<FetchAnswer> read_followed(FetchKind kind, const std::string& path, NodeC
             answer.facts.open_errno = errno;
             return answer;
         }
+        UniqueDescriptor dir(fd);
         answer.mirror = descriptor_path(fd);
-        DIR* dir = ::fdopendir(fd);
-        if (!dir || answer.mirror.empty()) {
-            if (dir)
-                ::closedir(dir);
-            else
-                ::close(fd);
+        if (answer.mirror.empty())
             return make_error("stage: cannot list {} at the root", path);
-        }
-        while (struct dirent* entry = ::readdir(dir)) {
-            if (std::strcmp(entry->d_name, ".") == 0 || std::strcmp(entry->d_name, "..") == 0)
+        // getdents64 rather than fdopendir, whose fstat is one more metadata round trip per directory.
+        alignas(struct dirent64) char buffer[32768];
+        for (;;) {
+            long got = ::getdents64(fd, buffer, sizeof buffer);
+            if (got < 0 && errno == EINTR)
                 continue;
-            ListedName name{entry->d_name, entry->d_type, {}};
-            if (name.type == DT_UNKNOWN) {
-                struct stat s {};
-                if (::fstatat(fd, entry->d_name, &s, AT_SYMLINK_NOFOLLOW) == 0)
-                    name.type = static_cast<unsigned char>(IFTODT(s.st_mode));
+            if (got < 0)
+                return make_error("stage: cannot list {} at the root ({})", path, std::strerror(errno));
+            if (got == 0)
+                break;
+            for (long at = 0; at < got;) {
+                const auto* entry = reinterpret_cast<const struct dirent64*>(buffer + at);
+                at += entry->d_reclen;
+                if (std::strcmp(entry->d_name, ".") == 0 || std::strcmp(entry->d_name, "..") == 0)
+                    continue;
+                ListedName name{entry->d_name, entry->d_type, {}};
+                if (name.type == DT_UNKNOWN) {
+                    struct stat s {};
+                    if (::fstatat(fd, entry->d_name, &s, AT_SYMLINK_NOFOLLOW) == 0)
+                        name.type = static_cast<unsigned char>(IFTODT(s.st_mode));
+                }
+                if (name.type == DT_LNK)
+                    name.link_target = read_link_at(fd, entry->d_name);
+                answer.listing.push_back(std::move(name));
             }
-            if (name.type == DT_LNK)
-                name.link_target = read_link_at(fd, entry->d_name);
-            answer.listing.push_back(std::move(name));
         }
-        ::closedir(dir);
         std::sort(answer.listing.begin(), answer.listing.end(),
                   [](const ListedName& a, const ListedName& b) { return a.name < b.name; });
         answer.facts.flags |= CANOPY_STAGE_LISTED;

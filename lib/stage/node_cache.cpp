@@ -3,9 +3,11 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -97,6 +99,49 @@ Status NodeCache::ContentWriter::append(std::span<const unsigned char> chunk)
     return {};
 }
 
+Status NodeCache::ContentWriter::append_from(int source, std::uint64_t size, const std::string& name)
+{
+    if (fd_ < 0)
+        return make_error("stage cache: {} was already committed or failed", final_);
+    std::uint64_t copied = 0;
+    while (copied < size) {
+        auto want = static_cast<std::size_t>(std::min<std::uint64_t>(size - copied, 1 << 30));
+        ssize_t n = ::sendfile(fd_, source, nullptr, want);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EINVAL || errno == ENOSYS) && copied == 0)
+            return append_by_reading(source, size, name);   // a source sendfile cannot read
+        if (n < 0)
+            return make_error("stage: copying {} into the cache failed ({}); the node-local cache is full? give a "
+                              "larger cache directory", name, std::strerror(errno));
+        if (n == 0)
+            break;   // it shrank: commit() says so
+        copied += static_cast<std::uint64_t>(n);
+    }
+    written_ += copied;
+    return {};
+}
+
+Status NodeCache::ContentWriter::append_by_reading(int source, std::uint64_t size, const std::string& name)
+{
+    std::vector<unsigned char> buffer(static_cast<std::size_t>(std::min<std::uint64_t>(size, 1 << 20)));
+    std::uint64_t copied = 0;
+    while (copied < size) {
+        auto want = static_cast<std::size_t>(std::min<std::uint64_t>(buffer.size(), size - copied));
+        ssize_t n = ::read(source, buffer.data(), want);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return make_error("stage: reading {} failed ({})", name, std::strerror(errno));
+        if (n == 0)
+            break;
+        if (auto st = append({buffer.data(), static_cast<std::size_t>(n)}); !st)
+            return st;
+        copied += static_cast<std::uint64_t>(n);
+    }
+    return {};
+}
+
 Status NodeCache::ContentWriter::commit()
 {
     if (fd_ < 0)
@@ -153,18 +198,10 @@ Status NodeCache::copy_content_from(int fd, const ContentFile& file, const std::
     auto writer = begin_content(file);
     if (!writer)
         return writer.error();
-    std::vector<unsigned char> buffer(1 << 20);
-    for (;;) {
-        ssize_t n = ::read(fd, buffer.data(), buffer.size());
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return make_error("stage: reading {} failed ({})", source, std::strerror(errno));
-        if (n == 0)
-            break;
-        if (auto st = writer->append({buffer.data(), static_cast<std::size_t>(n)}); !st)
-            return st;
-    }
+    // Exactly the size the file was found with, never past it; a file that shrank fails the size check in commit().
+    if (auto st = writer->append_from(fd, static_cast<std::uint64_t>(std::max<std::int64_t>(0, file.size)), source);
+        !st)
+        return st;
     return writer->commit();
 }
 

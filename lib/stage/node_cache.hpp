@@ -39,12 +39,17 @@ public:
         ContentWriter& operator=(ContentWriter&&) = delete;
         ~ContentWriter();
         Status append(std::span<const unsigned char> chunk);
+        // Copies `size` bytes from the descriptor `source` (named `name` in errors) at its offset, in the kernel
+        // (sendfile): no copy through this process, and on FUSE and many network filesystems' clients no
+        // metadata round trip per read, which read(2) of a file whose attributes have expired costs.
+        Status append_from(int source, std::uint64_t size, const std::string& name);
         Status commit();
         std::uint64_t written() const { return written_; }
 
     private:
         friend class NodeCache;
         ContentWriter(int fd, std::string tmp, std::string final_path, ContentFile file);
+        Status append_by_reading(int source, std::uint64_t size, const std::string& name);
         int fd_ = -1;
         std::string tmp_;
         std::string final_;

@@ -33,6 +33,8 @@ void ReadAheadPolicy::after_read(FetchKind kind, const std::string& path, const 
 {
     if (!staged(path))
         return;
+    if (asked && answer.listed())
+        in_use_.insert(path);   // a rank lists it to look for something in it
     if (answer.listed())
         read_entries(path, answer, read);
     if (path == "/")
@@ -41,11 +43,26 @@ void ReadAheadPolicy::after_read(FetchKind kind, const std::string& path, const 
     if (!staged(dir))
         return;
     const FetchAnswer* parent = cache.cached(dir);
-    bool file_read = asked && kind == FetchKind::content && answer.content();
-    if (file_read && reading_files_.insert(dir).second && parent && parent->listed())
-        read_entries(dir, *parent, read);   // its small files now go whole
     if (!parent || !parent->listed())
-        read(FetchKind::content, dir);      // read_entries follows when the listing comes
+        read(FetchKind::content, dir);   // read_entries follows when the listing comes
+    if (!asked)
+        return;
+    // What a rank asks for tells where it is working: there, and one level up (a package, when the rank reads
+    // its __pycache__).
+    if (kind == FetchKind::content && answer.content() && reading_files_.insert(dir).second && parent &&
+        parent->listed())
+        read_entries(dir, *parent, read);
+    use(dir, cache, read);
+    if (dir != "/" && staged(parent_of(dir)))
+        use(parent_of(dir), cache, read);
+}
+
+void ReadAheadPolicy::use(const std::string& dir, const FetchCache& cache, const Read& read)
+{
+    if (!in_use_.insert(dir).second)
+        return;
+    if (const FetchAnswer* known = cache.cached(dir); known && known->listed())
+        read_entries(dir, *known, read);
 }
 
 void ReadAheadPolicy::read_entries(const std::string& dir, const FetchAnswer& listing, const Read& read) const
@@ -53,9 +70,11 @@ void ReadAheadPolicy::read_entries(const std::string& dir, const FetchAnswer& li
     if (listing.listing.size() > max_listing)
         return;
     bool whole_files = reading_files_.count(dir) > 0;
+    bool list_subdirectories = in_use_.count(dir) > 0;
     for (const auto& entry : listing.listing) {
         bool file = entry.type == DT_REG || entry.type == DT_LNK;
-        read(whole_files && file ? FetchKind::content : FetchKind::metadata, child_of(dir, entry.name));
+        bool content = (whole_files && file) || (list_subdirectories && entry.type == DT_DIR);
+        read(content ? FetchKind::content : FetchKind::metadata, child_of(dir, entry.name));
     }
 }
 

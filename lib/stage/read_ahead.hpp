@@ -16,6 +16,9 @@ namespace canopy::stage {
 // the root's reads. Read ahead, most of them are answered before they are asked:
 //  - a directory listed: every entry's metadata, so the stats of a module search are known below;
 //  - any path read: its directory's listing, so that the names it lacks are known missing below;
+//  - a directory in use (a rank asked for something in it, or in one of its subdirectories): its subdirectories'
+//    listings, so that a package's probes (`pkg/__init__.cpython-311-x86_64-linux-gnu.so`, ...) are known
+//    missing below before the rank makes them;
 //  - a file read from a directory: that directory's small files whole (a package's compiled modules, a library
 //    directory's small libraries), at most small_file_bytes each, since the rank reads its neighbours next.
 // Only under the staged prefixes, and never entries of a listing longer than max_listing.
@@ -36,10 +39,13 @@ public:
 
 private:
     bool staged(const std::string& path) const;
+    // Marks `dir` as in use; if that is news and its listing is known, reads its entries ahead again.
+    void use(const std::string& dir, const FetchCache& cache, const Read& read);
     void read_entries(const std::string& dir, const FetchAnswer& listing, const Read& read) const;
 
     std::vector<std::string> prefixes_;
-    std::set<std::string> reading_files_;   // directories a rank read a file from: their small files go ahead
+    std::set<std::string> in_use_;          // directories a rank asked about: their subdirectories are listed
+    std::set<std::string> reading_files_;   // directories a rank read a file from: their small files go whole
 };
 
 } // namespace canopy::stage

@@ -52,6 +52,8 @@ constexpr Description phase_descriptions[] = {
     {"daemon.stage_up_messages", "on-demand stage lookups a daemon asked its parent"},
     {"root.stage_local_messages", "on-demand stage lookups the root answered from its cache"},
     {"root.stage_read_messages", "paths the root read from the file system for on-demand staging"},
+    {"root.stage_read_ahead_messages", "paths the root read ahead of any request and pushed down the tree"},
+    {"daemon.stage_pushed_messages", "read-ahead answers a daemon received and kept"},
     {"rank.spawned", "rank process started"},
     {"rank.exited", "rank process exited"},
     {"rank.runtime", "rank run time, spawn to exit (a duration, not since start)"},

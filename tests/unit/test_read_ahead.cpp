@@ -43,6 +43,11 @@ struct Sent {
     bool operator==(const Sent& other) const { return kind == other.kind && path == other.path; }
 };
 
+void PrintTo(const Sent& sent, std::ostream* out)
+{
+    *out << (sent.kind == FetchKind::content ? "content " : "metadata ") << sent.path;
+}
+
 FetchAnswer listed(const std::string& mirror, std::vector<ListedName> names)
 {
     FetchAnswer a;
@@ -107,10 +112,34 @@ TEST_F(ReadAhead, AListedDirectoryHasItsEntriesMetadataReadAhead)
     ReadAheadPolicy policy({"/soft"});
     auto pkg = listed("/soft/pkg", {{"__init__.py", DT_REG, {}}, {"sub", DT_DIR, {}}, {"alias.py", DT_LNK, "a.py"}});
     known(FetchKind::content, "/soft", listed("/soft", {{"pkg", DT_DIR, {}}}));
-    auto reads = after(policy, FetchKind::content, "/soft/pkg", pkg, true);
+    auto reads = after(policy, FetchKind::content, "/soft/pkg", pkg, false);
     EXPECT_EQ(reads, (std::vector<Sent>{{0, FetchKind::metadata, "/soft/pkg/__init__.py"},
                                         {0, FetchKind::metadata, "/soft/pkg/sub"},
                                         {0, FetchKind::metadata, "/soft/pkg/alias.py"}}));
+}
+
+TEST_F(ReadAhead, WhereARankAsksItsDirectoriesSubdirectoriesAreListed)
+{
+    ReadAheadPolicy policy({"/soft"});
+    known(FetchKind::content, "/soft",
+          listed("/soft", {{"pkg", DT_DIR, {}}, {"other", DT_DIR, {}}, {"f", DT_REG, {}}}));
+    // A package's __init__ stat: the rank works in /soft/pkg (not listed yet: its listing goes first) and so in
+    // /soft, whose subdirectories are listed ahead of the probes a package import makes.
+    auto stat_only = regular_file("/soft/pkg/__init__.py", 1);
+    stat_only.facts.flags = 0;
+    auto reads = after(policy, FetchKind::metadata, "/soft/pkg/__init__.py", stat_only, true);
+    EXPECT_EQ(reads, (std::vector<Sent>{{0, FetchKind::content, "/soft/pkg"},
+                                        {0, FetchKind::content, "/soft/pkg"},
+                                        {0, FetchKind::content, "/soft/other"},
+                                        {0, FetchKind::metadata, "/soft/f"}}));
+    // The package's own listing, when it comes: its subdirectories listed too, its files by metadata.
+    reads = after(policy, FetchKind::content, "/soft/pkg",
+                  listed("/soft/pkg", {{"sub", DT_DIR, {}}, {"m.py", DT_REG, {}}}), false);
+    EXPECT_EQ(reads, (std::vector<Sent>{{0, FetchKind::content, "/soft/pkg/sub"},
+                                        {0, FetchKind::metadata, "/soft/pkg/m.py"}}));
+    // A subdirectory nobody asked about is listed with its entries' metadata only, not one level further.
+    reads = after(policy, FetchKind::content, "/soft/other", listed("/soft/other", {{"deeper", DT_DIR, {}}}), false);
+    EXPECT_EQ(reads, (std::vector<Sent>{{0, FetchKind::metadata, "/soft/other/deeper"}}));
 }
 
 TEST_F(ReadAhead, AFileReadFromADirectoryBringsItsFilesWholeAndItsListingFirst)
@@ -120,13 +149,13 @@ TEST_F(ReadAhead, AFileReadFromADirectoryBringsItsFilesWholeAndItsListingFirst)
     auto reads = after(policy, FetchKind::content, "/soft/pkg/__pycache__/a.pyc",
                        regular_file("/soft/pkg/__pycache__/a.pyc", 10), true);
     EXPECT_EQ(reads, (std::vector<Sent>{{0, FetchKind::content, "/soft/pkg/__pycache__"}}));
-    // When it comes, its files (and symlinks) go whole; its directories by metadata.
+    // When it comes, its files (and symlinks) go whole, and its directories are listed (it is in use).
     auto cache_dir = listed("/soft/pkg/__pycache__",
                             {{"a.pyc", DT_REG, {}}, {"b.pyc", DT_REG, {}}, {"c", DT_DIR, {}}, {"l", DT_LNK, "b.pyc"}});
     reads = after(policy, FetchKind::content, "/soft/pkg/__pycache__", cache_dir, false);
     EXPECT_EQ(reads, (std::vector<Sent>{{0, FetchKind::content, "/soft/pkg/__pycache__/a.pyc"},
                                         {0, FetchKind::content, "/soft/pkg/__pycache__/b.pyc"},
-                                        {0, FetchKind::metadata, "/soft/pkg/__pycache__/c"},
+                                        {0, FetchKind::content, "/soft/pkg/__pycache__/c"},
                                         {0, FetchKind::content, "/soft/pkg/__pycache__/l"},
                                         {0, FetchKind::content, "/soft/pkg"}}));
 }
@@ -135,11 +164,14 @@ TEST_F(ReadAhead, AFileReadAheadDoesNotMakeItsDirectoryReadWhole)
 {
     ReadAheadPolicy policy({"/soft"});
     known(FetchKind::content, "/soft/pkg", listed("/soft/pkg", {{"a.py", DT_REG, {}}, {"b.py", DT_REG, {}}}));
-    // Only a rank's own read of a file says its neighbours will be read: a read-ahead or a stat does not.
+    // Only a rank's own read of a file says its neighbours will be read: a read-ahead does not, and a stat only
+    // says the rank works there (its entries' metadata goes ahead).
     EXPECT_TRUE(after(policy, FetchKind::content, "/soft/pkg/a.py", regular_file("/soft/pkg/a.py", 1), false).empty());
     auto stat_only = regular_file("/soft/pkg/a.py", 1);
     stat_only.facts.flags = 0;
-    EXPECT_TRUE(after(policy, FetchKind::metadata, "/soft/pkg/a.py", stat_only, true).empty());
+    EXPECT_EQ(after(policy, FetchKind::metadata, "/soft/pkg/a.py", stat_only, true),
+              (std::vector<Sent>{{0, FetchKind::metadata, "/soft/pkg/a.py"},
+                                 {0, FetchKind::metadata, "/soft/pkg/b.py"}}));
     auto reads = after(policy, FetchKind::content, "/soft/pkg/b.py", regular_file("/soft/pkg/b.py", 1), true);
     EXPECT_EQ(reads, (std::vector<Sent>{{0, FetchKind::content, "/soft/pkg/a.py"},
                                         {0, FetchKind::content, "/soft/pkg/b.py"}}));

@@ -1,6 +1,7 @@
 // Unit tests for the node cache: chunked content written atomically with the original mtime, skeletons, index.
 #include "stage/node_cache.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -118,6 +119,41 @@ TEST_F(StageNodeCache, CopiesFilesLargerThanTenMegabytes)
     ASSERT_TRUE(cache->copy_content(file).ok());
     EXPECT_EQ(read(cache->content_path(big)), read(big));
     EXPECT_TRUE(cache->has_content(file));
+}
+
+TEST_F(StageNodeCache, CopiesExactlyTheSizeFoundFromAFileOrAPipeAndRefusesAShorterSource)
+{
+    auto cache = NodeCache::create(base_ + "/cache");
+    ASSERT_TRUE(cache.ok());
+    const std::string path = src_ + "/grown.txt";
+    std::ofstream(path, std::ios::binary) << "0123456789";
+    // The file grew after it was looked at: the copy holds the size that was found, as stat said.
+    ContentFile file{"/soft/grown.txt", 6, 1, 0, 0100644};
+    int fd = ::open(path.c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(cache->copy_content_from(fd, file, path).ok());
+    ::close(fd);
+    EXPECT_EQ(read(cache->content_path(file.mirror)), "012345");
+
+    // A pipe cannot be sent from (sendfile says EINVAL): read instead, with the same result.
+    int pipe_ends[2];
+    ASSERT_EQ(::pipe(pipe_ends), 0);
+    ASSERT_EQ(::write(pipe_ends[1], "abcdef", 6), 6);
+    ::close(pipe_ends[1]);
+    ContentFile piped{"/soft/piped.txt", 6, 1, 0, 0100644};
+    ASSERT_TRUE(cache->copy_content_from(pipe_ends[0], piped, "a pipe").ok());
+    ::close(pipe_ends[0]);
+    EXPECT_EQ(read(cache->content_path(piped.mirror)), "abcdef");
+
+    // It shrank: refused, nothing left behind.
+    ContentFile shrunk{"/soft/shrunk.txt", 100, 1, 0, 0100644};
+    fd = ::open(path.c_str(), O_RDONLY);
+    auto copied = cache->copy_content_from(fd, shrunk, path);
+    ::close(fd);
+    ASSERT_FALSE(copied.ok());
+    EXPECT_NE(copied.error().message.find("/soft/shrunk.txt"), std::string::npos) << copied.error().message;
+    EXPECT_FALSE(fs::exists(cache->content_path(shrunk.mirror)));
+    EXPECT_TRUE(fs::is_empty(base_ + "/cache/tmp"));
 }
 
 TEST_F(StageNodeCache, InstallWritesSkeletonsAndTheIndexThatLoadsBack)
