@@ -35,8 +35,8 @@ void ReadAheadPolicy::after_read(FetchKind kind, const std::string& path, const 
         return;
     if (asked && answer.listed())
         in_use_.insert(path);   // a rank lists it to look for something in it
-    if (answer.listed())
-        read_entries(path, answer, read);
+    if (answer.listed() && in_use_.count(path))
+        read_entries(path, answer, read);   // else when a rank first asks about something in it
     if (path == "/")
         return;
     std::string dir = parent_of(path);

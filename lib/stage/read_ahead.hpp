@@ -14,11 +14,12 @@ namespace canopy::stage {
 
 // A first job is bound by latency: a rank looks its paths up one after another, and each first lookup waits for
 // the root's reads. Read ahead, most of them are answered before they are asked:
-//  - a directory listed: every entry's metadata, so the stats of a module search are known below;
 //  - any path read: its directory's listing, so that the names it lacks are known missing below;
-//  - a directory in use (a rank asked for something in it, or in one of its subdirectories): its subdirectories'
-//    listings, so that a package's probes (`pkg/__init__.cpython-311-x86_64-linux-gnu.so`, ...) are known
-//    missing below before the rank makes them;
+//  - a directory in use (a rank asked for something in it, or in one of its subdirectories, or listed it): every
+//    entry's metadata, so the stats of a module search are known below, and its subdirectories' listings, so
+//    that a package's probes (`pkg/__init__.cpython-311-x86_64-linux-gnu.so`, ...) are known missing below
+//    before the rank makes them (their entries wait until a rank asks about one: most of a site-packages
+//    directory's packages are never imported);
 //  - a file read from a directory: that directory's small files whole (a package's compiled modules, a library
 //    directory's small libraries), at most small_file_bytes each, since the rank reads its neighbours next.
 // Only under the staged prefixes, and never entries of a listing longer than max_listing.

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -55,6 +56,9 @@ FetchAnswer listed(const std::string& mirror, std::vector<ListedName> names)
     a.facts.flags |= CANOPY_STAGE_LISTED;
     a.mirror = mirror;
     a.listing = std::move(names);
+    // Sorted by name, as the root sends them (the cache looks names up by binary search).
+    std::sort(a.listing.begin(), a.listing.end(),
+              [](const ListedName& x, const ListedName& y) { return x.name < y.name; });
     return a;
 }
 
@@ -107,15 +111,19 @@ protected:
     std::vector<Sent> sent_;
 };
 
-TEST_F(ReadAhead, AListedDirectoryHasItsEntriesMetadataReadAhead)
+TEST_F(ReadAhead, ADirectoryARankListsHasItsEntriesReadAhead)
 {
     ReadAheadPolicy policy({"/soft"});
     auto pkg = listed("/soft/pkg", {{"__init__.py", DT_REG, {}}, {"sub", DT_DIR, {}}, {"alias.py", DT_LNK, "a.py"}});
     known(FetchKind::content, "/soft", listed("/soft", {{"pkg", DT_DIR, {}}}));
-    auto reads = after(policy, FetchKind::content, "/soft/pkg", pkg, false);
+    // Listed ahead, nobody asked about it: its entries wait.
+    EXPECT_TRUE(after(policy, FetchKind::content, "/soft/pkg", pkg, false).empty());
+    // A rank lists it: its files' metadata, its subdirectories' listings, and /soft's too (in use above it).
+    auto reads = after(policy, FetchKind::content, "/soft/pkg", pkg, true);
     EXPECT_EQ(reads, (std::vector<Sent>{{0, FetchKind::metadata, "/soft/pkg/__init__.py"},
-                                        {0, FetchKind::metadata, "/soft/pkg/sub"},
-                                        {0, FetchKind::metadata, "/soft/pkg/alias.py"}}));
+                                        {0, FetchKind::metadata, "/soft/pkg/alias.py"},
+                                        {0, FetchKind::content, "/soft/pkg/sub"},
+                                        {0, FetchKind::content, "/soft/pkg"}}));
 }
 
 TEST_F(ReadAhead, WhereARankAsksItsDirectoriesSubdirectoriesAreListed)
@@ -129,17 +137,23 @@ TEST_F(ReadAhead, WhereARankAsksItsDirectoriesSubdirectoriesAreListed)
     stat_only.facts.flags = 0;
     auto reads = after(policy, FetchKind::metadata, "/soft/pkg/__init__.py", stat_only, true);
     EXPECT_EQ(reads, (std::vector<Sent>{{0, FetchKind::content, "/soft/pkg"},
-                                        {0, FetchKind::content, "/soft/pkg"},
+                                        {0, FetchKind::metadata, "/soft/f"},
                                         {0, FetchKind::content, "/soft/other"},
-                                        {0, FetchKind::metadata, "/soft/f"}}));
+                                        {0, FetchKind::content, "/soft/pkg"}}));
     // The package's own listing, when it comes: its subdirectories listed too, its files by metadata.
     reads = after(policy, FetchKind::content, "/soft/pkg",
                   listed("/soft/pkg", {{"sub", DT_DIR, {}}, {"m.py", DT_REG, {}}}), false);
-    EXPECT_EQ(reads, (std::vector<Sent>{{0, FetchKind::content, "/soft/pkg/sub"},
-                                        {0, FetchKind::metadata, "/soft/pkg/m.py"}}));
-    // A subdirectory nobody asked about is listed with its entries' metadata only, not one level further.
+    EXPECT_EQ(reads, (std::vector<Sent>{{0, FetchKind::metadata, "/soft/pkg/m.py"},
+                                        {0, FetchKind::content, "/soft/pkg/sub"}}));
+    // A subdirectory nobody asked about is listed, and its entries wait until a rank asks about one.
     reads = after(policy, FetchKind::content, "/soft/other", listed("/soft/other", {{"deeper", DT_DIR, {}}}), false);
-    EXPECT_EQ(reads, (std::vector<Sent>{{0, FetchKind::metadata, "/soft/other/deeper"}}));
+    EXPECT_TRUE(reads.empty());
+    known(FetchKind::content, "/soft/other", listed("/soft/other", {{"deeper", DT_DIR, {}}, {"x.py", DT_REG, {}}}));
+    auto other_stat = regular_file("/soft/other/x.py", 1);
+    other_stat.facts.flags = 0;
+    reads = after(policy, FetchKind::metadata, "/soft/other/x.py", other_stat, true);
+    EXPECT_EQ(reads, (std::vector<Sent>{{0, FetchKind::content, "/soft/other/deeper"},
+                                        {0, FetchKind::metadata, "/soft/other/x.py"}}));
 }
 
 TEST_F(ReadAhead, AFileReadFromADirectoryBringsItsFilesWholeAndItsListingFirst)
