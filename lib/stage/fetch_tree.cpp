@@ -28,29 +28,43 @@ std::vector<std::uint8_t> refused(std::uint64_t id, std::string why)
     return wire::to_frame(reply);
 }
 
+// An answer's facts, symlink target, mirror and listing, into or out of a reply or a pushed answer.
+template <typename Wire>
+void put_answer(Wire& out, const stage::FetchAnswer& answer)
+{
+    out.facts = answer.facts;
+    out.link = answer.link;
+    out.mirror = answer.mirror;
+    out.listing.reserve(answer.listing.size());
+    for (const auto& name : answer.listing)
+        out.listing.push_back({name.name, name.type, name.link_target});
+}
+
+template <typename Wire>
+stage::FetchAnswer take_answer(Wire& in)
+{
+    stage::FetchAnswer answer;
+    answer.facts = in.facts;
+    answer.link = std::move(in.link);
+    answer.mirror = std::move(in.mirror);
+    answer.listing.reserve(in.listing.size());
+    for (auto& name : in.listing)
+        answer.listing.push_back({std::move(name.name), name.type, std::move(name.link_target)});
+    return answer;
+}
+
 wire::StageFetchReply to_reply(std::uint64_t id, const stage::FetchAnswer& answer)
 {
     wire::StageFetchReply reply;
     reply.id = id;
     reply.has_answer = true;
-    reply.facts = answer.facts;
-    reply.link = answer.link;
-    reply.mirror = answer.mirror;
-    reply.listing.reserve(answer.listing.size());
-    for (const auto& name : answer.listing)
-        reply.listing.push_back({name.name, name.type, name.link_target});
+    put_answer(reply, answer);
     return reply;
 }
 
 stage::FetchAnswer from_reply(wire::StageFetchReply& reply)
 {
-    stage::FetchAnswer answer;
-    answer.facts = reply.facts;
-    answer.link = std::move(reply.link);
-    answer.mirror = std::move(reply.mirror);
-    answer.listing.reserve(reply.listing.size());
-    for (auto& name : reply.listing)
-        answer.listing.push_back({std::move(name.name), name.type, std::move(name.link_target)});
+    stage::FetchAnswer answer = take_answer(reply);
     answer.pushed = reply.pushed;   // pushed to us, so passed on to our children too
     return answer;
 }
@@ -235,22 +249,29 @@ void StageFetchTree::after_read(const Job& job, const stage::FetchAnswer& answer
                             [this](stage::FetchKind kind, const std::string& path) { cache_->read_ahead(kind, path); });
 }
 
+bool StageFetchTree::children_behind(asio::steady_timer& timer, bool& waiting, void (StageFetchTree::*retry)())
+{
+    if (children_.max_queued_bytes() <= max_queued_bytes)
+        return false;
+    // A child is behind: look again shortly rather than queue without bound.
+    waiting = true;
+    timer.expires_after(std::chrono::milliseconds(1));
+    timer.async_wait([this, alive = alive_, &waiting, retry](const boost::system::error_code& error) {
+        if (error || !*alive)
+            return;
+        waiting = false;
+        (this->*retry)();
+    });
+    return true;
+}
+
 void StageFetchTree::push_ready()
 {
     if (push_waiting_)
         return;
     while (!ready_.empty()) {
-        if (children_.max_queued_bytes() > max_queued_bytes) {
-            push_waiting_ = true;
-            push_timer_.expires_after(std::chrono::milliseconds(1));
-            push_timer_.async_wait([this, alive = alive_](const boost::system::error_code& error) {
-                if (error || !*alive)
-                    return;
-                push_waiting_ = false;
-                push_ready();
-            });
+        if (children_behind(push_timer_, push_waiting_, &StageFetchTree::push_ready))
             return;
-        }
         wire::StageFetchPush push;
         std::vector<Read> batch;
         std::size_t bytes = 0;
@@ -260,11 +281,7 @@ void StageFetchTree::push_ready()
             const auto& answer = *read.answer;
             wire::StagePushedAnswer pushed;
             pushed.path = read.job.path;
-            pushed.facts = answer.facts;
-            pushed.link = answer.link;
-            pushed.mirror = answer.mirror;
-            for (const auto& name : answer.listing)
-                pushed.listing.push_back({name.name, name.type, name.link_target});
+            put_answer(pushed, answer);
             pushed.content = std::move(read.content);
             bytes += pushed.content.size() + 256 + pushed.path.size();
             push.answers.push_back(std::move(pushed));
@@ -347,18 +364,8 @@ void StageFetchTree::pump()
     if (pumping_)
         return;
     while (!streams_.empty()) {
-        if (children_.max_queued_bytes() > max_queued_bytes) {
-            // A child is behind: look again shortly rather than queue without bound.
-            pumping_ = true;
-            timer_.expires_after(std::chrono::milliseconds(1));
-            timer_.async_wait([this, alive = alive_](const boost::system::error_code& error) {
-                if (error || !*alive)
-                    return;
-                pumping_ = false;
-                pump();
-            });
+        if (children_behind(timer_, pumping_, &StageFetchTree::pump))
             return;
-        }
         Stream stream = std::move(streams_.front());
         streams_.pop_front();
         if (send_chunk(stream))
@@ -433,13 +440,7 @@ void StageFetchTree::on_parent_push(const wire::Frame& frame)
             stage_log().warn("ignored a pushed stage answer for a path that is not absolute and normalized");
             continue;
         }
-        stage::FetchAnswer answer;
-        answer.facts = pushed.facts;
-        answer.link = std::move(pushed.link);
-        answer.mirror = std::move(pushed.mirror);
-        for (auto& name : pushed.listing)
-            answer.listing.push_back({std::move(name.name), name.type, std::move(name.link_target)});
-        if (auto learned = cache_->learn(pushed.path, answer, pushed.content); !learned) {
+        if (auto learned = cache_->learn(pushed.path, take_answer(pushed), pushed.content); !learned) {
             stage_log().warn("on-demand staging: a pushed answer: {}", learned.error().message);
             continue;
         }

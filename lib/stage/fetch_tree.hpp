@@ -94,6 +94,8 @@ private:
     void answer_child(long position, std::uint64_t id, stage::FetchKind kind, const Status& status,
                       const stage::FetchAnswer& answer);
     void pump();
+    // True when a child has too much queued: `retry` then runs again shortly, with `waiting` set meanwhile.
+    bool children_behind(asio::steady_timer& timer, bool& waiting, void (StageFetchTree::*retry)());
     // false when the stream is finished (sent or failed)
     bool send_chunk(Stream& stream);
     void start_readers(const std::string& cache_dir, int count);

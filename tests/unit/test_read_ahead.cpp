@@ -5,6 +5,8 @@
 #include "stage/fetch_tree.hpp"
 #include "stage/read_ahead.hpp"
 
+#include "stage_fetch_helpers.hpp"
+
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -24,54 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string read(const std::string& path)
-{
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-void write(const std::string& path, const std::string& data)
-{
-    std::ofstream(path, std::ios::binary | std::ios::trunc) << data;
-}
-
-struct Sent {
-    std::uint64_t id;
-    FetchKind kind;
-    std::string path;
-    bool operator==(const Sent& other) const { return kind == other.kind && path == other.path; }
-};
-
-void PrintTo(const Sent& sent, std::ostream* out)
-{
-    *out << (sent.kind == FetchKind::content ? "content " : "metadata ") << sent.path;
-}
-
-FetchAnswer listed(const std::string& mirror, std::vector<ListedName> names)
-{
-    FetchAnswer a;
-    a.facts.lstat.mode = a.facts.stat.mode = S_IFDIR | 0755;
-    a.facts.flags |= CANOPY_STAGE_LISTED;
-    a.mirror = mirror;
-    a.listing = std::move(names);
-    // Sorted by name, as the root sends them (the cache looks names up by binary search).
-    std::sort(a.listing.begin(), a.listing.end(),
-              [](const ListedName& x, const ListedName& y) { return x.name < y.name; });
-    return a;
-}
-
-FetchAnswer regular_file(const std::string& mirror, std::int64_t size)
-{
-    FetchAnswer a;
-    a.facts.lstat.mode = a.facts.stat.mode = S_IFREG | 0644;
-    a.facts.lstat.size = a.facts.stat.size = size;
-    a.facts.stat.mtime_sec = a.facts.lstat.mtime_sec = 1700000000;
-    a.mirror = mirror;
-    a.facts.flags |= CANOPY_STAGE_CONTENT;
-    return a;
-}
+using namespace testing;
 
 class ReadAhead : public ::testing::Test {
 protected:

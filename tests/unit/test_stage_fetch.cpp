@@ -3,6 +3,8 @@
 #include "stage/fetch_cache.hpp"
 #include "stage/fetch_tree.hpp"
 
+#include "stage_fetch_helpers.hpp"
+
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -23,24 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string read(const std::string& path)
-{
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-void write(const std::string& path, const std::string& data)
-{
-    std::ofstream(path, std::ios::binary | std::ios::trunc) << data;
-}
-
-struct Sent {
-    std::uint64_t id;
-    FetchKind kind;
-    std::string path;
-};
+using namespace testing;
 
 class StageFetch : public ::testing::Test {
 protected:
@@ -61,17 +46,6 @@ protected:
         });
     }
     void TearDown() override { fs::remove_all(base_); }
-
-    FetchAnswer regular_file(const std::string& mirror, std::int64_t size)
-    {
-        FetchAnswer a;
-        a.facts.lstat.mode = a.facts.stat.mode = S_IFREG | 0644;
-        a.facts.lstat.size = a.facts.stat.size = size;
-        a.facts.stat.mtime_sec = a.facts.lstat.mtime_sec = 1700000000;
-        a.mirror = mirror;
-        a.facts.flags |= CANOPY_STAGE_CONTENT;
-        return a;
-    }
 
     std::string base_, src_;
     std::unique_ptr<FetchCache> fetch_;

@@ -1,0 +1,70 @@
+// What the on-demand staging unit tests share: whole-file reads and writes, what a fetch cache sent up, and the
+// answers a parent would give.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "stage/fetch_cache.hpp"
+
+namespace canopy::stage::testing {
+
+inline std::string read(const std::string& path)
+{
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+inline void write(const std::string& path, const std::string& data)
+{
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << data;
+}
+
+// A request a cache sent up (or a read-ahead a policy asked for; the id is then 0 and not compared).
+struct Sent {
+    std::uint64_t id;
+    FetchKind kind;
+    std::string path;
+    bool operator==(const Sent& other) const { return kind == other.kind && path == other.path; }
+};
+
+inline void PrintTo(const Sent& sent, std::ostream* out)
+{
+    *out << (sent.kind == FetchKind::content ? "content " : "metadata ") << sent.path;
+}
+
+// A regular file's answer with its content (CANOPY_STAGE_CONTENT), as a parent sends it.
+inline FetchAnswer regular_file(const std::string& mirror, std::int64_t size)
+{
+    FetchAnswer a;
+    a.facts.lstat.mode = a.facts.stat.mode = S_IFREG | 0644;
+    a.facts.lstat.size = a.facts.stat.size = size;
+    a.facts.stat.mtime_sec = a.facts.lstat.mtime_sec = 1700000000;
+    a.mirror = mirror;
+    a.facts.flags |= CANOPY_STAGE_CONTENT;
+    return a;
+}
+
+// A directory's answer with its listing, sorted by name as the root sends it (caches look names up by bisection).
+inline FetchAnswer listed(const std::string& mirror, std::vector<ListedName> names)
+{
+    FetchAnswer a;
+    a.facts.lstat.mode = a.facts.stat.mode = S_IFDIR | 0755;
+    a.facts.flags |= CANOPY_STAGE_LISTED;
+    a.mirror = mirror;
+    a.listing = std::move(names);
+    std::sort(a.listing.begin(), a.listing.end(),
+              [](const ListedName& x, const ListedName& y) { return x.name < y.name; });
+    return a;
+}
+
+} // namespace canopy::stage::testing
