@@ -275,15 +275,23 @@ void StageFetchTree::push_ready()
         wire::StageFetchPush push;
         std::vector<Read> batch;
         std::size_t bytes = 0;
-        while (!ready_.empty() && (batch.empty() || bytes + ready_.front().content.size() <= chunk_bytes)) {
+        // About a chunk per frame, whatever the mix of files and listings.
+        auto size_of = [](const Read& read) {
+            std::size_t size = read.content.size() + sizeof(canopy_stage_path_facts) + read.job.path.size() +
+                               read.answer->mirror.size() + read.answer->link.size();
+            for (const auto& name : read.answer->listing)
+                size += name.name.size() + name.link_target.size() + 3;
+            return size;
+        };
+        while (!ready_.empty() && (batch.empty() || bytes + size_of(ready_.front()) <= chunk_bytes)) {
             Read read = std::move(ready_.front());
             ready_.pop_front();
+            bytes += size_of(read);
             const auto& answer = *read.answer;
             wire::StagePushedAnswer pushed;
             pushed.path = read.job.path;
             put_answer(pushed, answer);
             pushed.content = std::move(read.content);
-            bytes += pushed.content.size() + 256 + pushed.path.size();
             push.answers.push_back(std::move(pushed));
             batch.push_back(std::move(read));
         }
