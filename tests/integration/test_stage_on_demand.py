@@ -172,6 +172,50 @@ def test_a_large_file_arrives_intact_through_a_two_level_tree(case):
 
 
 @needs_fuse
+def test_what_the_root_reads_ahead_reaches_every_node_and_its_ranks_need_not_ask(case):
+    # A rank lists a directory and reads one file: the root reads the directory's other small files ahead and
+    # pushes them down the whole tree (3 nodes, fanout 2: the third node gets them through the second), so the
+    # rank reads the rest from its node's answer board and cache without asking, byte for byte.
+    pkg = case.src / "pkg"
+    pkg.mkdir()
+    for i in range(30):
+        (pkg / f"f{i:02}").write_bytes(os.urandom(1000 + 37 * i))
+    expected = hashlib.sha256(b"".join((pkg / f"f{i:02}").read_bytes() for i in range(30))).hexdigest()
+    program = case.root / "read_all.py"
+    program.write_text(
+        "import hashlib, os, sys, time\n"
+        "root = sys.argv[1]\n"
+        "names = sorted(os.listdir(root))\n"
+        "h = hashlib.sha256()\n"
+        "with open(os.path.join(root, names[0]), 'rb') as f:\n"
+        "    h.update(f.read())\n"
+        "# Wait for the read-ahead to land in the node cache (outside the prefix: looking costs no question).\n"
+        "last = os.environ['CANOPY_STAGE_CACHE'] + '/root' + os.path.join(root, names[-1])\n"
+        "deadline = time.monotonic() + 60\n"
+        "while not os.path.exists(last):\n"
+        "    assert time.monotonic() < deadline, 'the read-ahead never reached this node'\n"
+        "    time.sleep(0.05)\n"
+        "time.sleep(0.5)   # its board record is published in the same turn of the daemon's loop\n"
+        "for name in names[1:]:\n"
+        "    with open(os.path.join(root, name), 'rb') as f:\n"
+        "        h.update(f.read())\n"
+        "print(len(names), h.hexdigest())\n")
+    timing = case.root / "timing.json"
+    done, _, stats = case.job(["--sim-nodes", "3", "--fanout", "2", f"--timing={timing}",
+                               *case.staged_args(manifest=False)], [PYTHON, program, case.mnt / "pkg"])
+    assert ok(done) == {rank: [f"30 {expected}"] for rank in range(3)}
+    rows = assert_nothing_passed(stats, 3)
+    # Each rank asked its daemon about a few paths (the listing, the first file); the other 29 files it found
+    # on the board.
+    for r in preload_rows(stats):
+        assert r["fetched"] < 10 and r["board_hits"] >= 29, rows
+    phases = timing_phases(timing)
+    assert phases["root.stage_read_ahead_messages"]["sum"] >= 29, phases
+    pushed = phases["daemon.stage_pushed_messages"]
+    assert pushed["count"] == 3 and pushed["min"] >= 29, pushed
+
+
+@needs_fuse
 def test_with_a_manifest_what_the_recording_missed_is_fetched_on_demand(case):
     case.record(case.python())
     extra = case.root / "extra.py"
