@@ -317,6 +317,8 @@ Result<bool> Endpoint::send(fi_addr_t peer, std::span<const iovec> pieces, Opera
     } else {
         std::uint8_t* staged = send_pages_.data() + free_slots_.back() * buffer_bytes_;
         for (const iovec& piece : pieces) {
+            if (piece.iov_len == 0)
+                continue;   // an empty piece may have no base at all, and memcpy must not see a null one
             std::memcpy(staged, piece.iov_base, piece.iov_len);
             staged += piece.iov_len;
         }

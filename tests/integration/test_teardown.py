@@ -248,6 +248,11 @@ def test_sigint_early_in_start_up_stops_the_job_without_waiting_the_kill_grace(s
         interrupted = time.monotonic()
         result = sandbox.finish(job, timeout=20)
         took = time.monotonic() - interrupted
+        if result.returncode == -signal.SIGINT:
+            # It came before the launcher took over SIGINT (a sanitizer's build starts slower), so the default
+            # action ended it, as any program: nothing had started yet, and nothing is left behind.
+            assert not list(ready.iterdir()), result.describe()
+            continue
         assert result.returncode == 128 + signal.SIGINT, result.describe()
         if any("SIGINT" in line and "start-up" in line for line in result.canopy_lines()):
             early += 1
