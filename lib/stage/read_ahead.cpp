@@ -48,11 +48,11 @@ void ReadAheadPolicy::after_read(FetchKind kind, const std::string& path, const 
     if (!asked)
         return;
     // What a rank asks for tells where it is working: there, and one level up (a package, when the rank reads
-    // its __pycache__).
-    if (kind == FetchKind::content && answer.content() && reading_files_.insert(dir).second && parent &&
-        parent->listed())
+    // its __pycache__). Its entries are read again (what is known or on its way is skipped) when that is news.
+    bool reading_files = kind == FetchKind::content && answer.content() && reading_files_.insert(dir).second;
+    bool newly_used = in_use_.insert(dir).second;
+    if ((reading_files || newly_used) && parent && parent->listed())
         read_entries(dir, *parent, read);
-    use(dir, cache, read);
     if (dir != "/" && staged(parent_of(dir)))
         use(parent_of(dir), cache, read);
 }
