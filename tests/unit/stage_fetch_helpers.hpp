@@ -2,15 +2,20 @@
 // answers a parent would give.
 #pragma once
 
+#include <stdlib.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
+#include <memory>
 #include <ostream>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "stage/fetch_cache.hpp"
 
@@ -66,5 +71,27 @@ inline FetchAnswer listed(const std::string& mirror, std::vector<ListedName> nam
               [](const ListedName& x, const ListedName& y) { return x.name < y.name; });
     return a;
 }
+
+// A fresh temp directory `base_` holding a fetch cache whose requests to its parent are recorded in `sent_`.
+class FetchCacheTest : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        char tmpl[] = "/tmp/canopy-test-fetch-XXXXXX";
+        ASSERT_NE(::mkdtemp(tmpl), nullptr);
+        base_ = tmpl;
+        auto cache = NodeCache::create(base_ + "/cache");
+        ASSERT_TRUE(cache) << cache.error().message;
+        fetch_ = std::make_unique<FetchCache>(std::move(*cache), [this](std::uint64_t id, FetchKind kind,
+                                                                         const std::string& path) {
+            sent_.push_back({id, kind, path});
+        });
+    }
+    void TearDown() override { std::filesystem::remove_all(base_); }
+
+    std::string base_;
+    std::unique_ptr<FetchCache> fetch_;
+    std::vector<Sent> sent_;
+};
 
 } // namespace canopy::stage::testing

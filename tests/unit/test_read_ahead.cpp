@@ -28,22 +28,8 @@ namespace fs = std::filesystem;
 
 using namespace testing;
 
-class ReadAhead : public ::testing::Test {
+class ReadAhead : public FetchCacheTest {
 protected:
-    void SetUp() override
-    {
-        char tmpl[] = "/tmp/canopy-test-read-ahead-XXXXXX";
-        ASSERT_NE(::mkdtemp(tmpl), nullptr);
-        base_ = tmpl;
-        auto cache = NodeCache::create(base_ + "/cache");
-        ASSERT_TRUE(cache) << cache.error().message;
-        fetch_ = std::make_unique<FetchCache>(std::move(*cache), [this](std::uint64_t id, FetchKind kind,
-                                                                         const std::string& path) {
-            sent_.push_back({id, kind, path});
-        });
-    }
-    void TearDown() override { fs::remove_all(base_); }
-
     // Runs the policy on one read and returns what it asked to read ahead, in order.
     std::vector<Sent> after(ReadAheadPolicy& policy, FetchKind kind, const std::string& path,
                             const FetchAnswer& answer, bool asked)
@@ -60,10 +46,6 @@ protected:
         fetch_->fetch(kind, path, [](const Status&, const FetchAnswer&) {});
         ASSERT_TRUE(fetch_->answer(sent_.back().id, answer, false));
     }
-
-    std::string base_;
-    std::unique_ptr<FetchCache> fetch_;
-    std::vector<Sent> sent_;
 };
 
 TEST_F(ReadAhead, ADirectoryARankListsHasItsEntriesReadAhead)

@@ -27,29 +27,18 @@ namespace fs = std::filesystem;
 
 using namespace testing;
 
-class StageFetch : public ::testing::Test {
+class StageFetch : public FetchCacheTest {
 protected:
     void SetUp() override
     {
-        char tmpl[] = "/tmp/canopy-test-fetch-XXXXXX";
-        ASSERT_NE(::mkdtemp(tmpl), nullptr);
-        base_ = tmpl;
+        FetchCacheTest::SetUp();
         src_ = base_ + "/src";
         fs::create_directories(src_ + "/pkg/sub");
         write(src_ + "/pkg/mod.py", "VALUE = 1\n");
         fs::create_symlink("mod.py", src_ + "/pkg/alias.py");
-        auto cache = NodeCache::create(base_ + "/cache");
-        ASSERT_TRUE(cache) << cache.error().message;
-        fetch_ = std::make_unique<FetchCache>(std::move(*cache), [this](std::uint64_t id, FetchKind kind,
-                                                                         const std::string& path) {
-            sent_.push_back({id, kind, path});
-        });
     }
-    void TearDown() override { fs::remove_all(base_); }
 
-    std::string base_, src_;
-    std::unique_ptr<FetchCache> fetch_;
-    std::vector<Sent> sent_;
+    std::string src_;
 };
 
 TEST_F(StageFetch, IdenticalRequestsInFlightGoUpOnceAndEveryWaiterIsAnswered)
