@@ -19,8 +19,12 @@ namespace canopy::stage {
 namespace {
 
 // mkdir -p below `base` (which exists): creates each missing component of `path` with mode 0755.
+// A node writes thousands of files into directories that mostly exist already: one mkdir of the whole path
+// settles that case, and only a missing parent costs the walk from the top (a path walk per component).
 Status make_dirs(const std::string& path)
 {
+    if (::mkdir(path.c_str(), 0755) == 0 || errno == EEXIST)
+        return {};
     std::string partial;
     std::size_t i = 0;
     while (i < path.size()) {
@@ -159,10 +163,14 @@ Status NodeCache::ContentWriter::commit()
         return make_error("stage cache: closing {} failed ({})", tmp_, std::strerror(errno));
     }
     fd_ = -1;
-    auto slash = final_.rfind('/');
-    if (auto st = make_dirs(final_.substr(0, slash)); !st)
-        return st;
-    if (::rename(tmp_.c_str(), final_.c_str()) != 0)
+    // Its directory usually exists (an earlier file made it): rename first, make the directories only if not.
+    bool moved = ::rename(tmp_.c_str(), final_.c_str()) == 0;
+    if (!moved && errno == ENOENT) {
+        if (auto st = make_dirs(final_.substr(0, final_.rfind('/'))); !st)
+            return st;
+        moved = ::rename(tmp_.c_str(), final_.c_str()) == 0;
+    }
+    if (!moved)
         return make_error("stage cache: cannot move {} into place ({})", final_, std::strerror(errno));
     tmp_.clear();
     return {};

@@ -31,6 +31,11 @@ operation. Then, one row each:
 
 In node-local and tmp-method every rank must also have imported torch from under its own node's copy.
 
+--module numpy imports numpy instead, from PYENV-numpy: a copy of PYENV with only what `import numpy` uses (the
+interpreter, the standard library, numpy and the shared libraries it maps; 119 MiB), made once. 64 node copies of
+the torch environment, or 64 node caches of what `import torch` reads (505 MiB each), do not fit in this machine's
+24 GiB; 64 of numpy's do, so --module numpy --nodes 64 --ppn 1 runs every row at 64 simulated nodes.
+
 Each rank prints its own import time; the table gives, per row, the operations that reached slowfs
 (all, and the metadata ones that paid the delay), the min/median/max import time of the ranks and the
 job's wall time. Every rank must exit 0 and compute the same result, or the row is marked failed.
@@ -51,9 +56,10 @@ Usage (as root, after `ninja -C build`; needs fuse3, libfuse3-dev and python3-to
   sudo /usr/bin/python3 tests/bench/import_bench.py --nodes 4 --ppn 2 --delay-ms 0.5   # quicker
   sudo /usr/bin/python3 tests/bench/import_bench.py --rows staged --staged-args "--stage {mount}"   # metadata only
   sudo /usr/bin/python3 tests/bench/import_bench.py --rows unstaged,staged,node-local,tmp-method --reuse-manifest
+  sudo /usr/bin/python3 tests/bench/import_bench.py --module numpy --nodes 64 --ppn 1 --rows unstaged,staged,on-demand,node-local
 
-Options: --canopy PATH (canopyd is found next to it), --slowfs PATH, --pyenv DIR (built or refreshed with
-make_pyenv.sh, fast when up to date), --mount DIR, --rows plain,unstaged,staged,on-demand,local,node-local,
+Options: --module torch|numpy, --canopy PATH (canopyd is found next to it), --slowfs PATH, --pyenv DIR (built or
+refreshed with make_pyenv.sh, fast when up to date), --mount DIR, --rows plain,unstaged,staged,on-demand,local,node-local,
 tmp-method, --manifest FILE (--reuse-manifest: do not record it again), --staged-args ARGS and --on-demand-args
 ARGS ({mount} and {manifest} are replaced), --copy-dir DIR (where the per-node copies go: one copy of PYENV per
 node must fit there, which is checked before any row; default /var/tmp/canopy-bench-nodes), --tmp-copy tar|cp,
@@ -85,21 +91,25 @@ MAKE_PYENV = os.path.join(REPO, "tests", "tools", "make_pyenv.sh")
 MARK = "IMPORT_BENCH "
 ROWS = ("plain", "unstaged", "staged", "on-demand", "local", "node-local", "tmp-method")   # in the order they run
 
+MODULES = ("torch", "numpy")   # both have arange, reshape, @ and __version__, which the rank code uses
+
 # What each rank runs: the import it times itself, then a tiny computation whose result every rank must agree on.
-RANK_CODE = r"""
+# MODULE is replaced by --module.
+RANK_CODE_TEMPLATE = r"""
 import os, time
 started = time.perf_counter()
-import torch
+import MODULE as module
 imported = time.perf_counter()
-x = torch.arange(16, dtype=torch.float64).reshape(4, 4)
+x = module.arange(16, dtype=module.float64).reshape(4, 4)
 result = float((x @ x.T).sum())
 ticks = os.sysconf("SC_CLK_TCK")
 age = time.clock_gettime(time.CLOCK_BOOTTIME) - int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19]) / ticks
 import json
 print("IMPORT_BENCH " + json.dumps({"rank": int(os.environ.get("RANK", "0")), "node": os.environ.get("CANOPY_NODE", ""),
-      "node_rank": os.environ.get("CANOPY_NODE_RANK"), "torch_file": torch.__file__,
-      "import_s": imported - started, "process_s": age, "result": result, "torch": torch.__version__}), flush=True)
+      "node_rank": os.environ.get("CANOPY_NODE_RANK"), "module_file": module.__file__,
+      "import_s": imported - started, "process_s": age, "result": result, "version": module.__version__}), flush=True)
 """
+RANK_CODE = None   # set from --module in main
 
 
 def log(message):
@@ -265,7 +275,7 @@ def measure(name, command, fs, ranks, timeout, workdir, timing_path=None, watch_
         "reads": stats["ops"]["read"], "ops_by_type": stats["ops"],
         "import_s": {"min": imports[0], "median": statistics.median(imports), "max": imports[-1]} if imports else None,
         "process_s_median": statistics.median(r["process_s"] for r in reports) if reports else None,
-        "torch": reports[0]["torch"] if reports else None,
+        "version": reports[0]["version"] if reports else None,
         "command": command,
     }
     if timing_path:
@@ -402,12 +412,12 @@ def remove_stale_copies(copy_dir):
 
 
 def node_copy_check(copies):
-    """A rank fails the row unless torch came from under its own node's copy."""
+    """A rank fails the row unless the module came from under its own node's copy."""
     def check(reports):
         for r in reports:
             mine = os.path.join(copies, f"node{r['node_rank']}") + "/"
-            if not r["torch_file"].startswith(mine):
-                return f"rank {r['rank']} imported torch from {r['torch_file']}, not from under {mine}"
+            if not r["module_file"].startswith(mine):
+                return f"rank {r['rank']} imported {r['module_file']}, not from under {mine}"
         return None
     return check
 
@@ -464,6 +474,45 @@ def remove_copies(copies):
         removal.wait()
 
 
+def make_module_env(pyenv, module):
+    """PYENV-MODULE: PYENV with only what `import MODULE` uses (the interpreter, the standard library, the packages
+    it imports whole and the shared libraries it maps), made once and again when PYENV changes."""
+    dest = f"{pyenv}-{module}"
+    with open(os.path.join(pyenv, ".make_pyenv-stamp")) as f:
+        stamp = f.read() + f"\nmodule {module}\n"
+    stamp_path = os.path.join(dest, ".module-env-stamp")
+    if os.path.exists(stamp_path) and open(stamp_path).read() == stamp:
+        return dest
+    probe = ("import json, sys, " + module + "\n"
+             "maps = {l.split(None, 5)[5].strip() for l in open('/proc/self/maps') if len(l.split(None, 5)) == 6}\n"
+             "files = [getattr(m, '__file__', None) for m in list(sys.modules.values())]\n"
+             "print(json.dumps({'maps': sorted(maps), 'files': sorted(f for f in files if f)}))")
+    used = json.loads(subprocess.run([os.path.join(pyenv, "bin", "python3"), "-c", probe], check=True,
+                                     capture_output=True, text=True).stdout)
+    work = dest + ".partial"
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(dest, ignore_errors=True)
+    os.makedirs(os.path.join(work, "lib", "python3", "dist-packages"))
+    os.makedirs(os.path.join(work, "lib", "x86_64-linux-gnu"))
+    for part in ("bin", os.path.join("lib", "python3.11")):
+        subprocess.run(["cp", "-a", os.path.join(pyenv, part), os.path.join(work, part)], check=True)
+    packages = os.path.join(pyenv, "lib", "python3", "dist-packages") + "/"
+    for top in sorted({f[len(packages):].split("/")[0] for f in used["files"] if f.startswith(packages)}):
+        subprocess.run(["cp", "-a", packages + top, os.path.join(work, "lib", "python3", "dist-packages")],
+                       check=True)
+    libraries = os.path.join(pyenv, "lib", "x86_64-linux-gnu")
+    mapped = {os.path.realpath(p) for p in used["maps"] if p.startswith(libraries + "/")}
+    for entry in os.listdir(libraries):   # each mapped library with every name that leads to it
+        if os.path.realpath(os.path.join(libraries, entry)) in mapped:
+            subprocess.run(["cp", "-a", os.path.join(libraries, entry), os.path.join(work, "lib", "x86_64-linux-gnu")],
+                           check=True)
+    with open(os.path.join(work, ".module-env-stamp"), "w") as f:
+        f.write(stamp)
+    os.rename(work, dest)
+    log(f"made {dest}: {disk_usage(dest)[0] / 2**20:.0f} MiB, what `import {module}` uses from {pyenv}")
+    return dest
+
+
 def record_manifest(args, fs):
     """`canopy stage record` of the rank code from the mount, once, before the timed rows; returns its summary."""
     python = os.path.join(args.mount, "bin", "python3")
@@ -494,8 +543,8 @@ def fmt(value, digits=2):
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def print_table(rows, args, torch_version):
-    print(f"\n`import torch` ({torch_version}) from slowfs, {args.delay_ms:g} ms per metadata op, "
+def print_table(rows, args, version):
+    print(f"\n`import {args.module}` ({version}) from slowfs, {args.delay_ms:g} ms per metadata op, "
           f"{args.nodes} simulated nodes x {args.ppn} ranks, {os.cpu_count()} CPUs\n")
     print("| row | ranks | ops to slowfs | metadata ops | metadata ops per rank | import s min / median / max "
           "| python start + import s (median) | job wall s | job CPU s |")
@@ -621,7 +670,11 @@ def main():
     parser.add_argument("--delay-ms", type=float, default=1.0)
     parser.add_argument("--rows", default="plain,unstaged,staged",
                         help="comma-separated: " + ", ".join(ROWS))
-    parser.add_argument("--manifest", default=None, help="where to record the manifest (default: WORKDIR/torch.manifest)")
+    parser.add_argument("--module", choices=MODULES, default="torch",
+                        help="what each rank imports; numpy runs from a copy of PYENV with only what `import numpy` "
+                             "uses (PYENV-numpy, made if missing), small enough for 64 node copies in this "
+                             "machine's memory")
+    parser.add_argument("--manifest", default=None, help="where to record the manifest (default: WORKDIR/MODULE.manifest)")
     parser.add_argument("--reuse-manifest", action="store_true",
                         help="use an existing --manifest instead of recording it again (recording takes minutes)")
     parser.add_argument("--staged-args", default="--stage {mount} --stage-manifest {manifest}",
@@ -648,7 +701,9 @@ def main():
     unknown = set(rows_wanted) - set(ROWS)
     if unknown:
         sys.exit(f"import_bench: unknown rows {sorted(unknown)}; the rows are {', '.join(ROWS)}")
-    args.manifest = os.path.abspath(args.manifest or os.path.join(args.workdir, "torch.manifest"))
+    args.manifest = os.path.abspath(args.manifest or os.path.join(args.workdir, f"{args.module}.manifest"))
+    global RANK_CODE
+    RANK_CODE = RANK_CODE_TEMPLATE.replace("MODULE", args.module)
     for path, what in ((args.slowfs, "slowfs (needs libfuse3-dev at meson setup)"),
                        (args.canopy, "canopy")):
         if not os.access(path, os.X_OK):
@@ -659,6 +714,8 @@ def main():
 
     started = time.monotonic()
     subprocess.run([MAKE_PYENV, args.pyenv], check=True, stdout=sys.stderr)
+    if args.module != "torch":
+        args.pyenv = make_module_env(args.pyenv, args.module)
     per_node = {"node-local", "tmp-method"} & set(rows_wanted)
     copies = None
     if per_node:
@@ -710,8 +767,8 @@ def main():
         fs.close()
         if copies:
             shutil.rmtree(copies, ignore_errors=True)
-    torch_version = next((r["torch"] for r in rows if r["torch"]), "?")
-    print_table(rows, args, torch_version)
+    version = next((r["version"] for r in rows if r["version"]), "?")
+    print_table(rows, args, version)
     print_stage(rows, recording)
     print_copy(rows)
     print_targets(rows)
@@ -723,7 +780,7 @@ def main():
         with open(args.json, "w") as f:
             json.dump({"delay_ms": args.delay_ms, "nodes": args.nodes, "ppn": args.ppn, "cpus": os.cpu_count(),
                        "machine": platform.platform(), "machine_info": benchlib.machine_info(),
-                       "torch": torch_version, "recording": recording, "copy_dir": args.copy_dir if per_node else None,
+                       "module": args.module, "version": version, "recording": recording, "copy_dir": args.copy_dir if per_node else None,
                        "rows": rows, "targets": targets}, f, indent=1)
     log(f"done in {time.monotonic() - started:.0f} s")
     return 1 if any(r["failure"] for r in rows) else 0
