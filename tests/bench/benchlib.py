@@ -95,7 +95,7 @@ def make_cpu_cgroup():
 def run_once(argv, env, timeout, stderr_filter=("setpgid",), cgroup_cpu=False):
     """One timed launch in its own session.
 
-    Returns dict(seconds, cpu_seconds, rc, lines, stdout, stderr_tail, stragglers, started_epoch,
+    Returns dict(seconds, cpu_seconds, rc, lines, stdout, stderr_head, stderr_tail, stragglers, started_epoch,
     cgroup_cpu_seconds); rc is a string when the run was killed after `timeout` s. Stderr lines containing any
     of `stderr_filter` are dropped from stderr_tail (Open MPI warns once per daemon that setpgid failed in
     sandboxes: noise). cpu_seconds counts only processes the launcher (or its daemons) waited for; with
@@ -143,7 +143,7 @@ def run_once(argv, env, timeout, stderr_filter=("setpgid",), cgroup_cpu=False):
         err_lines = [l for l in err.read().decode(errors="replace").splitlines()
                      if not any(f in l for f in stderr_filter)]
     return {"seconds": seconds, "cpu_seconds": cpu, "rc": rc, "lines": len(stdout.splitlines()),
-            "stdout": stdout, "stderr_tail": err_lines[-5:], "stragglers": stragglers,
+            "stdout": stdout, "stderr_head": err_lines[:5], "stderr_tail": err_lines[-5:], "stragglers": stragglers,
             "started_epoch": started_epoch, "cgroup_cpu_seconds": cgroup_seconds}
 
 

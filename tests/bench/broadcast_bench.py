@@ -16,7 +16,7 @@ the memcpy bandwidth measured here (one core) is a floor no transport beats on o
 
 Usage: sudo /usr/bin/python3 tests/bench/broadcast_bench.py --nodes 8,32 --sets 1gib,torch
 Options: --canopy PATH, --fabrics off,shm,tcp;ofi_rxm, --fanout K (default 32, the config's), --runs R,
---workdir DIR, --pyenv DIR, --cache-dir DIR, --json FILE, --timeout S.
+--workdir DIR, --pyenv DIR, --cache-dir DIR, --heartbeat-timeout S, --json FILE, --timeout S.
 """
 
 import json
@@ -100,12 +100,12 @@ def run_cell(args, stage, nodes, fabric, config):
         argv = [args.canopy, "--config", config, "--sim-nodes", str(nodes), "--fanout", str(args.fanout),
                 "--fabric", fabric, f"--timing={timing}", "--stage", stage["dir"], "--stage-manifest",
                 stage["manifest"], "true"]
-        run = benchlib.run_once(argv, dict(os.environ), args.timeout)
+        run = benchlib.run_once(argv, dict(os.environ), args.timeout, stderr_filter=("setpgid", "canopy: staging: "))
         parsed = benchlib.read_timing(timing) or {"phases": {}, "steps": {}}
     ready = parsed["phases"].get("daemon.stage_ready", {})
     return {"rc": run["rc"], "wall": run["seconds"], "cpu": run["cpu_seconds"], "ready_max": ready.get("max"),
             "ready_median": ready.get("median"), "stage_sent": parsed["steps"].get("stage_sent"),
-            "stderr": run["stderr_tail"]}
+            "stderr": run["stderr_head"] + ["..."] + run["stderr_tail"]}   # a failure's line comes before the report
 
 
 def main():
@@ -121,6 +121,9 @@ def main():
     p.add_argument("--cache-dir", default="/var/tmp/canopy-broadcast-bench/caches",
                    help="where the node caches go (on disk: 32 nodes x 1 GiB does not fit in memory here)")
     p.add_argument("--timeout", type=float, default=900)
+    p.add_argument("--heartbeat-timeout", type=float, default=None,
+                   help="[tree] heartbeat_timeout of the jobs (default: the config's 30 s). At 64 nodes with caches "
+                        "on one disk, a daemon can go 30 s without being heard and the job fails naming it")
     p.add_argument("--json", default=None)
     args = p.parse_args()
 
@@ -129,6 +132,8 @@ def main():
     config = os.path.join(args.workdir, "broadcast.toml")
     with open(config, "w") as f:
         f.write(f'[stage]\ncache_dir = "{args.cache_dir}"\n')
+        if args.heartbeat_timeout:
+            f.write(f"[tree]\nheartbeat_timeout = {args.heartbeat_timeout:g}\n")
     bandwidth = memcpy_gb_per_s()
     print(f"memcpy on one core: {bandwidth:.1f} GB/s", flush=True)
     for name, stage in sets.items():
