@@ -56,12 +56,13 @@ Usage (as root, after `ninja -C build`; needs fuse3, libfuse3-dev and python3-to
   sudo /usr/bin/python3 tests/bench/import_bench.py --nodes 4 --ppn 2 --delay-ms 0.5   # quicker
   sudo /usr/bin/python3 tests/bench/import_bench.py --rows staged --staged-args "--stage {mount}"   # metadata only
   sudo /usr/bin/python3 tests/bench/import_bench.py --rows unstaged,staged,node-local,tmp-method --reuse-manifest
-  sudo /usr/bin/python3 tests/bench/import_bench.py --module numpy --nodes 64 --ppn 1 --rows unstaged,staged,on-demand,node-local
+  sudo /usr/bin/python3 tests/bench/import_bench.py --module numpy --nodes 64 --ppn 1 \
+      --rows unstaged,staged,on-demand,node-local,tmp-method --timeout 1500          # every row at 64 nodes: ~4 min
 
 Options: --module torch|numpy, --canopy PATH (canopyd is found next to it), --slowfs PATH, --pyenv DIR (built or
-refreshed with make_pyenv.sh, fast when up to date), --mount DIR, --rows plain,unstaged,staged,on-demand,local,node-local,
-tmp-method, --manifest FILE (--reuse-manifest: do not record it again), --staged-args ARGS and --on-demand-args
-ARGS ({mount} and {manifest} are replaced), --copy-dir DIR (where the per-node copies go: one copy of PYENV per
+refreshed with make_pyenv.sh, fast when up to date), --mount DIR, --rows plain,unstaged,staged,on-demand,local,
+node-local,tmp-method, --manifest FILE (--reuse-manifest: do not record it again), --staged-args ARGS and
+--on-demand-args ARGS ({mount} and {manifest} are replaced), --copy-dir DIR (where the per-node copies go: one copy of PYENV per
 node must fit there, which is checked before any row; default /var/tmp/canopy-bench-nodes), --tmp-copy tar|cp,
 --wait-idle S / --idle-cpus N (wait for an idle machine before each row), --json FILE, --timeout S (per row; the
 tmp-method row at 64 nodes needs more than the default 600).
@@ -481,8 +482,10 @@ def make_module_env(pyenv, module):
     with open(os.path.join(pyenv, ".make_pyenv-stamp")) as f:
         stamp = f.read() + f"\nmodule {module}\n"
     stamp_path = os.path.join(dest, ".module-env-stamp")
-    if os.path.exists(stamp_path) and open(stamp_path).read() == stamp:
-        return dest
+    if os.path.exists(stamp_path):
+        with open(stamp_path) as f:
+            if f.read() == stamp:
+                return dest
     probe = ("import json, sys, " + module + "\n"
              "maps = {l.split(None, 5)[5].strip() for l in open('/proc/self/maps') if len(l.split(None, 5)) == 6}\n"
              "files = [getattr(m, '__file__', None) for m in list(sys.modules.values())]\n"
@@ -674,7 +677,8 @@ def main():
                         help="what each rank imports; numpy runs from a copy of PYENV with only what `import numpy` "
                              "uses (PYENV-numpy, made if missing), small enough for 64 node copies in this "
                              "machine's memory")
-    parser.add_argument("--manifest", default=None, help="where to record the manifest (default: WORKDIR/MODULE.manifest)")
+    parser.add_argument("--manifest", default=None,
+                        help="where to record the manifest (default: WORKDIR/MODULE.manifest)")
     parser.add_argument("--reuse-manifest", action="store_true",
                         help="use an existing --manifest instead of recording it again (recording takes minutes)")
     parser.add_argument("--staged-args", default="--stage {mount} --stage-manifest {manifest}",
@@ -780,8 +784,8 @@ def main():
         with open(args.json, "w") as f:
             json.dump({"delay_ms": args.delay_ms, "nodes": args.nodes, "ppn": args.ppn, "cpus": os.cpu_count(),
                        "machine": platform.platform(), "machine_info": benchlib.machine_info(),
-                       "module": args.module, "version": version, "recording": recording, "copy_dir": args.copy_dir if per_node else None,
-                       "rows": rows, "targets": targets}, f, indent=1)
+                       "module": args.module, "version": version, "recording": recording,
+                       "copy_dir": args.copy_dir if per_node else None, "rows": rows, "targets": targets}, f, indent=1)
     log(f"done in {time.monotonic() - started:.0f} s")
     return 1 if any(r["failure"] for r in rows) else 0
 
