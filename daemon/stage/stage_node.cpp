@@ -2,7 +2,10 @@
 #include "stage_node.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 
+#include <boost/asio/post.hpp>
 #include <fmt/format.h>
 
 #include "proc/rank_env.hpp"
@@ -30,7 +33,8 @@ void prepend_library(std::vector<std::string>& env, const std::string& name, con
 } // namespace
 
 StageNode::StageNode(boost::asio::io_context& io, TreePosition& position, Paths paths, std::string node, Hooks hooks)
-    : position_(position), paths_(std::move(paths)), node_(std::move(node)), hooks_(std::move(hooks)),
+    : executor_(io.get_executor()), position_(position), paths_(std::move(paths)), node_(std::move(node)),
+      hooks_(std::move(hooks)),
       receiver_(paths_.cache_dir)
 {
     start_on_demand(io);
@@ -58,7 +62,11 @@ StageNode::StageNode(boost::asio::io_context& io, TreePosition& position, Paths 
     });
 }
 
-StageNode::~StageNode() = default;
+StageNode::~StageNode()
+{
+    wait_for_installer();
+    *alive_ = false;
+}
 
 void StageNode::start_on_demand(boost::asio::io_context& io)
 {
@@ -90,17 +98,55 @@ void StageNode::take(const wire::Frame& frame)
         return;
     // Forward first: the subtree below is waiting on this chunk more than our own cache is.
     position_.bulk().relay(frame);
-    bool was_complete = receiver_.complete();
     if (auto taken = receiver_.take(frame); !taken) {
-        failed_ = true;
-        hooks_.report_error(fmt::format("cannot stage files on {}: {}", node_, taken.error().message));
+        fail(taken.error().message);
         return;
     }
-    if (!was_complete && receiver_.complete()) {
-        hooks_.installed();
-        if (auto wake = std::move(wake_))
-            wake();
+    if (receiver_.ready_to_install() && !installer_.joinable())
+        install_off_the_loop();
+}
+
+void StageNode::install_off_the_loop()
+{
+    // With 64 caches going to one disk, this took up to 18 s here: on the loop, it kept heartbeats from the
+    // parent until the node was declared lost.
+    installer_ = std::thread([this, executor = executor_, alive = alive_] {
+        // Tests stand in for such a disk with CANOPY_TEST_STAGE_INSTALL_DELAY (seconds).
+        if (const char* delay = std::getenv("CANOPY_TEST_STAGE_INSTALL_DELAY"))
+            std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(delay)));
+        Status status = receiver_.install();
+        boost::asio::post(executor, [this, alive, status = std::move(status)] {
+            if (*alive)
+                installed(status);
+        });
+    });
+}
+
+void StageNode::installed(const Status& status)
+{
+    wait_for_installer();   // it has posted this and is ending
+    if (failed_)
+        return;
+    if (!status) {
+        fail(status.error().message);
+        return;
     }
+    receiver_.mark_installed();
+    hooks_.installed();
+    if (auto wake = std::move(wake_))
+        wake();
+}
+
+void StageNode::fail(const std::string& why)
+{
+    failed_ = true;
+    hooks_.report_error(fmt::format("cannot stage files on {}: {}", node_, why));
+}
+
+void StageNode::wait_for_installer()
+{
+    if (installer_.joinable())
+        installer_.join();
 }
 
 bool StageNode::ready_for_ranks(std::function<void()> wake)
@@ -140,6 +186,8 @@ void StageNode::stop()
     if (fetch_)
         fetch_->fail_all(fmt::format("the job is ending on {}", node_));
     wake_ = nullptr;
+    wait_for_installer();   // before the tree it writes into is removed
+    *alive_ = false;        // and what it posted finds the job over
     canopy_remove_tree(receiver_.cache_dir().c_str());
 }
 

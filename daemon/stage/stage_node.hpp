@@ -7,7 +7,9 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/io_context.hpp>
 
 #include "rank_service.hpp"
@@ -48,7 +50,12 @@ public:
 private:
     void start_on_demand(boost::asio::io_context& io);
     void take(const wire::Frame& frame);
+    void install_off_the_loop();
+    void installed(const Status& status);
+    void fail(const std::string& why);
+    void wait_for_installer();
 
+    boost::asio::any_io_executor executor_;
     TreePosition& position_;
     Paths paths_;
     std::string node_;
@@ -58,6 +65,8 @@ private:
     std::unique_ptr<StageFetcher> fetcher_;
     std::function<void()> wake_;   // the ranks wait for the node cache
     bool failed_ = false;
+    std::thread installer_;                                   // writes the skeleton and the index
+    std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);   // the installer's report finds this node
 };
 
 } // namespace canopy

@@ -7,8 +7,8 @@ namespace canopy {
 
 Status StageReceiver::take(const wire::Frame& frame)
 {
-    if (complete_)
-        return make_error("stage data arrived after the cache in {} was installed", dir_);
+    if (complete_ || ready_to_install())
+        return make_error("stage data arrived after the last file for the cache in {}", dir_);
     if (frame.type == static_cast<std::uint8_t>(wire::MessageType::stage_index)) {
         auto message = wire::decode_frame<wire::StageIndex>(frame);
         if (!message)
@@ -40,7 +40,7 @@ Status StageReceiver::take_index(bool more, const std::vector<std::uint8_t>& chu
     files_ = index->content_files();
     index_.emplace(std::move(*index));
     cache_.emplace(std::move(*cache));
-    return files_.empty() ? install() : Status{};
+    return {};
 }
 
 Status StageReceiver::take_content(std::uint32_t file, bool last, const std::vector<std::uint8_t>& chunk)
@@ -65,15 +65,9 @@ Status StageReceiver::take_content(std::uint32_t file, bool last, const std::vec
     if (!committed)
         return committed;
     ++next_file_;
-    return next_file_ == files_.size() ? install() : Status{};
-}
-
-Status StageReceiver::install()
-{
-    if (auto installed = cache_->install_index(*index_); !installed)
-        return installed;
-    complete_ = true;
     return {};
 }
+
+Status StageReceiver::install() { return cache_->install_index(*index_); }
 
 } // namespace canopy

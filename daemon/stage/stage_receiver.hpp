@@ -22,7 +22,13 @@ public:
     // line naming what failed (a full /dev/shm, a damaged index); the job cannot run staged after it.
     Status take(const wire::Frame& frame);
 
-    // The index is installed: ranks started from now on are served by the cache.
+    // The index and every file have arrived: install() may run.
+    bool ready_to_install() const { return index_ && next_file_ == files_.size() && !complete_; }
+    // Writes the directory skeleton and the index: thousands of file creations, seconds on a busy disk, so the
+    // node runs it off its event loop. Nothing else may use the receiver until it returns.
+    Status install();
+    // install() succeeded: ranks started from now on are served by the cache.
+    void mark_installed() { complete_ = true; }
     bool complete() const { return complete_; }
     const std::string& cache_dir() const { return dir_; }
     std::uint64_t content_bytes() const { return content_bytes_; }
@@ -31,7 +37,6 @@ public:
 private:
     Status take_index(bool more, const std::vector<std::uint8_t>& chunk);
     Status take_content(std::uint32_t file, bool last, const std::vector<std::uint8_t>& chunk);
-    Status install();
 
     std::string dir_;
     std::vector<std::uint8_t> index_blob_;

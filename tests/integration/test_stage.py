@@ -254,6 +254,23 @@ def test_a_stale_manifest_is_reported_once_and_the_job_sees_the_new_content(case
 
 
 @needs_fuse
+def test_a_node_slow_to_install_its_cache_is_not_taken_for_a_hung_one(case, tmp_path):
+    # Writing the cache's skeleton took up to 18 s with 64 caches on one disk; on the daemon's loop it kept the
+    # heartbeats from its parent, which then declared the node lost. Here each install takes 3 heartbeat timeouts.
+    case.record(case.python())
+    config = tmp_path / "quick-heartbeat.toml"
+    config.write_text("[tree]\nheartbeat_timeout = 1\n")
+    started = time.monotonic()
+    staged, reports, _ = case.job(["--sim-nodes", "2", "--fanout", "1", "--config", str(config), *case.staged_args()],
+                                  case.python(), env={"CANOPY_TEST_STAGE_INSTALL_DELAY": "3"})
+    assert staged.returncode == 0, staged.describe()
+    assert time.monotonic() - started >= 3, "the install delay did not apply; the test would prove nothing"
+    plain, _, _ = case.job(["--sim-nodes", "2"], case.python())
+    assert parse_labelled(staged.stdout) == ok(plain)
+    assert_caches_gone(reports, 2)
+
+
+@needs_fuse
 def test_files_deleted_at_the_root_after_recording_are_missing_as_without_staging(case):
     case.record(case.python())
     (case.src / "site" / "optional_mod.py").unlink()
