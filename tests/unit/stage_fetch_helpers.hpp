@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "stage/fetch_cache.hpp"
+#include "temp_dir.hpp"
 
 namespace canopy::stage::testing {
 
@@ -77,9 +78,7 @@ class FetchCacheTest : public ::testing::Test {
 protected:
     void SetUp() override
     {
-        char tmpl[] = "/tmp/canopy-test-fetch-XXXXXX";
-        ASSERT_NE(::mkdtemp(tmpl), nullptr);
-        base_ = tmpl;
+        base_ = temp_.path();
         auto cache = NodeCache::create(base_ + "/cache");
         ASSERT_TRUE(cache) << cache.error().message;
         fetch_ = std::make_unique<FetchCache>(std::move(*cache), [this](std::uint64_t id, FetchKind kind,
@@ -87,8 +86,8 @@ protected:
             sent_.push_back({id, kind, path});
         });
     }
-    void TearDown() override { std::filesystem::remove_all(base_); }
 
+    TempDir temp_{"canopy-test-fetch"};
     std::string base_;
     std::unique_ptr<FetchCache> fetch_;
     std::vector<Sent> sent_;

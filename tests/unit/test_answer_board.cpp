@@ -20,6 +20,7 @@
 
 #include "stage/board_format.h"
 #include "stage/fetch_protocol.h"
+#include "temp_dir.hpp"
 
 namespace canopy::stage {
 namespace {
@@ -62,12 +63,9 @@ class Board : public ::testing::Test {
 protected:
     void SetUp() override
     {
-        char tmpl[] = "/tmp/canopy-test-board-XXXXXX";
-        ASSERT_NE(::mkdtemp(tmpl), nullptr);
-        dir_ = tmpl;
+        dir_ = temp_.path();
         path_ = dir_ + "/" CANOPY_STAGE_BOARD_NAME;
     }
-    void TearDown() override { fs::remove_all(dir_); }
 
     static FetchAnswer file(std::int64_t size, bool content)
     {
@@ -82,6 +80,7 @@ protected:
         return a;
     }
 
+    TempDir temp_{"canopy-test-board"};
     std::string dir_, path_;
 };
 

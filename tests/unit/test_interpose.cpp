@@ -22,6 +22,7 @@
 #include "stage/answer_board.hpp"
 #include "stage/index.hpp"
 #include "stage/node_cache.hpp"
+#include "temp_dir.hpp"
 
 namespace canopy::stage {
 namespace {
@@ -254,9 +255,7 @@ protected:
     void SetUp() override
     {
         std::memset(&counters, 0, sizeof counters);
-        char tmpl[] = "/tmp/canopy-test-interpose-XXXXXX";
-        ASSERT_NE(::mkdtemp(tmpl), nullptr);
-        tmp_ = tmpl;
+        tmp_ = temp_.path();
         soft_ = tmp_ + "/soft";
         fs::create_directories(soft_ + "/pkg/sub");
         fs::create_directories(tmp_ + "/softer");
@@ -288,7 +287,6 @@ protected:
         std::string socket = tmp_ + "/no-daemon.sock";
         ASSERT_EQ(serve_start(state_.get(), (tmp_ + "/cache").c_str(), socket.c_str(), nullptr), 0);
     }
-    void TearDown() override { fs::remove_all(tmp_); }
 
     static void write(const std::string& path, const std::string& data)
     {
@@ -302,6 +300,7 @@ protected:
         return serve_stat(state_.get(), dirfd, path.c_str(), follow, st, nullptr, &d_, rc);
     }
 
+    TempDir temp_{"canopy-test-interpose"};
     std::string tmp_, soft_;
     std::unique_ptr<AnswerBoard> board_;
     std::unique_ptr<serve_state> state_;
@@ -528,13 +527,10 @@ class InterposeRecord : public ::testing::Test {
 protected:
     void SetUp() override
     {
-        char tmpl[] = "/tmp/canopy-test-record-XXXXXX";
-        ASSERT_NE(::mkdtemp(tmpl), nullptr);
-        tmp_ = tmpl;
+        tmp_ = temp_.path();
         state_ = std::make_unique<record_state>();
         ASSERT_EQ(record_start(state_.get(), (tmp_ + "/record").c_str(), "/soft/:/opt/x"), 0);
     }
-    void TearDown() override { fs::remove_all(tmp_); }
 
     std::string recorded() const
     {
@@ -544,6 +540,7 @@ protected:
         return text.str();
     }
 
+    TempDir temp_{"canopy-test-record"};
     std::string tmp_;
     std::unique_ptr<record_state> state_;
 };

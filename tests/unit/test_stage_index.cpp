@@ -2,6 +2,7 @@
 #include "stage/index.hpp"
 
 #include "stage/directory_handles.hpp"
+#include "temp_dir.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -27,9 +28,7 @@ class StageIndex : public ::testing::Test {
 protected:
     void SetUp() override
     {
-        char tmpl[] = "/tmp/canopy-test-stage-XXXXXX";
-        ASSERT_NE(::mkdtemp(tmpl), nullptr);
-        root_ = tmpl;
+        root_ = temp_.path();
         fs::create_directories(root_ + "/pkg/sub");
         write(root_ + "/pkg/__init__.py", "import sub\n");
         write(root_ + "/pkg/sub/mod.py", "VALUE = 1\n");
@@ -37,7 +36,6 @@ protected:
         fs::create_directory_symlink("pkg", root_ + "/alias");
         fs::create_symlink("mod.py", root_ + "/pkg/sub/link.py");
     }
-    void TearDown() override { fs::remove_all(root_); }
 
     static void write(const std::string& path, const std::string& data)
     {
@@ -62,6 +60,7 @@ protected:
         return answer;
     }
 
+    TempDir temp_{"canopy-test-stage"};
     std::string root_;
 };
 

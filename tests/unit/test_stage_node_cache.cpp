@@ -1,5 +1,6 @@
 // Unit tests for the node cache: chunked content written atomically with the original mtime, skeletons, index.
 #include "stage/node_cache.hpp"
+#include "temp_dir.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -21,16 +22,13 @@ class StageNodeCache : public ::testing::Test {
 protected:
     void SetUp() override
     {
-        char tmpl[] = "/tmp/canopy-test-cache-XXXXXX";
-        ASSERT_NE(::mkdtemp(tmpl), nullptr);
-        base_ = tmpl;
+        base_ = temp_.path();
         src_ = base_ + "/src";
         fs::create_directories(src_ + "/lib");
         write(src_ + "/lib/a.py", "print('a')\n");
         fs::create_symlink("a.py", src_ + "/lib/b.py");
         fs::create_directory(src_ + "/lib/sub");
     }
-    void TearDown() override { fs::remove_all(base_); }
 
     static void write(const std::string& path, const std::string& data)
     {
@@ -44,6 +42,7 @@ protected:
         return s.str();
     }
 
+    TempDir temp_{"canopy-test-cache"};
     std::string base_;
     std::string src_;
 };
