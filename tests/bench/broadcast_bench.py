@@ -122,8 +122,8 @@ def main():
                    help="where the node caches go (on disk: 32 nodes x 1 GiB does not fit in memory here)")
     p.add_argument("--timeout", type=float, default=900)
     p.add_argument("--heartbeat-timeout", type=float, default=None,
-                   help="[tree] heartbeat_timeout of the jobs (default: the config's 30 s). At 64 nodes with caches "
-                        "on one disk, a daemon can go 30 s without being heard and the job fails naming it")
+                   help="[tree] heartbeat_timeout of the jobs (default: the config's 30 s); run 2 of "
+                        "docs/performance.md Session 18 used 300, before the stage install left the daemon's loop")
     p.add_argument("--json", default=None)
     args = p.parse_args()
 
