@@ -18,23 +18,23 @@
 namespace canopy::stage {
 namespace {
 
-// mkdir -p below `base` (which exists): creates each missing component of `path` with mode 0755.
+// mkdir -p below `base`: creates each missing component of `path` (which lies under `base`) with mode 0755, but
+// never `base` itself. A cache removed at the job's end is then not brought back by an answer that arrives late.
 // A node writes thousands of files into directories that mostly exist already: one mkdir of the whole path
-// settles that case, and only a missing parent costs the walk from the top (a path walk per component).
-Status make_dirs(const std::string& path)
+// settles that case, and only a missing parent costs the walk from `base` down (a path walk per component).
+Status make_dirs(const std::string& base, const std::string& path)
 {
     if (::mkdir(path.c_str(), 0755) == 0 || errno == EEXIST)
         return {};
-    std::string partial;
-    std::size_t i = 0;
+    if (!path.starts_with(base + "/"))
+        return make_error("stage cache: {} is not under {}", path, base);
+    std::size_t i = base.size();
     while (i < path.size()) {
         std::size_t next = path.find('/', i + 1);
         if (next == std::string::npos)
             next = path.size();
-        partial = path.substr(0, next);
+        std::string partial = path.substr(0, next);
         i = next;
-        if (partial.empty())
-            continue;
         if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST)
             return make_error("stage cache: cannot create directory {} ({}); check space and permissions on the "
                               "cache directory", partial, std::strerror(errno));
@@ -64,13 +64,15 @@ Result<NodeCache> NodeCache::create(std::string dir)
     return NodeCache(std::move(dir));
 }
 
-NodeCache::ContentWriter::ContentWriter(int fd, std::string tmp, std::string final_path, ContentFile file)
-    : fd_(fd), tmp_(std::move(tmp)), final_(std::move(final_path)), file_(std::move(file))
+NodeCache::ContentWriter::ContentWriter(int fd, std::string tmp, std::string base, std::string final_path,
+                                        ContentFile file)
+    : fd_(fd), tmp_(std::move(tmp)), base_(std::move(base)), final_(std::move(final_path)), file_(std::move(file))
 {
 }
 
 NodeCache::ContentWriter::ContentWriter(ContentWriter&& other) noexcept
-    : fd_(other.fd_), tmp_(std::move(other.tmp_)), final_(std::move(other.final_)), file_(std::move(other.file_)),
+    : fd_(other.fd_), tmp_(std::move(other.tmp_)), base_(std::move(other.base_)), final_(std::move(other.final_)),
+      file_(std::move(other.file_)),
       written_(other.written_)
 {
     other.fd_ = -1;
@@ -166,7 +168,7 @@ Status NodeCache::ContentWriter::commit()
     // Its directory usually exists (an earlier file made it): rename first, make the directories only if not.
     bool moved = ::rename(tmp_.c_str(), final_.c_str()) == 0;
     if (!moved && errno == ENOENT) {
-        if (auto st = make_dirs(final_.substr(0, final_.rfind('/'))); !st)
+        if (auto st = make_dirs(base_, final_.substr(0, final_.rfind('/'))); !st)
             return st;
         moved = ::rename(tmp_.c_str(), final_.c_str()) == 0;
     }
@@ -186,7 +188,7 @@ Result<NodeCache::ContentWriter> NodeCache::begin_content(const ContentFile& fil
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
         return make_error("stage cache: cannot create {} ({})", tmp, std::strerror(errno));
-    return ContentWriter(fd, std::move(tmp), content_path(file.mirror), file);
+    return ContentWriter(fd, std::move(tmp), dir_ + "/root", content_path(file.mirror), file);
 }
 
 Status NodeCache::copy_content(const ContentFile& file, const std::string& source)
@@ -232,7 +234,7 @@ bool NodeCache::has_content(const ContentFile& file) const
 Status NodeCache::make_skeleton(const ListedDirectory& dir)
 {
     std::string base = skeleton_path(dir.mirror);
-    if (auto st = make_dirs(base); !st)
+    if (auto st = make_dirs(dir_ + "/dirs", base); !st)
         return st;
     for (const auto& n : dir.names) {
         std::string path = base + (dir.mirror == "/" ? "" : "/") + n.name;

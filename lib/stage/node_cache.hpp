@@ -48,10 +48,11 @@ public:
 
     private:
         friend class NodeCache;
-        ContentWriter(int fd, std::string tmp, std::string final_path, ContentFile file);
+        ContentWriter(int fd, std::string tmp, std::string base, std::string final_path, ContentFile file);
         Status append_by_reading(int source, std::uint64_t size, const std::string& name);
         int fd_ = -1;
         std::string tmp_;
+        std::string base_;   // the cache's content root: directories are made below it, never it
         std::string final_;
         ContentFile file_;
         std::uint64_t written_ = 0;

@@ -183,6 +183,24 @@ TEST_F(StageNodeCache, InstallWritesSkeletonsAndTheIndexThatLoadsBack)
     EXPECT_FALSE(fs::exists(base_ + "/cache"));
 }
 
+// At the job's end the daemon removes its cache while answers may still be on their way down the tree: writing
+// one must fail, and not bring back the cache's directories (they would be left behind in /dev/shm).
+TEST_F(StageNodeCache, AnswerArrivingAfterTheCacheIsRemovedFailsAndRecreatesNothing)
+{
+    auto cache = NodeCache::create(base_ + "/cache");
+    ASSERT_TRUE(cache.ok()) << cache.error().message;
+    ContentFile file{"/soft/lib/deep/late.py", 4, 1700000000, 0, 0100644};
+    auto writer = cache->begin_content(file);
+    ASSERT_TRUE(writer.ok()) << writer.error().message;
+    const std::string data = "late";
+    ASSERT_TRUE(writer->append({reinterpret_cast<const unsigned char*>(data.data()), data.size()}).ok());
+    ASSERT_TRUE(cache->remove().ok());
+
+    EXPECT_FALSE(writer->commit().ok());
+    EXPECT_FALSE(cache->make_skeleton(ListedDirectory{"/soft/lib", {}}).ok());
+    EXPECT_FALSE(fs::exists(base_ + "/cache"));
+}
+
 TEST_F(StageNodeCache, RelativeDirectoryIsRefused)
 {
     auto cache = NodeCache::create("relative/cache");
