@@ -17,6 +17,7 @@ extern "C" {
     X(loader_redirect) /* the loader's probe led to the cache copy */                                              \
     X(loader_fail)     /* the loader's probe answered "not there" */                                               \
     X(loader_pass)     /* the loader's probe went to the real filesystem */                                        \
+    X(loader_named)    /* a bare library name answered from the cache before the loader searched for it */         \
     X(fetched)         /* answered on demand by the node's canopyd */                                              \
     X(fetch_failed)    /* the node's canopyd gave no answer */                                                     \
     X(board_hits)      /* answered on demand from the node's answer board, without asking */

@@ -222,6 +222,91 @@ def test_origin_libraries_load_from_the_cache_without_touching_the_source(tmp_pa
     assert loader["loader_fail"] >= 1, loader       # the hwcaps and tls probes fail locally
 
 
+@pytest.fixture
+def library_path_tree(tmp_path):
+    """A program whose libb.so (DT_NEEDED, found by name) is in an LD_LIBRARY_PATH directory under the prefix."""
+    if not shutil.which("gcc"):
+        pytest.fail("gcc is needed to build the test libraries")
+    src = tmp_path / "soft"
+    (src / "lib").mkdir(parents=True)
+    build = tmp_path / "build"
+    build.mkdir()
+    (build / "b.c").write_text("int b(void) { return 42; }\n")
+    (build / "main.c").write_text('#include <stdio.h>\nint b(void);\nint main(void) { printf("b() = %d\\n", b()); }\n')
+    run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libb.so", "-o", src / "lib" / "libb.so", build / "b.c"])
+    run(["gcc", "-o", build / "main", build / "main.c", "-L", src / "lib", "-lb"])
+    # Self-contained, like a Python environment that brings its own C library: every name the program needs is
+    # in the directory, so the loader would never search past it.
+    libc = run(["gcc", "-print-file-name=libc.so.6"]).stdout.strip()
+    shutil.copy(os.path.realpath(libc), src / "lib" / "libc.so.6")
+    return src, build
+
+
+def with_library_path(env, *dirs):
+    return dict(env, LD_LIBRARY_PATH=":".join(str(d) for d in dirs))
+
+
+def test_a_library_found_along_ld_library_path_loads_from_the_cache_without_the_loaders_search(
+        tmp_path, library_path_tree):
+    """The loader stats each hwcaps subdirectory of an LD_LIBRARY_PATH directory itself (la_objsearch never sees
+    those stats): a bare name the cache can answer for is answered before that search, so no rank touches the
+    shared filesystem for it."""
+    src, build = library_path_tree
+    main = build / "main"
+    plain = run([main], env=with_library_path(clean_env(), src / "lib"))
+    assert plain.stdout == "b() = 42\n"
+    record = tmp_path / "record.txt"
+    run([main], env=with_library_path(interposed(prefix=src, record=record), src / "lib"))
+    cache, _ = stage(tmp_path, src, record)
+
+    trace = tmp_path / "trace.txt"
+    served = run(["strace", "-f", "-qq", "-o", trace, "-e", "trace=%file", main],
+                 env=with_library_path(interposed(cache=cache), src / "lib"))
+    assert served.stdout == plain.stdout
+    touching = [line for line in trace.read_text().splitlines() if f'"{src}' in line]
+    assert touching == [], "\n".join(touching)
+    stats = tmp_path / "stats.txt"
+    run([main], env=with_library_path(interposed(cache=cache, stats=stats), src / "lib"))
+    assert read_stats(stats, "audit")["loader_named"] == 2   # libb.so and libc.so.6
+
+
+def test_the_loader_still_picks_its_rpath_an_earlier_directory_or_a_hwcaps_copy(tmp_path, library_path_tree):
+    """Where the cache cannot be sure which file the loader takes, the loader searches as always: the served
+    program runs the same library as the plain one."""
+    src, build = library_path_tree
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (build / "b9.c").write_text("int b(void) { return 9; }\n")
+    run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libb.so", "-o", outside / "libb.so", build / "b9.c"])
+    # A DT_RPATH is searched before LD_LIBRARY_PATH.
+    rpath_main = build / "main-rpath"
+    run(["gcc", "-o", rpath_main, build / "main.c", "-L", outside, "-lb", f"-Wl,--disable-new-dtags,-rpath,{outside}"])
+
+    def served_like_plain(main, dirs, expected):
+        plain = run([main], env=with_library_path(clean_env(), *dirs))
+        assert plain.stdout == f"b() = {expected}\n"
+        record = tmp_path / "record.txt"
+        record.unlink(missing_ok=True)
+        # Recorded with the program without RPATH too, so that the cache knows the library in the prefix.
+        for program in {main, build / "main"}:
+            run([program], env=with_library_path(interposed(prefix=src, record=record), *dirs))
+        cache, _ = stage(tmp_path, src, record)
+        stats = tmp_path / "stats.txt"
+        stats.unlink(missing_ok=True)
+        served = run([main], env=with_library_path(interposed(cache=cache, stats=stats), *dirs))
+        assert served.stdout == plain.stdout, (main, dirs)
+        shutil.rmtree(cache)
+        return read_stats(stats, "audit")
+
+    served_like_plain(rpath_main, [src / "lib"], 9)
+    served_like_plain(build / "main", [outside, src / "lib"], 9)
+    hwcaps = src / "lib" / "glibc-hwcaps" / "x86-64-v2"
+    hwcaps.mkdir(parents=True)
+    (build / "b7.c").write_text("int b(void) { return 7; }\n")
+    run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libb.so", "-o", hwcaps / "libb.so", build / "b7.c"])
+    assert served_like_plain(build / "main", [src / "lib"], 7).get("loader_named", 0) == 0
+
+
 def test_without_a_cache_the_interposer_changes_nothing(tmp_path, python_tree):
     src, program = python_tree
     plain = run([PYTHON, "-c", program], env=clean_env())
@@ -237,6 +322,6 @@ def test_the_library_exports_the_listed_wrappers_and_the_loader_hooks_only():
     assert len(listed) == 41
     defined = run(["nm", "-D", "--defined-only", INTERPOSER]).stdout.split("\n")
     exported = {fields[-1] for fields in map(str.split, defined) if fields}
-    assert exported == listed | {"la_version", "la_objsearch"}
+    assert exported == listed | {"la_version", "la_objopen", "la_objsearch"}
     needed = re.findall(r"\(NEEDED\).*\[(.+)\]", run(["readelf", "-d", INTERPOSER]).stdout)
     assert set(needed) <= {"libc.so.6", "libdl.so.2"}, needed
