@@ -537,7 +537,8 @@ void Daemon::make_rank_spawner()
                     rank_label(rank));
         trace(rank, "run", since_launch(time_ns), static_cast<double>(time_ns - rank_spawn_ns_[rank]) / 1e9);
         if (status != 0 && !position_->leaving()) {
-            wire::RankFailed failed{static_cast<std::uint64_t>(rank), node_, 0, 0, {}, time_ns + clock_offset_ns_};
+            wire::RankFailed failed{static_cast<std::uint64_t>(rank), node_, 0, 0, {}, time_ns + clock_offset_ns_,
+                                    wire::RankFailure::exited, {}, {}};
             if (WIFSIGNALED(status))
                 failed.signal = WTERMSIG(status);
             else
@@ -565,7 +566,7 @@ void Daemon::make_rank_spawner()
     events.failed_to_start = [this](long rank, const StartFailure& failure) {
         spawn_log().debug("rank {}: {}", rank, failure.message);
         report_rank_failure({static_cast<std::uint64_t>(rank), node_, failure.exit_code, 0, failure.message,
-                             timing::now_ns() + clock_offset_ns_, wire::RankFailure::never_started});
+                             timing::now_ns() + clock_offset_ns_, wire::RankFailure::never_started, {}, {}});
         position_->advance();
     };
     ranks_ = std::make_unique<RankSpawner>(io_, reaper_, std::move(events));
@@ -783,7 +784,7 @@ void Daemon::report_abort(long rank, int exit_code, const std::string& message)
     if (position_->leaving())
         return;
     report_rank_failure({static_cast<std::uint64_t>(rank), node_, exit_code, 0, message,
-                         timing::now_ns() + clock_offset_ns_, wire::RankFailure::aborted});
+                         timing::now_ns() + clock_offset_ns_, wire::RankFailure::aborted, {}, {}});
 }
 
 void Daemon::send_up(std::vector<std::uint8_t> frame)

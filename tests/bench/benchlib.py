@@ -178,6 +178,37 @@ def wait_for_idle(wait_idle, idle_cpus):
     return busy
 
 
+def reclaimed_pages():
+    """Pages the kernel has scanned so far to take memory back (kswapd and direct reclaim), from /proc/vmstat. A
+    row whose count grows ran while the kernel was freeing memory, with that CPU and those stalls in its time."""
+    total = 0
+    with open("/proc/vmstat") as f:
+        for line in f:
+            name, _, value = line.partition(" ")
+            if name.startswith("pgscan_"):
+                total += int(value)
+    return total
+
+
+def same_memory_for_every_row(warm_dir):
+    """Drops the page cache and reads `warm_dir` back into it, so that each row starts with the same free memory and
+    the same files cached, whatever the rows before it left (root only). Returns False when it cannot."""
+    try:
+        os.sync()
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+    except OSError:
+        return False
+    for root, _, files in os.walk(warm_dir):
+        for name in files:
+            path = os.path.join(root, name)
+            if os.path.isfile(path) and not os.path.islink(path):
+                with open(path, "rb") as f:
+                    while f.read(1 << 20):
+                        pass
+    return True
+
+
 def background_load(args):
     """wait_for_idle as --wait-idle and --idle-cpus say; returns the last load seen, rounded as the reports keep it."""
     return round(wait_for_idle(args.wait_idle, args.idle_cpus), 2)

@@ -65,7 +65,9 @@ node-local,tmp-method, --manifest FILE (--reuse-manifest: do not record it again
 --on-demand-args ARGS ({mount} and {manifest} are replaced), --copy-dir DIR (where the per-node copies go: one copy of PYENV per
 node must fit there, which is checked before any row; default /var/tmp/canopy-bench-nodes), --tmp-copy tar|cp,
 --wait-idle S / --idle-cpus N (wait for an idle machine before each row), --json FILE, --timeout S (per row; the
-tmp-method row at 64 nodes needs more than the default 600).
+tmp-method row at 64 nodes needs more than the default 600), --keep-page-cache (by default each row starts with
+the page cache dropped and the environment read back, as root; the table ends with the pages the kernel scanned
+to reclaim memory during each job, which should be 0).
 """
 
 import argparse
@@ -246,6 +248,7 @@ def measure(name, command, fs, ranks, timeout, workdir, timing_path=None, watch_
     started = time.monotonic()
     # CPU of the job: the launcher and all it waited for (daemons, ranks), not slowfs.
     children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    reclaimed_before = benchlib.reclaimed_pages()
     try:
         done = subprocess.run(command, capture_output=True, text=True, env=rank_env(), cwd=workdir, timeout=timeout)
         failure = None if done.returncode == 0 else f"exit {done.returncode}: {done.stderr.strip()[-500:]}"
@@ -253,6 +256,7 @@ def measure(name, command, fs, ranks, timeout, workdir, timing_path=None, watch_
     except subprocess.TimeoutExpired as e:
         failure, stdout = f"no end within {timeout} s", (e.stdout or b"").decode(errors="replace")
     wall = time.monotonic() - started
+    reclaimed = benchlib.reclaimed_pages() - reclaimed_before
     children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (children_after.ru_utime + children_after.ru_stime) - (children_before.ru_utime + children_before.ru_stime)
     if watcher:
@@ -272,6 +276,7 @@ def measure(name, command, fs, ranks, timeout, workdir, timing_path=None, watch_
     imports = sorted(r["import_s"] for r in reports)
     row = {
         "row": name, "ranks": ranks, "failure": failure, "wall_s": wall, "cpu_s": cpu, "started_epoch": started_epoch,
+        "reclaimed_pages": reclaimed,
         "ops": stats["total"], "metadata_ops": stats["metadata"], "misses": stats["misses"],
         "reads": stats["ops"]["read"], "ops_by_type": stats["ops"],
         "import_s": {"min": imports[0], "median": statistics.median(imports), "max": imports[-1]} if imports else None,
@@ -423,8 +428,21 @@ def node_copy_check(copies):
     return check
 
 
+def same_memory(args):
+    """Every row starts from the same memory: the page cache dropped, the environment read back (it is what slowfs
+    serves). Otherwise a row runs while the kernel reclaims what the rows before it cached (a staged row after
+    the floor's copies, say), and pays for it: at 16 x 4 that made the staged row 1.22-1.27x the floor instead of
+    1.02x."""
+    if args.keep_page_cache:
+        return
+    if not benchlib.same_memory_for_every_row(args.pyenv):
+        log("cannot drop the page cache (not root?): rows start with what the rows before them cached")
+        args.keep_page_cache = True
+
+
 def run_node_local(args, fs, copies):
     """The floor: the copies are made (and written back) before the timed job; returns the row."""
+    same_memory(args)
     started = time.monotonic()
     for node in range(args.nodes):
         subprocess.run(["cp", "-a", args.pyenv, os.path.join(copies, f"node{node}")], check=True)
@@ -696,6 +714,9 @@ def main():
                         help="before each row, wait up to this many seconds for the machine to be idle")
     parser.add_argument("--idle-cpus", type=float, default=0.5, help="idle means other work uses fewer CPUs than this")
     parser.add_argument("--json", default=None, help="also write every row, with ops by type, to this file")
+    parser.add_argument("--keep-page-cache", action="store_true",
+                        help="do not drop the page cache before each row (by default, as root, every row starts with "
+                             "only the environment cached, so that no row pays to reclaim what an earlier one left)")
     args = parser.parse_args()
 
     args.canopy = os.path.abspath(args.canopy)
@@ -750,6 +771,7 @@ def main():
                 finally:
                     remove_copies(copies)
                 continue
+            same_memory(args)
             # The machine may be shared: wait a while for it to go idle, and keep the other work seen with the row.
             busy_before = benchlib.wait_for_idle(args.wait_idle, args.idle_cpus)
             if name == "plain":
@@ -780,6 +802,8 @@ def main():
     print_summary(targets)
     print("\nCPUs busy with other work just before each row (of %d): " % os.cpu_count() +
           ", ".join(f"{r['row']} {r['busy_cpus_before']:.2f}" for r in rows))
+    print("Pages the kernel scanned to reclaim memory during each job (0: no memory pressure): " +
+          ", ".join(f"{r['row']} {r['reclaimed_pages']}" for r in rows if "reclaimed_pages" in r))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"delay_ms": args.delay_ms, "nodes": args.nodes, "ppn": args.ppn, "cpus": os.cpu_count(),
