@@ -165,17 +165,23 @@ def test_a_stale_manifest_is_detected(tmp_path, python_tree):
     assert f"changed {src / 'site' / 'pkg' / 'mod.py'}: size 11 -> 13" in stale.stdout
 
 
-@pytest.fixture
-def origin_tree(tmp_path):
-    """liba.so finds libb.so through RUNPATH $ORIGIN/../lib; the program opens it through a symlinked dir."""
+def library_dirs(tmp_path):
+    """The prefix with its lib directory (soft/lib), and a build directory outside it, for gcc-built libraries."""
     if not shutil.which("gcc"):
         pytest.fail("gcc is needed to build the test libraries")
     src = tmp_path / "soft"
     (src / "lib").mkdir(parents=True)
-    (src / "lib2").mkdir()
-    (src / "liblink").symlink_to("lib2")
     build = tmp_path / "build"
     build.mkdir()
+    return src, build
+
+
+@pytest.fixture
+def origin_tree(tmp_path):
+    """liba.so finds libb.so through RUNPATH $ORIGIN/../lib; the program opens it through a symlinked dir."""
+    src, build = library_dirs(tmp_path)
+    (src / "lib2").mkdir()
+    (src / "liblink").symlink_to("lib2")
     (build / "b.c").write_text("int b(void) { return 42; }\n")
     (build / "a.c").write_text("int b(void);\nint a(void) { return b() + 1; }\n")
     (build / "main.c").write_text(
@@ -225,12 +231,7 @@ def test_origin_libraries_load_from_the_cache_without_touching_the_source(tmp_pa
 @pytest.fixture
 def library_path_tree(tmp_path):
     """A program whose libb.so (DT_NEEDED, found by name) is in an LD_LIBRARY_PATH directory under the prefix."""
-    if not shutil.which("gcc"):
-        pytest.fail("gcc is needed to build the test libraries")
-    src = tmp_path / "soft"
-    (src / "lib").mkdir(parents=True)
-    build = tmp_path / "build"
-    build.mkdir()
+    src, build = library_dirs(tmp_path)
     (build / "b.c").write_text("int b(void) { return 42; }\n")
     (build / "main.c").write_text('#include <stdio.h>\nint b(void);\nint main(void) { printf("b() = %d\\n", b()); }\n')
     run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libb.so", "-o", src / "lib" / "libb.so", build / "b.c"])
