@@ -172,12 +172,10 @@ def test_job_flooding_output_through_the_tree_is_not_lost(run_canopy, sandbox):
 
 def test_reader_that_stalls_for_several_timeouts_loses_neither_the_job_nor_its_output(sandbox):
     # `canopy ... | less`, left paused: the launcher cannot write its stdout, and must still keep its heartbeats.
-    # The default 2 s timeout, not 1 s: with 1 s, one run of the ASan suite, beside three other suites on 2 cores,
-    # lost a daemon (it passed 6 of 6 alone). A launcher that stopped its heartbeats fails with either.
-    config = heartbeat_config(sandbox)
+    config = heartbeat_config(sandbox, 1.0)
     per_rank = 2_000_000
     job = sandbox.start(["--config", config, "--sim-nodes", "2", "sh", "-c", f"yes canopy-output | head -c {per_rank}"])
-    time.sleep(4 * HEARTBEAT_TIMEOUT)   # nothing reads canopy's stdout meanwhile: the pipe filled long ago
+    time.sleep(4)   # nothing reads canopy's stdout meanwhile: the pipe filled long ago
     result = sandbox.finish(job, timeout=30)
     assert result.returncode == 0, result.describe()
     assert len(result.stdout) == 2 * per_rank, result.describe()
