@@ -94,7 +94,7 @@ void StageNode::start_on_demand(boost::asio::io_context& io)
 
 void StageNode::take(const wire::Frame& frame)
 {
-    if (failed_ || stopped_)
+    if (failed_ || !*alive_)   // stopped: what the parent still sends is not written into a cache that is going
         return;
     // Forward first: the subtree below is waiting on this chunk more than our own cache is.
     position_.bulk().relay(frame);
@@ -182,7 +182,6 @@ void StageNode::record(timing::PhaseSet& phases, const std::string& node)
 
 void StageNode::stop()
 {
-    stopped_ = true;   // what the parent still sends is not written into a cache that is going
     fetcher_.reset();
     if (fetch_)
         fetch_->fail_all(fmt::format("the job is ending on {}", node_));

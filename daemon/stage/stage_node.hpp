@@ -65,9 +65,8 @@ private:
     std::unique_ptr<StageFetcher> fetcher_;
     std::function<void()> wake_;   // the ranks wait for the node cache
     bool failed_ = false;
-    bool stopped_ = false;
     std::thread installer_;   // writes the skeleton and the index
-    std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);   // false once stopped: the report is dropped
+    std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);   // false once stopped: reports and frames are dropped
 };
 
 } // namespace canopy

@@ -43,6 +43,13 @@ def interposed(prefix=None, record=None, cache=None, stats=None):
     return clean_env(**extra)
 
 
+def run_traced(tmp_path, args, env, src):
+    """Runs one step under strace; returns its result and the file system calls that named a path under src."""
+    trace = tmp_path / "trace.txt"
+    result = run(["strace", "-f", "-qq", "-o", trace, "-e", "trace=%file", *args], env=env)
+    return result, [line for line in trace.read_text().splitlines() if f'"{src}' in line]
+
+
 def read_stats(path, kind):
     """Sums the counters of every process of one kind ("preload" or "audit") from a stats file."""
     totals = {}
@@ -212,10 +219,7 @@ def test_origin_libraries_load_from_the_cache_without_touching_the_source(tmp_pa
 
     stats = tmp_path / "stats.txt"
     if shutil.which("strace"):
-        trace = tmp_path / "trace.txt"
-        served = run(["strace", "-f", "-qq", "-o", trace, "-e", "trace=%file", main, target],
-                     env=interposed(cache=cache, stats=stats))
-        touching = [line for line in trace.read_text().splitlines() if f'"{src}' in line]
+        served, touching = run_traced(tmp_path, [main, target], interposed(cache=cache, stats=stats), src)
         assert touching == [], "\n".join(touching)
     else:
         src.rename(tmp_path / "soft.away")
@@ -260,11 +264,8 @@ def test_a_library_found_along_ld_library_path_loads_from_the_cache_without_the_
     run([main], env=with_library_path(interposed(prefix=src, record=record), src / "lib"))
     cache, _ = stage(tmp_path, src, record)
 
-    trace = tmp_path / "trace.txt"
-    served = run(["strace", "-f", "-qq", "-o", trace, "-e", "trace=%file", main],
-                 env=with_library_path(interposed(cache=cache), src / "lib"))
+    served, touching = run_traced(tmp_path, [main], with_library_path(interposed(cache=cache), src / "lib"), src)
     assert served.stdout == plain.stdout
-    touching = [line for line in trace.read_text().splitlines() if f'"{src}' in line]
     assert touching == [], "\n".join(touching)
     stats = tmp_path / "stats.txt"
     run([main], env=with_library_path(interposed(cache=cache, stats=stats), src / "lib"))
