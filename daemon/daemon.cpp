@@ -716,7 +716,7 @@ void Daemon::on_entered(TreePosition::State step)
         break;
     case S::left:
         clean_up_node();
-        parent_->close_after_flush();   // on_parent_closed then ends the io_context
+        parent_->close_after_flush(plan_->heartbeat_timeout);   // on_parent_closed then ends the io_context
         break;
     }
 }

@@ -13,7 +13,8 @@
 namespace canopy {
 
 Link::Link(tcp::socket socket, std::string peer_name)
-    : socket_(std::move(socket)), peer_name_(std::move(peer_name)), read_buffer_(std::make_unique_for_overwrite<std::uint8_t[]>(read_buffer_size))
+    : socket_(std::move(socket)), peer_name_(std::move(peer_name)),
+      read_buffer_(std::make_unique_for_overwrite<std::uint8_t[]>(read_buffer_size)), linger_(socket_.get_executor())
 {
     boost::system::error_code ignored;
     socket_.set_option(tcp::no_delay(true), ignored);
@@ -45,6 +46,10 @@ void Link::read_more()
                 return;
             }
             self->last_received_ = Clock::now();
+            if (self->our_side_ended_) {   // we said goodbye: what comes now means nothing
+                self->read_more();
+                return;
+            }
             self->decoder_.feed(std::span(self->read_buffer_.get(), size));
             for (;;) {
                 auto frame = self->decoder_.next();
@@ -67,7 +72,7 @@ void Link::read_more()
 
 void Link::send(std::vector<std::uint8_t> frame)
 {
-    if (closed_)
+    if (closed_ || close_when_flushed_)
         return;
     queued_bytes_ += frame.size();
     write_queue_.push_back(std::move(frame));
@@ -80,7 +85,7 @@ void Link::write_next()
     if (write_queue_.empty()) {
         writing_ = false;
         if (close_when_flushed_)
-            close();
+            end_our_side();
         return;
     }
     writing_ = true;
@@ -99,11 +104,32 @@ void Link::write_next()
         });
 }
 
-void Link::close_after_flush()
+void Link::close_after_flush(double linger_seconds)
 {
+    if (closed_ || close_when_flushed_)
+        return;
     close_when_flushed_ = true;
+    linger_seconds_ = linger_seconds;
     if (!writing_)
+        end_our_side();
+}
+
+void Link::end_our_side()
+{
+    if (heartbeat_)
+        heartbeat_->stop();   // nothing may follow our FIN, and the peer's silence no longer matters
+    boost::system::error_code error;
+    socket_.shutdown(tcp::socket::shutdown_send, error);
+    if (error) {
         close();
+        return;
+    }
+    our_side_ended_ = true;
+    linger_.expires_after(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(linger_seconds_)));
+    linger_.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
+        if (!error)
+            self->close();
+    });
 }
 
 void Link::close(const std::string& reason)
@@ -150,6 +176,7 @@ void Link::finish(const std::string& reason)
     }
     closed_ = true;
     write_queue_.clear();
+    linger_.cancel();
     if (heartbeat_)
         heartbeat_->stop();
     if (auto handler = std::move(on_close_)) {

@@ -41,8 +41,11 @@ public:
 
     void start(FrameHandler on_frame, CloseHandler on_close);
     void send(std::vector<std::uint8_t> frame);
-    // Flushes queued frames, then closes. close() drops them; its reason goes to the close handler.
-    void close_after_flush();
+    // Flushes queued frames, ends our side after them, and reads (dropping what comes) until the peer closes or
+    // linger_seconds pass; then the close handler hears an orderly end. Closing with the peer's bytes unread (a
+    // heartbeat that crossed our last frame) would make the kernel reset the connection and drop what the peer had
+    // not read yet. close() drops the queue; its reason goes to the close handler.
+    void close_after_flush(double linger_seconds);
     void close(const std::string& reason = {});
     // Heartbeats from now on (lib/tree/heartbeat): one goes out when we have been quiet, and a peer that sends
     // nothing for `timeout_seconds` fails the link with a reason saying so. Called again, takes the new timeout.
@@ -67,6 +70,7 @@ public:
 private:
     void read_more();
     void write_next();
+    void end_our_side();
     void finish(const std::string& reason);
 
     tcp::socket socket_;
@@ -81,6 +85,9 @@ private:
     std::size_t queued_bytes_ = 0;
     bool writing_ = false;
     bool close_when_flushed_ = false;
+    double linger_seconds_ = 0;
+    bool our_side_ended_ = false;   // FIN sent: we only wait for the peer's
+    asio::steady_timer linger_;
     bool closed_ = false;
     bool peer_silent_ = false;
     std::unique_ptr<LinkHeartbeat> heartbeat_;

@@ -1,4 +1,5 @@
 # Tests of slowfs, the counting and slowing passthrough FUSE filesystem that stands in for Lustre in staging tests.
+import ctypes
 import json
 import os
 import shutil
@@ -28,6 +29,14 @@ def _missing_fuse():
 
 pytestmark = pytest.mark.skipif(_missing_fuse() is not None, reason=str(_missing_fuse()))
 
+PR_SET_PDEATHSIG = 1
+
+
+def _end_with_parent():
+    """In the child: SIGTERM when the test process dies. A suite's deadline kills pytest before its fixtures'
+    teardown, and slowfs unmounts on SIGTERM, so no mount outlives the run."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
 
 class Mount:
     """One slowfs process serving `source` at `point`."""
@@ -38,8 +47,9 @@ class Mount:
         self.point = point
         point.mkdir(exist_ok=True)
         self.process = subprocess.Popen([str(SLOWFS), str(source), str(point), "-f", *map(str, args)],
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_end_with_parent)
         if not wait_until(lambda: os.path.ismount(point) or self.process.poll() is not None, 10):
+            self.close()   # it may still mount later, and nobody else holds this object to unmount it
             pytest.fail(f"slowfs did not mount {point} within 10 s")
         if self.process.poll() is not None:
             _, err = self.process.communicate()

@@ -1,0 +1,107 @@
+// How a tree link ends: what a daemon sent before leaving reaches its parent whole, even when the parent reads
+// slowly and keeps speaking (heartbeats) while the daemon leaves. A real loopback connection: the Link on one end,
+// a plain blocking socket as the peer on the other.
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <future>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <gtest/gtest.h>
+
+#include "tree/link.hpp"
+#include "wire/messages.hpp"
+
+namespace canopy {
+namespace {
+
+using namespace std::chrono_literals;
+
+// The peer's end, read with plain system calls so that the test sets its pace.
+struct SlowPeer {
+    int fd;
+
+    // Reads everything up to EOF, a chunk at a time, writing a heartbeat after each chunk as a busy parent's
+    // heartbeats would cross the child's last frames. Returns the bytes read, or the error that stopped it.
+    std::pair<std::size_t, std::string> read_all_speaking_between_reads()
+    {
+        auto beat = wire::to_frame(wire::Heartbeat{1});
+        std::vector<std::uint8_t> chunk(16 * 1024);
+        std::size_t total = 0;
+        for (;;) {
+            ssize_t got = ::recv(fd, chunk.data(), chunk.size(), 0);
+            if (got == 0)
+                return {total, ""};
+            if (got < 0)
+                return {total, std::strerror(errno)};
+            total += static_cast<std::size_t>(got);
+            std::this_thread::sleep_for(1ms);
+            ::send(fd, beat.data(), beat.size(), MSG_NOSIGNAL);   // may fail once the link is gone: that is seen above
+        }
+    }
+};
+
+TEST(LinkClose, EverythingSentBeforeLeavingReachesAPeerThatReadsSlowlyAndSpeaksMeanwhile)
+{
+    asio::io_context io;
+    tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    // A small receive window on the peer's side: most of what the link sends waits in its own kernel buffer when
+    // it leaves, which is where a reset would drop it.
+    acceptor.set_option(asio::socket_base::receive_buffer_size(64 * 1024));
+    tcp::socket near_socket(io);
+    near_socket.connect(acceptor.local_endpoint());
+    tcp::socket far = acceptor.accept();
+    timeval deadline{10, 0};   // a hang fails the test instead of blocking it
+    ASSERT_EQ(::setsockopt(far.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &deadline, sizeof deadline), 0);
+
+    auto link = std::make_shared<Link>(std::move(near_socket), "parent");
+    std::promise<std::string> closed;
+    link->start([](wire::Frame) {}, [&closed](const std::string& reason) { closed.set_value(reason); });
+    std::vector<std::uint8_t> last_words(4 * 1024 * 1024, 0x5a);
+    auto frame = wire::encode_frame(static_cast<std::uint8_t>(wire::MessageType::output), last_words);
+    std::size_t sent = frame.size();
+    link->send(std::move(frame));
+    link->close_after_flush(5.0);
+    std::thread loop([&io] { io.run(); });
+
+    auto [received, error] = SlowPeer{far.native_handle()}.read_all_speaking_between_reads();
+    EXPECT_EQ(error, "") << "after " << received << " of " << sent << " bytes";
+    EXPECT_EQ(received, sent);
+    far.close();   // the parent, having read the child's end, closes its own
+    auto ended = closed.get_future();
+    ASSERT_EQ(ended.wait_for(5s), std::future_status::ready) << "the link still lingers after the peer closed";
+    EXPECT_EQ(ended.get(), "");   // an orderly end
+    loop.join();
+}
+
+TEST(LinkClose, APeerThatNeverClosesIsLeftAfterTheLinger)
+{
+    asio::io_context io;
+    tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    tcp::socket near_socket(io);
+    near_socket.connect(acceptor.local_endpoint());
+    tcp::socket far = acceptor.accept();
+    auto link = std::make_shared<Link>(std::move(near_socket), "parent");
+    std::optional<std::string> closed;
+    link->start([](wire::Frame) {}, [&closed](const std::string& reason) { closed = reason; });
+    auto started = std::chrono::steady_clock::now();
+    link->close_after_flush(0.3);
+    io.run_for(5s);
+    auto took = std::chrono::steady_clock::now() - started;
+    ASSERT_TRUE(closed) << "the link still waits for a peer that will never close";
+    EXPECT_EQ(*closed, "");
+    EXPECT_GE(took, 300ms);
+    EXPECT_LT(took, 3s);
+}
+
+} // namespace
+} // namespace canopy
