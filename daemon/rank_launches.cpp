@@ -72,7 +72,12 @@ RankBatch plan_node_ranks(const wire::JobSpec& job, const NodeSite& site,
                                       setting.substr(std::min(equals + 1, setting.size())));
             }
             int not_runnable = exit_cannot_run;
-            auto path = find_program(app.argv.at(0), environment_value(program->env, "PATH"), &not_runnable);
+            auto path = find_program(app.argv.at(0), environment_value(program->env, "PATH"), &not_runnable,
+                                     [&services](const std::string& candidate) {
+                                         return std::ranges::any_of(services, [&candidate](const auto& service) {
+                                             return service->knows_executable(candidate);
+                                         });
+                                     });
             if (path)
                 program->path = *path;
             else if (!not_found)

@@ -25,6 +25,9 @@ public:
     virtual bool ready_for_ranks(std::function<void()> /*wake*/) { return true; }
     // A namespace spawned into the job (PMIx_Spawn), before any of its ranks start here; every node hears of it.
     virtual Status namespace_started(const wire::NamespaceStart& /*start*/) { return {}; }
+    // Whether the service knows, without asking the filesystem, that `path` is a regular file this process may
+    // execute (a staged job's index): the daemon then skips checking its ranks' program on a shared filesystem.
+    virtual bool knows_executable(const std::string& /*path*/) const { return false; }
     // Adds what a rank about to start needs from the service (environment, inherited descriptors). Its rank is a
     // tree rank: the job's ranks, then those of spawned namespaces (hosts/tree_ranks.hpp).
     virtual Status prepare_rank(RankLaunch& launch) = 0;

@@ -157,6 +157,11 @@ bool StageNode::ready_for_ranks(std::function<void()> wake)
     return false;
 }
 
+bool StageNode::knows_executable(const std::string& path) const
+{
+    return !failed_ && receiver_.knows_executable(path);
+}
+
 Status StageNode::prepare_rank(RankLaunch& launch)
 {
     // Ranks of a staged job load the interposer, which answers lookups under the prefixes from the node cache.

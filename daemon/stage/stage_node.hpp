@@ -41,6 +41,8 @@ public:
 
     bool ready_for_ranks(std::function<void()> wake) override;
     Status prepare_rank(RankLaunch& launch) override;
+    // From the installed index: the program's check costs the shared filesystem nothing on a staged node.
+    bool knows_executable(const std::string& path) const override;
     void rank_exited(long, int) override {}
     // On-demand staging, as counts: what this node answered itself and what it had to ask its parent.
     void record(timing::PhaseSet& phases, const std::string& node) override;

@@ -31,6 +31,8 @@ public:
     void mark_installed() { complete_ = true; }
     bool complete() const { return complete_; }
     const std::string& cache_dir() const { return dir_; }
+    // The installed index holds `path`, and says it is a regular file (symlinks followed) this process may run.
+    bool knows_executable(const std::string& path) const;
     std::uint64_t content_bytes() const { return content_bytes_; }
     std::size_t files() const { return files_.size(); }
 

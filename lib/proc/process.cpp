@@ -217,7 +217,8 @@ std::string own_executable()
     return error ? std::string() : path.string();
 }
 
-Result<std::string> find_program(const std::string& name, const std::string& path_variable, int* exit_code)
+Result<std::string> find_program(const std::string& name, const std::string& path_variable, int* exit_code,
+                                 const KnownExecutable& known)
 {
     auto fail = [exit_code](int code, Error error) {
         if (exit_code)
@@ -226,7 +227,9 @@ Result<std::string> find_program(const std::string& name, const std::string& pat
     };
     if (name.empty())
         return fail(exit_not_found, make_error("empty program name"));
-    auto executable = [](const std::string& path) {
+    auto executable = [&known](const std::string& path) {
+        if (known && known(path))
+            return true;
         struct stat info;
         return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && ::access(path.c_str(), X_OK) == 0;
     };

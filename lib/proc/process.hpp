@@ -88,9 +88,14 @@ void raise_descriptor_limit();
 // vfork/exec; returns the pid, or the reason the child could not start (bad wdir, exec error) when waiting.
 Result<pid_t> spawn_process(const SpawnRequest& request);
 
+// Whether something other than the filesystem can vouch that `path` is a regular file we may execute (a staged
+// job's index): a "yes" spares the shared filesystem a stat and an access per node; "no" means "ask it".
+using KnownExecutable = std::function<bool(const std::string& path)>;
+
 // PATH search the way execvp does it, but against the ranks' PATH rather than ours. On failure `exit_code`, if
 // given, gets exit_not_found or exit_cannot_run.
-Result<std::string> find_program(const std::string& name, const std::string& path_variable, int* exit_code = nullptr);
+Result<std::string> find_program(const std::string& name, const std::string& path_variable, int* exit_code = nullptr,
+                                 const KnownExecutable& known = nullptr);
 
 // This process's executable (/proc/self/exe), or "" when it cannot be read.
 std::string own_executable();

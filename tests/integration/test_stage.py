@@ -222,6 +222,26 @@ def test_slowfs_sees_the_same_operations_for_one_rank_and_for_eight(sandbox, tmp
 
 
 @needs_fuse
+def test_a_staged_program_is_checked_from_the_index_not_on_the_shared_filesystem(case):
+    # Each daemon checks that the ranks' program exists and may run before it starts them: unstaged, that is a
+    # stat and an access(2) per node on the shared filesystem; staged, the index answers.
+    wrapper = case.src / "bin" / "run-prog"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f"#!/bin/sh\nexec {PYTHON} \"$@\"\n")
+    wrapper.chmod(0o755)
+    command = [case.mnt / "bin" / "run-prog", case.program, case.mnt]
+    case.record(command)
+    runs = {}
+    for kind, extra in (("unstaged", []), ("staged", case.staged_args())):
+        case.mount.reset()
+        done, _, _ = case.job(["--sim-nodes", "3", *extra], command)
+        assert sorted(ok(done)) == [0, 1, 2], done.describe()
+        runs[kind] = case.settled_ops()["ops"]
+    assert runs["unstaged"]["access"] >= 3, runs["unstaged"]   # the check the staged job no longer makes
+    assert runs["staged"]["access"] == 0, runs["staged"]
+
+
+@needs_fuse
 def test_staging_without_a_manifest_fetches_on_demand_and_prints_the_same(case):
     # More in test_stage_on_demand.py: without a manifest the nodes fetch what the ranks look up.
     plain, _, _ = case.job(["--sim-nodes", "2"], case.python())
