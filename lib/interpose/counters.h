@@ -20,6 +20,7 @@ extern "C" {
     X(loader_named)    /* a bare library name answered from the cache before the loader searched for it */         \
     X(fetched)         /* answered on demand by the node's canopyd */                                              \
     X(fetch_failed)    /* the node's canopyd gave no answer */                                                     \
+    X(fetch_wait_us)   /* microseconds spent waiting for the node's canopyd: the first job's price per process */  \
     X(board_hits)      /* answered on demand from the node's answer board, without asking */
 
 struct interpose_counters {
@@ -31,6 +32,7 @@ struct interpose_counters {
 extern struct interpose_counters counters;
 
 #define COUNT(name) __atomic_fetch_add(&counters.name, 1, __ATOMIC_RELAXED)
+#define COUNT_ADD(name, amount) __atomic_fetch_add(&counters.name, (amount), __ATOMIC_RELAXED)
 
 /* Writes " name=value" for every counter at p; returns the end. */
 char* put_counters(char* p);

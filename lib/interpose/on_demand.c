@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "interpose/counters.h"
@@ -125,10 +126,15 @@ int on_demand_fetch(struct on_demand* o, int kind, const char* path, size_t len,
     if (__atomic_load_n(&o->dead, __ATOMIC_RELAXED))
         return -1;
     int saved = errno;
+    struct timespec asked, answered;
+    clock_gettime(CLOCK_MONOTONIC, &asked);
     int fd = (int)syscall(SYS_socket, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int rc = fd < 0 ? 1 : ask(o, fd, kind, path, len, r, text);
     if (fd >= 0)
         raw_close(fd);
+    clock_gettime(CLOCK_MONOTONIC, &answered);
+    COUNT_ADD(fetch_wait_us, (unsigned long)((answered.tv_sec - asked.tv_sec) * 1000000L +
+                                             (answered.tv_nsec - asked.tv_nsec) / 1000));
     if (rc < 0) /* one timeout per process at most, not one per lookup */
         __atomic_store_n(&o->dead, 1, __ATOMIC_RELAXED);
     if (rc == 0)

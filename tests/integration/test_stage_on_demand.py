@@ -52,6 +52,8 @@ def test_on_demand_job_prints_the_same_and_the_root_reads_each_path_once(counted
     rows = assert_nothing_passed(stats, 6)
     # Each rank asked its daemon, or read what another rank on its node had asked from the node's answer board.
     assert all(r["served_open"] > 0 and r["fetched"] + r["board_hits"] > 0 for r in preload_rows(stats)), rows
+    # The time a rank waited for its daemon's answers: some whenever it asked, none when it did not.
+    assert all((r["fetch_wait_us"] > 0) == (r["fetched"] + r["fetch_failed"] > 0) for r in preload_rows(stats)), rows
     assert six_ranks_ops > 4 * one_rank_ops, (one_rank_ops, six_ranks_ops)
     assert staged_ops <= one_rank_ops + ROOT_OVERHEAD_OPS, (staged_ops, one_rank_ops, six_ranks_ops)
     assert_caches_gone(reports, 6)
