@@ -35,9 +35,14 @@ Status make_dirs(const std::string& base, const std::string& path)
             next = path.size();
         std::string partial = path.substr(0, next);
         i = next;
-        if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST)
+        if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
+            struct stat info;
+            if (errno == ENOENT && ::stat(base.c_str(), &info) != 0)
+                return make_error("stage cache: {} no longer exists: the node cache was removed, as at the job's end",
+                                  base);
             return make_error("stage cache: cannot create directory {} ({}); check space and permissions on the "
                               "cache directory", partial, std::strerror(errno));
+        }
     }
     return {};
 }

@@ -196,7 +196,10 @@ TEST_F(StageNodeCache, AnswerArrivingAfterTheCacheIsRemovedFailsAndRecreatesNoth
     ASSERT_TRUE(writer->append({reinterpret_cast<const unsigned char*>(data.data()), data.size()}).ok());
     ASSERT_TRUE(cache->remove().ok());
 
-    EXPECT_FALSE(writer->commit().ok());
+    auto committed = writer->commit();
+    ASSERT_FALSE(committed.ok());
+    EXPECT_NE(committed.error().message.find("no longer exists: the node cache was removed"), std::string::npos)
+        << committed.error().message;
     EXPECT_FALSE(cache->make_skeleton(ListedDirectory{"/soft/lib", {}}).ok());
     EXPECT_FALSE(fs::exists(base_ + "/cache"));
 }
