@@ -5,37 +5,22 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <vector>
 
+#include "stage/permission.h"
 #include "wire/messages.hpp"
 
 namespace canopy {
-
-namespace {
-
-// access(X_OK) from the mode bits, for this process: root may run a file with any execute bit.
-bool may_execute(const canopy_stage_stat& file)
-{
-    uid_t uid = ::geteuid();
-    if (uid == 0)
-        return (file.mode & (S_IXUSR | S_IXGRP | S_IXOTH)) != 0;
-    if (file.uid == uid)
-        return (file.mode & S_IXUSR) != 0;
-    std::vector<gid_t> groups(static_cast<std::size_t>(std::max(0, ::getgroups(0, nullptr))));
-    groups.resize(static_cast<std::size_t>(std::max(0, ::getgroups(static_cast<int>(groups.size()), groups.data()))));
-    if (file.gid == ::getegid() || std::ranges::find(groups, static_cast<gid_t>(file.gid)) != groups.end())
-        return (file.mode & S_IXGRP) != 0;
-    return (file.mode & S_IXOTH) != 0;
-}
-
-} // namespace
 
 bool StageReceiver::knows_executable(const std::string& path) const
 {
     if (!complete_ || !index_)
         return false;
     auto entry = index_->find(path);
-    return entry && entry->facts.stat_errno == 0 && S_ISREG(entry->facts.stat.mode) && may_execute(entry->facts.stat);
+    if (!entry || entry->facts.stat_errno != 0 || !S_ISREG(entry->facts.stat.mode))
+        return false;
+    gid_t groups[64];
+    canopy_stage_caller self{::getuid(), ::getgid(), groups, std::max(0, ::getgroups(64, groups))};
+    return canopy_stage_permitted(&entry->facts.stat, X_OK, &self);
 }
 
 Status StageReceiver::take(const wire::Frame& frame)

@@ -226,24 +226,6 @@ void serve_fd_stat(struct serve_state* s, int fd, struct stat* st, struct statx*
         fill_statx(found, sx);
 }
 
-int permitted(const struct canopy_stage_stat* s, int amode, const struct caller* who)
-{
-    if (amode == F_OK)
-        return 1;
-    if (who->uid == 0)
-        return !(amode & X_OK) || S_ISDIR(s->mode) || (s->mode & 0111);
-    unsigned bits;
-    if (who->uid == s->uid) {
-        bits = (s->mode >> 6) & 7;
-    } else {
-        int member = who->gid == s->gid;
-        for (int i = 0; i < who->group_count && !member; ++i)
-            member = who->groups[i] == s->gid;
-        bits = member ? (s->mode >> 3) & 7 : s->mode & 7;
-    }
-    return ((amode & R_OK) ? (bits & 4) != 0 : 1) && ((amode & X_OK) ? (bits & 1) != 0 : 1);
-}
-
 int serve_access(struct serve_state* s, int dirfd, const char* path, int amode, int flags, struct decision* d,
                  int* rc)
 {
@@ -263,10 +245,10 @@ int serve_access(struct serve_state* s, int dirfd, const char* path, int amode, 
     }
     COUNT(served_meta);
     gid_t groups[64];
-    struct caller who = {getuid(), getgid(), groups, 0};
+    struct canopy_stage_caller who = {getuid(), getgid(), groups, 0};
     if (amode != F_OK)
         who.group_count = getgroups(64, groups);
-    if (permitted(found, amode, &who)) {
+    if (canopy_stage_permitted(found, amode, &who)) {
         *rc = 0;
     } else {
         errno = EACCES;

@@ -10,6 +10,7 @@
 #include "interpose/on_demand.h"
 #include "interpose/paths.h"
 #include "stage/index_format.h"
+#include "stage/permission.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -94,17 +95,6 @@ void serve_changed(struct serve_state* s, int dirfd, const char* path);
 /* fstat of a descriptor opened from the cache reports the original file, so fstat agrees with stat: patches
  * the real call's result in st or sx. */
 void serve_fd_stat(struct serve_state* s, int fd, struct stat* st, struct statx* sx);
-
-/* Whoever asks access(2): the ids whose permission bits apply. */
-struct caller {
-    uid_t uid;
-    gid_t gid;
-    const gid_t* groups; /* supplementary groups */
-    int group_count;
-};
-
-/* Whether access(2) with amode (R_OK, X_OK, F_OK) succeeds on s for who; W_OK is never asked here. */
-int permitted(const struct canopy_stage_stat* s, int amode, const struct caller* who);
 
 void fill_stat(const struct canopy_stage_stat* s, struct stat* st);
 void fill_statx(const struct canopy_stage_stat* s, struct statx* sx);

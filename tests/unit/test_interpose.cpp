@@ -165,33 +165,33 @@ TEST(InterposeAccess, PermissionBitsOfOwnerGroupOrOthersApply)
     s.uid = 1000;
     s.gid = 100;
     gid_t extra[] = {5, 100};
-    caller owner{1000, 1, nullptr, 0};
-    caller group{2000, 100, nullptr, 0};
-    caller supplementary{2000, 1, extra, 2};
-    caller other{2000, 1, extra, 1};
-    EXPECT_TRUE(permitted(&s, R_OK, &owner));
-    EXPECT_FALSE(permitted(&s, X_OK, &owner));
-    EXPECT_TRUE(permitted(&s, R_OK, &group));
-    EXPECT_TRUE(permitted(&s, R_OK, &supplementary));
-    EXPECT_FALSE(permitted(&s, R_OK, &other));
-    EXPECT_TRUE(permitted(&s, F_OK, &other));
+    canopy_stage_caller owner{1000, 1, nullptr, 0};
+    canopy_stage_caller group{2000, 100, nullptr, 0};
+    canopy_stage_caller supplementary{2000, 1, extra, 2};
+    canopy_stage_caller other{2000, 1, extra, 1};
+    EXPECT_TRUE(canopy_stage_permitted(&s, R_OK, &owner));
+    EXPECT_FALSE(canopy_stage_permitted(&s, X_OK, &owner));
+    EXPECT_TRUE(canopy_stage_permitted(&s, R_OK, &group));
+    EXPECT_TRUE(canopy_stage_permitted(&s, R_OK, &supplementary));
+    EXPECT_FALSE(canopy_stage_permitted(&s, R_OK, &other));
+    EXPECT_TRUE(canopy_stage_permitted(&s, F_OK, &other));
     s.mode = S_IFREG | 0705;
-    EXPECT_TRUE(permitted(&s, R_OK | X_OK, &owner));
-    EXPECT_FALSE(permitted(&s, R_OK, &group)); // the group's bits decide for a member, not the others'
-    EXPECT_TRUE(permitted(&s, R_OK | X_OK, &other));
+    EXPECT_TRUE(canopy_stage_permitted(&s, R_OK | X_OK, &owner));
+    EXPECT_FALSE(canopy_stage_permitted(&s, R_OK, &group)); // the group's bits decide for a member, not the others'
+    EXPECT_TRUE(canopy_stage_permitted(&s, R_OK | X_OK, &other));
 }
 
 TEST(InterposeAccess, RootReadsAnythingAndExecutesWhatHasAnExecuteBit)
 {
     canopy_stage_stat s{};
-    caller root{0, 0, nullptr, 0};
+    canopy_stage_caller root{0, 0, nullptr, 0};
     s.mode = S_IFREG | 0000;
-    EXPECT_TRUE(permitted(&s, R_OK, &root));
-    EXPECT_FALSE(permitted(&s, X_OK, &root));
+    EXPECT_TRUE(canopy_stage_permitted(&s, R_OK, &root));
+    EXPECT_FALSE(canopy_stage_permitted(&s, X_OK, &root));
     s.mode = S_IFREG | 0001;
-    EXPECT_TRUE(permitted(&s, X_OK, &root));
+    EXPECT_TRUE(canopy_stage_permitted(&s, X_OK, &root));
     s.mode = S_IFDIR | 0000;
-    EXPECT_TRUE(permitted(&s, X_OK, &root));
+    EXPECT_TRUE(canopy_stage_permitted(&s, X_OK, &root));
 }
 
 TEST(InterposeStat, EveryFieldOfTheStageRecordIsReported)
