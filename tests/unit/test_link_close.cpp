@@ -50,20 +50,32 @@ struct SlowPeer {
     }
 };
 
-TEST(LinkClose, EverythingSentBeforeLeavingReachesAPeerThatReadsSlowlyAndSpeaksMeanwhile)
+// A Link to the parent over loopback, and the parent's end as a plain socket.
+struct LinkToPeer {
+    std::shared_ptr<Link> link;
+    tcp::socket far;
+};
+
+LinkToPeer connect_link(asio::io_context& io, int peer_receive_buffer = 0)
 {
-    asio::io_context io;
     tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-    // A small receive window on the peer's side: most of what the link sends waits in its own kernel buffer when
-    // it leaves, which is where a reset would drop it.
-    acceptor.set_option(asio::socket_base::receive_buffer_size(64 * 1024));
+    if (peer_receive_buffer > 0)
+        acceptor.set_option(asio::socket_base::receive_buffer_size(peer_receive_buffer));
     tcp::socket near_socket(io);
     near_socket.connect(acceptor.local_endpoint());
     tcp::socket far = acceptor.accept();
+    return {std::make_shared<Link>(std::move(near_socket), "parent"), std::move(far)};
+}
+
+TEST(LinkClose, EverythingSentBeforeLeavingReachesAPeerThatReadsSlowlyAndSpeaksMeanwhile)
+{
+    asio::io_context io;
+    // A small receive window on the peer's side: most of what the link sends waits in its own kernel buffer when
+    // it leaves, which is where a reset would drop it.
+    auto [link, far] = connect_link(io, 64 * 1024);
     timeval deadline{10, 0};   // a hang fails the test instead of blocking it
     ASSERT_EQ(::setsockopt(far.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &deadline, sizeof deadline), 0);
 
-    auto link = std::make_shared<Link>(std::move(near_socket), "parent");
     std::promise<std::string> closed;
     link->start([](wire::Frame) {}, [&closed](const std::string& reason) { closed.set_value(reason); });
     std::vector<std::uint8_t> last_words(4 * 1024 * 1024, 0x5a);
@@ -86,11 +98,7 @@ TEST(LinkClose, EverythingSentBeforeLeavingReachesAPeerThatReadsSlowlyAndSpeaksM
 TEST(LinkClose, APeerThatNeverClosesIsLeftAfterTheLinger)
 {
     asio::io_context io;
-    tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-    tcp::socket near_socket(io);
-    near_socket.connect(acceptor.local_endpoint());
-    tcp::socket far = acceptor.accept();
-    auto link = std::make_shared<Link>(std::move(near_socket), "parent");
+    auto [link, far] = connect_link(io);
     std::optional<std::string> closed;
     link->start([](wire::Frame) {}, [&closed](const std::string& reason) { closed = reason; });
     auto started = std::chrono::steady_clock::now();
