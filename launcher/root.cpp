@@ -28,6 +28,9 @@ spdlog::logger& spawn_log() { return area_logger("spawn"); }
 // After teardown starts, daemons get this long beyond the kill grace to leave before we SIGKILL their agents.
 constexpr double teardown_slack_seconds = 5.0;
 
+// A signal during start-up waits at most this many milliseconds for children's unread reports.
+constexpr int unread_report_tries = 100;
+
 std::chrono::milliseconds millis(double seconds) { return std::chrono::milliseconds(static_cast<long>(seconds * 1000)); }
 
 } // namespace
@@ -514,6 +517,24 @@ void Root::on_signal(int signo)
     }
     signalled_ = true;
     exit_code_ = 128 + signo;
+    stop_or_forward(signo, unread_report_tries);
+}
+
+void Root::stop_or_forward(int signo, int tries_left)
+{
+    if (position_->leaving())
+        return;
+    if (position_->state() < TreePosition::State::spawned && tries_left > 0 &&
+        position_->children().any_unread_bytes()) {
+        // The children's "ranks spawned" reports may be waiting unread (a starved launcher): read them first, so
+        // that running ranks get the kill grace, not start-up's short abort.
+        grace_timer_.expires_after(std::chrono::milliseconds(1));
+        grace_timer_.async_wait([this, signo, tries_left](const boost::system::error_code& error) {
+            if (!error)
+                stop_or_forward(signo, tries_left - 1);
+        });
+        return;
+    }
     if (position_->state() < TreePosition::State::spawned) {
         // Ranks are still starting: stop that now rather than let them start only to be signalled, and end
         // without waiting out the kill grace for ranks that may not even have a handler yet.

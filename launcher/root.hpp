@@ -54,6 +54,8 @@ private:
     void register_child_handlers();
     void on_rank_failed(const wire::RankFailed& failed);
     void on_signal(int signo);
+    // A job's first SIGINT, SIGTERM or SIGHUP: stops a job still starting, else forwards it to the ranks.
+    void stop_or_forward(int signo, int tries_left);
     void note_signal_at_end(int signo);
     void start_stdin_forwarding();
     void print_output(const wire::Output& output);

@@ -471,6 +471,12 @@ std::size_t ChildSet::max_queued_bytes() const
     return most;
 }
 
+bool ChildSet::any_unread_bytes() const
+{
+    return std::any_of(children_.begin(), children_.end(),
+                       [](const auto& entry) { return entry.second->link && entry.second->link->has_unread_bytes(); });
+}
+
 void ChildSet::kill_all(int signo)
 {
     for (long position : pending_)

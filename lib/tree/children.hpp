@@ -72,6 +72,8 @@ public:
     void broadcast(const std::vector<std::uint8_t>& frame);
     // The most bytes any connected child still has to be sent: bulk broadcasts wait while it is high.
     std::size_t max_queued_bytes() const;
+    // Whether a child has sent bytes this side has not read yet (our thread fell behind, not the child).
+    bool any_unread_bytes() const;
     // Ends every child process we started (the agent, or the daemon itself for local launches).
     void kill_all(int signo);
     // Ends the children that have not connected (they cannot hear a shutdown message) and starts no more.
