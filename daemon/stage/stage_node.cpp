@@ -183,6 +183,7 @@ void StageNode::record(timing::PhaseSet& phases, const std::string& node)
     phases.add("daemon.stage_local_messages", static_cast<double>(counts.answered_here()), node);
     phases.add("daemon.stage_up_messages", static_cast<double>(counts.sent_up), node);
     phases.add("daemon.stage_pushed_messages", static_cast<double>(counts.pushed), node);
+    phases.add("daemon.stage_fetched_ahead_messages", static_cast<double>(counts.fetched_ahead), node);
 }
 
 void StageNode::stop()

@@ -471,34 +471,52 @@ Status FetchCache::learn(const std::string& path, FetchAnswer answer, std::span<
     return {};
 }
 
-void FetchCache::set_read_ahead(SendUp send_ahead, std::function<void(std::uint64_t id)> promote)
+void FetchCache::set_read_ahead(SendAhead send_ahead, std::function<void(std::uint64_t id)> promote)
 {
     send_ahead_ = std::move(send_ahead);
     promote_ = std::move(promote);
 }
 
-void FetchCache::read_ahead(FetchKind kind, const std::string& path)
+void FetchCache::read_ahead(FetchKind kind, const std::string& path, bool whole)
 {
     if (!send_ahead_)
         return;
     if (const FetchAnswer* known = cached(path); known && known->serves(kind))
         return;
-    if (known_failure(path) || in_flight_.count({kind, path}) || in_flight_.count({FetchKind::content, path}))
+    if (known_failure(path))
         return;
+    for (FetchKind serving : {kind, FetchKind::content})
+        if (auto it = in_flight_.find({serving, path}); it != in_flight_.end()) {
+            pending_[it->second].whole |= whole && serving == FetchKind::content;
+            return;
+        }
     std::uint64_t id = next_id_++;
     auto& pending = pending_[id];
     pending.kind = kind;
     pending.path = path;
     pending.ahead = true;
+    pending.whole = whole;
     in_flight_[{kind, path}] = id;
     ++counters_.read_ahead;
-    send_ahead_(id, kind, path);
+    send_ahead_(id, kind, path, whole);
 }
 
 bool FetchCache::has_waiters(std::uint64_t id) const
 {
     auto it = pending_.find(id);
     return it != pending_.end() && !it->second.waiters.empty();
+}
+
+void FetchCache::fetch_ahead(const std::string& path)
+{
+    ++counters_.fetched_ahead;
+    fetch(FetchKind::content, path, [](const Status&, const FetchAnswer&) {});
+}
+
+bool FetchCache::wanted_whole(std::uint64_t id) const
+{
+    auto it = pending_.find(id);
+    return it != pending_.end() && it->second.whole;
 }
 
 void FetchCache::complete(std::uint64_t id, Status status)

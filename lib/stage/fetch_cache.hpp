@@ -62,6 +62,7 @@ public:
         std::uint64_t content_bytes = 0;    // written into this position's cache
         std::uint64_t pushed = 0;           // answers learned from read-ahead pushes
         std::uint64_t read_ahead = 0;       // the root: reads started ahead of any request
+        std::uint64_t fetched_ahead = 0;    // files fetched whole because a push said the ranks will load them
         // Questions this position answered without asking its parent (the root: without reading).
         std::uint64_t answered_here() const { return from_cache + inferred_missing + merged; }
     };
@@ -83,13 +84,19 @@ public:
     // answered at once, and the replies to their requests, still on the way, are then dropped.
     Status learn(const std::string& path, FetchAnswer answer, std::span<const unsigned char> content);
 
-    // The root's read-ahead: reads `path` through `send_ahead` (same signature as send_up) unless it is known or
-    // on its way. A caller who then asks for it waits for that read; `promote` hears of it, so that the read can
-    // move ahead of other read-ahead.
-    void set_read_ahead(SendUp send_ahead, std::function<void(std::uint64_t id)> promote);
-    void read_ahead(FetchKind kind, const std::string& path);
+    // The root's read-ahead: reads `path` through `send_ahead` unless it is known or on its way. `whole`: read a
+    // file whole whatever its size (a library the ranks will load), else a large one's metadata only. A caller
+    // who then asks for it waits for that read; `promote` hears of it, so that the read can move ahead of other
+    // read-ahead.
+    using SendAhead = std::function<void(std::uint64_t id, FetchKind kind, const std::string& path, bool whole)>;
+    void set_read_ahead(SendAhead send_ahead, std::function<void(std::uint64_t id)> promote);
+    void read_ahead(FetchKind kind, const std::string& path, bool whole = false);
+    // A node's side of a pushed library too large for the push: fetches its content now, for the ranks to come.
+    void fetch_ahead(const std::string& path);
     // Whether request `id` has callers waiting (a read-ahead may have none).
     bool has_waiters(std::uint64_t id) const;
+    // Whether read-ahead `id` was wanted whole after it was started as a small-file read.
+    bool wanted_whole(std::uint64_t id) const;
 
     const NodeCache& cache() const { return cache_; }
     NodeCache& cache() { return cache_; }
@@ -107,6 +114,7 @@ private:
         std::optional<FetchAnswer> answer;
         std::optional<NodeCache::ContentWriter> writer;
         bool ahead = false;     // a read-ahead no caller has asked for yet
+        bool whole = false;     // a read-ahead of a file, whatever its size
         bool learned = false;   // a push answered its callers: its own reply is dropped
     };
 
@@ -119,7 +127,7 @@ private:
 
     NodeCache cache_;
     SendUp send_up_;
-    SendUp send_ahead_;
+    SendAhead send_ahead_;
     std::function<void(std::uint64_t id)> promote_;
     std::map<std::string, FetchAnswer> answers_;
     std::map<std::pair<FetchKind, std::string>, std::uint64_t> in_flight_;

@@ -118,8 +118,8 @@ Result<std::unique_ptr<StageFetchTree>> StageFetchTree::for_root(asio::io_contex
     if (!prefixes.empty()) {
         tree->read_ahead_ = std::make_unique<stage::ReadAheadPolicy>(std::move(prefixes));
         tree->cache_->set_read_ahead(
-            [self](std::uint64_t id, stage::FetchKind kind, const std::string& path) {
-                self->queue({id, kind, path, true});
+            [self](std::uint64_t id, stage::FetchKind kind, const std::string& path, bool whole) {
+                self->queue({id, kind, path, true, whole});
             },
             [self](std::uint64_t id) { self->promote(id); });
     }
@@ -193,9 +193,12 @@ void StageFetchTree::read_loop(stage::NodeCache cache)
         }
         auto began = std::chrono::steady_clock::now();
         Read read{job, stage::read_local(job.kind, job.path, cache, directories_.get(),
-                                         job.ahead ? stage::ReadAheadPolicy::small_file_bytes : -1),
+                                         job.ahead && !job.whole ? stage::ReadAheadPolicy::small_file_bytes : -1),
                   {}};
-        if (job.ahead && read.answer && read.answer->content()) {
+        if (job.ahead && read.answer && read.answer->content() &&
+            read.answer->facts.stat.size > stage::ReadAheadPolicy::small_file_bytes) {
+            read.fetch_below = true;   // too large for a push: the push says so, and every node fetches it
+        } else if (job.ahead && read.answer && read.answer->content()) {
             // The copy was just written: read back from the page cache for the push.
             auto copied = read_file(cache.content_path(read.answer->mirror),
                                     static_cast<std::size_t>(stage::ReadAheadPolicy::small_file_bytes),
@@ -225,11 +228,14 @@ void StageFetchTree::on_read(Read read)
         cache_->fail(job.id, read.answer.error().message);
         return;
     }
-    if (job.ahead && job.kind == stage::FetchKind::content && !read.answer->serves(job.kind) &&
-        cache_->has_waiters(job.id)) {
-        // Too large to read ahead, and a caller joined while it was read: read it whole for them.
-        queue({job.id, job.kind, job.path, false});
-        return;
+    if (job.ahead && job.kind == stage::FetchKind::content && !read.answer->serves(job.kind)) {
+        // Too large to read ahead, and a caller joined while it was read: read it whole for them. Or wanted
+        // whole meanwhile (a library another needs): read it whole for every node.
+        bool waited = cache_->has_waiters(job.id);
+        if (waited || cache_->wanted_whole(job.id)) {
+            queue({job.id, job.kind, job.path, !waited, true});
+            return;
+        }
     }
     if (job.ahead) {
         ready_.push_back(std::move(read));
@@ -246,7 +252,9 @@ void StageFetchTree::after_read(const Job& job, const stage::FetchAnswer& answer
     if (!read_ahead_)
         return;
     read_ahead_->after_read(job.kind, job.path, answer, !job.ahead, *cache_,
-                            [this](stage::FetchKind kind, const std::string& path) { cache_->read_ahead(kind, path); });
+                            [this](stage::FetchKind kind, const std::string& path, bool whole) {
+                                cache_->read_ahead(kind, path, whole);
+                            });
 }
 
 bool StageFetchTree::children_behind(asio::steady_timer& timer, bool& waiting, void (StageFetchTree::*retry)())
@@ -292,6 +300,9 @@ void StageFetchTree::push_ready()
             pushed.path = read.job.path;
             put_answer(pushed, answer);
             pushed.content = std::move(read.content);
+            pushed.fetch = read.fetch_below;
+            if (pushed.fetch)
+                pushed.facts.flags &= ~CANOPY_STAGE_CONTENT;   // the bytes follow on request
             push.answers.push_back(std::move(pushed));
             batch.push_back(std::move(read));
         }
@@ -299,7 +310,7 @@ void StageFetchTree::push_ready()
             children_.broadcast(wire::to_frame(push));
         // Down before any reply: the children have these answers, bytes and all, when a reply names them.
         for (auto& read : batch) {
-            read.answer->pushed = true;
+            read.answer->pushed = !read.fetch_below;   // else a reply carries the bytes
             if (auto taken = cache_->answer(read.job.id, *read.answer, false); !taken)
                 stage_log().warn("on-demand staging: {}", taken.error().message);
             after_read(read.job, *read.answer);
@@ -448,6 +459,7 @@ void StageFetchTree::on_parent_push(const wire::Frame& frame)
             stage_log().warn("ignored a pushed stage answer for a path that is not absolute and normalized");
             continue;
         }
+        bool fetch = pushed.fetch;
         if (auto learned = cache_->learn(pushed.path, take_answer(pushed), pushed.content); !learned) {
             stage_log().warn("on-demand staging: a pushed answer: {}", learned.error().message);
             continue;
@@ -455,6 +467,8 @@ void StageFetchTree::on_parent_push(const wire::Frame& frame)
         if (on_pushed_)
             if (const auto* kept = cache_->cached(pushed.path))
                 on_pushed_(pushed.path, *kept);
+        if (fetch)
+            cache_->fetch_ahead(pushed.path);
     }
 }
 

@@ -82,12 +82,14 @@ private:
         stage::FetchKind kind;
         std::string path;
         bool ahead = false;   // read ahead: a small file whole, a larger one's metadata only
+        bool whole = false;   // read ahead whole whatever its size: a library the ranks will load
     };
     // A read done at the root, back on the event loop.
     struct Read {
         Job job;
         Result<stage::FetchAnswer> answer;
         std::vector<std::uint8_t> content;   // read ahead: a small file's whole bytes, for the push
+        bool fetch_below = false;            // read ahead whole, too large to push: the nodes fetch it
     };
 
     StageFetchTree(asio::io_context& io, ChildSet& children);

@@ -5,6 +5,10 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstring>
+#include <sstream>
+
+#include "stage/elf_needs.hpp"
 
 namespace canopy::stage {
 namespace {
@@ -18,6 +22,37 @@ std::string parent_of(const std::string& path)
 std::string child_of(const std::string& dir, const std::string& name)
 {
     return dir == "/" ? "/" + name : dir + "/" + name;
+}
+
+// `path` with "." and ".." resolved by name (a guess: the kernel follows symlinks first); empty if not absolute.
+std::string lexically_normal(const std::string& path)
+{
+    if (path.empty() || path[0] != '/')
+        return {};
+    std::vector<std::string> parts;
+    std::istringstream in(path);
+    for (std::string part; std::getline(in, part, '/');) {
+        if (part.empty() || part == ".")
+            continue;
+        if (part == "..") {
+            if (!parts.empty())
+                parts.pop_back();
+        } else
+            parts.push_back(part);
+    }
+    std::string out;
+    for (const auto& part : parts)
+        out += "/" + part;
+    return out.empty() ? "/" : out;
+}
+
+// A RUNPATH entry with $ORIGIN (the loading file's directory) put in.
+std::string expand_origin(std::string entry, const std::string& origin)
+{
+    for (const char* name : {"${ORIGIN}", "$ORIGIN"})
+        for (auto at = entry.find(name); at != std::string::npos; at = entry.find(name, at + origin.size()))
+            entry.replace(at, std::strlen(name), origin);
+    return lexically_normal(entry);
 }
 
 } // namespace
@@ -44,7 +79,12 @@ void ReadAheadPolicy::after_read(FetchKind kind, const std::string& path, const 
         return;
     const FetchAnswer* parent = cache.cached(dir);
     if (!parent || !parent->listed())
-        read(FetchKind::content, dir);   // read_entries follows when the listing comes
+        read(FetchKind::content, dir, false);   // read_entries follows when the listing comes
+    // A program or library read for a rank, or needed by one: the loader asks for what it needs next. Not a
+    // neighbour read ahead: those nobody opened yet bring libraries no rank loads (docs/performance.md).
+    if (kind == FetchKind::content && answer.content() && answer.followed_is(S_IFREG) &&
+        (asked || needed_.count(path)))
+        read_needed_libraries(path, cache.cache().content_path(answer.mirror), cache, read);
     if (!asked)
         return;
     // What a rank asks for tells where it is working: there, and one level up (a package, when the rank reads
@@ -55,6 +95,47 @@ void ReadAheadPolicy::after_read(FetchKind kind, const std::string& path, const 
         read_entries(dir, *parent, read);
     if (dir != "/" && staged(parent_of(dir)))
         use(parent_of(dir), cache, read);
+}
+
+void ReadAheadPolicy::read_needed_libraries(const std::string& path, const std::string& copy,
+                                            const FetchCache& cache, const Read& read)
+{
+    if (!libraries_.insert(path).second)
+        return;
+    auto needs = read_elf_needs(copy);   // not ELF (a .pyc, a script): nothing
+    if (!needs)
+        return;
+    std::string origin = parent_of(path);
+    if (std::find(library_dirs_.begin(), library_dirs_.end(), origin) == library_dirs_.end())
+        library_dirs_.push_back(origin);
+    std::vector<std::string> dirs;
+    for (const auto& entry : needs->search_path)
+        if (auto dir = expand_origin(entry, origin); !dir.empty())
+            dirs.push_back(dir);
+    dirs.insert(dirs.end(), library_dirs_.begin(), library_dirs_.end());
+    for (const auto& name : needs->needed) {
+        if (name.find('/') != std::string::npos) {   // a path, not a name to look for
+            if (auto named = lexically_normal(name); !named.empty() && staged(named) && needed_.insert(named).second)
+                read(FetchKind::content, named, true);
+            continue;
+        }
+        // The loader takes the first directory that has it: where a listing says so, the search stops there.
+        for (const auto& dir : dirs) {
+            if (!staged(dir))
+                continue;
+            std::string candidate = child_of(dir, name);
+            const FetchAnswer* listing = cache.cached(dir);
+            bool listed = listing && listing->listed();
+            bool there = listed && std::any_of(listing->listing.begin(), listing->listing.end(),
+                                               [&](const ListedName& entry) { return entry.name == name; });
+            if (listed && !there)
+                continue;
+            if (needed_.insert(candidate).second)
+                read(FetchKind::content, candidate, true);
+            if (there)
+                break;
+        }
+    }
 }
 
 void ReadAheadPolicy::use(const std::string& dir, const FetchCache& cache, const Read& read)
@@ -74,7 +155,7 @@ void ReadAheadPolicy::read_entries(const std::string& dir, const FetchAnswer& li
     for (const auto& entry : listing.listing) {
         bool file = entry.type == DT_REG || entry.type == DT_LNK;
         bool content = (whole_files && file) || (list_subdirectories && entry.type == DT_DIR);
-        read(content ? FetchKind::content : FetchKind::metadata, child_of(dir, entry.name));
+        read(content ? FetchKind::content : FetchKind::metadata, child_of(dir, entry.name), false);
     }
 }
 

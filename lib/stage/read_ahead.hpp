@@ -21,7 +21,11 @@ namespace canopy::stage {
 //    before the rank makes them (their entries wait until a rank asks about one: most of a site-packages
 //    directory's packages are never imported);
 //  - a file read from a directory: that directory's small files whole (a package's compiled modules, a library
-//    directory's small libraries), at most small_file_bytes each, since the rank reads its neighbours next.
+//    directory's small libraries), at most small_file_bytes each, since the rank reads its neighbours next;
+//  - a program or library a rank opened: the libraries it needs (DT_NEEDED), whole whatever their size, and
+//    theirs in turn, since the loader asks for them next, one after another. Each is looked for where the
+//    loader would look and the prefixes allow: the file's RUNPATH (RPATH), then the directories ranks loaded
+//    libraries from.
 // Only under the staged prefixes, and never entries of a listing longer than max_listing.
 class ReadAheadPolicy {
 public:
@@ -29,7 +33,8 @@ public:
     static constexpr std::size_t max_listing = 4096;
 
     // What to read ahead: the metadata of a path, or its content (a directory's listing, a small file whole).
-    using Read = std::function<void(FetchKind kind, const std::string& path)>;
+    // `whole`: a library the ranks are about to load, read whole whatever its size and fetched by every node.
+    using Read = std::function<void(FetchKind kind, const std::string& path, bool whole)>;
 
     explicit ReadAheadPolicy(std::vector<std::string> prefixes) : prefixes_(std::move(prefixes)) {}
 
@@ -43,8 +48,14 @@ private:
     // Marks `dir` as in use; if that is news and its listing is known, reads its entries ahead again.
     void use(const std::string& dir, const FetchCache& cache, const Read& read);
     void read_entries(const std::string& dir, const FetchAnswer& listing, const Read& read) const;
+    // `path` was opened (or is needed) and is an ELF file, the root's copy at `copy`: reads what it needs.
+    void read_needed_libraries(const std::string& path, const std::string& copy, const FetchCache& cache,
+                               const Read& read);
 
     std::vector<std::string> prefixes_;
+    std::vector<std::string> library_dirs_;       // where ranks loaded libraries from, in the order first seen
+    std::set<std::string> libraries_;             // files whose needs were looked at
+    std::set<std::string> needed_;                // libraries read whole because another needs them
     std::set<std::string> in_use_;          // directories a rank asked about: their subdirectories are listed
     std::set<std::string> reading_files_;   // directories a rank read a file from: their small files go whole
 };

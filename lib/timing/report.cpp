@@ -54,6 +54,7 @@ constexpr Description phase_descriptions[] = {
     {"root.stage_read_messages", "paths the root read from the file system for on-demand staging"},
     {"root.stage_read_ahead_messages", "paths the root read ahead of any request and pushed down the tree"},
     {"daemon.stage_pushed_messages", "read-ahead answers a daemon received and kept"},
+    {"daemon.stage_fetched_ahead_messages", "libraries a daemon fetched before its ranks asked (a push named them)"},
     {"rank.spawned", "rank process started"},
     {"rank.exited", "rank process exited"},
     {"rank.runtime", "rank run time, spawn to exit (a duration, not since start)"},

@@ -482,8 +482,11 @@ struct StagePushedAnswer {
     std::string mirror;
     std::vector<StageListedName> listing;
     std::vector<std::uint8_t> content;   // CANOPY_STAGE_CONTENT in facts.flags: the whole file
+    // A large file the ranks are about to load (a library another needs): the parent has it whole, and every node
+    // fetches it now, before its ranks ask.
+    bool fetch = false;
 
-    CANOPY_WIRE_FIELDS(path, facts, link, mirror, listing, content)
+    CANOPY_WIRE_FIELDS(path, facts, link, mirror, listing, content, fetch)
 };
 
 // Read-ahead answers, down the whole tree: every daemon passes them to its children before it uses them, keeps

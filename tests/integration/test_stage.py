@@ -323,15 +323,17 @@ def test_files_created_at_the_root_after_recording_are_seen(case):
     assert_caches_gone(reports, 2)
 
 
-def build_origin_app(case):
+def build_origin_app(case, dep_bytes=0):
     """bin/hello under the mount: it finds libgreet through $ORIGIN/../lib, and libgreet finds libdep through
-    its own $ORIGIN, which points into the node cache once libgreet is loaded from there. Skips without gcc."""
+    its own $ORIGIN, which points into the node cache once libgreet is loaded from there. Skips without gcc.
+    dep_bytes: libdep carries that much data besides (a large library)."""
     if not shutil.which("gcc"):
         pytest.skip("gcc is not installed (apt-get install -y gcc)")
     app = case.src / "app"
     (app / "bin").mkdir(parents=True)
     (app / "lib").mkdir()
-    (app / "dep.c").write_text("int dep_value(void) { return 7; }\n")
+    (app / "dep.c").write_text("int dep_value(void) { return 7; }\n" +
+                               (f"const char dep_data[{dep_bytes}] = {{1}};\n" if dep_bytes else ""))
     (app / "greet.c").write_text('#include <stdio.h>\nint dep_value(void);\n'
                                  'void greet(void) { printf("greetings, dep %d\\n", dep_value()); }\n')
     (app / "hello.c").write_text("void greet(void);\nint main(void) { greet(); return 0; }\n")

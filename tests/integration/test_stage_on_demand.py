@@ -348,6 +348,23 @@ def test_libraries_found_through_origin_load_from_the_node_cache_on_demand(case)
 
 
 @needs_fuse
+def test_a_large_library_that_a_loaded_one_needs_is_fetched_by_every_node_before_its_ranks_ask(case):
+    # hello needs libgreet (small: it goes down with the read-ahead push), which needs libdep, 3 MiB: too large
+    # for a push, so the push tells every node to fetch it at once (3 nodes, fanout 2: two levels).
+    hello = build_origin_app(case, dep_bytes=3 << 20)
+    assert (case.src / "app/lib/libdep.so").stat().st_size > 3 << 20
+    timing = case.root / "timing.json"
+    done, _, stats = case.job(["--sim-nodes", "3", "--fanout", "2", f"--timing={timing}",
+                               *case.staged_args(manifest=False)], hello)
+    assert ok(done) == {rank: ["greetings, dep 7"] for rank in range(3)}
+    rows = assert_nothing_passed(stats, 3)
+    audits = [c for kind, c in rows if kind == "audit"]
+    assert len(audits) == 3 and all(c["loader_redirect"] >= 2 for c in audits), rows
+    fetched_ahead = timing_phases(timing)["daemon.stage_fetched_ahead_messages"]
+    assert fetched_ahead["count"] == 3 and fetched_ahead["min"] >= 1, fetched_ahead
+
+
+@needs_fuse
 def test_a_daemon_that_never_answers_costs_a_process_one_timeout_not_one_per_lookup(case):
     # A socket that accepts connections but never replies stands for a hung canopyd.
     program = case.root / "hung.py"

@@ -2,6 +2,7 @@
 // (and drops the reply it no longer needs), symlinks followed through directory handles, and a root fetch tree
 // reading a directory's entries ahead on its reader threads.
 #include "stage/fetch_cache.hpp"
+#include "stage/elf_needs.hpp"
 #include "stage/fetch_tree.hpp"
 #include "stage/read_ahead.hpp"
 
@@ -28,6 +29,18 @@ namespace fs = std::filesystem;
 
 using namespace testing;
 
+// Runs `io` until `done()` holds, for at most 10 s; returns `done()`.
+template <typename Done>
+bool run_io_until(boost::asio::io_context& io, Done done)
+{
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
+        io.run_for(std::chrono::milliseconds(5));
+        io.restart();
+    }
+    return done();
+}
+
 class ReadAhead : public FetchCacheTest {
 protected:
     // Runs the policy on one read and returns what it asked to read ahead, in order.
@@ -36,7 +49,7 @@ protected:
     {
         std::vector<Sent> reads;
         policy.after_read(kind, path, answer, asked, *fetch_,
-                          [&](FetchKind k, const std::string& p) { reads.push_back({0, k, p}); });
+                          [&](FetchKind k, const std::string& p, bool) { reads.push_back({0, k, p}); });
         return reads;
     }
 
@@ -147,7 +160,7 @@ TEST_F(ReadAhead, ReadAheadSkipsWhatIsKnownOnItsWayOrKnownMissing)
 {
     std::vector<Sent> ahead;
     std::vector<std::uint64_t> promoted;
-    fetch_->set_read_ahead([&](std::uint64_t id, FetchKind kind, const std::string& path) {
+    fetch_->set_read_ahead([&](std::uint64_t id, FetchKind kind, const std::string& path, bool) {
         ahead.push_back({id, kind, path});
     }, [&](std::uint64_t id) { promoted.push_back(id); });
     known(FetchKind::content, "/soft", listed("/soft", {{"a", DT_REG, {}}}));
@@ -303,14 +316,7 @@ TEST_F(ReadAhead, TheRootReadsAListedDirectorysEntriesAndAReadFilesNeighboursAhe
     auto made = StageFetchTree::for_root(io, base_ + "/launcher-cache", no_children, {src}, 4);
     ASSERT_TRUE(made) << made.error().message;
     auto& tree = **made;
-    auto run_until = [&](auto done) {
-        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-        while (!done() && std::chrono::steady_clock::now() < deadline) {
-            io.run_for(std::chrono::milliseconds(5));
-            io.restart();
-        }
-        return done();
-    };
+    auto run_until = [&](auto done) { return run_io_until(io, done); };
     auto known = [&](const std::string& path) {
         auto it = tree.answers().find(path);
         return it == tree.answers().end() ? nullptr : &it->second;
@@ -342,6 +348,62 @@ TEST_F(ReadAhead, TheRootReadsAListedDirectorysEntriesAndAReadFilesNeighboursAhe
     tree.fetch(FetchKind::content, src + "/pkg/__pycache__/huge.pyc",
                [&](const Status& s, const FetchAnswer& a) { huge_read = s.ok() && a.content(); });
     EXPECT_TRUE(run_until([&] { return huge_read; }));
+}
+
+TEST_F(ReadAhead, ANodeFetchesAPushedLibraryOnceAndARankAskingJoinsThatFetch)
+{
+    fetch_->fetch_ahead("/soft/lib/libbig.so");
+    ASSERT_EQ(sent_.size(), 1u);
+    EXPECT_EQ(sent_[0].kind, FetchKind::content);
+    EXPECT_EQ(sent_[0].path, "/soft/lib/libbig.so");
+    EXPECT_EQ(fetch_->counters().fetched_ahead, 1u);
+    int heard = 0;
+    bool ok = true;
+    fetch_->fetch(FetchKind::content, "/soft/lib/libbig.so", [&](const Status& s, const FetchAnswer&) {
+        ++heard;
+        ok = s.ok();
+    });
+    EXPECT_EQ(sent_.size(), 1u);   // joined the fetch on its way
+    EXPECT_EQ(heard, 0);
+    fetch_->fail(sent_[0].id, "parent lost");   // the rank hears how that fetch ended
+    EXPECT_EQ(heard, 1);
+    EXPECT_FALSE(ok);
+}
+
+TEST_F(ReadAhead, TheRootReadsTheLibrariesALoadedLibraryNeedsWholeWhateverTheirSize)
+{
+    std::string lib = base_ + "/src/lib";
+    fs::create_directories(lib);
+    fs::copy_file(fs::read_symlink("/proc/self/exe"), lib + "/libneeds.so");   // this test: it needs libc.so.6
+    auto needs = read_elf_needs(lib + "/libneeds.so");
+    ASSERT_TRUE(needs);
+    ASSERT_NE(std::find(needs->needed.begin(), needs->needed.end(), "libc.so.6"), needs->needed.end());
+    std::string large(ReadAheadPolicy::small_file_bytes + 1, 'l');
+    write(lib + "/libc.so.6", large);          // needed: read whole although it is large
+    write(lib + "/libunneeded.so", large);     // a neighbour nothing needs: its metadata only
+    boost::asio::io_context io;
+    ProcessReaper reaper(io);
+    ChildSet no_children(io, reaper, auth::generate_key(), {});
+    auto made = StageFetchTree::for_root(io, base_ + "/launcher-cache", no_children, {base_ + "/src"}, 4);
+    ASSERT_TRUE(made) << made.error().message;
+    auto& tree = **made;
+    auto known = [&](const std::string& path) {
+        auto it = tree.answers().find(path);
+        return it == tree.answers().end() ? nullptr : &it->second;
+    };
+    auto run_until = [&](auto done) { return run_io_until(io, done); };
+
+    bool loaded = false;
+    tree.fetch(FetchKind::content, lib + "/libneeds.so", [&](const Status& s, const FetchAnswer&) { loaded = s.ok(); });
+    ASSERT_TRUE(run_until([&] {
+        auto* needed = known(lib + "/libc.so.6");
+        auto* neighbour = known(lib + "/libunneeded.so");
+        return loaded && needed && needed->content() && neighbour;
+    }));
+    EXPECT_EQ(read(base_ + "/launcher-cache/root" + known(lib + "/libc.so.6")->mirror), large);
+    // Too large for a push: the nodes fetch it, and a reply to them carries the bytes.
+    EXPECT_FALSE(known(lib + "/libc.so.6")->pushed);
+    EXPECT_FALSE(known(lib + "/libunneeded.so")->content());
 }
 
 } // namespace
