@@ -77,7 +77,8 @@ RankBatch plan_node_ranks(const wire::JobSpec& job, const NodeSite& site,
                                          return std::ranges::any_of(services, [&candidate](const auto& service) {
                                              return service->knows_executable(candidate);
                                          });
-                                     });
+                                     },
+                                     app.wdir);
             if (path)
                 program->path = *path;
             else if (!not_found)

@@ -446,7 +446,8 @@ const std::vector<OptionSpec>& option_table()
 
         // Job
         {{"--wdir", "-wdir", "--wd", "-wd", "--cwd"}, Takes::value, "DIR", "Job",
-         "run ranks in DIR (default: the current directory; with several programs, each program's own)",
+         "run ranks in DIR, where a relative PROGRAM (bin/app) is found too (default: the current directory; with "
+         "several programs, each program's own)",
          [](ParseState& s, ArgCursor& c) { return store_string(s.program().wdir, c); }, true},
         {{"--timeout", "-timeout"}, Takes::value, "SECONDS", "Job",
          "stop the job after SECONDS (fractions allowed)",

@@ -159,14 +159,16 @@ EXPORT char* la_objsearch(const char* name, uintptr_t* cookie, unsigned int flag
     if (!name)
         return (char*)name;
     int m = current_mode();
-    if (name[0] != '/') {
-        if (m != MODE_SERVE || flag != LA_SER_ORIG || strchr(name, '/'))
+    if (!strchr(name, '/')) {
+        if (m != MODE_SERVE || flag != LA_SER_ORIG)
             return (char*)name;
         char* answer = library_path_answer(name, result);
         if (answer)
             COUNT(loader_named);
         return answer ? answer : (char*)name;
     }
+    /* A path: absolute, or relative to the working directory (a relative LD_LIBRARY_PATH or RUNPATH entry,
+     * dlopen("./lib.so")), which the lookups below resolve as the kernel would. */
     if (m == MODE_RECORD) {
         record_lookup(&recording, CANOPY_STAGE_RECORD_LOAD, AT_FDCWD, name, 0);
         return (char*)name;

@@ -218,7 +218,7 @@ std::string own_executable()
 }
 
 Result<std::string> find_program(const std::string& name, const std::string& path_variable, int* exit_code,
-                                 const KnownExecutable& known)
+                                 const KnownExecutable& known, const std::string& working_dir)
 {
     auto fail = [exit_code](int code, Error error) {
         if (exit_code)
@@ -233,17 +233,22 @@ Result<std::string> find_program(const std::string& name, const std::string& pat
         struct stat info;
         return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && ::access(path.c_str(), X_OK) == 0;
     };
+    auto from_working_dir = [&working_dir](const std::string& path) {
+        return path.front() == '/' || working_dir.empty() ? path : working_dir + "/" + path;
+    };
     if (name.find('/') != std::string::npos) {
-        if (executable(name))
-            return name;
-        if (::access(name.c_str(), F_OK) == 0)
-            return fail(exit_cannot_run, make_error("program '{}' is not executable", name));
-        return fail(exit_not_found, make_error("program '{}' not found", name));
+        std::string path = from_working_dir(name);
+        std::string where = path == name ? "" : fmt::format(" in {}", working_dir);
+        if (executable(path))
+            return path;
+        if (::access(path.c_str(), F_OK) == 0)
+            return fail(exit_cannot_run, make_error("program '{}'{} is not executable", name, where));
+        return fail(exit_not_found, make_error("program '{}' not found{}", name, where));
     }
     std::stringstream dirs(path_variable.empty() ? std::string("/usr/local/bin:/usr/bin:/bin") : path_variable);
     std::string dir;
     while (std::getline(dirs, dir, ':')) {
-        std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + name;
+        std::string candidate = from_working_dir((dir.empty() ? std::string(".") : dir) + "/" + name);
         if (executable(candidate))
             return candidate;
     }

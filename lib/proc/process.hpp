@@ -92,10 +92,12 @@ Result<pid_t> spawn_process(const SpawnRequest& request);
 // job's index): a "yes" spares the shared filesystem a stat and an access per node; "no" means "ask it".
 using KnownExecutable = std::function<bool(const std::string& path)>;
 
-// PATH search the way execvp does it, but against the ranks' PATH rather than ours. On failure `exit_code`, if
+// PATH search the way execvp does it, but against the ranks' PATH rather than ours, and from the ranks' working
+// directory: a relative `name` with a '/' (bin/app) or a relative PATH entry is found there, as the rank's own
+// exec would after its chdir (mpiexec -wdir does the same), and returned joined to it. On failure `exit_code`, if
 // given, gets exit_not_found or exit_cannot_run.
 Result<std::string> find_program(const std::string& name, const std::string& path_variable, int* exit_code = nullptr,
-                                 const KnownExecutable& known = nullptr);
+                                 const KnownExecutable& known = nullptr, const std::string& working_dir = {});
 
 // This process's executable (/proc/self/exe), or "" when it cannot be read.
 std::string own_executable();

@@ -238,6 +238,27 @@ def test_wdir_sets_every_rank_working_directory(run_canopy, sandbox):
     assert parse_labelled(result.stdout) == {0: [str(work)], 1: [str(work)]}
 
 
+def test_a_relative_program_is_found_in_the_wdir_as_mpiexec_finds_it(run_canopy, sandbox):
+    # bin/app and ./app name files in the ranks' working directory, as mpiexec -wdir (Hydra) reads them, not in
+    # the launcher's; a missing one is named with the directory it was looked for in.
+    work = sandbox.root / "work"
+    (work / "bin").mkdir(parents=True)
+    app = work / "bin" / "app"
+    app.write_text("#!/bin/sh\necho \"app in $PWD\"\n")
+    app.chmod(0o755)
+    elsewhere = sandbox.root / "elsewhere"
+    elsewhere.mkdir()
+    for program in ("bin/app", "./bin/app"):
+        result = run_canopy(["--sim-nodes", "2", "--wdir", str(work), "-l", program], cwd=elsewhere)
+        assert result.returncode == 0, result.describe()
+        assert parse_labelled(result.stdout) == {0: [f"app in {work}"], 1: [f"app in {work}"]}
+    result = run_canopy(["--sim-nodes", "2", "--wdir", str(work), "bin/none"], cwd=elsewhere)
+    assert result.returncode == 127, result.describe()
+    lines = result.canopy_lines()
+    assert len(lines) == 1 and re.search(rf"program 'bin/none' not found in {re.escape(str(work))} on sim000[01]",
+                                         lines[0]), result.describe()
+
+
 def test_ranks_start_in_the_launcher_directory_by_default(run_canopy, sandbox):
     here = sandbox.root / "launch-here"
     here.mkdir()

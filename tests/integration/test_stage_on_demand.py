@@ -348,6 +348,20 @@ def test_libraries_found_through_origin_load_from_the_node_cache_on_demand(case)
 
 
 @needs_fuse
+def test_libraries_found_through_a_relative_library_path_load_from_the_node_cache(case):
+    # LD_LIBRARY_PATH=lib, relative to the ranks' working directory: the loader asks for lib/libgreet.so, a
+    # relative path, which is staged as the kernel would open it, from the working directory.
+    hello = build_origin_app(case)
+    app = case.mnt / "app"
+    staged, _, stats = case.job(["--sim-nodes", "2", "--wdir", app, *case.staged_args(manifest=False)],
+                                ["bin/hello"], env={"LD_LIBRARY_PATH": "lib"})
+    assert ok(staged) == {0: ["greetings, dep 7"], 1: ["greetings, dep 7"]}
+    rows = assert_nothing_passed(stats, 2)
+    audits = [c for kind, c in rows if kind == "audit"]
+    assert len(audits) == 2 and all(c["loader_redirect"] >= 2 for c in audits), rows
+
+
+@needs_fuse
 def test_a_large_library_that_a_loaded_one_needs_is_fetched_by_every_node_before_its_ranks_ask(case):
     # hello needs libgreet (small: it goes down with the read-ahead push), which needs libdep, 3 MiB: too large
     # for a push, so the push tells every node to fetch it at once (3 nodes, fanout 2: two levels).
