@@ -6,7 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
-#include <sstream>
+#include <filesystem>
 
 #include "stage/elf_needs.hpp"
 
@@ -24,26 +24,16 @@ std::string child_of(const std::string& dir, const std::string& name)
     return dir == "/" ? "/" + name : dir + "/" + name;
 }
 
-// `path` with "." and ".." resolved by name (a guess: the kernel follows symlinks first); empty if not absolute.
+// `path` with "." and ".." resolved by name (a guess: the kernel follows symlinks first), without a trailing
+// '/'; empty if not absolute.
 std::string lexically_normal(const std::string& path)
 {
     if (path.empty() || path[0] != '/')
         return {};
-    std::vector<std::string> parts;
-    std::istringstream in(path);
-    for (std::string part; std::getline(in, part, '/');) {
-        if (part.empty() || part == ".")
-            continue;
-        if (part == "..") {
-            if (!parts.empty())
-                parts.pop_back();
-        } else
-            parts.push_back(part);
-    }
-    std::string out;
-    for (const auto& part : parts)
-        out += "/" + part;
-    return out.empty() ? "/" : out;
+    std::string out = std::filesystem::path(path).lexically_normal().string();
+    while (out.size() > 1 && out.back() == '/')
+        out.pop_back();   // "/a/b/.." is "/a/"
+    return out;
 }
 
 // A RUNPATH entry with $ORIGIN (the loading file's directory) put in.
