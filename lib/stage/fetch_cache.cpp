@@ -471,14 +471,16 @@ Status FetchCache::learn(const std::string& path, FetchAnswer answer, std::span<
     return {};
 }
 
-void FetchCache::set_read_ahead(SendAhead send_ahead, std::function<void(std::uint64_t id)> promote)
+void FetchCache::set_read_ahead(SendAhead send_ahead, Reorder promote, Reorder hasten)
 {
     send_ahead_ = std::move(send_ahead);
     promote_ = std::move(promote);
+    hasten_ = std::move(hasten);
 }
 
-void FetchCache::read_ahead(FetchKind kind, const std::string& path, bool whole)
+void FetchCache::read_ahead(FetchKind kind, const std::string& path, Ahead ahead)
 {
+    const bool whole = ahead == Ahead::load;
     if (!send_ahead_)
         return;
     if (const FetchAnswer* known = cached(path); known && known->serves(kind))
@@ -487,7 +489,10 @@ void FetchCache::read_ahead(FetchKind kind, const std::string& path, bool whole)
         return;
     for (FetchKind serving : {kind, FetchKind::content})
         if (auto it = in_flight_.find({serving, path}); it != in_flight_.end()) {
-            pending_[it->second].whole |= whole && serving == FetchKind::content;
+            auto& pending = pending_[it->second];
+            pending.whole |= whole && serving == FetchKind::content;
+            if (pending.ahead && ahead != Ahead::neighbour && hasten_)
+                hasten_(it->second);
             return;
         }
     std::uint64_t id = next_id_++;
@@ -498,7 +503,7 @@ void FetchCache::read_ahead(FetchKind kind, const std::string& path, bool whole)
     pending.whole = whole;
     in_flight_[{kind, path}] = id;
     ++counters_.read_ahead;
-    send_ahead_(id, kind, path, whole);
+    send_ahead_(id, kind, path, ahead);
 }
 
 bool FetchCache::has_waiters(std::uint64_t id) const

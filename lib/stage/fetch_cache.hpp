@@ -22,6 +22,13 @@ enum class FetchKind : std::uint8_t {
     content = 2,  // also a regular file's content, or a directory's listing (and its skeleton)
 };
 
+// How the root reads a path ahead of any request, and how soon.
+enum class Ahead : std::uint8_t {
+    neighbour,   // beside what ranks use: a small file whole, a larger one's metadata only; after the others
+    next,        // what a rank is about to ask for (a module an import names, the listing that says where it is)
+    load,        // a library the ranks will load: as soon as `next`, and whole whatever its size
+};
+
 // What the root's filesystem said about one path, as the program spelled it (absolute, normalized).
 // `mirror` is set for content and listings: content() is a regular file whose copy is at
 // NodeCache::content_path(mirror), listed() a directory whose skeleton is at skeleton_path(mirror); facts.open_errno
@@ -84,13 +91,13 @@ public:
     // answered at once, and the replies to their requests, still on the way, are then dropped.
     Status learn(const std::string& path, FetchAnswer answer, std::span<const unsigned char> content);
 
-    // The root's read-ahead: reads `path` through `send_ahead` unless it is known or on its way. `whole`: read a
-    // file whole whatever its size (a library the ranks will load), else a large one's metadata only. A caller
-    // who then asks for it waits for that read; `promote` hears of it, so that the read can move ahead of other
-    // read-ahead.
-    using SendAhead = std::function<void(std::uint64_t id, FetchKind kind, const std::string& path, bool whole)>;
-    void set_read_ahead(SendAhead send_ahead, std::function<void(std::uint64_t id)> promote);
-    void read_ahead(FetchKind kind, const std::string& path, bool whole = false);
+    // The root's read-ahead: reads `path` through `send_ahead` unless it is known or on its way (then `hasten`
+    // hears of a read on its way as a neighbour that is now wanted sooner). A caller who then asks for it waits
+    // for that read; `promote` hears of it, so that the read can move ahead of other read-ahead.
+    using SendAhead = std::function<void(std::uint64_t id, FetchKind kind, const std::string& path, Ahead ahead)>;
+    using Reorder = std::function<void(std::uint64_t id)>;
+    void set_read_ahead(SendAhead send_ahead, Reorder promote, Reorder hasten);
+    void read_ahead(FetchKind kind, const std::string& path, Ahead ahead = Ahead::neighbour);
     // A node's side of a pushed library too large for the push: fetches its content now, for the ranks to come.
     void fetch_ahead(const std::string& path);
     // Whether request `id` has callers waiting (a read-ahead may have none).
@@ -114,7 +121,7 @@ private:
         std::optional<FetchAnswer> answer;
         std::optional<NodeCache::ContentWriter> writer;
         bool ahead = false;     // a read-ahead no caller has asked for yet
-        bool whole = false;     // a read-ahead of a file, whatever its size
+        bool whole = false;     // a read-ahead of a file, whatever its size (Ahead::load)
         bool learned = false;   // a push answered its callers: its own reply is dropped
     };
 
@@ -128,7 +135,8 @@ private:
     NodeCache cache_;
     SendUp send_up_;
     SendAhead send_ahead_;
-    std::function<void(std::uint64_t id)> promote_;
+    Reorder promote_;
+    Reorder hasten_;
     std::map<std::string, FetchAnswer> answers_;
     std::map<std::pair<FetchKind, std::string>, std::uint64_t> in_flight_;
     std::map<std::uint64_t, Pending> pending_;

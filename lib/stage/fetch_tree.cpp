@@ -118,10 +118,10 @@ Result<std::unique_ptr<StageFetchTree>> StageFetchTree::for_root(asio::io_contex
     if (!prefixes.empty()) {
         tree->read_ahead_ = std::make_unique<stage::ReadAheadPolicy>(std::move(prefixes));
         tree->cache_->set_read_ahead(
-            [self](std::uint64_t id, stage::FetchKind kind, const std::string& path, bool whole) {
-                self->queue({id, kind, path, true, whole});
+            [self](std::uint64_t id, stage::FetchKind kind, const std::string& path, stage::Ahead ahead) {
+                self->queue({id, kind, path, true, ahead == stage::Ahead::load, ahead != stage::Ahead::neighbour});
             },
-            [self](std::uint64_t id) { self->promote(id); });
+            [self](std::uint64_t id) { self->promote(id); }, [self](std::uint64_t id) { self->hasten(id); });
     }
     tree->start_readers(cache->dir(), std::max(1, reader_threads));
     return tree;
@@ -131,7 +131,7 @@ void StageFetchTree::queue(Job job)
 {
     {
         std::lock_guard lock(mutex_);
-        (job.ahead ? ahead_jobs_ : jobs_).push_back(std::move(job));
+        (!job.ahead ? jobs_ : job.soon ? next_jobs_ : ahead_jobs_).push_back(std::move(job));
     }
     wake_.notify_one();
 }
@@ -140,13 +140,30 @@ void StageFetchTree::promote(std::uint64_t id)
 {
     // A caller waits for this read-ahead now: it goes before the rest, and reads a file of any size whole.
     std::lock_guard lock(mutex_);
+    for (auto* queue : {&next_jobs_, &ahead_jobs_}) {
+        auto it = std::find_if(queue->begin(), queue->end(), [id](const Job& job) { return job.id == id; });
+        if (it == queue->end())
+            continue;
+        Job job = std::move(*it);
+        queue->erase(it);
+        job.ahead = false;
+        jobs_.push_back(std::move(job));
+        return;
+    }
+    // Not queued: being read already, and on_read sees the caller.
+}
+
+void StageFetchTree::hasten(std::uint64_t id)
+{
+    // Read ahead as a neighbour, now what a rank is about to ask for: before the other neighbours.
+    std::lock_guard lock(mutex_);
     auto it = std::find_if(ahead_jobs_.begin(), ahead_jobs_.end(), [id](const Job& job) { return job.id == id; });
     if (it == ahead_jobs_.end())
-        return;   // being read already: on_read sees the caller
+        return;
     Job job = std::move(*it);
     ahead_jobs_.erase(it);
-    job.ahead = false;
-    jobs_.push_back(std::move(job));
+    job.soon = true;
+    next_jobs_.push_back(std::move(job));
 }
 
 StageFetchTree::~StageFetchTree()
@@ -184,10 +201,12 @@ void StageFetchTree::read_loop(stage::NodeCache cache)
         Job job;
         {
             std::unique_lock lock(mutex_);
-            wake_.wait(lock, [this] { return stopping_ || !jobs_.empty() || !ahead_jobs_.empty(); });
+            wake_.wait(lock, [this] {
+                return stopping_ || !jobs_.empty() || !next_jobs_.empty() || !ahead_jobs_.empty();
+            });
             if (stopping_)
                 return;
-            auto& from = jobs_.empty() ? ahead_jobs_ : jobs_;
+            auto& from = !jobs_.empty() ? jobs_ : !next_jobs_.empty() ? next_jobs_ : ahead_jobs_;
             job = std::move(from.front());
             from.pop_front();
         }
@@ -252,8 +271,8 @@ void StageFetchTree::after_read(const Job& job, const stage::FetchAnswer& answer
     if (!read_ahead_)
         return;
     read_ahead_->after_read(job.kind, job.path, answer, !job.ahead, *cache_,
-                            [this](stage::FetchKind kind, const std::string& path, bool whole) {
-                                cache_->read_ahead(kind, path, whole);
+                            [this](stage::FetchKind kind, const std::string& path, stage::Ahead ahead) {
+                                cache_->read_ahead(kind, path, ahead);
                             });
 }
 

@@ -65,6 +65,7 @@ public:
     const stage::FetchCache::Counters& counters() const { return cache_->counters(); }
     const std::string& cache_dir() const { return cache_->cache().dir(); }
     const std::map<std::string, stage::FetchAnswer>& answers() const { return cache_->answers(); }
+    std::size_t in_flight() const { return cache_->in_flight(); }
 
 private:
     // A stage-fetch from the child at `position` (through serve_child). A malformed one is one log line naming
@@ -83,6 +84,7 @@ private:
         std::string path;
         bool ahead = false;   // read ahead: a small file whole, a larger one's metadata only
         bool whole = false;   // read ahead whole whatever its size: a library the ranks will load
+        bool soon = false;    // read ahead before the neighbours (stage::Ahead::next or load)
     };
     // A read done at the root, back on the event loop.
     struct Read {
@@ -104,6 +106,7 @@ private:
     void read_loop(stage::NodeCache cache);
     void queue(Job job);
     void promote(std::uint64_t id);
+    void hasten(std::uint64_t id);
     void on_read(Read read);
     // Sends the read-ahead answers down in batches, paced by the children's send queues, and only then answers
     // the callers who joined them: a reply can then say "pushed" and leave the bytes out.
@@ -125,10 +128,12 @@ private:
     asio::steady_timer push_timer_;
     bool push_waiting_ = false;
 
-    // The root's readers: what the ranks asked first, read-ahead when nothing is asked.
+    // The root's readers: what the ranks asked first, then what they are about to ask for, then the rest of
+    // read-ahead.
     std::mutex mutex_;
     std::condition_variable wake_;
     std::deque<Job> jobs_;
+    std::deque<Job> next_jobs_;
     std::deque<Job> ahead_jobs_;
     std::unique_ptr<stage::DirectoryHandles> directories_;   // shared: each directory looked up once per job
     bool stopping_ = false;

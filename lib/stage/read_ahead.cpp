@@ -58,6 +58,7 @@ void ReadAheadPolicy::after_read(FetchKind kind, const std::string& path, const 
 {
     if (!staged(path))
         return;
+    imports_.after_read(path, answer, asked, cache, read);
     if (asked && answer.listed())
         in_use_.insert(path);   // a rank lists it to look for something in it
     if (answer.listed() && in_use_.count(path))
@@ -69,7 +70,7 @@ void ReadAheadPolicy::after_read(FetchKind kind, const std::string& path, const 
         return;
     const FetchAnswer* parent = cache.cached(dir);
     if (!parent || !parent->listed())
-        read(FetchKind::content, dir, false);   // read_entries follows when the listing comes
+        read(FetchKind::content, dir, Ahead::neighbour);   // read_entries follows when the listing comes
     // A program or library read for a rank, or needed by one: the loader asks for what it needs next. Not a
     // neighbour read ahead: those nobody opened yet bring libraries no rank loads (docs/performance.md).
     if (kind == FetchKind::content && answer.content() && answer.followed_is(S_IFREG) &&
@@ -106,7 +107,7 @@ void ReadAheadPolicy::read_needed_libraries(const std::string& path, const std::
     for (const auto& name : needs->needed) {
         if (name.find('/') != std::string::npos) {   // a path, not a name to look for
             if (auto named = lexically_normal(name); !named.empty() && staged(named) && needed_.insert(named).second)
-                read(FetchKind::content, named, true);
+                read(FetchKind::content, named, Ahead::load);
             continue;
         }
         // The loader takes the first directory that has it: where a listing says so, the search stops there.
@@ -121,7 +122,7 @@ void ReadAheadPolicy::read_needed_libraries(const std::string& path, const std::
             if (listed && !there)
                 continue;
             if (needed_.insert(candidate).second)
-                read(FetchKind::content, candidate, true);
+                read(FetchKind::content, candidate, Ahead::load);
             if (there)
                 break;
         }
@@ -144,8 +145,9 @@ void ReadAheadPolicy::read_entries(const std::string& dir, const FetchAnswer& li
     bool list_subdirectories = in_use_.count(dir) > 0;
     for (const auto& entry : listing.listing) {
         bool file = entry.type == DT_REG || entry.type == DT_LNK;
-        bool content = (whole_files && file) || (list_subdirectories && entry.type == DT_DIR);
-        read(content ? FetchKind::content : FetchKind::metadata, child_of(dir, entry.name), false);
+        bool content = (whole_files && file && !imports_.follows(entry.name)) ||
+                       (list_subdirectories && entry.type == DT_DIR);
+        read(content ? FetchKind::content : FetchKind::metadata, child_of(dir, entry.name), Ahead::neighbour);
     }
 }
 

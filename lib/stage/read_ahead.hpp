@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "stage/fetch_cache.hpp"
+#include "stage/import_follower.hpp"
 
 namespace canopy::stage {
 
@@ -26,15 +27,17 @@ namespace canopy::stage {
 //    theirs in turn, since the loader asks for them next, one after another. Each is looked for where the
 //    loader would look and the prefixes allow: the file's RUNPATH (RPATH), then the directories ranks loaded
 //    libraries from.
+//  - a compiled Python module a rank reads: the modules it imports, and theirs in turn (ImportFollower). Then
+//    compiled and extension modules are not read whole for being beside one a rank read.
 // Only under the staged prefixes, and never entries of a listing longer than max_listing.
 class ReadAheadPolicy {
 public:
     static constexpr std::int64_t small_file_bytes = 1 << 20;
     static constexpr std::size_t max_listing = 4096;
 
-    // What to read ahead: the metadata of a path, or its content (a directory's listing, a small file whole).
-    // `whole`: a library the ranks are about to load, read whole whatever its size and fetched by every node.
-    using Read = std::function<void(FetchKind kind, const std::string& path, bool whole)>;
+    // What to read ahead: the metadata of a path, or its content (a directory's listing, a small file whole),
+    // and how soon.
+    using Read = ImportFollower::Read;
 
     explicit ReadAheadPolicy(std::vector<std::string> prefixes) : prefixes_(std::move(prefixes)) {}
 
@@ -58,6 +61,7 @@ private:
     std::set<std::string> needed_;                // libraries read whole because another needs them
     std::set<std::string> in_use_;          // directories a rank asked about: their subdirectories are listed
     std::set<std::string> reading_files_;   // directories a rank read a file from: their small files go whole
+    ImportFollower imports_;
 };
 
 } // namespace canopy::stage

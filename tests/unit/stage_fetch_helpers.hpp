@@ -35,6 +35,31 @@ inline void write(const std::string& path, const std::string& data)
     std::ofstream(path, std::ios::binary | std::ios::trunc) << data;
 }
 
+// Compiles every .py under `dir` into __pycache__ with the Python the build found (CANOPY_TEST_PYTHON, set by
+// meson); "" when done, else why not.
+inline std::string compile_python(const std::string& dir)
+{
+    const char* python = ::getenv("CANOPY_TEST_PYTHON");
+    if (!python || !*python)
+        return "CANOPY_TEST_PYTHON is not set (meson test sets it)";
+    std::string command = std::string("'") + python + "' -m compileall -q '" + dir + "' >/dev/null";
+    int status = std::system(command.c_str());
+    return status == 0 ? "" : command + " failed with status " + std::to_string(status);
+}
+
+// The one compiled module `module`.*.pyc in `dir`/__pycache__, as this Python names it; "" if none.
+inline std::string compiled(const std::string& dir, const std::string& module)
+{
+    std::error_code ignored;
+    for (const auto& entry : std::filesystem::directory_iterator(dir + "/__pycache__", ignored)) {
+        std::string name = entry.path().filename().string();
+        if (name.starts_with(module + ".") && name.ends_with(".pyc") &&
+            name.find('.', module.size() + 1) == name.size() - 4)
+            return entry.path().string();
+    }
+    return "";
+}
+
 // A request a cache sent up (or a read-ahead a policy asked for; the id is then 0 and not compared).
 struct Sent {
     std::uint64_t id;

@@ -1,6 +1,7 @@
 // Unit tests for the root's read-ahead: which paths the policy reads ahead, how a position learns a pushed answer
 // (and drops the reply it no longer needs), symlinks followed through directory handles, and a root fetch tree
-// reading a directory's entries ahead on its reader threads.
+// reading a directory's entries ahead on its reader threads, the libraries a library needs and the modules a module
+// imports.
 #include "stage/fetch_cache.hpp"
 #include "stage/elf_needs.hpp"
 #include "stage/fetch_tree.hpp"
@@ -49,7 +50,7 @@ protected:
     {
         std::vector<Sent> reads;
         policy.after_read(kind, path, answer, asked, *fetch_,
-                          [&](FetchKind k, const std::string& p, bool) { reads.push_back({0, k, p}); });
+                          [&](FetchKind k, const std::string& p, Ahead) { reads.push_back({0, k, p}); });
         return reads;
     }
 
@@ -59,6 +60,33 @@ protected:
         fetch_->fetch(kind, path, [](const Status&, const FetchAnswer&) {});
         ASSERT_TRUE(fetch_->answer(sent_.back().id, answer, false));
     }
+};
+
+// A launcher's root fetch tree with no children, reading ahead under one prefix on 4 threads.
+class RootReadAhead : public ReadAhead {
+protected:
+    void start_root(const std::string& prefix)
+    {
+        auto made = StageFetchTree::for_root(io_, base_ + "/launcher-cache", no_children_, {prefix}, 4);
+        ASSERT_TRUE(made) << made.error().message;
+        root_ = std::move(*made);
+    }
+    template <typename Done>
+    bool run_until(Done done)
+    {
+        return run_io_until(io_, done);
+    }
+    // What the root holds for `path`, or null.
+    const FetchAnswer* answer_of(const std::string& path) const
+    {
+        auto it = root_->answers().find(path);
+        return it == root_->answers().end() ? nullptr : &it->second;
+    }
+
+    boost::asio::io_context io_;
+    ProcessReaper reaper_{io_};
+    ChildSet no_children_{io_, reaper_, auth::generate_key(), {}};
+    std::unique_ptr<StageFetchTree> root_;
 };
 
 TEST_F(ReadAhead, ADirectoryARankListsHasItsEntriesReadAhead)
@@ -159,16 +187,19 @@ TEST_F(ReadAhead, NothingOutsideThePrefixesAndNoEntriesOfAHugeListing)
 TEST_F(ReadAhead, ReadAheadSkipsWhatIsKnownOnItsWayOrKnownMissing)
 {
     std::vector<Sent> ahead;
-    std::vector<std::uint64_t> promoted;
-    fetch_->set_read_ahead([&](std::uint64_t id, FetchKind kind, const std::string& path, bool) {
+    std::vector<std::uint64_t> promoted, hastened;
+    fetch_->set_read_ahead([&](std::uint64_t id, FetchKind kind, const std::string& path, Ahead) {
         ahead.push_back({id, kind, path});
-    }, [&](std::uint64_t id) { promoted.push_back(id); });
+    }, [&](std::uint64_t id) { promoted.push_back(id); }, [&](std::uint64_t id) { hastened.push_back(id); });
     known(FetchKind::content, "/soft", listed("/soft", {{"a", DT_REG, {}}}));
     fetch_->read_ahead(FetchKind::metadata, "/soft");          // known
     fetch_->read_ahead(FetchKind::metadata, "/soft/missing");  // known missing from the listing
     fetch_->read_ahead(FetchKind::metadata, "/soft/a");
     fetch_->read_ahead(FetchKind::metadata, "/soft/a");        // on its way
+    EXPECT_TRUE(hastened.empty());
+    fetch_->read_ahead(FetchKind::metadata, "/soft/a", Ahead::next);   // on its way, and now wanted sooner
     ASSERT_EQ(ahead.size(), 1u);
+    EXPECT_EQ(hastened, std::vector<std::uint64_t>{ahead[0].id});
     EXPECT_EQ(fetch_->counters().read_ahead, 1u);
     EXPECT_FALSE(fetch_->has_waiters(ahead[0].id));
 
@@ -301,7 +332,7 @@ TEST_F(ReadAhead, AFileLargerThanTheLimitIsAnsweredWithItsMetadataOnly)
     EXPECT_TRUE(whole->content());
 }
 
-TEST_F(ReadAhead, TheRootReadsAListedDirectorysEntriesAndAReadFilesNeighboursAhead)
+TEST_F(RootReadAhead, TheRootReadsAListedDirectorysEntriesAndAReadFilesNeighboursAhead)
 {
     std::string src = base_ + "/src";
     fs::create_directories(src + "/pkg/__pycache__");
@@ -310,17 +341,9 @@ TEST_F(ReadAhead, TheRootReadsAListedDirectorysEntriesAndAReadFilesNeighboursAhe
     write(src + "/pkg/__pycache__/a.pyc", "compiled a");
     write(src + "/pkg/__pycache__/b.pyc", "compiled b");
     write(src + "/pkg/__pycache__/huge.pyc", std::string(ReadAheadPolicy::small_file_bytes + 1, 'h'));
-    boost::asio::io_context io;
-    ProcessReaper reaper(io);
-    ChildSet no_children(io, reaper, auth::generate_key(), {});
-    auto made = StageFetchTree::for_root(io, base_ + "/launcher-cache", no_children, {src}, 4);
-    ASSERT_TRUE(made) << made.error().message;
-    auto& tree = **made;
-    auto run_until = [&](auto done) { return run_io_until(io, done); };
-    auto known = [&](const std::string& path) {
-        auto it = tree.answers().find(path);
-        return it == tree.answers().end() ? nullptr : &it->second;
-    };
+    ASSERT_NO_FATAL_FAILURE(start_root(src));
+    auto& tree = *root_;
+    auto known = [&](const std::string& path) { return answer_of(path); };
 
     // A rank lists the package: its entries' metadata is read without anyone asking.
     bool listed = false;
@@ -370,7 +393,7 @@ TEST_F(ReadAhead, ANodeFetchesAPushedLibraryOnceAndARankAskingJoinsThatFetch)
     EXPECT_FALSE(ok);
 }
 
-TEST_F(ReadAhead, TheRootReadsTheLibrariesALoadedLibraryNeedsWholeWhateverTheirSize)
+TEST_F(RootReadAhead, TheRootReadsTheLibrariesALoadedLibraryNeedsWholeWhateverTheirSize)
 {
     std::string lib = base_ + "/src/lib";
     fs::create_directories(lib);
@@ -381,17 +404,9 @@ TEST_F(ReadAhead, TheRootReadsTheLibrariesALoadedLibraryNeedsWholeWhateverTheirS
     std::string large(ReadAheadPolicy::small_file_bytes + 1, 'l');
     write(lib + "/libc.so.6", large);          // needed: read whole although it is large
     write(lib + "/libunneeded.so", large);     // a neighbour nothing needs: its metadata only
-    boost::asio::io_context io;
-    ProcessReaper reaper(io);
-    ChildSet no_children(io, reaper, auth::generate_key(), {});
-    auto made = StageFetchTree::for_root(io, base_ + "/launcher-cache", no_children, {base_ + "/src"}, 4);
-    ASSERT_TRUE(made) << made.error().message;
-    auto& tree = **made;
-    auto known = [&](const std::string& path) {
-        auto it = tree.answers().find(path);
-        return it == tree.answers().end() ? nullptr : &it->second;
-    };
-    auto run_until = [&](auto done) { return run_io_until(io, done); };
+    ASSERT_NO_FATAL_FAILURE(start_root(base_ + "/src"));
+    auto& tree = *root_;
+    auto known = [&](const std::string& path) { return answer_of(path); };
 
     bool loaded = false;
     tree.fetch(FetchKind::content, lib + "/libneeds.so", [&](const Status& s, const FetchAnswer&) { loaded = s.ok(); });
@@ -404,6 +419,61 @@ TEST_F(ReadAhead, TheRootReadsTheLibrariesALoadedLibraryNeedsWholeWhateverTheirS
     // Too large for a push: the nodes fetch it, and a reply to them carries the bytes.
     EXPECT_FALSE(known(lib + "/libc.so.6")->pushed);
     EXPECT_FALSE(known(lib + "/libunneeded.so")->content());
+}
+
+TEST_F(RootReadAhead, TheRootReadsWhatARanksModuleImportsAndTheirImportsNotTheModulesBesideIt)
+{
+    std::string src = base_ + "/src";   // a sys.path directory
+    fs::create_directories(src + "/app/sub");
+    write(src + "/app/__init__.py", "from . import used, fast\n"
+                                    "import helper\n"
+                                    "from .sub import inner\n"
+                                    "def later():\n"
+                                    "    import never\n");
+    write(src + "/app/used.py", "X = 1\n");
+    write(src + "/app/unused.py", "Y = 2\n");
+    write(src + "/app/fast.cpython-311-x86_64-linux-gnu.so", "an extension module");
+    write(src + "/app/sub/__init__.py", "");
+    write(src + "/app/sub/inner.py", "import deep\n");
+    write(src + "/helper.py", "H = 1\n");
+    write(src + "/deep.py", "D = 1\n");
+    write(src + "/never.py", "N = 1\n");
+    ASSERT_EQ(compile_python(src), "");
+    ASSERT_NO_FATAL_FAILURE(start_root(src));
+    auto& tree = *root_;
+    auto read_whole = [&](const std::string& path) {
+        const FetchAnswer* answer = answer_of(path);
+        return answer && answer->content();
+    };
+
+    // Python lists sys.path and the package to find it, then reads the package's bytecode.
+    int asked = 0;
+    auto ask = [&](const std::string& path) {
+        tree.fetch(FetchKind::content, path, [&](const Status& s, const FetchAnswer&) { asked += s.ok(); });
+    };
+    ask(src);
+    ask(src + "/app");
+    ASSERT_TRUE(run_until([&] { return asked == 2; }));
+    std::string init = compiled(src + "/app", "__init__");
+    ASSERT_NE(init, "");
+    ask(init);
+    std::vector<std::string> imported = {compiled(src + "/app", "used"), src + "/app/fast.cpython-311-x86_64-linux-gnu.so",
+                                         compiled(src, "helper"), compiled(src + "/app/sub", "__init__"),
+                                         compiled(src + "/app/sub", "inner"), compiled(src, "deep")};
+    ASSERT_TRUE(run_until([&] {
+        return asked == 3 && std::all_of(imported.begin(), imported.end(), read_whole) && tree.in_flight() == 0;
+    })) << "not read ahead: " << ::testing::PrintToString([&] {
+        std::vector<std::string> missing;
+        std::copy_if(imported.begin(), imported.end(), std::back_inserter(missing),
+                     [&](const std::string& path) { return !read_whole(path); });
+        return missing;
+    }());
+    // The sources Python checks its bytecode against are known too: a rank's stat asks nothing.
+    EXPECT_TRUE(tree.answers().count(src + "/app/used.py"));
+    EXPECT_TRUE(tree.answers().count(src + "/deep.py"));
+    // Nothing imports these as the package runs: not read, though beside what was.
+    EXPECT_FALSE(read_whole(compiled(src + "/app", "unused")));
+    EXPECT_FALSE(read_whole(compiled(src, "never")));
 }
 
 } // namespace
