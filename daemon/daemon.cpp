@@ -318,6 +318,11 @@ void Daemon::start_stage_node()
     StageNode::Paths paths;
     paths.cache_dir = stage::default_cache_dir(plan_->job_id, node_, plan_->job.stage_cache_base);
     paths.interposer = plan_->job.stage_interposer;
+    for (const auto& app : plan_->job.apps) {
+        const std::string& program = app.argv.at(0);
+        if (program.find('/') != std::string::npos)   // else found in PATH, as the daemon looks for it
+            paths.programs.push_back(program.front() == '/' || app.wdir.empty() ? program : app.wdir + "/" + program);
+    }
     if (!tmpdir_.path().empty())
         paths.socket = node_socket_path(tmpdir_.path(), plan_->job_id, node_, "stage.sock");
     if (guard_) {

@@ -133,8 +133,39 @@ void StageNode::installed(const Status& status)
     }
     receiver_.mark_installed();
     hooks_.installed();
+    if (wake_ && look_up_programs())
+        wake_ranks();
+}
+
+void StageNode::wake_ranks()
+{
     if (auto wake = std::move(wake_))
         wake();
+}
+
+bool StageNode::look_up_programs()
+{
+    if (programs_looked_up_)
+        return programs_waiting_ == 0;
+    programs_looked_up_ = true;
+    if (!fetch_)
+        return true;
+    ++programs_waiting_;   // held while asking: an answer already here comes back at once
+    for (const auto& program : paths_.programs) {
+        if (!receiver_.staged(program) || receiver_.knows_executable(program))
+            continue;   // not the tree's to answer, or answered by the index
+        ++programs_waiting_;
+        fetch_->fetch(stage::FetchKind::metadata, program,
+                      [this, alive = alive_, program](const Status& status, const stage::FetchAnswer& answer) {
+                          if (!*alive)
+                              return;
+                          if (status)   // else the daemon checks it on the shared filesystem
+                              programs_[program] = answer.facts;
+                          if (--programs_waiting_ == 0 && wake_)
+                              wake_ranks();
+                      });
+    }
+    return --programs_waiting_ == 0;
 }
 
 void StageNode::fail(const std::string& why)
@@ -151,15 +182,20 @@ void StageNode::wait_for_installer()
 
 bool StageNode::ready_for_ranks(std::function<void()> wake)
 {
-    if (receiver_.complete())
-        return true;
     wake_ = std::move(wake);
-    return false;
+    if (!receiver_.complete() || !look_up_programs())
+        return false;
+    wake_ = nullptr;
+    return true;
 }
 
 bool StageNode::knows_executable(const std::string& path) const
 {
-    return !failed_ && receiver_.knows_executable(path);
+    if (failed_)
+        return false;
+    auto answered = programs_.find(path);
+    return receiver_.knows_executable(path) ||
+           (answered != programs_.end() && StageReceiver::executable(answered->second));
 }
 
 Status StageNode::prepare_rank(RankLaunch& launch)

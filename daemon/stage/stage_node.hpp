@@ -5,9 +5,11 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/io_context.hpp>
@@ -26,6 +28,8 @@ public:
         std::string cache_dir;    // the node cache (in /dev/shm or the job's stage cache base)
         std::string socket;       // the ranks' on-demand socket; empty: no on-demand lookups on this node
         std::string interposer;   // libcanopy_interpose.so, preloaded into every rank
+        // The job's programs named by path (absolute): checked through the tree when the index lacks them.
+        std::vector<std::string> programs;
     };
     struct Hooks {
         // One line for the user: the job cannot run staged on this node.
@@ -39,9 +43,12 @@ public:
     StageNode(boost::asio::io_context& io, TreePosition& position, Paths paths, std::string node, Hooks hooks);
     ~StageNode() override;
 
+    // Once the node cache is installed and the job's programs that the index lacks have been looked up
+    // through the tree.
     bool ready_for_ranks(std::function<void()> wake) override;
     Status prepare_rank(RankLaunch& launch) override;
-    // From the installed index: the program's check costs the shared filesystem nothing on a staged node.
+    // From the installed index, or the tree's answer: the program's check costs the shared filesystem nothing
+    // on a staged node, every node's stat and access otherwise (on demand, the root reads it once for all).
     bool knows_executable(const std::string& path) const override;
     void rank_exited(long, int) override {}
     // On-demand staging, as counts: what this node answered itself and what it had to ask its parent.
@@ -56,6 +63,9 @@ private:
     void installed(const Status& status);
     void fail(const std::string& why);
     void wait_for_installer();
+    // Looks up the programs the index lacks through the tree; true if none is left to wait for.
+    bool look_up_programs();
+    void wake_ranks();
 
     boost::asio::any_io_executor executor_;
     TreePosition& position_;
@@ -65,7 +75,10 @@ private:
     StageReceiver receiver_;
     std::unique_ptr<StageFetchTree> fetch_;
     std::unique_ptr<StageFetcher> fetcher_;
-    std::function<void()> wake_;   // the ranks wait for the node cache
+    std::function<void()> wake_;   // the ranks wait for the node cache and the programs' answers
+    bool programs_looked_up_ = false;
+    int programs_waiting_ = 0;
+    std::map<std::string, canopy_stage_path_facts> programs_;   // what the tree answered for each program
     bool failed_ = false;
     std::thread installer_;   // writes the skeleton and the index
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);   // false once stopped: reports and frames are dropped

@@ -16,11 +16,25 @@ bool StageReceiver::knows_executable(const std::string& path) const
     if (!complete_ || !index_)
         return false;
     auto entry = index_->find(path);
-    if (!entry || entry->facts.stat_errno != 0 || !S_ISREG(entry->facts.stat.mode))
+    return entry && executable(entry->facts);
+}
+
+bool StageReceiver::staged(const std::string& path) const
+{
+    if (!complete_ || !index_)
+        return false;
+    auto prefixes = index_->prefixes();
+    return std::any_of(prefixes.begin(), prefixes.end(),
+                       [&](const std::string& prefix) { return stage::is_under(path, prefix); });
+}
+
+bool StageReceiver::executable(const canopy_stage_path_facts& facts)
+{
+    if (facts.stat_errno != 0 || !S_ISREG(facts.stat.mode))
         return false;
     gid_t groups[64];
     canopy_stage_caller self{::getuid(), ::getgid(), groups, std::max(0, ::getgroups(64, groups))};
-    return canopy_stage_permitted(&entry->facts.stat, X_OK, &self);
+    return canopy_stage_permitted(&facts.stat, X_OK, &self);
 }
 
 Status StageReceiver::take(const wire::Frame& frame)

@@ -33,6 +33,10 @@ public:
     const std::string& cache_dir() const { return dir_; }
     // The installed index holds `path`, and says it is a regular file (symlinks followed) this process may run.
     bool knows_executable(const std::string& path) const;
+    // The installed index's prefixes hold `path`.
+    bool staged(const std::string& path) const;
+    // `facts` say a regular file (symlinks followed) this process may run.
+    static bool executable(const canopy_stage_path_facts& facts);
     std::uint64_t content_bytes() const { return content_bytes_; }
     std::size_t files() const { return files_.size(); }
 

@@ -105,7 +105,8 @@ std::string bytecode_tag(const std::string& pyc_name)
 
 bool ImportFollower::follows(const std::string& name) const
 {
-    return following_ && (ends_with(name, ".pyc") || extension_module_name(name));
+    return bytecode_ != Bytecode::unreadable &&
+           (ends_with(name, ".pyc") || ends_with(name, ".py") || ends_with(name, ".pyi") || extension_module_name(name));
 }
 
 void ImportFollower::after_read(const std::string& path, const FetchAnswer& answer, bool asked,
@@ -140,9 +141,12 @@ void ImportFollower::follow(const std::string& pyc, const std::string& copy, con
         return;
     auto imports = read_python_imports(copy);   // another Python's bytecode: nothing
     std::string tag = bytecode_tag(name_of(pyc));
-    if (!imports || tag.empty())
+    if (!imports || tag.empty()) {
+        if (bytecode_ == Bytecode::unseen)
+            bytecode_ = Bytecode::unreadable;   // module files are read ahead as any others from now on
         return;
-    following_ = true;
+    }
+    bytecode_ = Bytecode::read;
     // `from . import x` is relative to the module's package: the directory above __pycache__, whether the
     // module is that package's __init__ or a module in it.
     std::string package = parent_of(parent_of(pyc));
@@ -186,6 +190,11 @@ void ImportFollower::look_up(Lookup lookup, const FetchCache& cache, const Read&
             if (listing)   // known, and not a directory
                 return;
             read(FetchKind::content, lookup.dir, Ahead::next);
+            // A package's __init__ is read with its listing, not after it: one read less in the chain of
+            // imports. (A namespace package has none: two lookups lost.)
+            if (lookup.package)
+                predict_module(lookup.dir, "__init__", lookup.tag, cache, read);
+            lookup.package = false;
             auto& waiting = waiting_[lookup.dir];
             if (waiting.size() < max_unresolved)
                 waiting.push_back(std::move(lookup));

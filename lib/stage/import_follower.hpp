@@ -18,8 +18,9 @@ namespace canopy::stage {
 // bytecode, each module's bytecode, each extension module. Where to look is what Python does: relative to the
 // package for `from . import x`, and for an absolute name in the directories ranks imported top-level modules
 // from (their sys.path, learned as they go). Imports in functions are not followed: they run later, if ever.
-// Once this works for the ranks' Python, a compiled or extension module is no longer read ahead just for being
-// beside one a rank read: most of the standard library's are never imported.
+// So a module file (source, bytecode, stub, extension) is not read ahead, whole or by its metadata, just for
+// being beside one a rank read: most of the standard library's never run, and those that do are followed.
+// Unless the ranks' bytecode turns out to be one this cannot read.
 class ImportFollower {
 public:
     using Read = std::function<void(FetchKind kind, const std::string& path, Ahead ahead)>;
@@ -29,7 +30,7 @@ public:
     void after_read(const std::string& path, const FetchAnswer& answer, bool asked, const FetchCache& cache,
                     const Read& read);
 
-    // Whether the file `name` beside one a rank read is left to this, not read ahead with its neighbours.
+    // Whether the file `name` in a directory a rank works in is left to this, not read ahead with the others.
     bool follows(const std::string& name) const;
 
 private:
@@ -52,7 +53,9 @@ private:
                         const FetchCache& cache, const Read& read);
     void predict(const std::string& path, Ahead ahead, const FetchCache& cache, const Read& read);
 
-    bool following_ = false;                 // a rank's bytecode could be read: its Python is one this reads
+    // Whether the ranks' Python writes bytecode this reads. Until the first compiled module a rank reads says,
+    // it is taken to: a Python's start lists the standard library's directory before it reads any.
+    enum class Bytecode { unseen, read, unreadable } bytecode_ = Bytecode::unseen;
     std::vector<std::string> roots_;         // the ranks' sys.path as far as seen, in the order first seen
     std::set<std::string> followed_;         // compiled modules whose imports were looked up
     std::set<std::string> predicted_;        // modules read ahead because an import names them

@@ -337,6 +337,27 @@ def test_without_an_answer_the_ranks_fall_back_to_the_real_filesystem(case):
 
 
 @needs_fuse
+def test_daemons_check_a_program_on_the_mount_through_the_tree_not_each_on_the_mount(case):
+    # Every daemon checks that the ranks' program exists and may run before it starts them. On demand, the root
+    # reads its metadata once for all: no daemon stats it on the shared filesystem or asks it for access(2).
+    tool = case.src / "tool.sh"
+    tool.write_text("#!/bin/sh\necho tool ran on \"$CANOPY_NODE_RANK\"\n")
+    tool.chmod(0o755)
+    case.mount.reset()
+    done, _, _ = case.job(["--sim-nodes", "3", *case.staged_args(manifest=False)], [str(case.mnt / "tool.sh")])
+    assert done.returncode == 0, done.describe()
+    assert sorted(line for line in done.stdout.splitlines() if "tool ran" in line) == \
+        [f"[{node}] tool ran on {node}" for node in range(3)], done.describe()
+    ops = case.settled_ops()["ops"]
+    assert ops["access"] == 0, ops
+    # A program the tree says is missing is still one line naming it and the node, as without staging.
+    missing, _, _ = case.job(["--sim-nodes", "2", *case.staged_args(manifest=False)], [str(case.mnt / "absent.sh")])
+    assert missing.returncode != 0
+    assert any("absent.sh" in line and "not found" in line and "sim" in line for line in messages(missing)), \
+        missing.describe()
+
+
+@needs_fuse
 def test_libraries_found_through_origin_load_from_the_node_cache_on_demand(case):
     # The mirror path of libgreet in the node cache names libdep's $ORIGIN: it must be fetched as the original.
     hello = build_origin_app(case)

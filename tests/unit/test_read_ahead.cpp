@@ -92,14 +92,14 @@ protected:
 TEST_F(ReadAhead, ADirectoryARankListsHasItsEntriesReadAhead)
 {
     ReadAheadPolicy policy({"/soft"});
-    auto pkg = listed("/soft/pkg", {{"__init__.py", DT_REG, {}}, {"sub", DT_DIR, {}}, {"alias.py", DT_LNK, "a.py"}});
+    auto pkg = listed("/soft/pkg", {{"README", DT_REG, {}}, {"sub", DT_DIR, {}}, {"alias.txt", DT_LNK, "a.txt"}});
     known(FetchKind::content, "/soft", listed("/soft", {{"pkg", DT_DIR, {}}}));
     // Listed ahead, nobody asked about it: its entries wait.
     EXPECT_TRUE(after(policy, FetchKind::content, "/soft/pkg", pkg, false).empty());
     // A rank lists it: its files' metadata, its subdirectories' listings, and /soft's too (in use above it).
     auto reads = after(policy, FetchKind::content, "/soft/pkg", pkg, true);
-    EXPECT_EQ(reads, (std::vector<Sent>{{0, FetchKind::metadata, "/soft/pkg/__init__.py"},
-                                        {0, FetchKind::metadata, "/soft/pkg/alias.py"},
+    EXPECT_EQ(reads, (std::vector<Sent>{{0, FetchKind::metadata, "/soft/pkg/README"},
+                                        {0, FetchKind::metadata, "/soft/pkg/alias.txt"},
                                         {0, FetchKind::content, "/soft/pkg/sub"},
                                         {0, FetchKind::content, "/soft/pkg"}}));
 }
@@ -109,34 +109,35 @@ TEST_F(ReadAhead, WhereARankAsksItsDirectoriesSubdirectoriesAreListed)
     ReadAheadPolicy policy({"/soft"});
     known(FetchKind::content, "/soft",
           listed("/soft", {{"pkg", DT_DIR, {}}, {"other", DT_DIR, {}}, {"f", DT_REG, {}}}));
-    // A package's __init__ stat: the rank works in /soft/pkg (not listed yet: its listing goes first) and so in
-    // /soft, whose subdirectories are listed ahead of the probes a package import makes.
-    auto stat_only = regular_file("/soft/pkg/__init__.py", 1);
+    // A stat in a directory: the rank works in /soft/pkg (not listed yet: its listing goes first) and so in
+    // /soft, whose subdirectories are listed ahead of the probes a search there makes.
+    auto stat_only = regular_file("/soft/pkg/setup.cfg", 1);
     stat_only.facts.flags = 0;
-    auto reads = after(policy, FetchKind::metadata, "/soft/pkg/__init__.py", stat_only, true);
+    auto reads = after(policy, FetchKind::metadata, "/soft/pkg/setup.cfg", stat_only, true);
     EXPECT_EQ(reads, (std::vector<Sent>{{0, FetchKind::content, "/soft/pkg"},
                                         {0, FetchKind::metadata, "/soft/f"},
                                         {0, FetchKind::content, "/soft/other"},
                                         {0, FetchKind::content, "/soft/pkg"}}));
     // The package's own listing, when it comes: its subdirectories listed too, its files by metadata.
     reads = after(policy, FetchKind::content, "/soft/pkg",
-                  listed("/soft/pkg", {{"sub", DT_DIR, {}}, {"m.py", DT_REG, {}}}), false);
-    EXPECT_EQ(reads, (std::vector<Sent>{{0, FetchKind::metadata, "/soft/pkg/m.py"},
+                  listed("/soft/pkg", {{"sub", DT_DIR, {}}, {"m.txt", DT_REG, {}}}), false);
+    EXPECT_EQ(reads, (std::vector<Sent>{{0, FetchKind::metadata, "/soft/pkg/m.txt"},
                                         {0, FetchKind::content, "/soft/pkg/sub"}}));
     // A subdirectory nobody asked about is listed, and its entries wait until a rank asks about one.
     reads = after(policy, FetchKind::content, "/soft/other", listed("/soft/other", {{"deeper", DT_DIR, {}}}), false);
     EXPECT_TRUE(reads.empty());
-    known(FetchKind::content, "/soft/other", listed("/soft/other", {{"deeper", DT_DIR, {}}, {"x.py", DT_REG, {}}}));
-    auto other_stat = regular_file("/soft/other/x.py", 1);
+    known(FetchKind::content, "/soft/other", listed("/soft/other", {{"deeper", DT_DIR, {}}, {"x.txt", DT_REG, {}}}));
+    auto other_stat = regular_file("/soft/other/x.txt", 1);
     other_stat.facts.flags = 0;
-    reads = after(policy, FetchKind::metadata, "/soft/other/x.py", other_stat, true);
+    reads = after(policy, FetchKind::metadata, "/soft/other/x.txt", other_stat, true);
     EXPECT_EQ(reads, (std::vector<Sent>{{0, FetchKind::content, "/soft/other/deeper"},
-                                        {0, FetchKind::metadata, "/soft/other/x.py"}}));
+                                        {0, FetchKind::metadata, "/soft/other/x.txt"}}));
 }
 
 TEST_F(ReadAhead, AFileReadFromADirectoryBringsItsFilesWholeAndItsListingFirst)
 {
     ReadAheadPolicy policy({"/soft"});
+    // Bytecode of a Python whose bytecode the root cannot read ("compiled" files here) is read like any file.
     // The directory is not listed yet: its listing goes ahead first.
     auto reads = after(policy, FetchKind::content, "/soft/pkg/__pycache__/a.pyc",
                        regular_file("/soft/pkg/__pycache__/a.pyc", 10), true);
@@ -155,20 +156,20 @@ TEST_F(ReadAhead, AFileReadFromADirectoryBringsItsFilesWholeAndItsListingFirst)
 TEST_F(ReadAhead, AFileReadAheadDoesNotMakeItsDirectoryReadWhole)
 {
     ReadAheadPolicy policy({"/soft"});
-    known(FetchKind::content, "/soft/pkg", listed("/soft/pkg", {{"a.py", DT_REG, {}}, {"b.py", DT_REG, {}}}));
+    known(FetchKind::content, "/soft/pkg", listed("/soft/pkg", {{"a.dat", DT_REG, {}}, {"b.dat", DT_REG, {}}}));
     // Only a rank's own read of a file says its neighbours will be read: a read-ahead does not, and a stat only
     // says the rank works there (its entries' metadata goes ahead).
-    EXPECT_TRUE(after(policy, FetchKind::content, "/soft/pkg/a.py", regular_file("/soft/pkg/a.py", 1), false).empty());
-    auto stat_only = regular_file("/soft/pkg/a.py", 1);
+    EXPECT_TRUE(after(policy, FetchKind::content, "/soft/pkg/a.dat", regular_file("/soft/pkg/a.dat", 1), false).empty());
+    auto stat_only = regular_file("/soft/pkg/a.dat", 1);
     stat_only.facts.flags = 0;
-    EXPECT_EQ(after(policy, FetchKind::metadata, "/soft/pkg/a.py", stat_only, true),
-              (std::vector<Sent>{{0, FetchKind::metadata, "/soft/pkg/a.py"},
-                                 {0, FetchKind::metadata, "/soft/pkg/b.py"}}));
-    auto reads = after(policy, FetchKind::content, "/soft/pkg/b.py", regular_file("/soft/pkg/b.py", 1), true);
-    EXPECT_EQ(reads, (std::vector<Sent>{{0, FetchKind::content, "/soft/pkg/a.py"},
-                                        {0, FetchKind::content, "/soft/pkg/b.py"}}));
+    EXPECT_EQ(after(policy, FetchKind::metadata, "/soft/pkg/a.dat", stat_only, true),
+              (std::vector<Sent>{{0, FetchKind::metadata, "/soft/pkg/a.dat"},
+                                 {0, FetchKind::metadata, "/soft/pkg/b.dat"}}));
+    auto reads = after(policy, FetchKind::content, "/soft/pkg/b.dat", regular_file("/soft/pkg/b.dat", 1), true);
+    EXPECT_EQ(reads, (std::vector<Sent>{{0, FetchKind::content, "/soft/pkg/a.dat"},
+                                        {0, FetchKind::content, "/soft/pkg/b.dat"}}));
     // Once per directory.
-    EXPECT_TRUE(after(policy, FetchKind::content, "/soft/pkg/a.py", regular_file("/soft/pkg/a.py", 1), true).empty());
+    EXPECT_TRUE(after(policy, FetchKind::content, "/soft/pkg/a.dat", regular_file("/soft/pkg/a.dat", 1), true).empty());
 }
 
 TEST_F(ReadAhead, NothingOutsideThePrefixesAndNoEntriesOfAHugeListing)
@@ -336,8 +337,8 @@ TEST_F(RootReadAhead, TheRootReadsAListedDirectorysEntriesAndAReadFilesNeighbour
 {
     std::string src = base_ + "/src";
     fs::create_directories(src + "/pkg/__pycache__");
-    write(src + "/pkg/a.py", "A = 1\n");
-    write(src + "/pkg/b.py", "B = 2\n");
+    write(src + "/pkg/a.txt", "A = 1\n");
+    write(src + "/pkg/b.txt", "B = 2\n");
     write(src + "/pkg/__pycache__/a.pyc", "compiled a");
     write(src + "/pkg/__pycache__/b.pyc", "compiled b");
     write(src + "/pkg/__pycache__/huge.pyc", std::string(ReadAheadPolicy::small_file_bytes + 1, 'h'));
@@ -348,10 +349,11 @@ TEST_F(RootReadAhead, TheRootReadsAListedDirectorysEntriesAndAReadFilesNeighbour
     // A rank lists the package: its entries' metadata is read without anyone asking.
     bool listed = false;
     tree.fetch(FetchKind::content, src + "/pkg", [&](const Status& s, const FetchAnswer&) { listed = s.ok(); });
-    ASSERT_TRUE(run_until([&] { return listed && known(src + "/pkg/a.py") && known(src + "/pkg/b.py"); }));
-    EXPECT_FALSE(known(src + "/pkg/a.py")->content());   // a stat's worth: nobody read a file there
+    ASSERT_TRUE(run_until([&] { return listed && known(src + "/pkg/a.txt") && known(src + "/pkg/b.txt"); }));
+    EXPECT_FALSE(known(src + "/pkg/a.txt")->content());   // a stat's worth: nobody read a file there
 
-    // A rank reads one compiled module: the others in its directory come whole, the huge one by metadata.
+    // A rank reads one compiled module, not bytecode the root can read: the others in its directory come
+    // whole, the huge one by metadata.
     bool read_one = false;
     tree.fetch(FetchKind::content, src + "/pkg/__pycache__/a.pyc",
                [&](const Status& s, const FetchAnswer&) { read_one = s.ok(); });
@@ -432,6 +434,7 @@ TEST_F(RootReadAhead, TheRootReadsWhatARanksModuleImportsAndTheirImportsNotTheMo
                                     "    import never\n");
     write(src + "/app/used.py", "X = 1\n");
     write(src + "/app/unused.py", "Y = 2\n");
+    write(src + "/app/used.pyi", "X: int\n");   // a type stub: never imported
     write(src + "/app/fast.cpython-311-x86_64-linux-gnu.so", "an extension module");
     write(src + "/app/sub/__init__.py", "");
     write(src + "/app/sub/inner.py", "import deep\n");
@@ -471,9 +474,10 @@ TEST_F(RootReadAhead, TheRootReadsWhatARanksModuleImportsAndTheirImportsNotTheMo
     // The sources Python checks its bytecode against are known too: a rank's stat asks nothing.
     EXPECT_TRUE(tree.answers().count(src + "/app/used.py"));
     EXPECT_TRUE(tree.answers().count(src + "/deep.py"));
-    // Nothing imports these as the package runs: not read, though beside what was.
-    EXPECT_FALSE(read_whole(compiled(src + "/app", "unused")));
-    EXPECT_FALSE(read_whole(compiled(src, "never")));
+    // Nothing imports these as the package runs: not read, not even stat'ed, though beside what was.
+    for (const auto& neighbour : {compiled(src + "/app", "unused"), src + "/app/unused.py", src + "/app/used.pyi",
+                                  compiled(src, "never"), src + "/never.py"})
+        EXPECT_FALSE(answer_of(neighbour)) << neighbour;
 }
 
 } // namespace
