@@ -103,10 +103,15 @@ std::string bytecode_tag(const std::string& pyc_name)
 
 } // namespace
 
-bool ImportFollower::follows(const std::string& name) const
+bool ImportFollower::follows(const std::string& name, const FetchAnswer& listing) const
 {
-    return bytecode_ != Bytecode::unreadable &&
-           (ends_with(name, ".pyc") || ends_with(name, ".py") || ends_with(name, ".pyi") || extension_module_name(name));
+    if (bytecode_ == Bytecode::unreadable)
+        return false;
+    if (ends_with(name, ".py")) {   // only where Python runs bytecode instead (a script's directory has none)
+        const ListedName* bytecode = entry(listing, "__pycache__");
+        return bytecode && bytecode->type == DT_DIR;
+    }
+    return ends_with(name, ".pyc") || ends_with(name, ".pyi") || extension_module_name(name);
 }
 
 void ImportFollower::after_read(const std::string& path, const FetchAnswer& answer, bool asked,

@@ -31,7 +31,8 @@ public:
                     const Read& read);
 
     // Whether the file `name` in a directory a rank works in is left to this, not read ahead with the others.
-    bool follows(const std::string& name) const;
+    // `listing` is that directory's.
+    bool follows(const std::string& name, const FetchAnswer& listing) const;
 
 private:
     // An import being looked for: `parts` of a dotted name still to find from `dir`.

@@ -145,7 +145,7 @@ void ReadAheadPolicy::read_entries(const std::string& dir, const FetchAnswer& li
     bool list_subdirectories = in_use_.count(dir) > 0;
     for (const auto& entry : listing.listing) {
         bool file = entry.type == DT_REG || entry.type == DT_LNK;
-        if (file && imports_.follows(entry.name))
+        if (file && imports_.follows(entry.name, listing))
             continue;
         bool content = (whole_files && file) || (list_subdirectories && entry.type == DT_DIR);
         read(content ? FetchKind::content : FetchKind::metadata, child_of(dir, entry.name), Ahead::neighbour);

@@ -2,6 +2,7 @@
 #include "util/log.hpp"
 
 #include <map>
+#include <mutex>
 
 #include <fmt/format.h>
 #include <spdlog/sinks/null_sink.h>
@@ -10,7 +11,10 @@
 namespace canopy {
 namespace {
 
+// Threads make loggers too (the root's stage readers log each read): the map and the shared sink's formatter
+// change under `mutex`.
 struct LoggingState {
+    std::mutex mutex;
     spdlog::sink_ptr sink = std::make_shared<spdlog::sinks::null_sink_st>();
     spdlog::level::level_enum level = spdlog::level::warn;
     std::string pattern = "%v";
@@ -37,6 +41,7 @@ void configure(spdlog::logger& logger)
 void init_logging(std::string_view prefix, int verbosity)
 {
     auto& s = state();
+    std::lock_guard lock(s.mutex);
     s.sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
     s.level = verbosity >= 2 ? spdlog::level::debug : verbosity == 1 ? spdlog::level::info : spdlog::level::warn;
     s.pattern = fmt::format("{} %n %l: %v", prefix);
@@ -47,6 +52,7 @@ void init_logging(std::string_view prefix, int verbosity)
 spdlog::logger& area_logger(const std::string& area)
 {
     auto& s = state();
+    std::lock_guard lock(s.mutex);
     auto it = s.loggers.find(area);
     if (it == s.loggers.end()) {
         auto logger = std::make_shared<spdlog::logger>(area);

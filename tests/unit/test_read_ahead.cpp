@@ -442,6 +442,9 @@ TEST_F(RootReadAhead, TheRootReadsWhatARanksModuleImportsAndTheirImportsNotTheMo
     write(src + "/deep.py", "D = 1\n");
     write(src + "/never.py", "N = 1\n");
     ASSERT_EQ(compile_python(src), "");
+    fs::create_directories(src + "/scripts");   // a script's directory: sources only, as a job's own code may be
+    write(src + "/scripts/train.py", "import model\n");
+    write(src + "/scripts/model.py", "M = 1\n");
     ASSERT_NO_FATAL_FAILURE(start_root(src));
     auto& tree = *root_;
     auto read_whole = [&](const std::string& path) {
@@ -478,6 +481,10 @@ TEST_F(RootReadAhead, TheRootReadsWhatARanksModuleImportsAndTheirImportsNotTheMo
     for (const auto& neighbour : {compiled(src + "/app", "unused"), src + "/app/unused.py", src + "/app/used.pyi",
                                   compiled(src, "never"), src + "/never.py"})
         EXPECT_FALSE(answer_of(neighbour)) << neighbour;
+
+    // Where there is no bytecode, Python reads the sources: a script's neighbours still go whole.
+    ask(src + "/scripts/train.py");
+    EXPECT_TRUE(run_until([&] { return asked == 4 && read_whole(src + "/scripts/model.py"); }));
 }
 
 } // namespace
