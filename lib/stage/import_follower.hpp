@@ -18,9 +18,9 @@ namespace canopy::stage {
 // bytecode, each module's bytecode, each extension module. Where to look is what Python does: relative to the
 // package for `from . import x`, and for an absolute name in the directories ranks imported top-level modules
 // from (their sys.path, learned as they go). Imports in functions are not followed: they run later, if ever.
-// So a module file (source, bytecode, stub, extension) is not read ahead, whole or by its metadata, just for
-// being beside one a rank read: most of the standard library's never run, and those that do are followed.
-// Unless the ranks' bytecode turns out to be one this cannot read.
+// So a module file (bytecode, stub, extension module, or a source whose bytecode is beside it) is not read
+// ahead, whole or by its metadata, just for being beside one a rank read: most of the standard library's never
+// run, and those that do are followed. Unless the ranks' bytecode turns out to be one this cannot read.
 class ImportFollower {
 public:
     using Read = std::function<void(FetchKind kind, const std::string& path, Ahead ahead)>;

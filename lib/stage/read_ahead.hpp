@@ -27,8 +27,8 @@ namespace canopy::stage {
 //    theirs in turn, since the loader asks for them next, one after another. Each is looked for where the
 //    loader would look and the prefixes allow: the file's RUNPATH (RPATH), then the directories ranks loaded
 //    libraries from.
-//  - a compiled Python module a rank reads: the modules it imports, and theirs in turn (ImportFollower). Then
-//    compiled and extension modules are not read whole for being beside one a rank read.
+//  - a compiled Python module a rank reads: the modules it imports, and theirs in turn (ImportFollower), before
+//    the rest. Module files are left to it: not read ahead, whole or by metadata, for being beside another.
 // Only under the staged prefixes, and never entries of a listing longer than max_listing.
 class ReadAheadPolicy {
 public:
