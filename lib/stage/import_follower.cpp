@@ -192,7 +192,7 @@ void ImportFollower::look_up(Lookup lookup, const FetchCache& cache, const Read&
     for (;;) {
         const FetchAnswer* listing = cache.cached(lookup.dir);
         if (!listing || !listing->listed()) {
-            if (listing)   // known, and not a directory
+            if (listing && !listing->followed_is(S_IFDIR))   // known, and not a directory
                 return;
             read(FetchKind::content, lookup.dir, Ahead::next);
             // A package's __init__ is read with its listing, not after it: one read less in the chain of

@@ -172,6 +172,37 @@ TEST_F(ReadAhead, AFileReadAheadDoesNotMakeItsDirectoryReadWhole)
     EXPECT_TRUE(after(policy, FetchKind::content, "/soft/pkg/a.dat", regular_file("/soft/pkg/a.dat", 1), true).empty());
 }
 
+TEST_F(ReadAhead, APackageKnownOnlyByItsMetadataIsListedWhenAnImportNamesIt)
+{
+    // The bytecode of /soft/mod.py, which imports from the package /soft/pkg.
+    fs::create_directories(base_ + "/py");
+    write(base_ + "/py/mod.py", "from .pkg import x\n");
+    ASSERT_EQ(compile_python(base_ + "/py"), "");
+    std::string compiled_name = fs::path(compiled(base_ + "/py", "mod")).filename();
+    std::string bytes = read(base_ + "/py/__pycache__/" + compiled_name);
+    std::string pyc = "/soft/__pycache__/" + compiled_name;
+
+    ReadAheadPolicy policy({"/soft"});
+    known(FetchKind::content, "/soft",
+          listed("/soft", {{"__pycache__", DT_DIR, {}}, {"mod.py", DT_REG, {}}, {"pkg", DT_DIR, {}}}));
+    auto package_stat = listed("/soft/pkg", {});
+    package_stat.facts.flags = 0;   // a stat's answer: a directory, not listed
+    known(FetchKind::metadata, "/soft/pkg", package_stat);
+    fetch_->fetch(FetchKind::content, pyc, [](const Status&, const FetchAnswer&) {});
+    ASSERT_TRUE(fetch_->answer(sent_.back().id, regular_file(pyc, static_cast<std::int64_t>(bytes.size())), true));
+    ASSERT_TRUE(fetch_->content(sent_.back().id,
+                                std::span(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size()), true));
+    const FetchAnswer* module = fetch_->cached(pyc);
+    ASSERT_TRUE(module && module->content());
+
+    // Its listing is read, and its __init__ with it (the source's stat, then the bytecode).
+    auto reads = after(policy, FetchKind::content, pyc, *module, true);
+    for (const auto& wanted : {Sent{0, FetchKind::content, "/soft/pkg"},
+                               Sent{0, FetchKind::metadata, "/soft/pkg/__init__.py"}})
+        EXPECT_NE(std::find(reads.begin(), reads.end(), wanted), reads.end())
+            << wanted.path << " not in " << ::testing::PrintToString(reads);
+}
+
 TEST_F(ReadAhead, NothingOutsideThePrefixesAndNoEntriesOfAHugeListing)
 {
     ReadAheadPolicy policy({"/soft"});
