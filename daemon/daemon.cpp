@@ -321,7 +321,7 @@ void Daemon::start_stage_node()
     for (const auto& app : plan_->job.apps) {
         const std::string& program = app.argv.at(0);
         if (program.find('/') != std::string::npos)   // else found in PATH, as the daemon looks for it
-            paths.programs.push_back(program.front() == '/' || app.wdir.empty() ? program : app.wdir + "/" + program);
+            paths.programs.push_back(from_working_dir(program, app.wdir));
     }
     if (!tmpdir_.path().empty())
         paths.socket = node_socket_path(tmpdir_.path(), plan_->job_id, node_, "stage.sock");

@@ -217,6 +217,11 @@ std::string own_executable()
     return error ? std::string() : path.string();
 }
 
+std::string from_working_dir(const std::string& path, const std::string& working_dir)
+{
+    return path.front() == '/' || working_dir.empty() ? path : working_dir + "/" + path;
+}
+
 Result<std::string> find_program(const std::string& name, const std::string& path_variable, int* exit_code,
                                  const KnownExecutable& known, const std::string& working_dir)
 {
@@ -233,11 +238,8 @@ Result<std::string> find_program(const std::string& name, const std::string& pat
         struct stat info;
         return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && ::access(path.c_str(), X_OK) == 0;
     };
-    auto from_working_dir = [&working_dir](const std::string& path) {
-        return path.front() == '/' || working_dir.empty() ? path : working_dir + "/" + path;
-    };
     if (name.find('/') != std::string::npos) {
-        std::string path = from_working_dir(name);
+        std::string path = from_working_dir(name, working_dir);
         std::string where = path == name ? "" : fmt::format(" in {}", working_dir);
         if (executable(path))
             return path;
@@ -248,7 +250,7 @@ Result<std::string> find_program(const std::string& name, const std::string& pat
     std::stringstream dirs(path_variable.empty() ? std::string("/usr/local/bin:/usr/bin:/bin") : path_variable);
     std::string dir;
     while (std::getline(dirs, dir, ':')) {
-        std::string candidate = from_working_dir((dir.empty() ? std::string(".") : dir) + "/" + name);
+        std::string candidate = from_working_dir((dir.empty() ? std::string(".") : dir) + "/" + name, working_dir);
         if (executable(candidate))
             return candidate;
     }

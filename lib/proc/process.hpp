@@ -92,6 +92,9 @@ Result<pid_t> spawn_process(const SpawnRequest& request);
 // job's index): a "yes" spares the shared filesystem a stat and an access per node; "no" means "ask it".
 using KnownExecutable = std::function<bool(const std::string& path)>;
 
+// `path` as a process started in `working_dir` finds it: joined to it unless absolute (or no directory given).
+std::string from_working_dir(const std::string& path, const std::string& working_dir);
+
 // PATH search the way execvp does it, but against the ranks' PATH rather than ours, and from the ranks' working
 // directory: a relative `name` with a '/' (bin/app) or a relative PATH entry is found there, as the rank's own
 // exec would after its chdir (mpiexec -wdir does the same), and returned joined to it. On failure `exit_code`, if

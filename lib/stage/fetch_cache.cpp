@@ -298,9 +298,7 @@ int FetchCache::known_failure(const std::string& path) const
             return ancestor->facts.stat_errno;
         if (!S_ISDIR(ancestor->facts.stat.mode))
             return ENOTDIR;
-        if (ancestor->listed() &&
-            !std::binary_search(ancestor->listing.begin(), ancestor->listing.end(), ListedName{name, 0, {}},
-                                [](const ListedName& a, const ListedName& b) { return a.name < b.name; }))
+        if (ancestor->listed() && !ancestor->listed_name(name))
             return ENOENT;
         return 0;   // the nearest known ancestor holds the name: only the root can tell the rest
     }

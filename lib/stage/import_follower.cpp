@@ -13,60 +13,34 @@ namespace {
 
 constexpr std::size_t max_unresolved = 4096;
 
-std::string parent_of(const std::string& path)
-{
-    auto slash = path.rfind('/');
-    return slash == 0 || slash == std::string::npos ? std::string("/") : path.substr(0, slash);
-}
-
 std::string name_of(const std::string& path)
 {
     return path.substr(path.rfind('/') + 1);
 }
 
-std::string child_of(const std::string& dir, const std::string& name)
-{
-    return dir == "/" ? "/" + name : dir + "/" + name;
-}
-
-bool ends_with(const std::string& text, std::string_view end)
-{
-    return text.size() >= end.size() && text.compare(text.size() - end.size(), end.size(), end) == 0;
-}
-
 // "mod.cpython-311-x86_64-linux-gnu.so", "mod.abi3.so": what Python loads as the extension module "mod".
 bool extension_module_name(const std::string& name)
 {
-    return ends_with(name, ".so") &&
-           (name.find(".cpython-") != std::string::npos || ends_with(name, ".abi3.so"));
-}
-
-// A listing is sorted by name (FetchCache looks names up by bisection too).
-std::vector<ListedName>::const_iterator first_from(const FetchAnswer& listing, std::string_view name)
-{
-    return std::lower_bound(listing.listing.begin(), listing.listing.end(), name,
-                            [](const ListedName& listed, std::string_view wanted) { return listed.name < wanted; });
-}
-
-const ListedName* entry(const FetchAnswer& listing, const std::string& name)
-{
-    auto found = first_from(listing, name);
-    return found == listing.listing.end() || found->name != name ? nullptr : &*found;
+    return name.ends_with(".so") &&
+           (name.find(".cpython-") != std::string::npos || name.ends_with(".abi3.so"));
 }
 
 bool file_entry(const FetchAnswer& listing, const std::string& name)
 {
-    const ListedName* found = entry(listing, name);
+    const ListedName* found = listing.listed_name(name);
     return found && found->type != DT_DIR;
 }
 
 // The extension module `module` in `listing` ("mod.<suffix>.so" or "mod.so"), empty if none.
 std::string extension_entry(const FetchAnswer& listing, const std::string& module)
 {
+    // The listing is sorted by name: its "mod." names are together.
     const std::string stem = module + ".";
-    for (auto it = first_from(listing, stem); it != listing.listing.end() && it->name.starts_with(stem); ++it) {
+    auto it = std::lower_bound(listing.listing.begin(), listing.listing.end(), stem,
+                               [](const ListedName& listed, const std::string& wanted) { return listed.name < wanted; });
+    for (; it != listing.listing.end() && it->name.starts_with(stem); ++it) {
         const std::string& name = it->name;
-        if (it->type == DT_DIR || !ends_with(name, ".so"))
+        if (it->type == DT_DIR || !name.ends_with(".so"))
             continue;
         if (name.size() == module.size() + 3)   // "mod.so"
             return name;
@@ -107,11 +81,11 @@ bool ImportFollower::follows(const std::string& name, const FetchAnswer& listing
 {
     if (bytecode_ == Bytecode::unreadable)
         return false;
-    if (ends_with(name, ".py")) {   // only where Python runs bytecode instead (a script's directory has none)
-        const ListedName* bytecode = entry(listing, "__pycache__");
+    if (name.ends_with(".py")) {   // only where Python runs bytecode instead (a script's directory has none)
+        const ListedName* bytecode = listing.listed_name("__pycache__");
         return bytecode && bytecode->type == DT_DIR;
     }
-    return ends_with(name, ".pyc") || ends_with(name, ".pyi") || extension_module_name(name);
+    return name.ends_with(".pyc") || name.ends_with(".pyi") || extension_module_name(name);
 }
 
 void ImportFollower::after_read(const std::string& path, const FetchAnswer& answer, bool asked,
@@ -131,10 +105,10 @@ void ImportFollower::after_read(const std::string& path, const FetchAnswer& answ
         return;
     std::string name = name_of(path);
     std::string dir = parent_of(path);
-    if (ends_with(name, ".pyc") && name_of(dir) == "__pycache__") {
+    if (name.ends_with(".pyc") && name_of(dir) == "__pycache__") {
         learn_root(parent_of(dir), cache, read);
         follow(path, cache.cache().content_path(answer.mirror), cache, read);
-    } else if (extension_module_name(name) || ends_with(name, ".py")) {
+    } else if (extension_module_name(name) || name.ends_with(".py")) {
         learn_root(dir, cache, read);
     }
 }
@@ -175,7 +149,7 @@ bool ImportFollower::look_up_absolute(const Lookup& lookup, const FetchCache& ca
         const FetchAnswer* listing = cache.cached(root);
         if (!listing || !listing->listed())
             continue;
-        const ListedName* found = entry(*listing, top);
+        const ListedName* found = listing->listed_name(top);
         if ((found && found->type == DT_DIR) || file_entry(*listing, top + ".py") ||
             !extension_entry(*listing, top).empty()) {
             Lookup here = lookup;
@@ -218,7 +192,7 @@ void ImportFollower::look_up(Lookup lookup, const FetchCache& cache, const Read&
         }
         std::string part = lookup.parts.front();
         lookup.parts.erase(lookup.parts.begin());
-        const ListedName* found = entry(*listing, part);
+        const ListedName* found = listing->listed_name(part);
         if (found && found->type == DT_DIR) {
             lookup.dir = child_of(lookup.dir, part);
             lookup.package = true;
@@ -267,7 +241,7 @@ void ImportFollower::predict_module(const std::string& dir, const std::string& m
 void ImportFollower::predict(const std::string& path, Ahead ahead, const FetchCache& cache, const Read& read)
 {
     // Known not to be there (a package without bytecode): nothing to read, not even a lookup.
-    if (const FetchAnswer* dir = cache.cached(parent_of(path)); dir && dir->listed() && !entry(*dir, name_of(path)))
+    if (const FetchAnswer* dir = cache.cached(parent_of(path)); dir && dir->listed() && !dir->listed_name(name_of(path)))
         return;
     if (!predicted_.insert(path).second)
         return;
@@ -277,7 +251,7 @@ void ImportFollower::predict(const std::string& path, Ahead ahead, const FetchCa
         return;
     }
     // Read before anything imported it (asked, or beside another): its imports are looked up now.
-    if (known->content() && known->followed_is(S_IFREG) && ends_with(path, ".pyc"))
+    if (known->content() && known->followed_is(S_IFREG) && path.ends_with(".pyc"))
         follow(path, cache.cache().content_path(known->mirror), cache, read);
 }
 

@@ -43,14 +43,6 @@ std::string normalize(std::string_view path)
     return out;
 }
 
-std::string parent_of(const std::string& path)
-{
-    auto slash = path.rfind('/');
-    if (slash == std::string::npos || slash == 0)
-        return "/";
-    return path.substr(0, slash);
-}
-
 std::vector<std::string> split(const std::string& path)
 {
     std::vector<std::string> parts;
@@ -753,6 +745,26 @@ std::uint64_t Index::content_bytes() const
     for (const auto& f : content_files())
         total += static_cast<std::uint64_t>(f.size);
     return total;
+}
+
+const ListedName* KnownPath::listed_name(std::string_view name) const
+{
+    auto found = std::lower_bound(listing.begin(), listing.end(), name,
+                                  [](const ListedName& entry, std::string_view wanted) { return entry.name < wanted; });
+    return found == listing.end() || found->name != name ? nullptr : &*found;
+}
+
+std::string parent_of(const std::string& path)
+{
+    auto slash = path.rfind('/');
+    if (slash == std::string::npos || slash == 0)
+        return "/";
+    return path.substr(0, slash);
+}
+
+std::string child_of(const std::string& dir, const std::string& name)
+{
+    return dir == "/" ? "/" + name : dir + "/" + name;
 }
 
 bool is_under(std::string_view path, std::string_view prefix)

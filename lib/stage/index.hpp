@@ -53,6 +53,8 @@ struct KnownPath {
 
     bool content() const { return (facts.flags & CANOPY_STAGE_CONTENT) != 0; }
     bool listed() const { return (facts.flags & CANOPY_STAGE_LISTED) != 0; }
+    // The listing's entry `name`, or null. A listing is sorted by name, as the root reads and sends it.
+    const ListedName* listed_name(std::string_view name) const;
     // The followed view exists and is of `type` (S_IFREG, S_IFDIR, ...).
     bool followed_is(std::uint32_t type) const
     {
@@ -115,6 +117,10 @@ private:
 
 // True when `path` is `prefix` or lies below it (both absolute and normalised; "/" holds everything).
 bool is_under(std::string_view path, std::string_view prefix);
+// The directory holding `path` (absolute and normalised): "/" for "/" and for a name in it.
+std::string parent_of(const std::string& path);
+// `name` in `dir`.
+std::string child_of(const std::string& dir, const std::string& name);
 
 // The index's stat record of what stat(2) returned.
 canopy_stage_stat to_stage_stat(const struct stat& s);

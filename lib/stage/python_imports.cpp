@@ -2,15 +2,13 @@
 // bytecode searched for IMPORT_NAME.
 #include "stage/python_imports.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <deque>
 #include <set>
+
+#include "util/read_file.hpp"
 
 namespace canopy::stage {
 namespace {
@@ -304,34 +302,11 @@ void search(const Object& code, std::set<const Object*>& searched, std::vector<P
                 search(*constant, searched, out);
 }
 
-std::optional<std::string> read_small_file(const std::string& path)
-{
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return std::nullopt;
-    std::optional<std::string> out;
-    struct stat facts {};
-    if (::fstat(fd, &facts) == 0 && S_ISREG(facts.st_mode) && static_cast<std::size_t>(facts.st_size) <= max_pyc_bytes) {
-        std::string data(static_cast<std::size_t>(facts.st_size), '\0');
-        std::size_t got = 0;
-        while (got < data.size()) {
-            ssize_t n = ::pread(fd, data.data() + got, data.size() - got, static_cast<off_t>(got));
-            if (n <= 0)
-                break;
-            got += static_cast<std::size_t>(n);
-        }
-        if (got == data.size())
-            out = std::move(data);
-    }
-    ::close(fd);
-    return out;
-}
-
 } // namespace
 
 std::optional<std::vector<PythonImport>> read_python_imports(const std::string& pyc_file)
 {
-    auto data = read_small_file(pyc_file);
+    auto data = read_file(pyc_file, max_pyc_bytes, "compiled module");   // the root's copy: any error, no answer
     if (!data || data->size() < header_bytes || (*data)[2] != '\r' || (*data)[3] != '\n')
         return std::nullopt;
     auto magic = static_cast<std::uint16_t>(static_cast<std::uint8_t>((*data)[0]) |

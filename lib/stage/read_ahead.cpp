@@ -13,17 +13,6 @@
 namespace canopy::stage {
 namespace {
 
-std::string parent_of(const std::string& path)
-{
-    auto slash = path.rfind('/');
-    return slash == 0 || slash == std::string::npos ? std::string("/") : path.substr(0, slash);
-}
-
-std::string child_of(const std::string& dir, const std::string& name)
-{
-    return dir == "/" ? "/" + name : dir + "/" + name;
-}
-
 // `path` with "." and ".." resolved by name (a guess: the kernel follows symlinks first), without a trailing
 // '/'; empty if not absolute.
 std::string lexically_normal(const std::string& path)
@@ -117,8 +106,7 @@ void ReadAheadPolicy::read_needed_libraries(const std::string& path, const std::
             std::string candidate = child_of(dir, name);
             const FetchAnswer* listing = cache.cached(dir);
             bool listed = listing && listing->listed();
-            bool there = listed && std::any_of(listing->listing.begin(), listing->listing.end(),
-                                               [&](const ListedName& entry) { return entry.name == name; });
+            bool there = listed && listing->listed_name(name);
             if (listed && !there)
                 continue;
             if (needed_.insert(candidate).second)
