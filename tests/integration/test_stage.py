@@ -216,7 +216,13 @@ def test_slowfs_sees_the_same_operations_for_one_rank_and_for_eight(sandbox, tmp
             assert_caches_gone(reports, nodes * ppn)
         one, eight = counts[(1, 1)], counts[(2, 4)]
         assert one["total"] > 0, "the root read nothing through slowfs: was the manifest's content staged at all?"
-        assert eight["total"] == one["total"], f"1 rank: {one['ops']}\n8 ranks: {eight['ops']}"
+        both = f"1 rank: {one['ops']}\n8 ranks: {eight['ops']}"
+        # A getattr can be the kernel revalidating what it holds for a descriptor the root has open, not a new
+        # question; under load one CI run saw one more per directory (42 against 35, 7 directories). A rank that
+        # reached the mount would add lookups, which must match exactly.
+        assert {op: n for op, n in eight["ops"].items() if op != "getattr"} == \
+            {op: n for op, n in one["ops"].items() if op != "getattr"}, both
+        assert abs(eight["ops"]["getattr"] - one["ops"]["getattr"]) <= one["ops"]["opendir"], both
     finally:
         case.mount.close()
 
