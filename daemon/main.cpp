@@ -104,6 +104,7 @@ int main(int argc, char** argv)
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
     // Strangers' connections and a big node's ranks draw on the same descriptors; the ranks keep the usual limit.
     canopy::raise_descriptor_limit();
+    canopy::keep_freed_memory_for_reuse();
 
     auto args = parse_args(argc, argv);
     if (!args) {

@@ -94,6 +94,7 @@ int main(int argc, char** argv)
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
     // Strangers' connections and a big node's ranks draw on the same descriptors; the ranks keep the usual limit.
     canopy::raise_descriptor_limit();
+    canopy::keep_freed_memory_for_reuse();
 
     if (argc > 1 && std::string_view(argv[1]) == "report")
         return canopy::run_report_command(std::vector<std::string>(argv + 2, argv + argc));

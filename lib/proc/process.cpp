@@ -2,6 +2,7 @@
 #include "proc/process.hpp"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <linux/close_range.h>
 #include <pthread.h>
 #include <sched.h>
@@ -99,6 +100,14 @@ void raise_descriptor_limit()
         return;
     children_descriptor_limit = limit;
     restore_descriptor_limit = true;
+}
+
+void keep_freed_memory_for_reuse()
+{
+    // Allocations below this come from the heap; up to this much free memory stays on top of it.
+    constexpr int kept_bytes = 32 << 20;
+    ::mallopt(M_MMAP_THRESHOLD, kept_bytes);
+    ::mallopt(M_TRIM_THRESHOLD, kept_bytes);
 }
 
 Result<pid_t> spawn_process(const SpawnRequest& request)

@@ -85,6 +85,12 @@ StartFailure describe_exec_failure(std::span<const std::uint8_t> record, const S
 // soft limit we started with: a program that uses select() must not see descriptors past FD_SETSIZE.
 void raise_descriptor_limit();
 
+// Keeps freed heap memory in this process for reuse instead of giving it back at once. Bulk data moves in chunks of
+// about 1 MiB: by default each was mmapped and unmapped, or trimmed off the heap, so every chunk's pages were
+// faulted in and zeroed again. Broadcasting torch's files to 8 simulated nodes took 31 % less CPU with this. The
+// ranks do not inherit it.
+void keep_freed_memory_for_reuse();
+
 // vfork/exec; returns the pid, or the reason the child could not start (bad wdir, exec error) when waiting.
 Result<pid_t> spawn_process(const SpawnRequest& request);
 
