@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "report_files.hpp"
+#include "util/read_file.hpp"
 #include "wire/messages.hpp"
 
 namespace canopy {
@@ -144,8 +145,7 @@ Status StageSender::send_next_chunk()
         const auto& blob = index_.blob();
         std::size_t size = std::min(chunk_bytes, blob.size() - index_offset_);
         wire::StageIndex message;
-        message.chunk.assign(blob.begin() + static_cast<std::ptrdiff_t>(index_offset_),
-                             blob.begin() + static_cast<std::ptrdiff_t>(index_offset_ + size));
+        message.chunk = std::span(blob).subspan(index_offset_, size);
         index_offset_ += size;
         message.more = index_offset_ < blob.size();
         index_sent_ = !message.more;
@@ -164,18 +164,13 @@ Status StageSender::send_next_chunk()
     auto remaining = static_cast<std::uint64_t>(file.size) - file_offset_;
     wire::StageContent message;
     message.file = static_cast<std::uint32_t>(progress_.files_sent);
-    message.chunk.resize(static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, remaining)));
-    std::size_t filled = 0;
-    while (filled < message.chunk.size()) {
-        ssize_t got = ::pread(file_.get(), message.chunk.data() + filled, message.chunk.size() - filled,
-                              static_cast<off_t>(file_offset_ + filled));
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            return make_error("staged file {} changed while it was being sent ({} of {} bytes read); run the "
-                              "job again", file.mirror, file_offset_ + filled, file.size);
-        filled += static_cast<std::size_t>(got);
-    }
+    auto chunk = std::span(chunk_buffer_).first(static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes,
+                                                                                                 remaining)));
+    std::size_t filled = read_at(file_.get(), file_offset_, chunk);
+    if (filled < chunk.size())
+        return make_error("staged file {} changed while it was being sent ({} of {} bytes read); run the job again",
+                          file.mirror, file_offset_ + filled, file.size);
+    message.chunk = chunk;
     file_offset_ += filled;
     progress_.bytes_sent += filled;
     message.last = file_offset_ == static_cast<std::uint64_t>(file.size);

@@ -71,6 +71,7 @@ private:
     stage::DirectoryHandles directories_;   // each directory of the staged files opened once
     UniqueFd file_;                  // the file being sent, open
     std::uint64_t file_offset_ = 0;
+    std::vector<std::uint8_t> chunk_buffer_ = std::vector<std::uint8_t>(chunk_bytes);   // read into, then framed
     Progress progress_;
     std::function<void(Status)> done_;
     bool stopped_ = false;

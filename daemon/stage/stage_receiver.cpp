@@ -53,7 +53,7 @@ Status StageReceiver::take(const wire::Frame& frame)
     return take_content(message->file, message->last, message->chunk);
 }
 
-Status StageReceiver::take_index(bool more, const std::vector<std::uint8_t>& chunk)
+Status StageReceiver::take_index(bool more, std::span<const std::uint8_t> chunk)
 {
     if (index_)
         return make_error("a second stage index arrived for {}", dir_);
@@ -75,7 +75,7 @@ Status StageReceiver::take_index(bool more, const std::vector<std::uint8_t>& chu
     return {};
 }
 
-Status StageReceiver::take_content(std::uint32_t file, bool last, const std::vector<std::uint8_t>& chunk)
+Status StageReceiver::take_content(std::uint32_t file, bool last, std::span<const std::uint8_t> chunk)
 {
     if (!index_)
         return make_error("staged file content arrived before the stage index");

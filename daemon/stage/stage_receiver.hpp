@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -41,8 +42,8 @@ public:
     std::size_t files() const { return files_.size(); }
 
 private:
-    Status take_index(bool more, const std::vector<std::uint8_t>& chunk);
-    Status take_content(std::uint32_t file, bool last, const std::vector<std::uint8_t>& chunk);
+    Status take_index(bool more, std::span<const std::uint8_t> chunk);
+    Status take_content(std::uint32_t file, bool last, std::span<const std::uint8_t> chunk);
 
     std::string dir_;
     std::vector<std::uint8_t> index_blob_;

@@ -131,9 +131,9 @@ std::shared_ptr<const FabricPlane::Outgoing> FabricPlane::made_here(std::vector<
     return std::make_shared<const Outgoing>(Outgoing{std::move(frame), message, tag});
 }
 
-void FabricPlane::broadcast(const std::vector<std::uint8_t>& frame)
+void FabricPlane::broadcast(std::vector<std::uint8_t> frame)
 {
-    send_to(children_.connected_positions(), made_here(frame));
+    send_to(children_.connected_positions(), made_here(std::move(frame)));
 }
 
 void FabricPlane::send(const std::vector<long>& children, std::vector<std::uint8_t> frame)

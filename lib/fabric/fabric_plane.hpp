@@ -61,7 +61,7 @@ public:
     // The endpoint's file that a process killed outright leaves behind, if any (Endpoint::shared_memory_file).
     const std::string& shared_memory_file() const;
 
-    void broadcast(const std::vector<std::uint8_t>& frame) override;
+    void broadcast(std::vector<std::uint8_t> frame) override;
     void send(const std::vector<long>& children, std::vector<std::uint8_t> frame) override;
     void relay(const wire::Frame& frame) override;
     std::size_t max_queued_bytes() const override;

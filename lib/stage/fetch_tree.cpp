@@ -421,19 +421,14 @@ bool StageFetchTree::send_chunk(Stream& stream)
         reply.id = stream.first.id;
     }
     std::uint64_t remaining = stream.size - stream.offset;
-    reply.chunk.resize(static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, remaining)));
-    std::size_t filled = 0;
-    while (filled < reply.chunk.size()) {
-        ssize_t got = ::pread(stream.file.get(), reply.chunk.data() + filled, reply.chunk.size() - filled,
-                              static_cast<off_t>(stream.offset + filled));
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0) {
-            children_.send(stream.position, refused(reply.id, "the staged copy shrank while it was being sent"));
-            return false;
-        }
-        filled += static_cast<std::size_t>(got);
+    auto chunk = std::span(chunk_buffer_).first(static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes,
+                                                                                                 remaining)));
+    std::size_t filled = read_at(stream.file.get(), stream.offset, chunk);
+    if (filled < chunk.size()) {
+        children_.send(stream.position, refused(reply.id, "the staged copy shrank while it was being sent"));
+        return false;
     }
+    reply.chunk = chunk;
     stream.offset += filled;
     reply.last = stream.offset == stream.size;
     children_.send(stream.position, wire::to_frame(reply));

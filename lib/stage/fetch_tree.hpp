@@ -118,6 +118,7 @@ private:
     ChildSet& children_;
     asio::steady_timer timer_;
     std::deque<Stream> streams_;
+    std::vector<std::uint8_t> chunk_buffer_ = std::vector<std::uint8_t>(chunk_bytes);   // read into, then framed
     bool pumping_ = false;
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
     Pushed on_pushed_;

@@ -17,7 +17,7 @@ class BulkRoute {
 public:
     virtual ~BulkRoute() = default;
     // Sends a frame made here to every child.
-    virtual void broadcast(const std::vector<std::uint8_t>& frame) = 0;
+    virtual void broadcast(std::vector<std::uint8_t> frame) = 0;
     // Sends a frame made here to some of the children. Frames to one child arrive in the order they were sent on
     // this route, but not in order with its link's frames.
     virtual void send(const std::vector<long>& children, std::vector<std::uint8_t> frame) = 0;
@@ -33,7 +33,7 @@ public:
 class LinkBulkRoute : public BulkRoute {
 public:
     explicit LinkBulkRoute(ChildSet& children) : children_(children) {}
-    void broadcast(const std::vector<std::uint8_t>& frame) override { children_.broadcast(frame); }
+    void broadcast(std::vector<std::uint8_t> frame) override { children_.broadcast(std::move(frame)); }
     void send(const std::vector<long>& children, std::vector<std::uint8_t> frame) override
     {
         for (long child : children)

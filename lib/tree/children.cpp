@@ -440,11 +440,12 @@ void ChildSet::send(long position, std::vector<std::uint8_t> frame)
         it->second->link->send(std::move(frame));
 }
 
-void ChildSet::broadcast(const std::vector<std::uint8_t>& frame)
+void ChildSet::broadcast(std::vector<std::uint8_t> frame)
 {
+    auto shared = std::make_shared<const std::vector<std::uint8_t>>(std::move(frame));
     for (auto& [position, child] : children_)
         if (child->link)
-            child->link->send(frame);
+            child->link->send(shared);
 }
 
 std::vector<long> ChildSet::connected_positions() const

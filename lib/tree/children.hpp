@@ -69,7 +69,7 @@ public:
                 double heartbeat_timeout, bool shared_clock, InProcessStarter in_process = {});
 
     void send(long position, std::vector<std::uint8_t> frame);
-    void broadcast(const std::vector<std::uint8_t>& frame);
+    void broadcast(std::vector<std::uint8_t> frame);   // one buffer queued on every link
     // The most bytes any connected child still has to be sent: bulk broadcasts wait while it is high.
     std::size_t max_queued_bytes() const;
     // Whether a child has sent bytes this side has not read yet (our thread fell behind, not the child).

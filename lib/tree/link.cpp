@@ -37,8 +37,13 @@ tcp::endpoint Link::local_endpoint() const
 
 void Link::read_more()
 {
-    socket_.async_read_some(asio::buffer(read_buffer_.get(), read_buffer_size),
-        [self = shared_from_this()](const boost::system::error_code& error, std::size_t size) {
+    // The rest of a large frame (a chunk of a staged file) is read straight into that frame.
+    auto in_frame = decoder_.payload_space();
+    bool into_frame = in_frame.size() >= read_buffer_size;
+    auto buffer = into_frame ? asio::buffer(in_frame.data(), in_frame.size())
+                             : asio::buffer(read_buffer_.get(), read_buffer_size);
+    socket_.async_read_some(buffer,
+        [self = shared_from_this(), into_frame](const boost::system::error_code& error, std::size_t size) {
             if (self->closed_)
                 return;
             if (error) {
@@ -50,7 +55,10 @@ void Link::read_more()
                 self->read_more();
                 return;
             }
-            self->decoder_.feed(std::span(self->read_buffer_.get(), size));
+            if (into_frame)
+                self->decoder_.filled(size);
+            else
+                self->decoder_.feed(std::span(self->read_buffer_.get(), size));
             for (;;) {
                 auto frame = self->decoder_.next();
                 if (!frame) {
@@ -74,7 +82,14 @@ void Link::send(std::vector<std::uint8_t> frame)
 {
     if (closed_ || close_when_flushed_)
         return;
-    queued_bytes_ += frame.size();
+    send(std::make_shared<const std::vector<std::uint8_t>>(std::move(frame)));
+}
+
+void Link::send(SharedFrame frame)
+{
+    if (closed_ || close_when_flushed_)
+        return;
+    queued_bytes_ += frame->size();
     write_queue_.push_back(std::move(frame));
     if (!writing_)
         write_next();
@@ -89,7 +104,7 @@ void Link::write_next()
         return;
     }
     writing_ = true;
-    asio::async_write(socket_, asio::buffer(write_queue_.front()),
+    asio::async_write(socket_, asio::buffer(*write_queue_.front()),
         [self = shared_from_this()](const boost::system::error_code& error, std::size_t) {
             if (self->closed_)
                 return;
@@ -98,7 +113,7 @@ void Link::write_next()
                 return;
             }
             self->last_sent_ = Clock::now();
-            self->queued_bytes_ -= self->write_queue_.front().size();
+            self->queued_bytes_ -= self->write_queue_.front()->size();
             self->write_queue_.pop_front();
             self->write_next();
         });

@@ -40,7 +40,10 @@ public:
     Link& operator=(const Link&) = delete;
 
     void start(FrameHandler on_frame, CloseHandler on_close);
+    // A frame many links send (a broadcast): queued on each without a copy per link.
+    using SharedFrame = std::shared_ptr<const std::vector<std::uint8_t>>;
     void send(std::vector<std::uint8_t> frame);
+    void send(SharedFrame frame);
     // Flushes queued frames, ends our side after them, and reads (dropping what comes) until the peer closes or
     // linger_seconds pass; then the close handler hears an orderly end. Closing with the peer's bytes unread (a
     // heartbeat that crossed our last frame) would make the kernel reset the connection and drop what the peer had
@@ -81,7 +84,7 @@ private:
     // Allocated without zeroing: idle links should not cost resident memory.
     static constexpr std::size_t read_buffer_size = 16 * 1024;
     std::unique_ptr<std::uint8_t[]> read_buffer_;
-    std::deque<std::vector<std::uint8_t>> write_queue_;
+    std::deque<SharedFrame> write_queue_;
     std::size_t queued_bytes_ = 0;
     bool writing_ = false;
     bool close_when_flushed_ = false;

@@ -43,4 +43,18 @@ Result<std::string> read_file(const std::string& path, std::size_t max_bytes, co
     return text;
 }
 
+std::size_t read_at(int fd, std::uint64_t offset, std::span<std::uint8_t> out)
+{
+    std::size_t filled = 0;
+    while (filled < out.size()) {
+        ssize_t got = ::pread(fd, out.data() + filled, out.size() - filled, static_cast<off_t>(offset + filled));
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            break;
+        filled += static_cast<std::size_t>(got);
+    }
+    return filled;
+}
+
 } // namespace canopy

@@ -1,6 +1,7 @@
 // Frame codec for the tree protocol.
 #include "wire/codec.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
@@ -129,6 +130,16 @@ std::vector<std::uint8_t> Reader::bytes()
     return out;
 }
 
+std::span<const std::uint8_t> Reader::bytes_view()
+{
+    std::size_t size = count();
+    if (!take(size))
+        return {};
+    auto out = data_.subspan(offset_, size);
+    offset_ += size;
+    return out;
+}
+
 std::string Reader::string()
 {
     std::size_t size = count();
@@ -167,14 +178,36 @@ std::vector<std::string> Reader::strings()
 std::vector<std::uint8_t> encode_frame(std::uint8_t type, std::span<const std::uint8_t> payload)
 {
     Writer writer;
-    writer.u32(static_cast<std::uint32_t>(payload.size()));
-    writer.u8(type);
+    start_frame(writer, type);
     writer.raw(payload);
-    return writer.take();
+    return finish_frame(writer);
+}
+
+void start_frame(Writer& writer, std::uint8_t type)
+{
+    writer.u32(0);   // the length, once the payload is written
+    writer.u8(type);
+}
+
+std::vector<std::uint8_t> finish_frame(Writer& writer)
+{
+    auto frame = writer.take();
+    auto length = static_cast<std::uint32_t>(frame.size() - header_size);
+    for (int i = 0; i < 4; ++i)
+        frame[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(length >> (8 * i));
+    return frame;
 }
 
 void FrameDecoder::feed(std::span<const std::uint8_t> data)
 {
+    if (auto space = payload_space(); !space.empty()) {
+        std::size_t taken = std::min(space.size(), data.size());
+        std::copy_n(data.begin(), taken, space.begin());
+        partial_filled_ += taken;
+        data = data.subspan(taken);   // what follows belongs to the frames after it
+        if (data.empty())
+            return;
+    }
     // Drop consumed bytes lazily so feeding many small frames stays linear.
     if (consumed_ > 0 && consumed_ >= buffer_.size() / 2) {
         buffer_.erase(buffer_.begin(), buffer_.begin() + static_cast<std::ptrdiff_t>(consumed_));
@@ -183,7 +216,7 @@ void FrameDecoder::feed(std::span<const std::uint8_t> data)
     buffer_.insert(buffer_.end(), data.begin(), data.end());
 }
 
-Result<Frame> read_frame(std::span<const std::uint8_t> bytes)
+Result<FrameView> view_frame(std::span<const std::uint8_t> bytes)
 {
     if (bytes.size() < header_size)
         return make_error("a {}-byte frame is shorter than its header", bytes.size());
@@ -191,14 +224,40 @@ Result<Frame> read_frame(std::span<const std::uint8_t> bytes)
     std::uint32_t length = header.u32();
     if (bytes.size() != header_size + length)
         return make_error("a frame of {} bytes says it carries {}", bytes.size(), length);
-    Frame frame;
-    frame.type = header.u8();
-    frame.payload.assign(bytes.begin() + header_size, bytes.end());
-    return frame;
+    return FrameView{header.u8(), bytes.subspan(header_size)};
+}
+
+Result<Frame> read_frame(std::span<const std::uint8_t> bytes)
+{
+    auto view = view_frame(bytes);
+    if (!view)
+        return view.error();
+    return Frame{view->type, std::vector<std::uint8_t>(view->payload.begin(), view->payload.end())};
+}
+
+std::span<std::uint8_t> FrameDecoder::payload_space()
+{
+    if (!partial_)
+        return {};
+    return std::span(partial_->payload).subspan(partial_filled_);
+}
+
+void FrameDecoder::filled(std::size_t size)
+{
+    if (partial_)
+        partial_filled_ = std::min(partial_filled_ + size, partial_->payload.size());
 }
 
 Result<std::optional<Frame>> FrameDecoder::next()
 {
+    if (partial_) {
+        if (partial_filled_ < partial_->payload.size())
+            return std::optional<Frame>{};
+        std::optional<Frame> done = std::move(partial_);
+        partial_.reset();
+        partial_filled_ = 0;
+        return done;
+    }
     std::size_t available = buffer_.size() - consumed_;
     if (available < header_size)
         return std::optional<Frame>{};
@@ -207,8 +266,18 @@ Result<std::optional<Frame>> FrameDecoder::next()
     std::uint8_t type = header.u8();
     if (length > max_payload_)
         return make_error("frame of {} bytes exceeds the limit of {} bytes", length, max_payload_);
-    if (available < header_size + length)
+    if (available < header_size + length) {
+        if (length >= in_place_payload) {
+            // Everything buffered after the header is the start of this payload.
+            partial_.emplace(Frame{type, std::vector<std::uint8_t>(length)});
+            auto start = buffer_.begin() + static_cast<std::ptrdiff_t>(consumed_ + header_size);
+            std::copy(start, buffer_.end(), partial_->payload.begin());
+            partial_filled_ = available - header_size;
+            buffer_.clear();
+            consumed_ = 0;
+        }
         return std::optional<Frame>{};
+    }
     Frame frame;
     frame.type = type;
     auto start = buffer_.begin() + static_cast<std::ptrdiff_t>(consumed_ + header_size);

@@ -24,6 +24,12 @@ struct Frame {
     std::vector<std::uint8_t> payload;
 };
 
+// A frame where its bytes already are.
+struct FrameView {
+    std::uint8_t type = 0;
+    std::span<const std::uint8_t> payload;
+};
+
 // Appends primitive values in canopy's wire encoding (little-endian, LEB128 varints).
 class Writer {
 public:
@@ -60,6 +66,8 @@ public:
     double f64();
     bool boolean() { return u8() != 0; }
     std::vector<std::uint8_t> bytes();
+    // The same bytes in place: valid while the input is.
+    std::span<const std::uint8_t> bytes_view();
     std::string string();
     void raw(std::span<std::uint8_t> out);
     std::vector<std::string> strings();
@@ -85,7 +93,13 @@ std::vector<std::uint8_t> encode_frame(std::uint8_t type, std::span<const std::u
 // A received frame encoded again unchanged: what a daemon relays to its parent or children.
 inline std::vector<std::uint8_t> encode_frame(const Frame& frame) { return encode_frame(frame.type, frame.payload); }
 
+// A frame written in place: its header, then the payload into the same writer, then its length filled in. One
+// copy of the payload fewer than encode_frame.
+void start_frame(Writer& writer, std::uint8_t type);
+std::vector<std::uint8_t> finish_frame(Writer& writer);
+
 // Exactly one whole frame, as encode_frame made it (a frame carried inside another message's payload).
+Result<FrameView> view_frame(std::span<const std::uint8_t> bytes);
 Result<Frame> read_frame(std::span<const std::uint8_t> bytes);
 
 // Incremental frame splitter: feed bytes as they arrive, pull complete frames out.
@@ -98,9 +112,19 @@ public:
     // A frame, nothing yet (nullopt), or an error for an oversized frame (the stream is then unusable).
     Result<std::optional<Frame>> next();
 
+    // A large frame is assembled in its own payload once its header is in. This is the part still missing: a
+    // reader may read into it directly and then call filled(), sparing the bytes two copies through feed().
+    // Empty when no large frame is partly in.
+    std::span<std::uint8_t> payload_space();
+    void filled(std::size_t size);
+
 private:
+    static constexpr std::size_t in_place_payload = 64 * 1024;   // frames this large are assembled in place
+
     std::vector<std::uint8_t> buffer_;
     std::size_t consumed_ = 0;
+    std::optional<Frame> partial_;   // a large frame being assembled
+    std::size_t partial_filled_ = 0;
     std::uint32_t max_payload_;
 };
 

@@ -6,6 +6,7 @@
 #include <concepts>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -61,6 +62,7 @@ private:
     void put(double value) { writer_.f64(value); }
     void put(const std::string& value) { writer_.string(value); }
     void put(const std::vector<std::uint8_t>& value) { writer_.bytes(value); }
+    void put(std::span<const std::uint8_t> value) { writer_.bytes(value); }
     void put(const std::array<std::uint8_t, 32>& value) { writer_.raw(value); }
     template <WireEnum E>
     void put(E value)
@@ -128,6 +130,8 @@ private:
     void get(double& value) { value = reader_.f64(); }
     void get(std::string& value) { value = reader_.string(); }
     void get(std::vector<std::uint8_t>& value) { value = reader_.bytes(); }
+    // A view into the frame being decoded, not a copy: bulk data (staged files) is written from where it arrived.
+    void get(std::span<const std::uint8_t>& value) { value = reader_.bytes_view(); }
     void get(std::array<std::uint8_t, 32>& value) { reader_.raw(value); }
     template <WireEnum E>
     void get(E& value)

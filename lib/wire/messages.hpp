@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -385,12 +386,16 @@ struct DaemonLog {
     CANOPY_WIRE_FIELDS(node, line)
 };
 
+// Bulk bytes in a message: a view into the frame it was decoded from, or into the sender's buffer, so a chunk is
+// not copied on its way through a daemon. Used before that frame or buffer goes, never kept.
+using BytesView = std::span<const std::uint8_t>;
+
 // The stage index for the node caches, in chunks; forwarded by every daemon as each chunk arrives.
 struct StageIndex {
     static constexpr MessageType type = MessageType::stage_index;
     static constexpr const char* name = "stage-index";
     bool more = false;
-    std::vector<std::uint8_t> chunk;
+    BytesView chunk;
 
     CANOPY_WIRE_FIELDS(more, chunk)
 };
@@ -402,7 +407,7 @@ struct StageContent {
     static constexpr const char* name = "stage-content";
     std::uint32_t file = 0;           // position in Index::content_files()
     bool last = false;                // the file's final chunk
-    std::vector<std::uint8_t> chunk;
+    BytesView chunk;
 
     CANOPY_WIRE_FIELDS(file, last, chunk)
 };
@@ -461,7 +466,7 @@ struct StageFetchReply {
     // the asker has the bytes, and no chunk follows.
     bool pushed = false;
     bool last = true;            // content: this chunk ends the file
-    std::vector<std::uint8_t> chunk;
+    BytesView chunk;
 
     template <typename Archive>
     void fields(Archive& a)
@@ -666,13 +671,15 @@ template <typename M>
 std::vector<std::uint8_t> to_frame(const M& message)
 {
     Writer writer;
+    start_frame(writer, static_cast<std::uint8_t>(M::type));
     encode(writer, message);
-    return encode_frame(static_cast<std::uint8_t>(M::type), writer.data());
+    return finish_frame(writer);
 }
 
-// Decodes a frame's payload as M; a wrong type, short payload or trailing bytes is an error.
+// Decodes a frame's payload as M; a wrong type, short payload or trailing bytes is an error. M's BytesView fields
+// point into the frame.
 template <typename M>
-Result<M> decode_frame(const Frame& frame)
+Result<M> decode_frame(FrameView frame)
 {
     if (frame.type != static_cast<std::uint8_t>(M::type))
         return make_error("expected a {} message, got {}", message_name(static_cast<std::uint8_t>(M::type)),
@@ -685,12 +692,17 @@ Result<M> decode_frame(const Frame& frame)
         return make_error("malformed {} message ({} bytes)", message_name(frame.type), frame.payload.size());
     return message;
 }
+template <typename M>
+Result<M> decode_frame(const Frame& frame)
+{
+    return decode_frame<M>(FrameView{frame.type, frame.payload});
+}
 
 // A whole frame carried as bytes inside another message (a routed request's payload), decoded as M.
 template <typename M>
 Result<M> decode_frame_bytes(std::span<const std::uint8_t> bytes)
 {
-    auto frame = read_frame(bytes);
+    auto frame = view_frame(bytes);
     if (!frame)
         return make_error("malformed {} message ({} bytes): {}", M::name, bytes.size(), frame.error().message);
     return decode_frame<M>(*frame);

@@ -1,6 +1,8 @@
 // Wire codec and message encoding: what one side writes the other reads back, and bad input is refused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <deque>
 #include <numeric>
 #include <random>
 #include <set>
@@ -78,6 +80,66 @@ TEST(FrameDecoder, SplitsFramesFedByteByByte)
     EXPECT_EQ(output->rank, 3u);
     EXPECT_EQ(output->stream, 2);
     EXPECT_EQ(output->data, "line\n");
+}
+
+// Pulls every complete frame out of the decoder.
+void drain(FrameDecoder& decoder, std::vector<Frame>& frames)
+{
+    for (;;) {
+        auto next = decoder.next();
+        ASSERT_TRUE(next.ok()) << next.error().message;
+        if (!next->has_value())
+            return;
+        frames.push_back(std::move(**next));
+    }
+}
+
+TEST(FrameDecoder, ALargeFrameIsAssembledInPlaceWhetherFedOrReadIntoItsSpace)
+{
+    // A staged file's chunk between two small frames, arriving in pieces that straddle the frames' edges.
+    std::vector<std::uint8_t> content(300 * 1024 + 7);
+    for (std::size_t i = 0; i < content.size(); ++i)
+        content[i] = static_cast<std::uint8_t>(i * 131 + i / 977);
+    StageContent chunk;
+    chunk.file = 4;
+    chunk.chunk = content;
+    std::vector<std::uint8_t> stream = to_frame(Signal{15});
+    auto large = to_frame(chunk);
+    auto small = to_frame(Signal{9});
+    stream.insert(stream.end(), large.begin(), large.end());
+    stream.insert(stream.end(), small.begin(), small.end());
+
+    for (bool read_into_space : {false, true}) {
+        SCOPED_TRACE(read_into_space ? "read into its space" : "fed");
+        FrameDecoder decoder(max_frame);
+        std::vector<Frame> frames;
+        std::size_t offset = 0;
+        bool used_space = false;
+        while (offset < stream.size()) {
+            auto space = decoder.payload_space();
+            if (read_into_space && !space.empty()) {
+                std::size_t n = std::min({space.size(), stream.size() - offset, std::size_t{50000}});
+                std::copy_n(stream.begin() + static_cast<std::ptrdiff_t>(offset), n, space.begin());
+                decoder.filled(n);
+                offset += n;
+                used_space = true;
+            } else {
+                std::size_t n = std::min<std::size_t>(stream.size() - offset, 4093);   // crosses every edge
+                decoder.feed(std::span(stream).subspan(offset, n));
+                offset += n;
+            }
+            drain(decoder, frames);
+        }
+        EXPECT_EQ(used_space, read_into_space);
+        EXPECT_TRUE(decoder.payload_space().empty());
+        ASSERT_EQ(frames.size(), 3u);
+        EXPECT_EQ(decode_frame<Signal>(frames[0])->signo, 15);
+        auto decoded = decode_frame<StageContent>(frames[1]);
+        ASSERT_TRUE(decoded.ok()) << decoded.error().message;
+        EXPECT_EQ(decoded->file, 4u);
+        EXPECT_TRUE(std::ranges::equal(decoded->chunk, content));
+        EXPECT_EQ(decode_frame<Signal>(frames[2])->signo, 9);
+    }
 }
 
 TEST(FrameDecoder, OversizedFrameIsAnError)
@@ -196,12 +258,12 @@ TEST(Messages, RandomGarbageNeverDecodesIntoACrash)
     SUCCEED();
 }
 
+// Encodes and decodes a message; a decoded message's views (BytesView) point into `frame`.
 template <typename M>
-Result<M> round_trip(const M& message)
+Result<M> round_trip(const M& message, std::vector<std::uint8_t>& frame)
 {
-    auto bytes = to_frame(message);
-    Frame frame{static_cast<std::uint8_t>(M::type), std::vector<std::uint8_t>(bytes.begin() + header_size, bytes.end())};
-    return decode_frame<M>(frame);
+    frame = to_frame(message);
+    return decode_frame_bytes<M>(frame);
 }
 
 // Gives every field of a message a value of its own (non-default, and valid where a field is checked), so a round
@@ -224,6 +286,11 @@ private:
     void fill(double& value) { value = 0.5 + static_cast<double>(next_++); }
     void fill(std::string& value) { value = "s" + std::to_string(next_++); }
     void fill(std::vector<std::uint8_t>& value) { value = {1, 2, static_cast<std::uint8_t>(next_++)}; }
+    void fill(BytesView& value)
+    {
+        kept_.push_back({3, 4, static_cast<std::uint8_t>(next_++)});
+        value = kept_.back();
+    }
     void fill(Bytes32& value) { value.fill(static_cast<std::uint8_t>(next_++)); }
     template <typename E>
         requires std::is_enum_v<E>
@@ -269,6 +336,7 @@ private:
     void fill(canopy_stage_path_facts& facts) { path_facts_fields(*this, facts); }
 
     std::uint64_t next_ = 1;
+    std::deque<std::vector<std::uint8_t>> kept_;   // what the views point at
 };
 
 template <typename M>
@@ -280,7 +348,8 @@ void expect_every_field_travels()
     message.fields(filler);
     auto frame = to_frame(message);
     EXPECT_NE(frame, to_frame(M{})) << "the filled message must differ from a default one";
-    auto decoded = round_trip(message);
+    std::vector<std::uint8_t> decoded_from;
+    auto decoded = round_trip(message, decoded_from);
     ASSERT_TRUE(decoded.ok()) << decoded.error().message;
     EXPECT_EQ(to_frame(*decoded), frame);
     EXPECT_STREQ(message_name(static_cast<std::uint8_t>(M::type)), M::name);
@@ -318,7 +387,8 @@ TEST(Messages, FenceParticipantsTravelAsCompactRuns)
     up.participants.push_back(5000);
     up.sequence = 3;
     up.blob = {1, 2, 3};
-    auto decoded = round_trip(up);
+    std::vector<std::uint8_t> bytes;
+    auto decoded = round_trip(up, bytes);
     ASSERT_TRUE(decoded.ok()) << decoded.error().message;
     EXPECT_EQ(decoded->participants, up.participants);
     EXPECT_EQ(decoded->sequence, 3u);
@@ -332,10 +402,10 @@ TEST(Messages, FencesKeepTheirDomainSoPmixAndPmiNeverMeet)
     FenceDown down;
     down.domain = FenceDomain::pmi;
     down.sequence = 2;
-    auto decoded = round_trip(down);
+    std::vector<std::uint8_t> bytes;
+    auto decoded = round_trip(down, bytes);
     ASSERT_TRUE(decoded.ok()) << decoded.error().message;
     EXPECT_EQ(decoded->domain, FenceDomain::pmi);
-    auto bytes = to_frame(down);
     bytes[header_size] = 7;   // no such domain
     Frame frame{static_cast<std::uint8_t>(MessageType::fence_down),
                 std::vector<std::uint8_t>(bytes.begin() + header_size, bytes.end())};
@@ -378,13 +448,14 @@ TEST(Messages, ARunLengthThatWouldWrapTheTotalPastTheCapIsRejected)
 TEST(Messages, RoutedRequestsAndRepliesRoundTrip)
 {
     RoutedRequest request{7, 12, 0, RoutedOp::lookup, {'k', 'e', 'y'}};
-    auto decoded = round_trip(request);
+    std::vector<std::uint8_t> request_bytes, back_bytes;
+    auto decoded = round_trip(request, request_bytes);
     ASSERT_TRUE(decoded.ok()) << decoded.error().message;
     EXPECT_EQ(decoded->id, 7u);
     EXPECT_EQ(decoded->from, 12u);
     EXPECT_EQ(decoded->op, RoutedOp::lookup);
     RoutedReply reply{7, 12, -46, {'v'}};
-    auto back = round_trip(reply);
+    auto back = round_trip(reply, back_bytes);
     ASSERT_TRUE(back.ok());
     EXPECT_EQ(back->status, -46);
     EXPECT_EQ(back->to, 12u);

@@ -232,7 +232,8 @@ TEST(StageFetchMessages, RoundTripAndRefuseDamage)
     reply.mirror = "/a/b";
     reply.facts.flags |= CANOPY_STAGE_LISTED;
     reply.listing = {{"x", DT_LNK, "y"}};
-    reply.chunk = {1, 2, 3};
+    const std::vector<std::uint8_t> content{1, 2, 3};
+    reply.chunk = content;
     reply.last = false;
     auto frame = wire::to_frame(reply);
     std::span<const std::uint8_t> bytes(frame);
@@ -245,7 +246,7 @@ TEST(StageFetchMessages, RoundTripAndRefuseDamage)
     EXPECT_EQ(decoded->facts.stat.size, 1 << 20);
     EXPECT_EQ(decoded->facts.stat.mtime_nsec, 123);
     EXPECT_EQ(decoded->listing.at(0).link_target, "y");
-    EXPECT_EQ(decoded->chunk, reply.chunk);
+    EXPECT_EQ(std::vector<std::uint8_t>(decoded->chunk.begin(), decoded->chunk.end()), content);
     EXPECT_FALSE(decoded->last);
 
     auto cut = **decoded_frame;
