@@ -87,7 +87,7 @@ void raise_descriptor_limit();
 
 // Keeps freed heap memory in this process for reuse instead of giving it back at once. Bulk data moves in chunks of
 // about 1 MiB: by default each was mmapped and unmapped, or trimmed off the heap, so every chunk's pages were
-// faulted in and zeroed again. Broadcasting torch's files to 8 simulated nodes took 31 % less CPU with this. The
+// faulted in and zeroed again. Broadcasting torch's files to 8 simulated nodes took about a quarter less CPU. The
 // ranks do not inherit it.
 void keep_freed_memory_for_reuse();
 
