@@ -34,11 +34,8 @@ bool file_entry(const FetchAnswer& listing, const std::string& name)
 // The extension module `module` in `listing` ("mod.<suffix>.so" or "mod.so"), empty if none.
 std::string extension_entry(const FetchAnswer& listing, const std::string& module)
 {
-    // The listing is sorted by name: its "mod." names are together.
     const std::string stem = module + ".";
-    auto it = std::lower_bound(listing.listing.begin(), listing.listing.end(), stem,
-                               [](const ListedName& listed, const std::string& wanted) { return listed.name < wanted; });
-    for (; it != listing.listing.end() && it->name.starts_with(stem); ++it) {
+    for (auto it = listing.listed_from(stem); it != listing.listing.end() && it->name.starts_with(stem); ++it) {
         const std::string& name = it->name;
         if (it->type == DT_DIR || !name.ends_with(".so"))
             continue;

@@ -747,10 +747,15 @@ std::uint64_t Index::content_bytes() const
     return total;
 }
 
+std::vector<ListedName>::const_iterator KnownPath::listed_from(std::string_view name) const
+{
+    return std::lower_bound(listing.begin(), listing.end(), name,
+                            [](const ListedName& entry, std::string_view wanted) { return entry.name < wanted; });
+}
+
 const ListedName* KnownPath::listed_name(std::string_view name) const
 {
-    auto found = std::lower_bound(listing.begin(), listing.end(), name,
-                                  [](const ListedName& entry, std::string_view wanted) { return entry.name < wanted; });
+    auto found = listed_from(name);
     return found == listing.end() || found->name != name ? nullptr : &*found;
 }
 

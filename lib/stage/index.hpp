@@ -55,6 +55,8 @@ struct KnownPath {
     bool listed() const { return (facts.flags & CANOPY_STAGE_LISTED) != 0; }
     // The listing's entry `name`, or null. A listing is sorted by name, as the root reads and sends it.
     const ListedName* listed_name(std::string_view name) const;
+    // The listing's first entry whose name is not less than `name`: entries that start with it follow.
+    std::vector<ListedName>::const_iterator listed_from(std::string_view name) const;
     // The followed view exists and is of `type` (S_IFREG, S_IFDIR, ...).
     bool followed_is(std::uint32_t type) const
     {
