@@ -325,8 +325,8 @@ void StageFetchTree::push_ready()
             push.answers.push_back(std::move(pushed));
             batch.push_back(std::move(read));
         }
-        if (children_.connected_count() > 0)
-            children_.broadcast(wire::to_frame(push));
+        if (children_.size() > 0)   // to children not up yet too: a reply may say "pushed" to them later
+            children_.broadcast_to_late_children_too(wire::to_frame(push));
         // Down before any reply: the children have these answers, bytes and all, when a reply names them.
         for (auto& read : batch) {
             read.answer->pushed = !read.fetch_below;   // else a reply carries the bytes
@@ -466,8 +466,8 @@ void StageFetchTree::on_parent_push(const wire::Frame& frame)
     }
     // The children first: every position that uses a pushed answer has passed it on, so its replies can say
     // "pushed" and leave the bytes out.
-    if (children_.connected_count() > 0)
-        children_.broadcast(wire::encode_frame(frame));
+    if (children_.size() > 0)
+        children_.broadcast_to_late_children_too(wire::encode_frame(frame));
     for (auto& pushed : push->answers) {
         if (!normalized_absolute(pushed.path)) {
             stage_log().warn("ignored a pushed stage answer for a path that is not absolute and normalized");

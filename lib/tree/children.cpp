@@ -400,6 +400,8 @@ void ChildSet::adopt(tcp::socket socket, long position)
         });
     child.link->keep_alive(heartbeat_timeout_);
     events_.connected(position);
+    for (auto& frame : std::exchange(child.held, {}))
+        child.link->send(std::move(frame));
     start_next();
 }
 
@@ -418,6 +420,7 @@ void ChildSet::give_up(Child& child, const std::string& message)
 void ChildSet::mark_gone(Child& child)
 {
     child.gone = true;
+    child.held.clear();
     if (!child.process_alive)
         return;
     if (!child.timer)
@@ -446,6 +449,17 @@ void ChildSet::broadcast(std::vector<std::uint8_t> frame)
     for (auto& [position, child] : children_)
         if (child->link)
             child->link->send(shared);
+}
+
+void ChildSet::broadcast_to_late_children_too(std::vector<std::uint8_t> frame)
+{
+    auto shared = std::make_shared<const std::vector<std::uint8_t>>(std::move(frame));
+    for (auto& [position, child] : children_) {
+        if (child->link)
+            child->link->send(shared);
+        else if (!child->gone)
+            child->held.push_back(shared);
+    }
 }
 
 std::vector<long> ChildSet::connected_positions() const

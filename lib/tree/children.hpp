@@ -70,6 +70,10 @@ public:
 
     void send(long position, std::vector<std::uint8_t> frame);
     void broadcast(std::vector<std::uint8_t> frame);   // one buffer queued on every link
+    // As broadcast, and held for each child not connected yet: it gets them, in order, right after its plan.
+    // For what a child must not miss by connecting late (a daemon's ranks, and so the root's pushes, start before
+    // its children are up).
+    void broadcast_to_late_children_too(std::vector<std::uint8_t> frame);
     // The most bytes any connected child still has to be sent: bulk broadcasts wait while it is high.
     std::size_t max_queued_bytes() const;
     // Whether a child has sent bytes this side has not read yet (our thread fell behind, not the child).
@@ -97,6 +101,7 @@ private:
         bool connected = false;
         bool gone = false;            // link closed, or never connected and given up on
         std::shared_ptr<Link> link;
+        std::vector<Link::SharedFrame> held;   // broadcast before it connected
         std::unique_ptr<asio::posix::stream_descriptor> stderr_stream;
         std::string stderr_partial;
         std::deque<std::string> recent_stderr;

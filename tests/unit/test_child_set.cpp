@@ -1,0 +1,115 @@
+// A parent's children: what a child that connects late is sent. Daemons start their ranks before their children
+// are up, so the root may push stage answers down while a child is still starting; that child must get them, after
+// its plan and before anything else, or a later reply saying "pushed" would name bytes it never had.
+// Real loopback sockets: the child's end does the real handshake.
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <gtest/gtest.h>
+
+#include "proc/process.hpp"
+#include "tree/children.hpp"
+#include "tree/link.hpp"
+#include "wire/messages.hpp"
+
+namespace canopy {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A frame that says which it is: a push naming one path.
+std::vector<std::uint8_t> push_naming(const std::string& path)
+{
+    wire::StageFetchPush push;
+    push.answers.emplace_back().path = path;
+    return wire::to_frame(push);
+}
+
+// What the child received, in order: "plan" for the plan, else the path a push named.
+std::string what(const wire::Frame& frame)
+{
+    if (frame.type == static_cast<std::uint16_t>(wire::MessageType::shutdown))
+        return "plan";
+    auto push = wire::decode_frame<wire::StageFetchPush>(frame);
+    return push && push->answers.size() == 1 ? push->answers[0].path : "something else";
+}
+
+TEST(ChildSet, AChildThatConnectsLateGetsWhatWasBroadcastToLateChildrenRightAfterItsPlan)
+{
+    asio::io_context io;
+    ProcessReaper reaper(io);
+    auto key = auth::generate_key();
+    ChildSet* set = nullptr;
+    ChildSet::Events events;
+    events.frame = [](long, wire::Frame) {};
+    events.closed = [](long, const std::string&) {};
+    events.start_failed = [](long, const std::string& message) { ADD_FAILURE() << message; };
+    events.log_line = [](long, const std::string&) {};
+    events.all_finished = [] {};
+    events.connected = [&](long position) { set->send(position, wire::to_frame(wire::Shutdown{false})); };
+    ChildSet children(io, reaper, key, events);
+    set = &children;
+    ASSERT_TRUE(children.listen("127.0.0.1"));
+
+    std::string endpoint;
+    children.launch({ChildLaunch{1, "late-child", {}}}, 1, 10, 30, true,
+                    [&](const ChildLaunch&, const std::string& parent, const auth::Key&) -> Status {
+                        endpoint = parent;   // the test connects it when it chooses
+                        return {};
+                    });
+    io.run_for(50ms);
+    io.restart();
+    ASSERT_FALSE(endpoint.empty());
+    ASSERT_EQ(children.connected_count(), 0u);
+
+    // Before the child is up: one frame for late children too, one only for those connected now.
+    children.broadcast_to_late_children_too(push_naming("/held"));
+    children.broadcast(push_naming("/missed"));
+
+    std::vector<std::string> received;
+    std::shared_ptr<Link> link;
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> {
+            tcp::socket socket(io);
+            auto colon = endpoint.rfind(':');
+            boost::system::error_code error;
+            co_await socket.async_connect(tcp::endpoint(asio::ip::make_address(endpoint.substr(0, colon)),
+                                                        static_cast<std::uint16_t>(std::stoi(endpoint.substr(colon + 1)))),
+                                          asio::redirect_error(asio::use_awaitable, error));
+            EXPECT_FALSE(error) << error.message();
+            auto joined = co_await connect_to_parent(socket, key, 1, 10, 0);
+            EXPECT_TRUE(joined) << joined.error().message;
+            link = std::make_shared<Link>(std::move(socket), "parent");
+            link->start([&](wire::Frame frame) { received.push_back(what(frame)); }, [](const std::string&) {});
+        },
+        asio::detached);
+
+    auto run_until = [&](std::size_t count) {
+        auto deadline = std::chrono::steady_clock::now() + 10s;
+        while (received.size() < count && std::chrono::steady_clock::now() < deadline) {
+            io.run_for(10ms);
+            io.restart();
+        }
+    };
+    run_until(2);
+    ASSERT_EQ(children.connected_count(), 1u);
+    // Once up, both kinds of broadcast reach it as they are made.
+    children.broadcast_to_late_children_too(push_naming("/after"));
+    children.broadcast(push_naming("/after, plain"));
+    run_until(4);
+    EXPECT_EQ(received, (std::vector<std::string>{"plan", "/held", "/after", "/after, plain"}));
+
+    link->close();
+    children.kill_all(SIGKILL);
+    io.run_for(50ms);
+}
+
+} // namespace
+} // namespace canopy
