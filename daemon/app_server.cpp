@@ -130,8 +130,7 @@ struct AppServer::Connection : std::enable_shared_from_this<Connection> {
 };
 
 AppServer::AppServer(boost::asio::io_context& io, std::string path, Handlers handlers)
-    : acceptor_(io), accept_guard_(io, app_log()), path_(std::move(path)),
-      handlers_(std::make_shared<Handlers>(std::move(handlers)))
+    : listener_(io, app_log(), std::move(path)), handlers_(std::make_shared<Handlers>(std::move(handlers)))
 {
 }
 
@@ -139,38 +138,14 @@ Result<std::unique_ptr<AppServer>> AppServer::start(boost::asio::io_context& io,
                                                     Handlers handlers)
 {
     std::unique_ptr<AppServer> server(new AppServer(io, path, std::move(handlers)));
-    if (auto listening = listen_private(server->acceptor_, path, "the ranks' libcanopy"); !listening.ok())
+    if (auto listening = server->listener_.listen("the ranks' libcanopy"); !listening.ok())
         return listening.error();
-    server->accept_next();
+    server->listener_.accept([handlers = server->handlers_, open = server->open_](local::socket socket) {
+        std::make_shared<Connection>(std::move(socket), handlers, open)->read_header();
+    });
     return server;
 }
 
-AppServer::~AppServer()
-{
-    boost::system::error_code ignored;
-    acceptor_.close(ignored);
-    ::unlink(path_.c_str());
-}
-
-void AppServer::accept_next()
-{
-    acceptor_.async_accept([this](const boost::system::error_code& error, local::socket socket) {
-        if (error == boost::asio::error::operation_aborted)
-            return;   // closed: the daemon is leaving
-        if (error) {
-            accept_guard_.after_accept(error, [this] { accept_next(); });
-            return;
-        }
-        // Only this user's processes may mark or use the store.
-        unsigned uid = 0;
-        if (!peer_is_this_user(socket, uid)) {
-            accept_guard_.refused(fmt::format("refused a connection to {} from uid {}", path_, uid));
-            accept_next();
-            return;
-        }
-        std::make_shared<Connection>(std::move(socket), handlers_, open_)->read_header();
-        accept_next();
-    });
-}
+AppServer::~AppServer() = default;
 
 } // namespace canopy

@@ -10,7 +10,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 
-#include "util/accept_guard.hpp"
+#include "private_socket.hpp"
 #include "util/result.hpp"
 
 namespace canopy {
@@ -38,7 +38,7 @@ public:
     // Listens on `path` (in the node's 0700 temp dir).
     static Result<std::unique_ptr<AppServer>> start(boost::asio::io_context& io, const std::string& path,
                                                     Handlers handlers);
-    const std::string& path() const { return path_; }
+    const std::string& path() const { return listener_.path(); }
     // Ranks' connections still open. A rank's last marks are read before its connection's end is seen.
     std::size_t open_connections() const { return *open_; }
     ~AppServer();
@@ -47,11 +47,7 @@ public:
 
 private:
     AppServer(boost::asio::io_context& io, std::string path, Handlers handlers);
-    void accept_next();
-
-    boost::asio::local::stream_protocol::acceptor acceptor_;
-    AcceptGuard accept_guard_;   // a pause, not the end of the socket, when descriptors run out
-    std::string path_;
+    PrivateListener listener_;
     std::shared_ptr<Handlers> handlers_;
     std::shared_ptr<std::size_t> open_ = std::make_shared<std::size_t>(0);
 };

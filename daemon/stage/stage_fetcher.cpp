@@ -126,7 +126,7 @@ struct StageFetcher::Connection : std::enable_shared_from_this<Connection> {
 };
 
 StageFetcher::StageFetcher(boost::asio::io_context& io, std::string path, StageFetchTree& tree)
-    : acceptor_(io), accept_guard_(io, stage_log()), path_(std::move(path)), tree_(tree)
+    : listener_(io, stage_log(), std::move(path)), tree_(tree)
 {
 }
 
@@ -134,7 +134,7 @@ Result<std::unique_ptr<StageFetcher>> StageFetcher::start(boost::asio::io_contex
                                                           StageFetchTree& tree)
 {
     std::unique_ptr<StageFetcher> server(new StageFetcher(io, path, tree));
-    if (auto listening = listen_private(server->acceptor_, path, "on-demand staging"); !listening.ok())
+    if (auto listening = server->listener_.listen("on-demand staging"); !listening.ok())
         return listening.error();
     auto board = stage::AnswerBoard::create(tree.cache_dir() + "/" CANOPY_STAGE_BOARD_NAME);
     if (board) {
@@ -147,37 +147,13 @@ Result<std::unique_ptr<StageFetcher>> StageFetcher::start(boost::asio::io_contex
         });
     } else
         stage_log().warn("{}; every on-demand lookup of a rank goes over the socket", board.error().message);
-    server->accept_next();
+    server->listener_.accept([self = server.get()](local::socket socket) {
+        ++self->requests_;
+        std::make_shared<Connection>(std::move(socket), self->tree_, self->alive_, self->board_)->read_request();
+    });
     return server;
 }
 
-StageFetcher::~StageFetcher()
-{
-    *alive_ = false;
-    boost::system::error_code ignored;
-    acceptor_.close(ignored);
-    ::unlink(path_.c_str());
-}
-
-void StageFetcher::accept_next()
-{
-    acceptor_.async_accept([this, alive = alive_](const boost::system::error_code& error, local::socket socket) {
-        if (error == asio::error::operation_aborted || !*alive)
-            return;   // closed: the daemon is leaving
-        if (error) {
-            accept_guard_.after_accept(error, [this] { accept_next(); });
-            return;
-        }
-        unsigned uid = 0;
-        if (!peer_is_this_user(socket, uid)) {
-            accept_guard_.refused(fmt::format("refused a connection to {} from uid {}", path_, uid));
-            accept_next();
-            return;
-        }
-        ++requests_;
-        std::make_shared<Connection>(std::move(socket), tree_, alive_, board_)->read_request();
-        accept_next();
-    });
-}
+StageFetcher::~StageFetcher() { *alive_ = false; }
 
 } // namespace canopy

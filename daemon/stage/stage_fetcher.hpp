@@ -9,7 +9,7 @@
 
 #include "stage/answer_board.hpp"
 #include "stage/fetch_tree.hpp"
-#include "util/accept_guard.hpp"
+#include "private_socket.hpp"
 #include "util/result.hpp"
 
 namespace canopy {
@@ -23,18 +23,14 @@ public:
     static Result<std::unique_ptr<StageFetcher>> start(boost::asio::io_context& io, const std::string& path,
                                                        StageFetchTree& tree);
     ~StageFetcher();
-    const std::string& path() const { return path_; }
+    const std::string& path() const { return listener_.path(); }
     std::uint64_t requests() const { return requests_; }
 
     struct Connection;   // one lookup (stage_fetcher.cpp)
 
 private:
     StageFetcher(boost::asio::io_context& io, std::string path, StageFetchTree& tree);
-    void accept_next();
-
-    boost::asio::local::stream_protocol::acceptor acceptor_;
-    AcceptGuard accept_guard_;   // a pause, not the end of the socket, when descriptors run out
-    std::string path_;
+    PrivateListener listener_;
     StageFetchTree& tree_;
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
     std::shared_ptr<stage::AnswerBoard> board_;
