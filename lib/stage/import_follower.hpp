@@ -34,6 +34,9 @@ public:
     // `listing` is that directory's.
     bool follows(const std::string& name, const FetchAnswer& listing) const;
 
+    // Whether `path` is an extension module an import names: the loader maps it next, and what it needs.
+    bool loads(const std::string& path) const { return path.ends_with(".so") && predicted_.count(path) > 0; }
+
 private:
     // An import being looked for: `parts` of a dotted name still to find from `dir`.
     struct Lookup {

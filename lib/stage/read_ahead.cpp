@@ -60,10 +60,11 @@ void ReadAheadPolicy::after_read(FetchKind kind, const std::string& path, const 
     const FetchAnswer* parent = cache.cached(dir);
     if (!parent || !parent->listed())
         read(FetchKind::content, dir, Ahead::neighbour);   // read_entries follows when the listing comes
-    // A program or library read for a rank, or needed by one: the loader asks for what it needs next. Not a
-    // neighbour read ahead: those nobody opened yet bring libraries no rank loads (docs/performance.md).
+    // A program or library read for a rank, needed by one, or an extension module an import names: the loader
+    // asks for what it needs next. Not a neighbour read ahead: those nobody opened yet bring libraries no rank
+    // loads (docs/performance.md).
     if (kind == FetchKind::content && answer.content() && answer.followed_is(S_IFREG) &&
-        (asked || needed_.count(path)))
+        (asked || needed_.count(path) || imports_.loads(path)))
         read_needed_libraries(path, cache.cache().content_path(answer.mirror), cache, read);
     if (!asked)
         return;

@@ -23,7 +23,7 @@ namespace canopy::stage {
 //    directory's packages are never imported);
 //  - a file read from a directory: that directory's small files whole (a package's compiled modules, a library
 //    directory's small libraries), at most small_file_bytes each, since the rank reads its neighbours next;
-//  - a program or library a rank opened: the libraries it needs (DT_NEEDED), whole whatever their size, and
+//  - a program or library a rank opened, or an extension module an import names: the libraries it needs (DT_NEEDED), whole whatever their size, and
 //    theirs in turn, since the loader asks for them next, one after another. Each is looked for where the
 //    loader would look and the prefixes allow: the file's RUNPATH (RPATH), then the directories ranks loaded
 //    libraries from.

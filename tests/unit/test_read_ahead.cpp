@@ -454,6 +454,32 @@ TEST_F(RootReadAhead, TheRootReadsTheLibrariesALoadedLibraryNeedsWholeWhateverTh
     EXPECT_FALSE(known(lib + "/libunneeded.so")->content());
 }
 
+TEST_F(RootReadAhead, TheLibrariesAnImportedExtensionModuleNeedsAreReadBeforeARankLoadsIt)
+{
+    std::string src = base_ + "/src";   // a sys.path directory
+    std::string package = src + "/app";
+    fs::create_directories(package);
+    write(package + "/__init__.py", "from . import fast\n");
+    ASSERT_EQ(compile_python(src), "");
+    std::string extension = package + "/fast.cpython-311-x86_64-linux-gnu.so";
+    fs::copy_file(fs::read_symlink("/proc/self/exe"), extension);   // this test: it needs libc.so.6
+    std::string large(ReadAheadPolicy::small_file_bytes + 1, 'l');
+    write(package + "/libc.so.6", large);   // beside it: where the loader looks after its RUNPATH
+    ASSERT_NO_FATAL_FAILURE(start_root(src));
+    auto& tree = *root_;
+
+    int asked = 0;
+    for (const auto& path : {src, package, compiled(package, "__init__")})
+        tree.fetch(FetchKind::content, path, [&](const Status& s, const FetchAnswer&) { asked += s.ok(); });
+    auto read_whole = [&](const std::string& path) {
+        const FetchAnswer* answer = answer_of(path);
+        return answer && answer->content();
+    };
+    // No rank asked for the extension module: the import named it, and the loader will want what it needs.
+    EXPECT_TRUE(run_until([&] { return asked == 3 && read_whole(extension) && read_whole(package + "/libc.so.6"); }))
+        << "extension read whole: " << read_whole(extension);
+}
+
 TEST_F(RootReadAhead, TheRootReadsWhatARanksModuleImportsAndTheirImportsNotTheModulesBesideIt)
 {
     std::string src = base_ + "/src";   // a sys.path directory
