@@ -107,6 +107,11 @@ StageSender::StageSender(boost::asio::io_context& io, BulkRoute& children, const
 void StageSender::start(std::function<void(Status)> done)
 {
     done_ = std::move(done);
+    std::vector<std::string> paths;
+    paths.reserve(files_.size());
+    for (const auto& file : files_)
+        paths.push_back(file.mirror);
+    opener_ = std::make_unique<stage::OpenAhead>(directories_, std::move(paths));
     pump();
 }
 
@@ -156,9 +161,10 @@ Status StageSender::send_next_chunk()
 
     const auto& file = files_[progress_.files_sent];
     if (!file_) {
-        file_.reset(directories_.open_file(file.mirror, O_RDONLY));
+        int error = 0;
+        file_.reset(opener_->take(progress_.files_sent, error));
         if (!file_)
-            return make_error("cannot read staged file {} at the root: {}", file.mirror, std::strerror(errno));
+            return make_error("cannot read staged file {} at the root: {}", file.mirror, std::strerror(error));
         file_offset_ = 0;
     }
     auto remaining = static_cast<std::uint64_t>(file.size) - file_offset_;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "stage/directory_handles.hpp"
 #include "stage/fetch_cache.hpp"
 #include "stage/index.hpp"
+#include "stage/open_ahead.hpp"
 #include "tree/bulk_route.hpp"
 #include "util/result.hpp"
 
@@ -69,6 +71,7 @@ private:
     std::size_t index_offset_ = 0;   // bytes of the index blob sent so far
     bool index_sent_ = false;
     stage::DirectoryHandles directories_;   // each directory of the staged files opened once
+    std::unique_ptr<stage::OpenAhead> opener_;   // the files, opened ahead of the one being sent
     UniqueFd file_;                  // the file being sent, open
     std::uint64_t file_offset_ = 0;
     std::vector<std::uint8_t> chunk_buffer_ = std::vector<std::uint8_t>(chunk_bytes);   // read into, then framed

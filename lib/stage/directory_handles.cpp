@@ -17,12 +17,16 @@ DirectoryHandles::Opened::~Opened()
 std::shared_ptr<const DirectoryHandles::Opened> DirectoryHandles::handle(const std::string& dir)
 {
     {
-        std::lock_guard lock(mutex_);
+        std::unique_lock lock(mutex_);
+        // Another thread looking this directory up: its handle, not a second lookup (the server counts both).
+        opened_.wait(lock, [&] { return opening_.count(dir) == 0; });
         if (auto it = handles_.find(dir); it != handles_.end())
             return it->second;
+        opening_.insert(dir);
     }
     // Opened without the lock: a lookup can take a metadata server's round trip, and other threads' cached
-    // lookups must not wait for it. Two threads opening one directory keep the first handle stored.
+    // lookups must not wait for it. A thread waits only for a directory being opened, never for one of its own
+    // descendants, so the waits cannot form a cycle.
     int fd = -1;
     if (dir == "/") {
         fd = ::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -36,9 +40,11 @@ std::shared_ptr<const DirectoryHandles::Opened> DirectoryHandles::handle(const s
     }
     auto opened = std::make_shared<const Opened>(fd, fd < 0 ? errno : 0);
     std::lock_guard lock(mutex_);
+    opening_.erase(dir);
+    opened_.notify_all();
     if (handles_.size() >= max_handles_)
         handles_.clear();   // the next walks reopen what they need; handles in use stay open until released
-    return handles_.emplace(dir, std::move(opened)).first->second;
+    return handles_.emplace(dir, opened).first->second;
 }
 
 int DirectoryHandles::open(const std::string& dir)

@@ -1,10 +1,12 @@
 // Directory handles opened once each, relative to their parent's: the root's cheap way to reach many paths.
 #pragma once
 
+#include <condition_variable>
 #include <cstddef>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 namespace canopy::stage {
@@ -41,6 +43,8 @@ private:
 
     std::size_t max_handles_;
     std::mutex mutex_;
+    std::condition_variable opened_;   // a directory in opening_ was opened
+    std::set<std::string> opening_;    // being looked up by a thread
     std::map<std::string, std::shared_ptr<const Opened>> handles_;
 };
 
