@@ -112,6 +112,7 @@ Result<Picked> pick(const ProviderChoice& choice)
 {
     if (choice.automatic && !fabric_device())
         return make_error("no fabric device on this node (nothing in /sys/class/cxi or /sys/class/infiniband)");
+    SignalHandlersKept handlers;   // while libfabric loads its providers
     auto api = load_api();
     if (!api)
         return api.error();

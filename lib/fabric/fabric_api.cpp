@@ -46,4 +46,23 @@ Result<const Api*> load_api()
     return &*loaded;
 }
 
+SignalHandlersKept::SignalHandlersKept()
+{
+    sigset_t held;
+    sigemptyset(&held);
+    // Faults are not held: a fault while they are blocked would kill the process without a handler.
+    for (int signal : {SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGTERM, SIGUSR1, SIGUSR2, SIGCHLD})
+        sigaddset(&held, signal);
+    pthread_sigmask(SIG_BLOCK, &held, &mask_before_);
+    for (std::size_t i = 0; i < std::size(kept); ++i)
+        sigaction(kept[i], nullptr, &before_[i]);
+}
+
+SignalHandlersKept::~SignalHandlersKept()
+{
+    for (std::size_t i = 0; i < std::size(kept); ++i)
+        sigaction(kept[i], &before_[i], nullptr);
+    pthread_sigmask(SIG_SETMASK, &mask_before_, nullptr);
+}
+
 } // namespace canopy::fabric

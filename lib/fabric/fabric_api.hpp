@@ -3,7 +3,9 @@
 // moves none never maps it. Everything else in libfabric's API is inline calls through the objects these return.
 #pragma once
 
+#include <csignal>
 #include <cstdint>
+#include <iterator>
 
 #include <rdma/fabric.h>
 
@@ -26,5 +28,24 @@ inline constexpr std::uint32_t api_version = FI_VERSION(1, 9);
 
 // Loads libfabric.so.1 once; later calls return the same result.
 Result<const Api*> load_api();
+
+// Providers may take over signal handlers as they load: Debian's psm provider (libinfinipath) installs its own for
+// SIGINT, SIGTERM, SIGSEGV, SIGBUS, SIGILL and SIGABRT, and they call exit(). A SIGTERM while providers load then
+// deadlocks in libfabric's destructor (an orphaned canopyd, for good), and one later skips canopy's teardown.
+// While this lives, the calling thread holds the asynchronous signals; at its end the handlers there before are
+// put back, and then the held signals reach them.
+class SignalHandlersKept {
+public:
+    SignalHandlersKept();
+    ~SignalHandlersKept();
+    SignalHandlersKept(const SignalHandlersKept&) = delete;
+    SignalHandlersKept& operator=(const SignalHandlersKept&) = delete;
+
+private:
+    static constexpr int kept[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGILL,  SIGABRT, SIGBUS,  SIGFPE,
+                                   SIGSEGV, SIGPIPE, SIGTERM, SIGUSR1, SIGUSR2, SIGCHLD};
+    struct sigaction before_[std::size(kept)];
+    sigset_t mask_before_;
+};
 
 } // namespace canopy::fabric

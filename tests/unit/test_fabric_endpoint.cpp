@@ -5,12 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <list>
 #include <map>
 
+#include "fabric/fabric_api.hpp"
 #include "fabric/fabric_plane.hpp"
 
 namespace canopy::fabric {
@@ -235,6 +237,35 @@ TEST_P(EndpointPair, NoProviderHereNeedsRegistrationAndUnregisteredMessagesArriv
 
 INSTANTIATE_TEST_SUITE_P(Providers, EndpointPair, ::testing::Values("shm", "tcp;ofi_rxm"),
                          [](const auto& info) { return std::string(info.param) == "shm" ? "shm" : "tcp_rxm"; });
+
+volatile sig_atomic_t canopy_usr1 = 0, intruder_usr1 = 0;
+void canopy_handler(int) { canopy_usr1 = canopy_usr1 + 1; }
+void intruder_handler(int) { intruder_usr1 = intruder_usr1 + 1; }
+
+// What Debian's psm provider does as libfabric loads it: its own handlers, for a termination signal and a fault.
+TEST(SignalHandlersKept, HandlersALibraryInstallsGoAndASignalThatCameMeanwhileReachesTheProcesssOwn)
+{
+    struct sigaction own {}, before_usr1 {}, before_segv {}, intruder {};
+    own.sa_handler = canopy_handler;
+    sigemptyset(&own.sa_mask);
+    ASSERT_EQ(sigaction(SIGUSR1, &own, &before_usr1), 0);
+    ASSERT_EQ(sigaction(SIGSEGV, nullptr, &before_segv), 0);
+    intruder.sa_handler = intruder_handler;
+    sigemptyset(&intruder.sa_mask);
+    {
+        SignalHandlersKept kept;
+        ASSERT_EQ(raise(SIGUSR1), 0);   // held: neither handler runs while the library loads
+        EXPECT_EQ(canopy_usr1, 0);
+        ASSERT_EQ(sigaction(SIGUSR1, &intruder, nullptr), 0);
+        ASSERT_EQ(sigaction(SIGSEGV, &intruder, nullptr), 0);
+    }
+    EXPECT_EQ(canopy_usr1, 1);
+    EXPECT_EQ(intruder_usr1, 0);
+    struct sigaction now {};
+    ASSERT_EQ(sigaction(SIGSEGV, nullptr, &now), 0);
+    EXPECT_EQ(now.sa_handler, before_segv.sa_handler);
+    sigaction(SIGUSR1, &before_usr1, nullptr);
+}
 
 } // namespace
 } // namespace canopy::fabric
