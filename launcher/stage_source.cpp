@@ -1,11 +1,9 @@
 // The root's side of file staging: prepares the index, then streams it and the staged contents down the tree.
 #include "stage_source.hpp"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
 
