@@ -65,12 +65,7 @@ RankBatch plan_node_ranks(const wire::JobSpec& job, const NodeSite& site,
         const wire::AppSpec& app = job.apps[static_cast<std::size_t>(appnum)];
         auto& program = programs_here[static_cast<std::size_t>(appnum)];
         if (!program) {
-            program.emplace(Program{job.env, {}});
-            for (const auto& setting : app.env) {
-                auto equals = setting.find('=');
-                set_environment_value(program->env, setting.substr(0, equals),
-                                      setting.substr(std::min(equals + 1, setting.size())));
-            }
+            program.emplace(Program{environment_with(job.env, app.env), {}});
             int not_runnable = exit_cannot_run;
             auto path = find_program(app.argv.at(0), environment_value(program->env, "PATH"), &not_runnable,
                                      [&services](const std::string& candidate) {

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "fabric/fabric_plane.hpp"
+#include "proc/rank_env.hpp"
 #include "timing/clock.hpp"
 #include "tree/agent.hpp"
 #include "tree/topology.hpp"
@@ -302,6 +303,12 @@ void Root::start_stage_fetch()
         return;
     }
     stage_fetch_ = std::move(*tree);
+    // While the tree starts: the ranks' first questions are their program and the libraries it loads.
+    for (const auto& app : plan_.plan.job.apps) {
+        auto env = environment_with(plan_.plan.job.env, app.env);
+        stage_fetch_->read_ahead_program(app.argv.at(0), environment_value(env, "PATH"),
+                                         environment_value(env, "LD_LIBRARY_PATH"));
+    }
 }
 
 void Root::end_stage_fetch()

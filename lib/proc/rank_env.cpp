@@ -118,4 +118,13 @@ void set_environment_value(std::vector<std::string>& env, const std::string& nam
     env.push_back(name + "=" + value);
 }
 
+std::vector<std::string> environment_with(std::vector<std::string> base, const std::vector<std::string>& settings)
+{
+    for (const auto& setting : settings) {
+        auto equals = setting.find('=');
+        set_environment_value(base, setting.substr(0, equals), setting.substr(std::min(equals + 1, setting.size())));
+    }
+    return base;
+}
+
 } // namespace canopy

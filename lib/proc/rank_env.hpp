@@ -37,4 +37,8 @@ void add_environment_default(std::vector<std::string>& env, std::string setting)
 // environment, for instance).
 void set_environment_value(std::vector<std::string>& env, const std::string& name, const std::string& value);
 
+// `base` with each NAME=VALUE of `settings` set over it: a program's environment (JobSpec's env, then the
+// AppSpec's).
+std::vector<std::string> environment_with(std::vector<std::string> base, const std::vector<std::string>& settings);
+
 } // namespace canopy

@@ -270,10 +270,21 @@ void StageFetchTree::after_read(const Job& job, const stage::FetchAnswer& answer
 {
     if (!read_ahead_)
         return;
-    read_ahead_->after_read(job.kind, job.path, answer, !job.ahead, *cache_,
-                            [this](stage::FetchKind kind, const std::string& path, stage::Ahead ahead) {
-                                cache_->read_ahead(kind, path, ahead);
-                            });
+    read_ahead_->after_read(job.kind, job.path, answer, !job.ahead, *cache_, read_ahead_into_cache());
+}
+
+void StageFetchTree::read_ahead_program(const std::string& program, const std::string& path_variable,
+                                        const std::string& library_path_variable)
+{
+    if (read_ahead_)
+        read_ahead_->before_ranks(program, path_variable, library_path_variable, read_ahead_into_cache());
+}
+
+stage::ReadAheadPolicy::Read StageFetchTree::read_ahead_into_cache()
+{
+    return [this](stage::FetchKind kind, const std::string& path, stage::Ahead ahead) {
+        cache_->read_ahead(kind, path, ahead);
+    };
 }
 
 bool StageFetchTree::children_behind(asio::steady_timer& timer, bool& waiting, void (StageFetchTree::*retry)())

@@ -49,6 +49,9 @@ public:
     StageFetchTree(const StageFetchTree&) = delete;
     StageFetchTree& operator=(const StageFetchTree&) = delete;
 
+    // The root, before any rank starts: reads ahead the programs the ranks will run (ReadAheadPolicy::before_ranks).
+    void read_ahead_program(const std::string& program, const std::string& path_variable,
+                            const std::string& library_path_variable);
     // A lookup for a local rank (or a test): answered from the cache, or once the parent answers.
     void fetch(stage::FetchKind kind, const std::string& path, stage::FetchCache::Done done);
     // A stage-fetch-reply from the parent (daemons only).
@@ -112,6 +115,7 @@ private:
     // the callers who joined them: a reply can then say "pushed" and leave the bytes out.
     void push_ready();
     void after_read(const Job& job, const stage::FetchAnswer& answer);
+    stage::ReadAheadPolicy::Read read_ahead_into_cache();
 
     asio::io_context& io_;
     std::unique_ptr<stage::FetchCache> cache_;

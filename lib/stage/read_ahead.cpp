@@ -78,6 +78,36 @@ void ReadAheadPolicy::after_read(FetchKind kind, const std::string& path, const 
         use(parent_of(dir), cache, read);
 }
 
+void ReadAheadPolicy::before_ranks(const std::string& program, const std::string& path_variable,
+                                   const std::string& library_path_variable, const Read& read)
+{
+    auto entries = [](const std::string& variable) {
+        std::vector<std::string> dirs;
+        for (std::size_t at = 0; at <= variable.size();) {
+            auto end = std::min(variable.find(':', at), variable.size());
+            if (auto dir = lexically_normal(variable.substr(at, end - at)); !dir.empty())
+                dirs.push_back(dir);
+            at = end + 1;
+        }
+        return dirs;
+    };
+    for (const auto& dir : entries(library_path_variable))
+        if (std::find(library_dirs_.begin(), library_dirs_.end(), dir) == library_dirs_.end())
+            library_dirs_.push_back(dir);
+    std::vector<std::string> candidates;
+    if (program.find('/') != std::string::npos)
+        candidates.push_back(lexically_normal(program));   // relative to the rank's directory: not guessed
+    else
+        for (const auto& dir : entries(path_variable)) {
+            if (!staged(dir))
+                break;   // the program may be there, and then nothing further is
+            candidates.push_back(child_of(dir, program));
+        }
+    for (const auto& path : candidates)
+        if (!path.empty() && staged(path) && needed_.insert(path).second)
+            read(FetchKind::content, path, Ahead::load);
+}
+
 void ReadAheadPolicy::read_needed_libraries(const std::string& path, const std::string& copy,
                                             const FetchCache& cache, const Read& read)
 {

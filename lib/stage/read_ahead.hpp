@@ -27,6 +27,8 @@ namespace canopy::stage {
 //    theirs in turn, since the loader asks for them next, one after another. Each is looked for where the
 //    loader would look and the prefixes allow: the file's RUNPATH (RPATH), then the directories ranks loaded
 //    libraries from.
+//  - the programs the ranks will run (before_ranks): whole, with the libraries they need, while the tree starts,
+//    so that a rank's first questions (its program, the loader's libraries) are answered on its node;
 //  - a compiled Python module a rank reads: the modules it imports, and theirs in turn (ImportFollower), before
 //    the rest. Module files are left to it: not read ahead, whole or by metadata, for being beside another.
 // Only under the staged prefixes, and never entries of a listing longer than max_listing.
@@ -45,6 +47,12 @@ public:
     // with `answer`; `cache` is the root's, which knows what is read or on its way already.
     void after_read(FetchKind kind, const std::string& path, const FetchAnswer& answer, bool asked,
                     const FetchCache& cache, const Read& read);
+
+    // Before any rank starts, for each program: `program` as the ranks name it (argv[0]), with their PATH and
+    // LD_LIBRARY_PATH. The file it is (absolute, or each directory of PATH in turn, up to the first that is not
+    // staged) is read whole if staged, and what it needs follows, looked for in LD_LIBRARY_PATH first.
+    void before_ranks(const std::string& program, const std::string& path_variable,
+                      const std::string& library_path_variable, const Read& read);
 
 private:
     bool staged(const std::string& path) const;

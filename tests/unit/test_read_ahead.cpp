@@ -480,6 +480,29 @@ TEST_F(RootReadAhead, TheLibrariesAnImportedExtensionModuleNeedsAreReadBeforeARa
         << "extension read whole: " << read_whole(extension);
 }
 
+TEST_F(RootReadAhead, TheProgramTheRanksWillRunAndTheLibrariesItNeedsAreReadBeforeAnyRankStarts)
+{
+    std::string bin = base_ + "/env/bin";
+    std::string lib = base_ + "/env/lib";
+    fs::create_directories(bin);
+    fs::create_directories(lib);
+    fs::copy_file(fs::read_symlink("/proc/self/exe"), bin + "/app");   // this test: it needs libc.so.6
+    write(lib + "/libc.so.6", std::string(ReadAheadPolicy::small_file_bytes + 1, 'l'));
+    write(bin + "/other", "not the program");
+    ASSERT_NO_FATAL_FAILURE(start_root(base_ + "/env"));
+    auto read_whole = [&](const std::string& path) {
+        const FetchAnswer* answer = answer_of(path);
+        return answer && answer->content();
+    };
+    // A bare name, found through the ranks' PATH: the staged directory comes first, and nothing after
+    // /usr/bin (not staged) is a candidate.
+    root_->read_ahead_program("app", "/nonexistent/../" + bin + ":/usr/bin:" + lib, lib);
+    EXPECT_TRUE(run_until([&] { return read_whole(bin + "/app") && read_whole(lib + "/libc.so.6"); }))
+        << "program read whole: " << read_whole(bin + "/app");
+    EXPECT_EQ(answer_of(lib + "/app"), nullptr);   // after /usr/bin on PATH
+    EXPECT_FALSE(read_whole(bin + "/other"));
+}
+
 TEST_F(RootReadAhead, TheRootReadsWhatARanksModuleImportsAndTheirImportsNotTheModulesBesideIt)
 {
     std::string src = base_ + "/src";   // a sys.path directory
