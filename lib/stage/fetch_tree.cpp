@@ -277,7 +277,7 @@ void StageFetchTree::read_ahead_program(const std::string& program, const std::s
                                         const std::string& library_path_variable)
 {
     if (read_ahead_)
-        read_ahead_->before_ranks(program, path_variable, library_path_variable, read_ahead_into_cache());
+        read_ahead_->before_ranks(program, path_variable, library_path_variable, *cache_, read_ahead_into_cache());
 }
 
 stage::ReadAheadPolicy::Read StageFetchTree::read_ahead_into_cache()

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "stage/python_imports.hpp"
 
@@ -108,6 +109,19 @@ void ImportFollower::after_read(const std::string& path, const FetchAnswer& answ
     } else if (extension_module_name(name) || name.ends_with(".py")) {
         learn_root(dir, cache, read);
     }
+}
+
+void ImportFollower::interpreter_starts(const std::string& stdlib, const std::string& tag, const FetchCache& cache,
+                                        const Read& read)
+{
+    if (std::find(roots_.begin(), roots_.end(), stdlib) == roots_.end())
+        roots_.push_back(stdlib);
+    std::vector<std::string> modules{"encodings", "encodings.utf_8", "sitecustomize"};
+    // "cpython-3" and the minor version: 3.11 freezes site and the modules it imports.
+    if (tag.starts_with("cpython-3") && tag.size() > 9 && std::atoi(tag.c_str() + 9) < 11)
+        modules.push_back("site");
+    for (const auto& module : modules)
+        look_up({stdlib, split_dotted(module), {}, tag, false}, cache, read);
 }
 
 void ImportFollower::follow(const std::string& pyc, const std::string& copy, const FetchCache& cache,

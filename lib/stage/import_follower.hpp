@@ -34,6 +34,12 @@ public:
     // `listing` is that directory's.
     bool follows(const std::string& name, const FetchAnswer& listing) const;
 
+    // A Python interpreter is about to start (before any rank does): `stdlib` is its standard library's directory
+    // and `tag` its bytecode's ("cpython-311"). Reads what every start imports from there (the `encodings`
+    // package and `utf_8`, `sitecustomize`; before 3.11, which freezes them, `site` and what it imports).
+    void interpreter_starts(const std::string& stdlib, const std::string& tag, const FetchCache& cache,
+                            const Read& read);
+
     // Whether `path` is an extension module an import names: the loader maps it next, and what it needs.
     bool loads(const std::string& path) const { return path.ends_with(".so") && predicted_.count(path) > 0; }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <regex>
 
 #include "stage/elf_needs.hpp"
 
@@ -66,6 +67,11 @@ void ReadAheadPolicy::after_read(FetchKind kind, const std::string& path, const 
     if (kind == FetchKind::content && answer.content() && answer.followed_is(S_IFREG) &&
         (asked || needed_.count(path) || imports_.loads(path)))
         read_needed_libraries(path, cache.cache().content_path(answer.mirror), cache, read);
+    // `python3` a symlink to `python3.11`: the name that tells the version is the link's.
+    if (!answer.link.empty() && programs_.count(path))
+        if (auto target = lexically_normal(answer.link[0] == '/' ? answer.link : child_of(dir, answer.link));
+            !target.empty())
+            python_starts(target, cache, read);
     if (!asked)
         return;
     // What a rank asks for tells where it is working: there, and one level up (a package, when the rank reads
@@ -79,7 +85,8 @@ void ReadAheadPolicy::after_read(FetchKind kind, const std::string& path, const 
 }
 
 void ReadAheadPolicy::before_ranks(const std::string& program, const std::string& path_variable,
-                                   const std::string& library_path_variable, const Read& read)
+                                   const std::string& library_path_variable, const FetchCache& cache,
+                                   const Read& read)
 {
     auto entries = [](const std::string& variable) {
         std::vector<std::string> dirs;
@@ -104,8 +111,34 @@ void ReadAheadPolicy::before_ranks(const std::string& program, const std::string
             candidates.push_back(child_of(dir, program));
         }
     for (const auto& path : candidates)
-        if (!path.empty() && staged(path) && needed_.insert(path).second)
+        if (!path.empty() && staged(path) && needed_.insert(path).second) {
+            programs_.insert(path);
             read(FetchKind::content, path, Ahead::load);
+            python_starts(path, cache, read);
+        }
+}
+
+void ReadAheadPolicy::python_starts(const std::string& program, const FetchCache& cache, const Read& read)
+{
+    // PREFIX/bin/pythonX.Y, whose standard library is PREFIX/lib/pythonX.Y (a bare `python3` names no version).
+    static const std::regex interpreter(R"(python(\d)\.(\d+))");
+    std::smatch version;
+    std::string name = program.substr(program.rfind('/') + 1);
+    std::string bin = parent_of(program);
+    if (!std::regex_match(name, version, interpreter) || !bin.ends_with("/bin"))
+        return;
+    std::string lib = child_of(parent_of(bin), "lib");
+    std::string stdlib = child_of(lib, name);
+    if (!staged(stdlib))
+        return;
+    // What its start lists, as a rank asking there would: the standard library is then a directory in use.
+    in_use_.insert(stdlib);
+    read(FetchKind::content, stdlib, Ahead::next);
+    read(FetchKind::metadata, child_of(stdlib, "os.py"), Ahead::next);   // the landmark of a standard library
+    for (const auto& packages : {child_of(stdlib, "site-packages"), child_of(stdlib, "dist-packages"),
+                                 child_of(lib, "python" + version[1].str() + "/dist-packages")})
+        read(FetchKind::content, packages, Ahead::next);
+    imports_.interpreter_starts(stdlib, "cpython-" + version[1].str() + version[2].str(), cache, read);
 }
 
 void ReadAheadPolicy::read_needed_libraries(const std::string& path, const std::string& copy,

@@ -51,20 +51,24 @@ public:
     // Before any rank starts, for each program: `program` as the ranks name it (argv[0]), with their PATH and
     // LD_LIBRARY_PATH. The file it is (absolute, or each directory of PATH in turn, up to the first that is not
     // staged) is read whole if staged, and what it needs follows, looked for in LD_LIBRARY_PATH first.
+    // A program named pythonX.Y in a bin directory (or a symlink to one) also has its start read ahead.
     void before_ranks(const std::string& program, const std::string& path_variable,
-                      const std::string& library_path_variable, const Read& read);
+                      const std::string& library_path_variable, const FetchCache& cache, const Read& read);
 
 private:
     bool staged(const std::string& path) const;
     // Marks `dir` as in use; if that is news and its listing is known, reads its entries ahead again.
     void use(const std::string& dir, const FetchCache& cache, const Read& read);
     void read_entries(const std::string& dir, const FetchAnswer& listing, const Read& read) const;
+    // `program` is about to start: if it is a Python interpreter, what its start reads.
+    void python_starts(const std::string& program, const FetchCache& cache, const Read& read);
     // `path` was opened (or is needed) and is an ELF file, the root's copy at `copy`: reads what it needs.
     void read_needed_libraries(const std::string& path, const std::string& copy, const FetchCache& cache,
                                const Read& read);
 
     std::vector<std::string> prefixes_;
     std::vector<std::string> library_dirs_;       // where ranks loaded libraries from, in the order first seen
+    std::set<std::string> programs_;              // what before_ranks read: the programs the ranks may run
     std::set<std::string> libraries_;             // files whose needs were looked at
     std::set<std::string> needed_;                // libraries read whole because another needs them
     std::set<std::string> in_use_;          // directories a rank asked about: their subdirectories are listed

@@ -503,6 +503,50 @@ TEST_F(RootReadAhead, TheProgramTheRanksWillRunAndTheLibrariesItNeedsAreReadBefo
     EXPECT_FALSE(read_whole(bin + "/other"));
 }
 
+TEST_F(RootReadAhead, APythonInterpretersStartIsReadBeforeAnyRankStartsIt)
+{
+    // A standard library, compiled by the test's Python, whose bytecode tag names the interpreter's version.
+    std::string source = base_ + "/stdlib";
+    fs::create_directories(source + "/encodings");
+    write(source + "/os.py", "");
+    write(source + "/encodings/__init__.py", "from . import aliases\n");
+    write(source + "/encodings/aliases.py", "");
+    write(source + "/encodings/utf_8.py", "");
+    write(source + "/encodings/cp1252.py", "");   // not the filesystem's encoding
+    write(source + "/sitecustomize.py", "");
+    write(source + "/unused.py", "");
+    ASSERT_EQ(compile_python(source), "");
+    std::string tag = fs::path(compiled(source, "os")).extension() == ".pyc"
+                          ? fs::path(compiled(source, "os")).stem().extension().string().substr(1)   // cpython-311
+                          : "";
+    ASSERT_TRUE(tag.starts_with("cpython-3")) << tag;
+    std::string version = "3." + tag.substr(9);
+    std::string env = base_ + "/env";
+    std::string stdlib = env + "/lib/python" + version;
+    fs::create_directories(env + "/bin");
+    fs::create_directories(env + "/lib");
+    fs::rename(source, stdlib);
+    write(env + "/bin/python" + version, "an interpreter");
+    fs::create_symlink("python" + version, env + "/bin/python3");   // as the ranks name it
+    ASSERT_NO_FATAL_FAILURE(start_root(env));
+    auto read_whole = [&](const std::string& path) {
+        const FetchAnswer* answer = answer_of(path);
+        return answer && answer->content();
+    };
+
+    root_->read_ahead_program("python3", env + "/bin", "");
+    std::vector<std::string> started = {compiled(stdlib + "/encodings", "__init__"),
+                                        compiled(stdlib + "/encodings", "aliases"),
+                                        compiled(stdlib + "/encodings", "utf_8"), compiled(stdlib, "sitecustomize")};
+    EXPECT_TRUE(run_until([&] { return std::ranges::all_of(started, read_whole); }))
+        << "read whole: " << read_whole(started[0]) << read_whole(started[1]) << read_whole(started[2])
+        << read_whole(started[3]);
+    EXPECT_NE(answer_of(stdlib + "/os.py"), nullptr);   // the landmark Python looks for
+    for (const auto& module : {"os", "unused"})
+        EXPECT_FALSE(read_whole(compiled(stdlib, module))) << module;
+    EXPECT_FALSE(read_whole(compiled(stdlib + "/encodings", "cp1252")));
+}
+
 TEST_F(RootReadAhead, TheRootReadsWhatARanksModuleImportsAndTheirImportsNotTheModulesBesideIt)
 {
     std::string src = base_ + "/src";   // a sys.path directory
