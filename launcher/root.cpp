@@ -303,7 +303,10 @@ void Root::start_stage_fetch()
         return;
     }
     stage_fetch_ = std::move(*tree);
-    // While the tree starts: the ranks' first questions are their program and the libraries it loads.
+    // While the tree starts: the ranks' first questions are their program and the libraries it loads. (A
+    // manifest's index has them: the root would read and push them twice.)
+    if (!stages_on_demand(*plan_.stage))
+        return;
     for (const auto& app : plan_.plan.job.apps) {
         auto env = environment_with(plan_.plan.job.env, app.env);
         stage_fetch_->read_ahead_program(app.argv.at(0), environment_value(env, "PATH"),

@@ -24,10 +24,15 @@ bool covered_by(const std::string& prefix, const std::vector<std::string>& prefi
 
 } // namespace
 
-Result<PreparedStage> prepare_stage(const StageSettings& settings)
+bool stages_on_demand(const StageSettings& settings)
 {
     std::error_code ignored;
-    bool learn = !settings.manifest.empty() && !std::filesystem::exists(settings.manifest, ignored);
+    return settings.manifest.empty() || !std::filesystem::exists(settings.manifest, ignored);
+}
+
+Result<PreparedStage> prepare_stage(const StageSettings& settings)
+{
+    bool learn = !settings.manifest.empty() && stages_on_demand(settings);
     if (learn && settings.prefixes.empty())
         return make_error("stage manifest {} does not exist; name the directories to stage with --stage, and canopy "
                           "writes it at the end of the job",
@@ -39,7 +44,7 @@ Result<PreparedStage> prepare_stage(const StageSettings& settings)
                               "existing manifest",
                               settings.manifest, writable.error().message);
     }
-    if (settings.manifest.empty() || learn) {
+    if (stages_on_demand(settings)) {
         // On demand: the index holds the prefixes and their listings only (a handful of operations, where a walk
         // of the prefixes costs one per file); the nodes fetch everything else through the tree as ranks ask.
         std::vector<stage::PathRequest> requests;

@@ -28,6 +28,9 @@ struct PreparedStage {
     std::string learn;     // a manifest that does not exist yet: staged on demand, written from what was fetched
 };
 
+// Whether the job stages on demand: no manifest, or one that does not exist yet (to be learned).
+bool stages_on_demand(const StageSettings& settings);
+
 // Runs on a worker thread while the tree starts. A manifest is loaded and validated against the filesystem
 // (size, mtime, inode, listings) and refreshed if anything changed; without a manifest the index holds only the
 // prefixes and their listings, and the nodes fetch the rest on demand through the tree (StageFetchTree).

@@ -64,7 +64,9 @@ refreshed with make_pyenv.sh, fast when up to date), --mount DIR, --rows plain,u
 node-local,tmp-method, --manifest FILE (--reuse-manifest: do not record it again), --staged-args ARGS and
 --on-demand-args ARGS ({mount} and {manifest} are replaced), --copy-dir DIR (where the per-node copies go: one copy of PYENV per
 node must fit there, which is checked before any row; default /var/tmp/canopy-bench-nodes), --tmp-copy tar|cp,
---wait-idle S / --idle-cpus N (wait for an idle machine before each row), --json FILE, --timeout S (per row; the
+--wait-idle S / --idle-cpus N (wait for an idle machine before each row), --interpreter (every row but plain runs
+ROOT/bin/python3.11 with LD_LIBRARY_PATH=ROOT/lib/x86_64-linux-gnu, as a conda environment's python runs, rather
+than the bin/python3 wrapper script, whose exec canopy cannot see ahead), --json FILE, --timeout S (per row; the
 tmp-method row at 64 nodes needs more than the default 600), --keep-page-cache (by default each row starts with
 the page cache dropped and the environment read back, as root; the table ends with the pages the kernel scanned
 to reclaim memory during each job, which should be 0).
@@ -304,6 +306,10 @@ def run_plain(args, fs):
 def run_canopy(args, fs, name="unstaged", extra_args=(), root=None, program=None, check=None):
     """The job under canopy; `extra_args` (e.g. ["--stage", MOUNT]) makes the staged rows, `root` (the pyenv)
     the local one, `program` (what runs instead of python3, followed by -c CODE) the per-node ones."""
+    if not program and INTERPRETER:
+        root = root or args.mount
+        extra_args = [*extra_args, "--env", f"LD_LIBRARY_PATH={os.path.join(root, 'lib', 'x86_64-linux-gnu')}"]
+        program = [os.path.join(root, "bin", "python3.11")]
     program = program or [os.path.join(root or args.mount, "bin", "python3")]
     timing = os.path.join(args.workdir, f"timing-{name}.json")
     if os.path.exists(timing):
@@ -334,6 +340,11 @@ def run_staged(args, fs, name, template):
 
 
 # --- the per-node rows: node-local (copies made before the timed part) and tmp-method (the copy timed too) ---
+
+# How a per-node row's sh line runs the environment's python: its wrapper script, or (--interpreter) the interpreter.
+WRAPPER_EXEC = 'exec "{root}/bin/python3" "$@"'
+INTERPRETER_EXEC = 'LD_LIBRARY_PATH="{root}/lib/x86_64-linux-gnu" exec "{root}/bin/python3.11" "$@"'
+INTERPRETER = False   # --interpreter
 
 # Each rank execs its own node's copy; canopy sets CANOPY_NODE_RANK in every rank. Arguments: COPIES -c CODE.
 NODE_COPY_PROGRAM = 'exec "$0/node$CANOPY_NODE_RANK/bin/python3" "$@"'
@@ -695,6 +706,11 @@ def main():
                         help="what each rank imports; numpy runs from a copy of PYENV with only what `import numpy` "
                              "uses (PYENV-numpy, made if missing), small enough for 64 node copies in this "
                              "machine's memory")
+    parser.add_argument("--interpreter", action="store_true",
+                        help="every row runs the environment's interpreter itself (ROOT/bin/python3.11, with "
+                             "LD_LIBRARY_PATH=ROOT/lib/x86_64-linux-gnu: canopy's --env, or the per-node rows' sh "
+                             "line), as a conda environment's python runs, instead of its bin/python3 wrapper "
+                             "script; canopy can read an interpreter's start ahead, not a script's")
     parser.add_argument("--manifest", default=None,
                         help="where to record the manifest (default: WORKDIR/MODULE.manifest)")
     parser.add_argument("--reuse-manifest", action="store_true",
@@ -727,8 +743,15 @@ def main():
     if unknown:
         sys.exit(f"import_bench: unknown rows {sorted(unknown)}; the rows are {', '.join(ROWS)}")
     args.manifest = os.path.abspath(args.manifest or os.path.join(args.workdir, f"{args.module}.manifest"))
-    global RANK_CODE
+    global RANK_CODE, NODE_COPY_PROGRAM, TMP_METHOD_PROGRAM, INTERPRETER
     RANK_CODE = RANK_CODE_TEMPLATE.replace("MODULE", args.module)
+    if args.interpreter:
+        INTERPRETER = True
+        NODE_COPY_PROGRAM = NODE_COPY_PROGRAM.replace(WRAPPER_EXEC.format(root="$0/node$CANOPY_NODE_RANK"),
+                                                      INTERPRETER_EXEC.format(root="$0/node$CANOPY_NODE_RANK"))
+        TMP_METHOD_PROGRAM = TMP_METHOD_PROGRAM.replace(WRAPPER_EXEC.format(root="$node"),
+                                                        INTERPRETER_EXEC.format(root="$node"))
+        assert INTERPRETER_EXEC.format(root="$node") in TMP_METHOD_PROGRAM and "python3.11" in NODE_COPY_PROGRAM
     for path, what in ((args.slowfs, "slowfs (needs libfuse3-dev at meson setup)"),
                        (args.canopy, "canopy")):
         if not os.access(path, os.X_OK):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LEFTOVER_GRACE_SECONDS, parse_labelled, wait_until
+from conftest import LEFTOVER_GRACE_SECONDS, parse_labelled, timing_phases, wait_until
 from test_slowfs import Mount, _missing_fuse
 
 PYTHON = "/usr/bin/python3"   # not a `python3` from PATH: a pyenv shim would run dozens of processes per rank
@@ -245,6 +245,32 @@ def test_a_staged_program_is_checked_from_the_index_not_on_the_shared_filesystem
         runs[kind] = case.settled_ops()["ops"]
     assert runs["unstaged"]["access"] >= 3, runs["unstaged"]   # the check the staged job no longer makes
     assert runs["staged"]["access"] == 0, runs["staged"]
+
+
+@needs_fuse
+def test_a_first_job_reads_its_program_ahead_and_a_job_with_a_manifest_does_not_read_it_again(case):
+    # Without a manifest the root reads the ranks' program as the job starts, so no daemon or rank has to ask
+    # for it; with one, the index has it, and the root reads nothing twice.
+    wrapper = case.src / "bin" / "run-prog"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f"#!/bin/sh\nexec {PYTHON} \"$@\"\n")
+    wrapper.chmod(0o755)
+    program = case.mnt / "bin" / "run-prog"
+    command = [program, case.program, case.mnt]
+    first, _, _ = case.job(["--sim-nodes", "2", "-vv", *case.staged_args(manifest=False)], command)
+    assert sorted(ok(first)) == [0, 1], first.describe()
+    reads = [line.split(" in ")[0] for line in first.stderr_lines() if "stage debug: read" in line]
+    assert f"canopy stage debug: read ahead content {program}" in reads, reads[:10]
+    asked = [line for line in reads if line.endswith(f"{program}") and " ahead " not in line]
+    assert asked == [], reads[:10]
+
+    case.record(command)
+    timing = case.root / "timing.json"
+    staged, _, _ = case.job(["--sim-nodes", "2", f"--timing={timing}", *case.staged_args()], command)
+    assert sorted(ok(staged)) == [0, 1], staged.describe()
+    phases = timing_phases(timing)
+    assert phases["root.stage_read_ahead_messages"]["sum"] == 0, phases
+    assert phases["root.stage_read_messages"]["sum"] == 0, phases
 
 
 @needs_fuse
