@@ -7,6 +7,8 @@
 
 #include <string_view>
 
+#include "util/worker_thread.hpp"
+
 namespace canopy {
 namespace {
 
@@ -48,7 +50,7 @@ void OutputWriter::queue(int fd, std::string data)
         queue_.emplace_back(fd, std::move(data));
         // Started by the first output, not before: the launcher forks guards early, best with no other thread.
         if (!thread_.joinable())
-            thread_ = std::thread([this] { run(); });
+            thread_ = worker_thread([this] { run(); });
     }
     queued_.notify_one();
 }
@@ -80,7 +82,8 @@ void OutputWriter::when_below(std::size_t bytes, std::function<void()> below)
 
 void OutputWriter::run()
 {
-    // Signals are the io thread's to handle.
+    // Every signal is the io thread's to handle, SIGTTOU too: a write to the terminal from the background goes
+    // through rather than stopping the launcher.
     sigset_t all;
     ::sigfillset(&all);
     ::pthread_sigmask(SIG_BLOCK, &all, nullptr);

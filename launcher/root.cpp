@@ -19,6 +19,7 @@
 #include "tree/topology.hpp"
 #include "util/log.hpp"
 #include "util/remove_tree.h"
+#include "util/worker_thread.hpp"
 
 namespace canopy {
 namespace {
@@ -258,7 +259,7 @@ void Root::start_stage_preparation()
 {
     if (!plan_.stage)
         return;
-    stage_thread_ = std::thread([this, settings = *plan_.stage] {
+    stage_thread_ = worker_thread([this, settings = *plan_.stage] {
         auto prepared = prepare_stage(settings);
         asio::post(io_, [this, prepared = std::move(prepared)]() mutable { on_stage_prepared(std::move(prepared)); });
     });
@@ -665,14 +666,7 @@ void Root::start_stdin_forwarding()
         return;
     }
     // A blocking reader thread: stdin may be a file, a pipe or a terminal, and epoll accepts only some of those.
-    // It starts with the signals canopy handles blocked: one that came after the main thread blocked them at the
-    // job's end would otherwise go to this thread and kill canopy halfway (run()).
-    sigset_t handled, before;
-    sigemptyset(&handled);
-    for (int signo : {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2})
-        sigaddset(&handled, signo);
-    ::pthread_sigmask(SIG_BLOCK, &handled, &before);
-    std::thread([this, target, hop] {
+    worker_thread([this, target, hop] {
         char buffer[64 * 1024];
         for (;;) {
             ssize_t got = ::read(STDIN_FILENO, buffer, sizeof buffer);
@@ -689,7 +683,6 @@ void Root::start_stdin_forwarding()
                 return;
         }
     }).detach();
-    ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
 }
 
 timing::JobTiming Root::job_timing() const

@@ -19,6 +19,7 @@
 #include "pmix/client_env.hpp"
 #include "pmix/module_log.hpp"
 #include "pmix/pmix_host.hpp"
+#include "util/worker_thread.hpp"
 
 namespace canopy {
 namespace {
@@ -161,7 +162,11 @@ Result<std::string> start_server(const PmixJob& job, const RankLayout& layout, p
     PMIx_Info_load(&init_info[4], PMIX_SERVER_SYSTEM_SUPPORT, &no, PMIX_BOOL);
     PMIx_Info_load(&init_info[5], PMIX_SERVER_TOOL_SUPPORT, &no, PMIX_BOOL);
     PMIx_Info_load(&init_info[6], PMIX_SYSTEM_TMPDIR, system_dir.c_str(), PMIX_STRING);
-    pmix_status_t rc = PMIx_server_init(upcalls, init_info, ninit);
+    pmix_status_t rc = PMIX_SUCCESS;
+    {
+        AsynchronousSignalsHeld held;   // PMIx's progress thread inherits the mask: it must not take them
+        rc = PMIx_server_init(upcalls, init_info, ninit);
+    }
     PMIX_INFO_FREE(init_info, ninit);
     if (rc != PMIX_SUCCESS)
         return make_error("PMIx host on {}: PMIx_server_init failed with tmpdir {}: {}; check that the directory "
@@ -259,7 +264,7 @@ void finalize_server(const std::vector<std::string>& nspaces, bool ended_abnorma
     // Deregister and finalize on a helper thread with a bound: whatever PMIx does, the daemon must get to exit.
     auto finished = std::make_shared<std::promise<void>>();
     auto result = finished->get_future();
-    std::thread([nspaces, finished] {
+    worker_thread([nspaces, finished] {
         auto deregistered = deregister_all(nspaces);
         if (deregistered == PMIX_ERR_TIMEOUT) {
             // PMIx 4.2.2 reads a new connection's handshake with a blocking recv on its progress thread, so

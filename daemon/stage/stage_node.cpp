@@ -11,6 +11,7 @@
 #include "proc/rank_env.hpp"
 #include "util/log.hpp"
 #include "util/remove_tree.h"
+#include "util/worker_thread.hpp"
 
 namespace canopy {
 namespace {
@@ -110,7 +111,7 @@ void StageNode::install_off_the_loop()
 {
     // With 64 caches going to one disk, this took up to 18 s here: on the loop, it kept heartbeats from the
     // parent until the node was declared lost.
-    installer_ = std::thread([this, executor = executor_, alive = alive_] {
+    installer_ = worker_thread([this, executor = executor_, alive = alive_] {
         // Tests stand in for such a disk with CANOPY_TEST_STAGE_INSTALL_DELAY (seconds).
         if (const char* delay = std::getenv("CANOPY_TEST_STAGE_INSTALL_DELAY"))
             std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(delay)));

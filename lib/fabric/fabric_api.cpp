@@ -48,12 +48,7 @@ Result<const Api*> load_api()
 
 SignalHandlersKept::SignalHandlersKept()
 {
-    sigset_t held;
-    sigemptyset(&held);
-    // Faults are not held: a fault while they are blocked would kill the process without a handler.
-    for (int signal : {SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGTERM, SIGUSR1, SIGUSR2, SIGCHLD})
-        sigaddset(&held, signal);
-    pthread_sigmask(SIG_BLOCK, &held, &mask_before_);
+    // Faults are not held (held_): a fault while they are blocked would kill the process without a handler.
     for (std::size_t i = 0; i < std::size(kept); ++i)
         sigaction(kept[i], nullptr, &before_[i]);
 }
@@ -62,7 +57,6 @@ SignalHandlersKept::~SignalHandlersKept()
 {
     for (std::size_t i = 0; i < std::size(kept); ++i)
         sigaction(kept[i], &before_[i], nullptr);
-    pthread_sigmask(SIG_SETMASK, &mask_before_, nullptr);
-}
+}   // then held_ lets the held signals through
 
 } // namespace canopy::fabric

@@ -10,6 +10,7 @@
 #include <rdma/fabric.h>
 
 #include "util/result.hpp"
+#include "util/worker_thread.hpp"
 
 namespace canopy::fabric {
 
@@ -33,7 +34,8 @@ Result<const Api*> load_api();
 // SIGINT, SIGTERM, SIGSEGV, SIGBUS, SIGILL and SIGABRT, and they call exit(). A SIGTERM while providers load then
 // deadlocks in libfabric's destructor (an orphaned canopyd, for good), and one later skips canopy's teardown.
 // While this lives, the calling thread holds the asynchronous signals; at its end the handlers there before are
-// put back, and then the held signals reach them.
+// put back, and then the held signals reach them. canopy's other threads block them from their start
+// (worker_thread), so none can take one meanwhile.
 class SignalHandlersKept {
 public:
     SignalHandlersKept();
@@ -44,8 +46,8 @@ public:
 private:
     static constexpr int kept[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGILL,  SIGABRT, SIGBUS,  SIGFPE,
                                    SIGSEGV, SIGPIPE, SIGTERM, SIGUSR1, SIGUSR2, SIGCHLD};
+    AsynchronousSignalsHeld held_;
     struct sigaction before_[std::size(kept)];
-    sigset_t mask_before_;
 };
 
 } // namespace canopy::fabric

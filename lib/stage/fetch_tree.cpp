@@ -13,6 +13,7 @@
 
 #include "util/log.hpp"
 #include "util/read_file.hpp"
+#include "util/worker_thread.hpp"
 
 namespace canopy {
 namespace {
@@ -191,7 +192,7 @@ void StageFetchTree::start_readers(const std::string& cache_dir, int count)
         auto cache = stage::NodeCache::create(cache_dir);
         if (!cache)
             continue;
-        readers_.emplace_back([this, cache = std::move(*cache)]() mutable { read_loop(std::move(cache)); });
+        readers_.push_back(worker_thread([this, cache = std::move(*cache)]() mutable { read_loop(std::move(cache)); }));
     }
 }
 

@@ -4,6 +4,7 @@
 #include "stage/filesystem_probe.hpp"
 #include "stage/record_format.h"
 #include "util/read_file.hpp"
+#include "util/worker_thread.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -803,12 +804,12 @@ std::vector<Change> validate(const Index& index)
     std::vector<std::vector<Change>> found(threads);
     std::vector<std::thread> workers;
     for (std::uint32_t t = 0; t < threads; ++t)
-        workers.emplace_back([&, t] {
+        workers.push_back(worker_thread([&, t] {
             DirectoryHandles handles;
             // Contiguous slices of the entry table.
             for (std::uint32_t i = t * count / threads; i < (t + 1) * count / threads; ++i)
                 check_entry(info_of(v, v.entries[i]), prefixes, handles, found[t]);
-        });
+        }));
     for (auto& worker : workers)
         worker.join();
     std::vector<Change> changes;

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <utility>
 
+#include "util/worker_thread.hpp"
+
 namespace canopy::stage {
 
 OpenAhead::OpenAhead(DirectoryHandles& handles, std::vector<std::string> paths, std::size_t threads,
@@ -19,7 +21,7 @@ OpenAhead::OpenAhead(DirectoryHandles& handles, std::vector<std::string> paths, 
 {
     threads = std::min(std::max<std::size_t>(threads, 1), paths_.size());
     for (std::size_t t = 0; t < threads; ++t)
-        threads_.emplace_back([this, &handles] { open_files(handles); });
+        threads_.push_back(worker_thread([this, &handles] { open_files(handles); }));
 }
 
 OpenAhead::~OpenAhead()

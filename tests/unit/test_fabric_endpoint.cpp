@@ -5,15 +5,24 @@
 
 #include <gtest/gtest.h>
 
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <filesystem>
+#include <iterator>
 #include <list>
 #include <map>
 
 #include "fabric/fabric_api.hpp"
 #include "fabric/fabric_plane.hpp"
+#include "util/worker_thread.hpp"
 
 namespace canopy::fabric {
 namespace {
@@ -265,6 +274,51 @@ TEST(SignalHandlersKept, HandlersALibraryInstallsGoAndASignalThatCameMeanwhileRe
     ASSERT_EQ(sigaction(SIGSEGV, nullptr, &now), 0);
     EXPECT_EQ(now.sa_handler, before_segv.sa_handler);
     sigaction(SIGUSR1, &before_usr1, nullptr);
+}
+
+volatile sig_atomic_t usr1_on_main = 0, usr1_elsewhere = 0;
+pthread_t main_thread;
+void where_handler(int)
+{
+    if (pthread_equal(pthread_self(), main_thread))
+        usr1_on_main = usr1_on_main + 1;
+    else
+        usr1_elsewhere = usr1_elsewhere + 1;
+}
+
+// The kernel gives a process's signal to any thread that does not block it. A worker thread blocks them from its
+// start, so while the main thread holds them (as providers load) a handler the library installed cannot run in
+// the worker: the signal waits for the main thread and canopy's own handler.
+TEST(SignalHandlersKept, AProcessSignalWaitsForTheMainThreadAndNeverReachesAWorkerThread)
+{
+    main_thread = pthread_self();
+    struct sigaction where {}, before {};
+    where.sa_handler = where_handler;
+    sigemptyset(&where.sa_mask);
+    ASSERT_EQ(sigaction(SIGUSR1, &where, &before), 0);
+    std::atomic<bool> stop = false;
+    std::thread worker = worker_thread([&stop] {
+        while (!stop)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+    // Runs before the tests that load providers (their threads would be candidates too).
+    auto threads = std::distance(std::filesystem::directory_iterator("/proc/self/task"), {});
+    ASSERT_EQ(threads, 2) << "threads other than this one and the worker";
+    sigset_t mask;
+    pthread_sigmask(SIG_SETMASK, nullptr, &mask);
+    EXPECT_FALSE(sigismember(&mask, SIGUSR1)) << "the creating thread's own mask is put back";
+    {
+        SignalHandlersKept kept;
+        ASSERT_EQ(kill(getpid(), SIGUSR1), 0);   // to the process, not to a thread
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        EXPECT_EQ(usr1_elsewhere, 0) << "a worker thread took the signal while the main thread held it";
+        EXPECT_EQ(usr1_on_main, 0);
+    }
+    EXPECT_EQ(usr1_on_main, 1);
+    stop = true;
+    worker.join();
+    EXPECT_EQ(usr1_elsewhere, 0);
+    sigaction(SIGUSR1, &before, nullptr);
 }
 
 } // namespace
