@@ -23,12 +23,13 @@ namespace canopy::stage {
 //    directory's packages are never imported);
 //  - a file read from a directory: that directory's small files whole (a package's compiled modules, a library
 //    directory's small libraries), at most small_file_bytes each, since the rank reads its neighbours next;
-//  - a program or library a rank opened, or an extension module an import names: the libraries it needs (DT_NEEDED), whole whatever their size, and
-//    theirs in turn, since the loader asks for them next, one after another. Each is looked for where the
-//    loader would look and the prefixes allow: the file's RUNPATH (RPATH), then the directories ranks loaded
-//    libraries from.
+//  - a program or library a rank opened, or an extension module an import names: the libraries it needs
+//    (DT_NEEDED), whole whatever their size, and theirs in turn, since the loader asks for them next, one after
+//    another. Each is looked for where the loader would look and the prefixes allow: the file's RUNPATH (RPATH),
+//    then the directories ranks loaded libraries from.
 //  - the programs the ranks will run (before_ranks): whole, with the libraries they need, while the tree starts,
-//    so that a rank's first questions (its program, the loader's libraries) are answered on its node;
+//    so that a rank's first questions (its program, the loader's libraries) are answered on its node; for a
+//    Python interpreter, what its start reads too;
 //  - a compiled Python module a rank reads: the modules it imports, and theirs in turn (ImportFollower), before
 //    the rest. Module files are left to it: not read ahead, whole or by metadata, for being beside another.
 // Only under the staged prefixes, and never entries of a listing longer than max_listing.
