@@ -82,6 +82,16 @@ protected:
         auto it = root_->answers().find(path);
         return it == root_->answers().end() ? nullptr : &it->second;
     }
+    // Whether the root holds `path`'s content: read whole.
+    bool read_whole(const std::string& path) const
+    {
+        const FetchAnswer* answer = answer_of(path);
+        return answer && answer->content();
+    }
+    bool all_read_whole(const std::vector<std::string>& paths) const
+    {
+        return std::ranges::all_of(paths, [this](const std::string& path) { return read_whole(path); });
+    }
 
     boost::asio::io_context io_;
     ProcessReaper reaper_{io_};
@@ -471,10 +481,6 @@ TEST_F(RootReadAhead, TheLibrariesAnImportedExtensionModuleNeedsAreReadBeforeARa
     int asked = 0;
     for (const auto& path : {src, package, compiled(package, "__init__")})
         tree.fetch(FetchKind::content, path, [&](const Status& s, const FetchAnswer&) { asked += s.ok(); });
-    auto read_whole = [&](const std::string& path) {
-        const FetchAnswer* answer = answer_of(path);
-        return answer && answer->content();
-    };
     // No rank asked for the extension module: the import named it, and the loader will want what it needs.
     EXPECT_TRUE(run_until([&] { return asked == 3 && read_whole(extension) && read_whole(package + "/libc.so.6"); }))
         << "extension read whole: " << read_whole(extension);
@@ -490,10 +496,6 @@ TEST_F(RootReadAhead, TheProgramTheRanksWillRunAndTheLibrariesItNeedsAreReadBefo
     write(lib + "/libc.so.6", std::string(ReadAheadPolicy::small_file_bytes + 1, 'l'));
     write(bin + "/other", "not the program");
     ASSERT_NO_FATAL_FAILURE(start_root(base_ + "/env"));
-    auto read_whole = [&](const std::string& path) {
-        const FetchAnswer* answer = answer_of(path);
-        return answer && answer->content();
-    };
     // A bare name, found through the ranks' PATH: the staged directory comes first, and nothing after
     // /usr/bin (not staged) is a candidate.
     root_->read_ahead_program("app", "/nonexistent/../" + bin + ":/usr/bin:" + lib, lib);
@@ -529,16 +531,12 @@ TEST_F(RootReadAhead, APythonInterpretersStartIsReadBeforeAnyRankStartsIt)
     write(env + "/bin/python" + version, "an interpreter");
     fs::create_symlink("python" + version, env + "/bin/python3");   // as the ranks name it
     ASSERT_NO_FATAL_FAILURE(start_root(env));
-    auto read_whole = [&](const std::string& path) {
-        const FetchAnswer* answer = answer_of(path);
-        return answer && answer->content();
-    };
 
     root_->read_ahead_program("python3", env + "/bin", "");
     std::vector<std::string> started = {compiled(stdlib + "/encodings", "__init__"),
                                         compiled(stdlib + "/encodings", "aliases"),
                                         compiled(stdlib + "/encodings", "utf_8"), compiled(stdlib, "sitecustomize")};
-    EXPECT_TRUE(run_until([&] { return std::ranges::all_of(started, read_whole); }))
+    EXPECT_TRUE(run_until([&] { return all_read_whole(started); }))
         << "read whole: " << read_whole(started[0]) << read_whole(started[1]) << read_whole(started[2])
         << read_whole(started[3]);
     EXPECT_NE(answer_of(stdlib + "/os.py"), nullptr);   // the landmark Python looks for
@@ -571,10 +569,6 @@ TEST_F(RootReadAhead, TheRootReadsWhatARanksModuleImportsAndTheirImportsNotTheMo
     write(src + "/scripts/model.py", "M = 1\n");
     ASSERT_NO_FATAL_FAILURE(start_root(src));
     auto& tree = *root_;
-    auto read_whole = [&](const std::string& path) {
-        const FetchAnswer* answer = answer_of(path);
-        return answer && answer->content();
-    };
 
     // Python lists sys.path and the package to find it, then reads the package's bytecode.
     int asked = 0;
@@ -591,7 +585,7 @@ TEST_F(RootReadAhead, TheRootReadsWhatARanksModuleImportsAndTheirImportsNotTheMo
                                          compiled(src, "helper"), compiled(src + "/app/sub", "__init__"),
                                          compiled(src + "/app/sub", "inner"), compiled(src, "deep")};
     ASSERT_TRUE(run_until([&] {
-        return asked == 3 && std::all_of(imported.begin(), imported.end(), read_whole) && tree.in_flight() == 0;
+        return asked == 3 && all_read_whole(imported) && tree.in_flight() == 0;
     })) << "not read ahead: " << ::testing::PrintToString([&] {
         std::vector<std::string> missing;
         std::copy_if(imported.begin(), imported.end(), std::back_inserter(missing),
