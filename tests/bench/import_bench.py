@@ -306,7 +306,7 @@ def run_plain(args, fs):
 def run_canopy(args, fs, name="unstaged", extra_args=(), root=None, program=None, check=None):
     """The job under canopy; `extra_args` (e.g. ["--stage", MOUNT]) makes the staged rows, `root` (the pyenv)
     the local one, `program` (what runs instead of python3, followed by -c CODE) the per-node ones."""
-    if not program and INTERPRETER:
+    if not program and args.interpreter:
         root = root or args.mount
         extra_args = [*extra_args, "--env", f"LD_LIBRARY_PATH={os.path.join(root, 'lib', 'x86_64-linux-gnu')}"]
         program = [os.path.join(root, "bin", "python3.11")]
@@ -344,10 +344,10 @@ def run_staged(args, fs, name, template):
 # How a per-node row's sh line runs the environment's python: its wrapper script, or (--interpreter) the interpreter.
 WRAPPER_EXEC = 'exec "{root}/bin/python3" "$@"'
 INTERPRETER_EXEC = 'LD_LIBRARY_PATH="{root}/lib/x86_64-linux-gnu" exec "{root}/bin/python3.11" "$@"'
-INTERPRETER = False   # --interpreter
 
 # Each rank execs its own node's copy; canopy sets CANOPY_NODE_RANK in every rank. Arguments: COPIES -c CODE.
-NODE_COPY_PROGRAM = 'exec "$0/node$CANOPY_NODE_RANK/bin/python3" "$@"'
+NODE_COPY_ROOT = "$0/node$CANOPY_NODE_RANK"
+NODE_COPY_PROGRAM = WRAPPER_EXEC.format(root=NODE_COPY_ROOT)
 
 # The /tmp method as a job script does it: the node's local rank 0 copies the environment from the shared
 # filesystem, the others wait for its marker, then all import from the copy. Arguments: COPIES MOUNT TOOL -c CODE.
@@ -743,15 +743,13 @@ def main():
     if unknown:
         sys.exit(f"import_bench: unknown rows {sorted(unknown)}; the rows are {', '.join(ROWS)}")
     args.manifest = os.path.abspath(args.manifest or os.path.join(args.workdir, f"{args.module}.manifest"))
-    global RANK_CODE, NODE_COPY_PROGRAM, TMP_METHOD_PROGRAM, INTERPRETER
+    global RANK_CODE, NODE_COPY_PROGRAM, TMP_METHOD_PROGRAM
     RANK_CODE = RANK_CODE_TEMPLATE.replace("MODULE", args.module)
     if args.interpreter:
-        INTERPRETER = True
-        NODE_COPY_PROGRAM = NODE_COPY_PROGRAM.replace(WRAPPER_EXEC.format(root="$0/node$CANOPY_NODE_RANK"),
-                                                      INTERPRETER_EXEC.format(root="$0/node$CANOPY_NODE_RANK"))
+        NODE_COPY_PROGRAM = INTERPRETER_EXEC.format(root=NODE_COPY_ROOT)
         TMP_METHOD_PROGRAM = TMP_METHOD_PROGRAM.replace(WRAPPER_EXEC.format(root="$node"),
                                                         INTERPRETER_EXEC.format(root="$node"))
-        assert INTERPRETER_EXEC.format(root="$node") in TMP_METHOD_PROGRAM and "python3.11" in NODE_COPY_PROGRAM
+        assert INTERPRETER_EXEC.format(root="$node") in TMP_METHOD_PROGRAM
     for path, what in ((args.slowfs, "slowfs (needs libfuse3-dev at meson setup)"),
                        (args.canopy, "canopy")):
         if not os.access(path, os.X_OK):
