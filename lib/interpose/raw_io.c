@@ -80,7 +80,7 @@ const void* map_file_in(const char* dir, size_t dir_len, const char* name, uint6
         raw_close(fd);
         return NULL;
     }
-    void* base = (void*)syscall(SYS_mmap, NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    void* base = (void*)syscall(SYS_mmap, NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, (off_t)0);
     raw_close(fd);
     if (base == MAP_FAILED || (uintptr_t)base > (uintptr_t)-4096)
         return NULL;
