@@ -93,6 +93,14 @@ def _cmdline(pid):
         return []
 
 
+def _comm(pid):
+    """The process's name, or None once it has exited (it may, between listing /proc and reading this)."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return None
+
+
 def _pids():
     return [int(name) for name in os.listdir("/proc") if name.isdigit()]
 
@@ -467,15 +475,19 @@ class Cluster:
                     found[pid] = " ".join(args)
         return found
 
+    def job_processes(self, host):
+        """{pid: command line} of the host's processes other than its services (a job's sshd session counts)."""
+        found = {}
+        for pid, args in self.processes(host).items():
+            comm = _comm(pid)   # None: exited since it was listed
+            if comm is not None and (comm not in SERVICES or args.startswith("sshd: root")):
+                found[pid] = args
+        return found
+
     def leftovers(self, host):
         """What a finished job left on a host: processes other than its services, and files in its /tmp and
         /dev/shm (a run starts with both empty)."""
-        problems = {}
-        for pid, args in self.processes(host).items():
-            comm = Path(f"/proc/{pid}/comm").read_text().strip() if Path(f"/proc/{pid}/comm").exists() else ""
-            if comm in SERVICES and not args.startswith("sshd: root"):
-                continue
-            problems[f"process {pid}"] = args[:200]
+        problems = {f"process {pid}": args[:200] for pid, args in self.job_processes(host).items()}
         for directory in ("tmp", "dev/shm"):
             try:
                 entries = sorted(set(os.listdir(host.root / directory)) - self.shared_entries(directory))
@@ -494,10 +506,7 @@ class Cluster:
 
     def clear(self, host):
         """Removes what leftovers() reports, so the next test starts on a clean host."""
-        for pid, args in self.processes(host).items():
-            comm = Path(f"/proc/{pid}/comm").read_text().strip() if Path(f"/proc/{pid}/comm").exists() else ""
-            if comm in SERVICES and not args.startswith("sshd: root"):
-                continue
+        for pid in self.job_processes(host):
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
