@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${ASAN_BUILD_DIR:-build-asan}
 # Unoptimized: clang's optimizer on Asio's coroutines, not the instrumentation, was most of this build's time, and
-# -O0 halves it. The sanitizers see the same code, and some accesses that optimizing would have removed.
+# -O0 halves it. The sanitizers check the same source, and see accesses that optimizing would have removed.
 if [[ ! -f $build_dir/build.ninja ]]; then
   CC=clang-14 CXX=clang++-14 meson setup "$build_dir" --buildtype=debug -Db_sanitize=address,undefined \
     -Db_lundef=false >&2
