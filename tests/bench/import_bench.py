@@ -298,19 +298,33 @@ def measure(name, command, fs, ranks, timeout, workdir, timing_path=None, watch_
     return row
 
 
+# How the rows run the environment's python: its wrapper script, or (--interpreter) the interpreter itself with the
+# library directory the wrapper would have set.
+WRAPPER = "bin/python3"
+INTERPRETER = "bin/python3.11"
+INTERPRETER_LIBS = "lib/x86_64-linux-gnu"
+
+
+def python_exec(args, root):
+    """The sh line a per-node row ends with: run ROOT's python with the line's arguments."""
+    if args.interpreter:
+        return f'LD_LIBRARY_PATH="{root}/{INTERPRETER_LIBS}" exec "{root}/{INTERPRETER}" "$@"'
+    return f'exec "{root}/{WRAPPER}" "$@"'
+
+
 def run_plain(args, fs):
-    python = os.path.join(args.mount, "bin", "python3")
+    python = os.path.join(args.mount, WRAPPER)
     return measure("plain", [python, "-c", RANK_CODE], fs, 1, args.timeout, args.workdir)
 
 
 def run_canopy(args, fs, name="unstaged", extra_args=(), root=None, program=None, check=None):
     """The job under canopy; `extra_args` (e.g. ["--stage", MOUNT]) makes the staged rows, `root` (the pyenv)
     the local one, `program` (what runs instead of python3, followed by -c CODE) the per-node ones."""
-    if not program and args.interpreter:
+    if not program:
         root = root or args.mount
-        extra_args = [*extra_args, "--env", f"LD_LIBRARY_PATH={os.path.join(root, 'lib', 'x86_64-linux-gnu')}"]
-        program = [os.path.join(root, "bin", "python3.11")]
-    program = program or [os.path.join(root or args.mount, "bin", "python3")]
+        if args.interpreter:
+            extra_args = [*extra_args, "--env", f"LD_LIBRARY_PATH={os.path.join(root, INTERPRETER_LIBS)}"]
+        program = [os.path.join(root, INTERPRETER if args.interpreter else WRAPPER)]
     timing = os.path.join(args.workdir, f"timing-{name}.json")
     if os.path.exists(timing):
         os.unlink(timing)
@@ -341,19 +355,14 @@ def run_staged(args, fs, name, template):
 
 # --- the per-node rows: node-local (copies made before the timed part) and tmp-method (the copy timed too) ---
 
-# How a per-node row's sh line runs the environment's python: its wrapper script, or (--interpreter) the interpreter.
-WRAPPER_EXEC = 'exec "{root}/bin/python3" "$@"'
-INTERPRETER_EXEC = 'LD_LIBRARY_PATH="{root}/lib/x86_64-linux-gnu" exec "{root}/bin/python3.11" "$@"'
-
 # Each rank execs its own node's copy; canopy sets CANOPY_NODE_RANK in every rank. Arguments: COPIES -c CODE.
-NODE_COPY_ROOT = "$0/node$CANOPY_NODE_RANK"
-NODE_COPY_PROGRAM = WRAPPER_EXEC.format(root=NODE_COPY_ROOT)
+NODE_COPY_PROGRAM = None   # set in main: python_exec(args, "$0/node$CANOPY_NODE_RANK")
 
 # The /tmp method as a job script does it: the node's local rank 0 copies the environment from the shared
 # filesystem, the others wait for its marker, then all import from the copy. Arguments: COPIES MOUNT TOOL -c CODE.
 # A failed copy leaves a .failed marker, so the waiting ranks end instead of waiting for the job's timeout
 # (with tar, also when the reading side fails: sh has no pipefail).
-TMP_METHOD_PROGRAM = r"""
+TMP_METHOD_TEMPLATE = r"""
 node="$0/node$CANOPY_NODE_RANK"
 mount=$1
 tool=$2
@@ -380,8 +389,9 @@ else
     sleep 0.05
   done
 fi
-exec "$node/bin/python3" "$@"
+EXEC_PYTHON
 """
+TMP_METHOD_PROGRAM = None   # set in main: EXEC_PYTHON replaced by python_exec(args, "$node")
 
 
 def mounts_type(path):
@@ -745,11 +755,8 @@ def main():
     args.manifest = os.path.abspath(args.manifest or os.path.join(args.workdir, f"{args.module}.manifest"))
     global RANK_CODE, NODE_COPY_PROGRAM, TMP_METHOD_PROGRAM
     RANK_CODE = RANK_CODE_TEMPLATE.replace("MODULE", args.module)
-    if args.interpreter:
-        NODE_COPY_PROGRAM = INTERPRETER_EXEC.format(root=NODE_COPY_ROOT)
-        TMP_METHOD_PROGRAM = TMP_METHOD_PROGRAM.replace(WRAPPER_EXEC.format(root="$node"),
-                                                        INTERPRETER_EXEC.format(root="$node"))
-        assert INTERPRETER_EXEC.format(root="$node") in TMP_METHOD_PROGRAM
+    NODE_COPY_PROGRAM = python_exec(args, "$0/node$CANOPY_NODE_RANK")
+    TMP_METHOD_PROGRAM = TMP_METHOD_TEMPLATE.replace("EXEC_PYTHON", python_exec(args, "$node"))
     for path, what in ((args.slowfs, "slowfs (needs libfuse3-dev at meson setup)"),
                        (args.canopy, "canopy")):
         if not os.access(path, os.X_OK):
