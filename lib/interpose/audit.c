@@ -17,21 +17,13 @@
 #include "interpose/counters.h"
 #include "interpose/interposer.h"
 #include "interpose/raw_io.h"
+#include "stage/loader_subdirs.h"
 
 /* The loader searches LD_LIBRARY_PATH for a bare name (libm.so.6) through every hwcaps subdirectory of every
  * directory, and stats each subdirectory it finds no library in, itself: la_objsearch sees the names it tries,
  * not those stats. With LD_LIBRARY_PATH on the shared filesystem that is about a dozen metadata operations per
  * directory in every rank. So a bare name is answered before the search, when the cache makes the answer certain
  * (library_path_answer below); otherwise the loader searches as always. */
-#if defined(__x86_64__)
-/* The first component of every subdirectory glibc's loader tries below a search directory on x86-64 (glibc-hwcaps
- * levels, and the legacy tls, platform and hwcap ones); AT_PLATFORM is added at run time. */
-static const char* const loader_subdirs[] = {"glibc-hwcaps", "tls", "x86_64", "haswell", "xeon_phi"};
-#define LOADER_SUBDIRS_KNOWN 1
-#else
-#define LOADER_SUBDIRS_KNOWN 0
-#endif
-
 enum { MAX_LIBRARY_DIRS = 64 };
 enum dir_state { DIR_UNCHECKED = 0, DIR_PLAIN, DIR_UNSURE };
 
@@ -54,7 +46,7 @@ static void read_library_path(void)
     if (dladdr((void*)la_objsearch, &self) && self.dli_fname)
         copy_str(library_path.own_name, sizeof library_path.own_name, self.dli_fname);
     const char* value = getenv("LD_LIBRARY_PATH");
-    if (!LOADER_SUBDIRS_KNOWN || getauxval(AT_SECURE) || !value || !*value ||
+    if (!CANOPY_LOADER_SUBDIRS_KNOWN || getauxval(AT_SECURE) || !value || !*value ||
         copy_str(library_path.copy, sizeof library_path.copy, value) == (size_t)-1)
         return;
     for (char* entry = library_path.copy; entry;) {
@@ -92,12 +84,12 @@ static int plain_directory(int i)
     if (library_path.state[i] != DIR_UNCHECKED)
         return library_path.state[i] == DIR_PLAIN;
     library_path.state[i] = DIR_UNSURE;
-#if LOADER_SUBDIRS_KNOWN
+#if CANOPY_LOADER_SUBDIRS_KNOWN
     char path[PMAX];
     const char* platform = (const char*)getauxval(AT_PLATFORM);
-    size_t n = sizeof loader_subdirs / sizeof loader_subdirs[0];
+    size_t n = sizeof canopy_loader_subdirs / sizeof canopy_loader_subdirs[0];
     for (size_t k = 0; k <= n; ++k) {
-        const char* sub = k < n ? loader_subdirs[k] : platform;
+        const char* sub = k < n ? canopy_loader_subdirs[k] : platform;
         if (!sub || !*sub)
             continue;
         if (join_path(path, library_path.dirs[i], sub) != 0 || !known_missing(path))

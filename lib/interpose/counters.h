@@ -21,7 +21,8 @@ extern "C" {
     X(fetched)         /* answered on demand by the node's canopyd */                                              \
     X(fetch_failed)    /* the node's canopyd gave no answer */                                                     \
     X(fetch_wait_us)   /* microseconds spent waiting for the node's canopyd: the first job's price per process */  \
-    X(board_hits)      /* answered on demand from the node's answer board, without asking */
+    X(board_hits)      /* answered on demand from the node's answer board, without asking */                     \
+    X(listing_misses)  /* a name its directory's listing on the board lacks: missing, without asking */
 
 struct interpose_counters {
 #define COUNTER_FIELD(name) unsigned long name;

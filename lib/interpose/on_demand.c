@@ -2,6 +2,7 @@
 #include "interpose/on_demand.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -28,6 +29,7 @@ void on_demand_start(struct on_demand* o, const struct cache_dir* cache, const c
     if (!socket_path || socket_path[0] != '/')
         return;
     copy_str(o->socket_path, sizeof o->socket_path, socket_path);
+    o->cache = cache;
     uint64_t size = 0;
     const void* board = map_file_in(cache->path, cache->len, "/" CANOPY_STAGE_BOARD_NAME, &size);
     if (board && canopy_stage_board_open(&o->board, board, size) != 0)
@@ -114,6 +116,52 @@ static int board_answer(const struct canopy_stage_board_view* board, int kind, c
     return 0;
 }
 
+/* A name its directory's listing lacks, told from the board without asking: the directory's record is listed and
+ * its skeleton (<cache>/dirs<mirror>, a whole listing) has no such entry. The daemon infers the same answer
+ * (FetchCache::known_failure), but a question costs a round trip through a busy daemon, and a module search asks
+ * this for most of the names it tries. 0 with *r filled, or -1 when the board cannot tell. */
+static int listing_answer(const struct on_demand* o, const char* path, size_t len, struct canopy_stage_fetch_reply* r)
+{
+    size_t slash = len;
+    while (slash > 0 && path[slash - 1] != '/')
+        --slash;
+    if (slash <= 1 || slash == len)
+        return -1;
+    const char* name = path + slash;
+    size_t name_len = len - slash;
+    if ((name_len == 1 && name[0] == '.') || (name_len == 2 && name[0] == '.' && name[1] == '.'))
+        return -1;
+    const struct canopy_stage_board_record* dir = canopy_stage_board_find(&o->board, path, slash - 1);
+    if (!dir)
+        return -1;
+    const struct canopy_stage_path_facts* f = &dir->facts;
+    int failure = f->stat_errno != 0 ? f->stat_errno : !S_ISDIR(f->stat.mode) ? ENOTDIR : 0;
+    if (!failure) {
+        if (!(f->flags & CANOPY_STAGE_LISTED))
+            return -1;
+        char entry[PMAX];
+        size_t n = o->cache->dirs_len + dir->mirror_len + 1 + name_len;
+        if (n >= sizeof entry)
+            return -1;
+        char* p = entry;
+        memcpy(p, o->cache->dirs, o->cache->dirs_len);
+        p += o->cache->dirs_len;
+        memcpy(p, canopy_stage_board_mirror(dir), dir->mirror_len);
+        p += dir->mirror_len;
+        *p++ = '/';
+        memcpy(p, name, name_len);
+        p[name_len] = '\0';
+        struct stat st;
+        if (syscall(SYS_newfstatat, AT_FDCWD, entry, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
+            return -1;
+        failure = ENOENT;
+    }
+    memset(r, 0, sizeof *r);
+    r->magic = CANOPY_STAGE_FETCH_MAGIC;
+    r->facts.lstat_errno = r->facts.stat_errno = failure;
+    return 0;
+}
+
 int on_demand_fetch(struct on_demand* o, int kind, const char* path, size_t len, struct canopy_stage_fetch_reply* r,
                     char* text)
 {
@@ -123,9 +171,17 @@ int on_demand_fetch(struct on_demand* o, int kind, const char* path, size_t len,
         COUNT(board_hits);
         return 0;
     }
+    int saved = errno;
+    int listed = o->board.base ? listing_answer(o, path, len, r) : -1;
+    errno = saved;
+    if (listed == 0) {
+        COUNT(listing_misses);
+        if (text)
+            text[0] = '\0';
+        return 0;
+    }
     if (__atomic_load_n(&o->dead, __ATOMIC_RELAXED))
         return -1;
-    int saved = errno;
     struct timespec asked, answered;
     clock_gettime(CLOCK_MONOTONIC, &asked);
     int fd = (int)syscall(SYS_socket, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);

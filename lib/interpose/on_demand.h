@@ -15,6 +15,7 @@ extern "C" {
 struct on_demand {
     char socket_path[sizeof(((struct sockaddr_un*)0)->sun_path)]; /* empty: off */
     struct canopy_stage_board_view board; /* answers the daemon already gave this node; base NULL: none */
+    const struct cache_dir* cache;        /* where the board's listings have their skeletons */
     long timeout;                         /* seconds one question may take */
     int dead; /* the daemon did not answer once (gone, or hung): ask no more, use the real filesystem */
 };

@@ -10,6 +10,7 @@
 #include <regex>
 
 #include "stage/elf_needs.hpp"
+#include "stage/loader_subdirs.h"
 
 namespace canopy::stage {
 namespace {
@@ -114,8 +115,23 @@ void ReadAheadPolicy::before_ranks(const std::string& program, const std::string
         if (!path.empty() && staged(path) && needed_.insert(path).second) {
             programs_.insert(path);
             read(FetchKind::content, path, Ahead::load);
+            loader_searches(read);
             python_starts(path, cache, read);
         }
+}
+
+void ReadAheadPolicy::loader_searches(const Read& read)
+{
+    // The loader's first lookups, before any library: whether each LD_LIBRARY_PATH directory has its hwcaps and
+    // platform subdirectories. Once the node knows they are missing, the interposer names each library at once.
+#if CANOPY_LOADER_SUBDIRS_KNOWN
+    for (const auto& dir : library_dirs_)
+        if (staged(dir) && searched_.insert(dir).second)
+            for (const char* sub : canopy_loader_subdirs)
+                read(FetchKind::metadata, child_of(dir, sub), Ahead::next);
+#else
+    (void)read;
+#endif
 }
 
 void ReadAheadPolicy::python_starts(const std::string& program, const FetchCache& cache, const Read& read)

@@ -63,12 +63,14 @@ private:
     void read_entries(const std::string& dir, const FetchAnswer& listing, const Read& read) const;
     // `program` is about to start: if it is a Python interpreter, what its start reads.
     void python_starts(const std::string& program, const FetchCache& cache, const Read& read);
+    void loader_searches(const Read& read);
     // `path` was opened (or is needed) and is an ELF file, the root's copy at `copy`: reads what it needs.
     void read_needed_libraries(const std::string& path, const std::string& copy, const FetchCache& cache,
                                const Read& read);
 
     std::vector<std::string> prefixes_;
     std::vector<std::string> library_dirs_;       // where ranks loaded libraries from, in the order first seen
+    std::set<std::string> searched_;              // library directories whose loader subdirectories were read
     std::set<std::string> programs_;              // what before_ranks read: the programs the ranks may run
     std::set<std::string> libraries_;             // files whose needs were looked at
     std::set<std::string> needed_;                // libraries read whole because another needs them

@@ -293,6 +293,17 @@ protected:
         std::ofstream(path, std::ios::binary | std::ios::trunc) << data;
     }
 
+    // Publishes a directory on the answer board, as the daemon would for an answer it gave; `listed`: with its
+    // listing, whose skeleton is then at <cache>/dirs<path>.
+    void publish_directory(const std::string& path, bool listed)
+    {
+        FetchAnswer dir;
+        dir.facts.lstat.mode = dir.facts.stat.mode = S_IFDIR | 0755;
+        dir.facts.flags = listed ? CANOPY_STAGE_LISTED : 0;
+        dir.mirror = path;
+        ASSERT_TRUE(board_->publish(path, dir));
+    }
+
     // serve_stat: 1 answered (rc, errno, st), 0 passed through.
     int stat_of(const std::string& path, struct stat* st, int* rc, int follow = 1, int dirfd = AT_FDCWD)
     {
@@ -500,20 +511,58 @@ TEST_F(InterposeServe, OpensTheBoardHasACopyOrSkeletonForGoThere)
     file.facts.flags = CANOPY_STAGE_CONTENT;
     file.mirror = soft_ + "/pkg/extra.py";
     ASSERT_TRUE(board_->publish(file.mirror, file));
-    FetchAnswer dir;
-    dir.facts.lstat.mode = dir.facts.stat.mode = S_IFDIR | 0755;
-    dir.facts.flags = CANOPY_STAGE_LISTED;
-    dir.mirror = soft_ + "/pkg/more";
-    ASSERT_TRUE(board_->publish(dir.mirror, dir));
+    std::string dir = soft_ + "/pkg/more";
+    ASSERT_NO_FATAL_FAILURE(publish_directory(dir, true));
 
     char target[PMAX];
     ASSERT_EQ(open_lookup(state_.get(), AT_FDCWD, file.mirror.c_str(), 1, WANT_FILE, &d_, target), 1);
     EXPECT_EQ(std::string(target), tmp_ + "/cache/root" + file.mirror);
-    ASSERT_EQ(open_lookup(state_.get(), AT_FDCWD, dir.mirror.c_str(), 1, WANT_DIR, &d_, target), 1);
-    EXPECT_EQ(std::string(target), tmp_ + "/cache/dirs" + dir.mirror);
+    ASSERT_EQ(open_lookup(state_.get(), AT_FDCWD, dir.c_str(), 1, WANT_DIR, &d_, target), 1);
+    EXPECT_EQ(std::string(target), tmp_ + "/cache/dirs" + dir);
     EXPECT_EQ(counters.served_open, 1u);
     EXPECT_EQ(counters.served_dir, 1u);
     EXPECT_EQ(counters.board_hits, 2u);
+}
+
+TEST_F(InterposeServe, ANameItsListedDirectorysSkeletonLacksIsMissingWithoutAskingTheDaemon)
+{
+    // The board holds a listed directory, whose skeleton has one name.
+    std::string listed = soft_ + "/pkg/more";
+    ASSERT_NO_FATAL_FAILURE(publish_directory(listed, true));
+    fs::create_directories(tmp_ + "/cache/dirs" + listed);
+    write(tmp_ + "/cache/dirs" + listed + "/there.py", "");
+
+    struct stat st {};
+    int rc = -2;
+    ASSERT_EQ(stat_of(listed + "/__init__.cpython-311-x86_64-linux-gnu.so", &st, &rc), 1);
+    EXPECT_EQ(rc, -1);
+    EXPECT_EQ(errno, ENOENT);
+    char target[PMAX];
+    errno = 0;
+    EXPECT_EQ(open_lookup(state_.get(), AT_FDCWD, (listed + "/absent.py").c_str(), 1, WANT_FILE, &d_, target),
+              -1);
+    EXPECT_EQ(errno, ENOENT);
+    EXPECT_EQ(counters.listing_misses, 2u);
+    EXPECT_EQ(counters.fetch_failed, 0u);
+    EXPECT_FALSE(state_->on_demand.dead);
+
+    // A name the skeleton has: only the daemon can tell its facts (none answers here).
+    EXPECT_EQ(stat_of(listed + "/there.py", &st, &rc), 0);
+    EXPECT_EQ(counters.fetch_failed, 1u);
+    EXPECT_EQ(counters.listing_misses, 2u);
+}
+
+TEST_F(InterposeServe, ADirectoryOnTheBoardWithoutItsListingTellsNothingAboutItsNames)
+{
+    std::string unlisted = soft_ + "/pkg/more";
+    ASSERT_NO_FATAL_FAILURE(publish_directory(unlisted, false));
+    fs::create_directories(tmp_ + "/cache/dirs" + unlisted);   // a skeleton, but the board does not say so
+
+    struct stat st {};
+    int rc = -2;
+    EXPECT_EQ(stat_of(unlisted + "/absent.py", &st, &rc), 0);
+    EXPECT_EQ(counters.fetch_failed, 1u);
+    EXPECT_EQ(counters.listing_misses, 0u);
 }
 
 TEST_F(InterposeServe, WithoutAnIndexNothingIsServed)

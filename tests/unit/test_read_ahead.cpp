@@ -505,6 +505,32 @@ TEST_F(RootReadAhead, TheProgramTheRanksWillRunAndTheLibrariesItNeedsAreReadBefo
     EXPECT_FALSE(read_whole(bin + "/other"));
 }
 
+#if defined(__x86_64__)
+TEST_F(RootReadAhead, TheLoadersHwcapsLookupsInTheRanksLibraryPathAreReadBeforeAnyRankStarts)
+{
+    std::string bin = base_ + "/env/bin";
+    std::string lib = base_ + "/env/lib";
+    fs::create_directories(bin);
+    fs::create_directories(lib + "/tls");   // one the loader would find
+    write(bin + "/app", "a program");
+    ASSERT_NO_FATAL_FAILURE(start_root(base_ + "/env"));
+    root_->read_ahead_program(bin + "/app", "", lib + ":/usr/lib");
+    // What the loader stats below each staged LD_LIBRARY_PATH directory, before it opens any library there.
+    std::vector<std::string> subdirs;
+    for (const char* sub : {"glibc-hwcaps", "tls", "x86_64", "haswell", "xeon_phi"})
+        subdirs.push_back(lib + "/" + sub);
+    EXPECT_TRUE(run_until([&] {
+        return std::ranges::all_of(subdirs, [this](const std::string& path) { return answer_of(path) != nullptr; });
+    }));
+    for (const auto& path : subdirs) {
+        const FetchAnswer* answer = answer_of(path);
+        ASSERT_NE(answer, nullptr) << path;
+        EXPECT_EQ(answer->facts.stat_errno, path.ends_with("/tls") ? 0 : ENOENT) << path;
+    }
+    EXPECT_EQ(answer_of("/usr/lib/tls"), nullptr);   // not staged
+}
+#endif
+
 TEST_F(RootReadAhead, APythonInterpretersStartIsReadBeforeAnyRankStartsIt)
 {
     // A standard library, compiled by the test's Python, whose bytecode tag names the interpreter's version.
