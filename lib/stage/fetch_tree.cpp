@@ -132,7 +132,10 @@ void StageFetchTree::queue(Job job)
 {
     {
         std::lock_guard lock(mutex_);
-        (!job.ahead ? jobs_ : job.soon ? next_jobs_ : ahead_jobs_).push_back(std::move(job));
+        if (job.ahead && job.soon)
+            queue_next(std::move(job));
+        else
+            (!job.ahead ? jobs_ : ahead_jobs_).push_back(std::move(job));
     }
     wake_.notify_one();
 }
@@ -145,13 +148,34 @@ void StageFetchTree::promote(std::uint64_t id)
         auto it = std::find_if(queue->begin(), queue->end(), [id](const Job& job) { return job.id == id; });
         if (it == queue->end())
             continue;
+        if (queue == &next_jobs_ && static_cast<std::size_t>(it - queue->begin()) < next_group_)
+            --next_group_;
         Job job = std::move(*it);
         queue->erase(it);
         job.ahead = false;
         jobs_.push_back(std::move(job));
         return;
     }
-    // Not queued: being read already, and on_read sees the caller.
+    // Read already, and waiting to be pushed behind other read-ahead: down at once (outside the caller's fetch).
+    asio::post(io_, [this, alive = alive_, id] {
+        if (*alive)
+            push_awaited(id);
+    });
+    // Otherwise being read, and on_read sees the caller.
+}
+
+void StageFetchTree::push_awaited(std::uint64_t id)
+{
+    for (auto* ready : {&ready_next_, &ready_}) {
+        auto it = std::find_if(ready->begin(), ready->end(), [id](const Read& read) { return read.job.id == id; });
+        if (it == ready->end())
+            continue;
+        std::vector<Read> batch;
+        batch.push_back(std::move(*it));
+        ready->erase(it);
+        push(std::move(batch), true);
+        return;
+    }
 }
 
 void StageFetchTree::hasten(std::uint64_t id)
@@ -164,7 +188,22 @@ void StageFetchTree::hasten(std::uint64_t id)
     Job job = std::move(*it);
     ahead_jobs_.erase(it);
     job.soon = true;
-    next_jobs_.push_back(std::move(job));
+    queue_next(std::move(job));
+}
+
+void StageFetchTree::queue_next(Job job)
+{
+    // A rank runs what an import names depth first: the imports of the module read last come before the rest of
+    // its parent's, in their own order.
+    auto at = next_jobs_.begin() + static_cast<std::ptrdiff_t>(std::min(next_group_, next_jobs_.size()));
+    next_jobs_.insert(at, std::move(job));
+    ++next_group_;
+}
+
+void StageFetchTree::start_next_group()
+{
+    std::lock_guard lock(mutex_);
+    next_group_ = 0;
 }
 
 StageFetchTree::~StageFetchTree()
@@ -208,6 +247,8 @@ void StageFetchTree::read_loop(stage::NodeCache cache)
             if (stopping_)
                 return;
             auto& from = !jobs_.empty() ? jobs_ : !next_jobs_.empty() ? next_jobs_ : ahead_jobs_;
+            if (&from == &next_jobs_ && next_group_ > 0)
+                --next_group_;
             job = std::move(from.front());
             from.pop_front();
         }
@@ -258,7 +299,14 @@ void StageFetchTree::on_read(Read read)
         }
     }
     if (job.ahead) {
-        ready_.push_back(std::move(read));
+        if (cache_->has_waiters(job.id)) {
+            // A node asked meanwhile: down at once, ahead of the read-ahead queued on the links.
+            std::vector<Read> batch;
+            batch.push_back(std::move(read));
+            push(std::move(batch), true);
+            return;
+        }
+        (job.soon ? ready_next_ : ready_).push_back(std::move(read));
         push_ready();
         return;
     }
@@ -271,6 +319,7 @@ void StageFetchTree::after_read(const Job& job, const stage::FetchAnswer& answer
 {
     if (!read_ahead_)
         return;
+    start_next_group();
     read_ahead_->after_read(job.kind, job.path, answer, !job.ahead, *cache_, read_ahead_into_cache());
 }
 
@@ -308,44 +357,53 @@ void StageFetchTree::push_ready()
 {
     if (push_waiting_)
         return;
-    while (!ready_.empty()) {
+    while (!ready_.empty() || !ready_next_.empty()) {
         if (children_behind(push_timer_, push_waiting_, &StageFetchTree::push_ready))
             return;
-        wire::StageFetchPush push;
+        // What a rank is about to ask for before the neighbours.
+        auto& from = !ready_next_.empty() ? ready_next_ : ready_;
         std::vector<Read> batch;
         std::size_t bytes = 0;
         // About a chunk per frame, whatever the mix of files and listings.
-        auto size_of = [](const Read& read) {
-            std::size_t size = read.content.size() + sizeof(canopy_stage_path_facts) + read.job.path.size() +
-                               read.answer->mirror.size() + read.answer->link.size();
-            for (const auto& name : read.answer->listing)
-                size += name.name.size() + name.link_target.size() + 3;
-            return size;
-        };
-        while (!ready_.empty() && (batch.empty() || bytes + size_of(ready_.front()) <= chunk_bytes)) {
-            Read read = std::move(ready_.front());
-            ready_.pop_front();
-            bytes += size_of(read);
-            const auto& answer = *read.answer;
-            wire::StagePushedAnswer pushed;
-            pushed.path = read.job.path;
-            put_answer(pushed, answer);
-            pushed.content = std::move(read.content);
-            pushed.fetch = read.fetch_below;
-            if (pushed.fetch)
-                pushed.facts.flags &= ~CANOPY_STAGE_CONTENT;   // the bytes follow on request
-            push.answers.push_back(std::move(pushed));
-            batch.push_back(std::move(read));
+        while (!from.empty() && (batch.empty() || bytes + push_size(from.front()) <= chunk_bytes)) {
+            bytes += push_size(from.front());
+            batch.push_back(std::move(from.front()));
+            from.pop_front();
         }
-        if (children_.size() > 0)   // to children not up yet too: a reply may say "pushed" to them later
-            children_.broadcast_to_late_children_too(wire::to_frame(push));
-        // Down before any reply: the children have these answers, bytes and all, when a reply names them.
-        for (auto& read : batch) {
-            read.answer->pushed = !read.fetch_below;   // else a reply carries the bytes
-            if (auto taken = cache_->answer(read.job.id, *read.answer, false); !taken)
-                stage_log().warn("on-demand staging: {}", taken.error().message);
-            after_read(read.job, *read.answer);
-        }
+        push(std::move(batch), false);
+    }
+}
+
+std::size_t StageFetchTree::push_size(const Read& read)
+{
+    std::size_t size = read.content.size() + sizeof(canopy_stage_path_facts) + read.job.path.size() +
+                       read.answer->mirror.size() + read.answer->link.size();
+    for (const auto& name : read.answer->listing)
+        size += name.name.size() + name.link_target.size() + 3;
+    return size;
+}
+
+void StageFetchTree::push(std::vector<Read> batch, bool urgent)
+{
+    wire::StageFetchPush push;
+    for (auto& read : batch) {
+        wire::StagePushedAnswer pushed;
+        pushed.path = read.job.path;
+        put_answer(pushed, *read.answer);
+        pushed.content = std::move(read.content);
+        pushed.fetch = read.fetch_below;
+        if (pushed.fetch)
+            pushed.facts.flags &= ~CANOPY_STAGE_CONTENT;   // the bytes follow on request
+        push.answers.push_back(std::move(pushed));
+    }
+    if (children_.size() > 0)   // to children not up yet too: a reply may say "pushed" to them later
+        children_.broadcast_to_late_children_too(wire::to_frame(push), urgent);
+    // Down before any reply: the children have these answers, bytes and all, when a reply names them.
+    for (auto& read : batch) {
+        read.answer->pushed = !read.fetch_below;   // else a reply carries the bytes
+        if (auto taken = cache_->answer(read.job.id, *read.answer, false); !taken)
+            stage_log().warn("on-demand staging: {}", taken.error().message);
+        after_read(read.job, *read.answer);
     }
 }
 
@@ -388,8 +446,12 @@ void StageFetchTree::answer_child(long position, std::uint64_t id, stage::FetchK
         reply.facts.flags &= ~CANOPY_STAGE_CONTENT;
     // A pushed file's bytes went down with the push, ahead of this reply on the same link.
     reply.pushed = answer.pushed && (reply.facts.flags & CANOPY_STAGE_CONTENT);
-    if (!(reply.facts.flags & CANOPY_STAGE_CONTENT) || reply.pushed) {
+    if (reply.pushed) {   // behind the push that carries the bytes
         children_.send(position, wire::to_frame(reply));
+        return;
+    }
+    if (!(reply.facts.flags & CANOPY_STAGE_CONTENT)) {   // waited for, and small
+        children_.send_urgent(position, wire::to_frame(reply));
         return;
     }
     // The copy in our cache is complete (renamed into place): stream it from there, paced.
@@ -443,7 +505,11 @@ bool StageFetchTree::send_chunk(Stream& stream)
     reply.chunk = chunk;
     stream.offset += filled;
     reply.last = stream.offset == stream.size;
-    children_.send(stream.position, wire::to_frame(reply));
+    // A file whole in one chunk is an answer someone waits for, not bulk.
+    if (reply.last && reply.has_answer)
+        children_.send_urgent(stream.position, wire::to_frame(reply));
+    else
+        children_.send(stream.position, wire::to_frame(reply));
     return !reply.last;
 }
 
@@ -517,6 +583,7 @@ void StageFetchTree::fail_all(const std::string& why)
 {
     streams_.clear();
     ready_.clear();
+    ready_next_.clear();
     cache_->fail_all(why);
 }
 

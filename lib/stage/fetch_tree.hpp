@@ -108,12 +108,19 @@ private:
     void start_readers(const std::string& cache_dir, int count);
     void read_loop(stage::NodeCache cache);
     void queue(Job job);
+    void queue_next(Job job);   // under mutex_
+    void start_next_group();
     void promote(std::uint64_t id);
     void hasten(std::uint64_t id);
     void on_read(Read read);
     // Sends the read-ahead answers down in batches, paced by the children's send queues, and only then answers
     // the callers who joined them: a reply can then say "pushed" and leave the bytes out.
     void push_ready();
+    static std::size_t push_size(const Read& read);
+    // One push frame for `batch`; `urgent` goes ahead of what the links have queued (Link::send_urgent).
+    void push(std::vector<Read> batch, bool urgent);
+    // A caller joined a read-ahead that is read and waits in ready_next_ or ready_: pushed now, urgently.
+    void push_awaited(std::uint64_t id);
     void after_read(const Job& job, const stage::FetchAnswer& answer);
     stage::ReadAheadPolicy::Read read_ahead_into_cache();
 
@@ -130,6 +137,7 @@ private:
     // The root's read-ahead, and its answers waiting to be pushed.
     std::unique_ptr<stage::ReadAheadPolicy> read_ahead_;
     std::deque<Read> ready_;
+    std::deque<Read> ready_next_;
     asio::steady_timer push_timer_;
     bool push_waiting_ = false;
 
@@ -139,6 +147,7 @@ private:
     std::condition_variable wake_;
     std::deque<Job> jobs_;
     std::deque<Job> next_jobs_;
+    std::size_t next_group_ = 0;   // the front of next_jobs_ that the latest read queued (queue_next)
     std::deque<Job> ahead_jobs_;
     std::unique_ptr<stage::DirectoryHandles> directories_;   // shared: each directory looked up once per job
     bool stopping_ = false;

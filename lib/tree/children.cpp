@@ -443,6 +443,13 @@ void ChildSet::send(long position, std::vector<std::uint8_t> frame)
         it->second->link->send(std::move(frame));
 }
 
+void ChildSet::send_urgent(long position, std::vector<std::uint8_t> frame)
+{
+    auto it = children_.find(position);
+    if (it != children_.end() && it->second->link)
+        it->second->link->send_urgent(std::make_shared<const std::vector<std::uint8_t>>(std::move(frame)));
+}
+
 void ChildSet::broadcast(std::vector<std::uint8_t> frame)
 {
     auto shared = std::make_shared<const std::vector<std::uint8_t>>(std::move(frame));
@@ -451,11 +458,13 @@ void ChildSet::broadcast(std::vector<std::uint8_t> frame)
             child->link->send(shared);
 }
 
-void ChildSet::broadcast_to_late_children_too(std::vector<std::uint8_t> frame)
+void ChildSet::broadcast_to_late_children_too(std::vector<std::uint8_t> frame, bool urgent)
 {
     auto shared = std::make_shared<const std::vector<std::uint8_t>>(std::move(frame));
     for (auto& [position, child] : children_) {
-        if (child->link)
+        if (child->link && urgent)
+            child->link->send_urgent(shared);
+        else if (child->link)
             child->link->send(shared);
         else if (!child->gone)
             child->held.push_back(shared);

@@ -69,11 +69,12 @@ public:
                 double heartbeat_timeout, bool shared_clock, InProcessStarter in_process = {});
 
     void send(long position, std::vector<std::uint8_t> frame);
+    void send_urgent(long position, std::vector<std::uint8_t> frame);   // Link::send_urgent
     void broadcast(std::vector<std::uint8_t> frame);   // one buffer queued on every link
     // As broadcast, and held for each child not connected yet: it gets them, in order, right after its plan.
     // For what a child must not miss by connecting late (a daemon's ranks, and so the root's pushes, start before
     // its children are up).
-    void broadcast_to_late_children_too(std::vector<std::uint8_t> frame);
+    void broadcast_to_late_children_too(std::vector<std::uint8_t> frame, bool urgent = false);
     // The most bytes any connected child still has to be sent: bulk broadcasts wait while it is high.
     std::size_t max_queued_bytes() const;
     // Whether a child has sent bytes this side has not read yet (our thread fell behind, not the child).

@@ -95,6 +95,21 @@ void Link::send(SharedFrame frame)
         write_next();
 }
 
+void Link::send_urgent(SharedFrame frame)
+{
+    if (closed_ || close_when_flushed_)
+        return;
+    if (!writing_) {
+        send(std::move(frame));
+        return;
+    }
+    queued_bytes_ += frame->size();
+    // The front is being written; urgent frames keep their own order.
+    auto at = write_queue_.begin() + 1 + static_cast<std::ptrdiff_t>(urgent_queued_);
+    write_queue_.insert(at, std::move(frame));
+    ++urgent_queued_;
+}
+
 void Link::write_next()
 {
     if (write_queue_.empty()) {
@@ -115,6 +130,8 @@ void Link::write_next()
             self->last_sent_ = Clock::now();
             self->queued_bytes_ -= self->write_queue_.front()->size();
             self->write_queue_.pop_front();
+            if (self->urgent_queued_ > 0)
+                --self->urgent_queued_;
             self->write_next();
         });
 }
@@ -191,6 +208,7 @@ void Link::finish(const std::string& reason)
     }
     closed_ = true;
     write_queue_.clear();
+    urgent_queued_ = 0;
     linger_.cancel();
     if (heartbeat_)
         heartbeat_->stop();

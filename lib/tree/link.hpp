@@ -44,6 +44,9 @@ public:
     using SharedFrame = std::shared_ptr<const std::vector<std::uint8_t>>;
     void send(std::vector<std::uint8_t> frame);
     void send(SharedFrame frame);
+    // Ahead of every frame queued but not yet being written (after earlier urgent ones): a small answer someone
+    // waits for should not wait behind bulk data.
+    void send_urgent(SharedFrame frame);
     // Flushes queued frames, ends our side after them, and reads (dropping what comes) until the peer closes or
     // linger_seconds pass; then the close handler hears an orderly end. Closing with the peer's bytes unread (a
     // heartbeat that crossed our last frame) would make the kernel reset the connection and drop what the peer had
@@ -86,6 +89,7 @@ private:
     std::unique_ptr<std::uint8_t[]> read_buffer_;
     std::deque<SharedFrame> write_queue_;
     std::size_t queued_bytes_ = 0;
+    std::size_t urgent_queued_ = 0;   // urgent frames behind the front of write_queue_
     bool writing_ = false;
     bool close_when_flushed_ = false;
     double linger_seconds_ = 0;

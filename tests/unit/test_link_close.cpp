@@ -1,9 +1,11 @@
-// How a tree link ends: what a daemon sent before leaving reaches its parent whole, even when the parent reads
-// slowly and keeps speaking (heartbeats) while the daemon leaves. A real loopback connection: the Link on one end,
-// a plain blocking socket as the peer on the other.
+// How a tree link orders and ends what it sends: an urgent frame overtakes the bulk queued before it, and what a
+// daemon sent before leaving reaches its parent whole, even when the parent reads slowly and keeps speaking
+// (heartbeats) while the daemon leaves. A real loopback connection: the Link on one end, a plain blocking socket
+// as the peer on the other.
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -93,6 +95,43 @@ TEST(LinkClose, EverythingSentBeforeLeavingReachesAPeerThatReadsSlowlyAndSpeaksM
     ASSERT_EQ(ended.wait_for(5s), std::future_status::ready) << "the link still lingers after the peer closed";
     EXPECT_EQ(ended.get(), "");   // an orderly end
     loop.join();
+}
+
+TEST(LinkOrder, AnUrgentFrameGoesRightAfterTheFrameBeingWrittenAndBeforeTheQueuedBulk)
+{
+    asio::io_context io;
+    auto [link, far] = connect_link(io);
+    link->start([](wire::Frame) {}, [](const std::string&) {});
+    timeval deadline{10, 0};   // a hang fails the test instead of blocking it
+    ASSERT_EQ(::setsockopt(far.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &deadline, sizeof deadline), 0);
+
+    constexpr std::size_t bulk_bytes = 1 << 20;
+    constexpr int bulk_frames = 6;
+    // The first send starts writing frame 0 at once; the others queue behind it until the loop runs.
+    for (int i = 0; i < bulk_frames; ++i)
+        link->send(std::vector<std::uint8_t>(bulk_bytes, static_cast<std::uint8_t>('0' + i)));
+    link->send_urgent(std::make_shared<const std::vector<std::uint8_t>>(std::vector<std::uint8_t>(100, 'u')));
+    link->send_urgent(std::make_shared<const std::vector<std::uint8_t>>(std::vector<std::uint8_t>(100, 'v')));
+    EXPECT_EQ(link->queued_bytes(), bulk_frames * bulk_bytes + 200);
+    std::thread loop([&io] { io.run_for(20s); });
+
+    std::vector<std::uint8_t> received;
+    std::vector<std::uint8_t> chunk(64 * 1024);
+    while (received.size() < bulk_frames * bulk_bytes + 200) {
+        ssize_t got = ::recv(far.native_handle(), chunk.data(), chunk.size(), 0);
+        ASSERT_GT(got, 0) << "after " << received.size() << " bytes: " << std::strerror(errno);
+        received.insert(received.end(), chunk.begin(), chunk.begin() + got);
+    }
+    io.stop();
+    loop.join();
+    // Frame 0 went out whole first (a frame is never cut), then the urgent ones in their order, then the bulk.
+    auto first_u = std::find(received.begin(), received.end(), 'u') - received.begin();
+    auto first_v = std::find(received.begin(), received.end(), 'v') - received.begin();
+    EXPECT_EQ(first_u, static_cast<std::ptrdiff_t>(bulk_bytes));
+    EXPECT_EQ(first_v, static_cast<std::ptrdiff_t>(bulk_bytes + 100));
+    EXPECT_EQ(received[bulk_bytes + 200], '1');
+    EXPECT_EQ(received.back(), '0' + bulk_frames - 1);
+    EXPECT_EQ(link->queued_bytes(), 0u);
 }
 
 TEST(LinkClose, APeerThatNeverClosesIsLeftAfterTheLinger)
