@@ -109,6 +109,7 @@ private:
     void read_loop(stage::NodeCache cache);
     void queue(Job job);
     void queue_next(Job job);   // under mutex_
+    // What the next read queues goes to the front of next_jobs_, before what earlier reads queued (depth first).
     void start_next_group();
     void promote(std::uint64_t id);
     void hasten(std::uint64_t id);

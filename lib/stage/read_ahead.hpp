@@ -63,6 +63,7 @@ private:
     void read_entries(const std::string& dir, const FetchAnswer& listing, const Read& read) const;
     // `program` is about to start: if it is a Python interpreter, what its start reads.
     void python_starts(const std::string& program, const FetchCache& cache, const Read& read);
+    // The loader's lookups below each staged library directory, before it opens a library there.
     void loader_searches(const Read& read);
     // `path` was opened (or is needed) and is an ELF file, the root's copy at `copy`: reads what it needs.
     void read_needed_libraries(const std::string& path, const std::string& copy, const FetchCache& cache,
