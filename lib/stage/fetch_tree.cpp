@@ -170,10 +170,9 @@ void StageFetchTree::push_awaited(std::uint64_t id)
         auto it = std::find_if(ready->begin(), ready->end(), [id](const Read& read) { return read.job.id == id; });
         if (it == ready->end())
             continue;
-        std::vector<Read> batch;
-        batch.push_back(std::move(*it));
+        Read read = std::move(*it);
         ready->erase(it);
-        push(std::move(batch), true);
+        push_now(std::move(read));
         return;
     }
 }
@@ -299,11 +298,8 @@ void StageFetchTree::on_read(Read read)
         }
     }
     if (job.ahead) {
-        if (cache_->has_waiters(job.id)) {
-            // A node asked meanwhile: down at once, ahead of the read-ahead queued on the links.
-            std::vector<Read> batch;
-            batch.push_back(std::move(read));
-            push(std::move(batch), true);
+        if (cache_->has_waiters(job.id)) {   // a node asked meanwhile
+            push_now(std::move(read));
             return;
         }
         (job.soon ? ready_next_ : ready_).push_back(std::move(read));
@@ -383,6 +379,13 @@ std::size_t StageFetchTree::push_size(const Read& read)
     return size;
 }
 
+void StageFetchTree::push_now(Read read)
+{
+    std::vector<Read> batch;
+    batch.push_back(std::move(read));
+    push(std::move(batch), true);
+}
+
 void StageFetchTree::push(std::vector<Read> batch, bool urgent)
 {
     wire::StageFetchPush push;
@@ -451,7 +454,7 @@ void StageFetchTree::answer_child(long position, std::uint64_t id, stage::FetchK
         return;
     }
     if (!(reply.facts.flags & CANOPY_STAGE_CONTENT)) {   // waited for, and small
-        children_.send_urgent(position, wire::to_frame(reply));
+        children_.send(position, wire::to_frame(reply), true);
         return;
     }
     // The copy in our cache is complete (renamed into place): stream it from there, paced.
@@ -506,10 +509,7 @@ bool StageFetchTree::send_chunk(Stream& stream)
     stream.offset += filled;
     reply.last = stream.offset == stream.size;
     // A file whole in one chunk is an answer someone waits for, not bulk.
-    if (reply.last && reply.has_answer)
-        children_.send_urgent(stream.position, wire::to_frame(reply));
-    else
-        children_.send(stream.position, wire::to_frame(reply));
+    children_.send(stream.position, wire::to_frame(reply), reply.last && reply.has_answer);
     return !reply.last;
 }
 

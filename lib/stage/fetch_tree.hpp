@@ -118,9 +118,11 @@ private:
     // the callers who joined them: a reply can then say "pushed" and leave the bytes out.
     void push_ready();
     static std::size_t push_size(const Read& read);
-    // One push frame for `batch`; `urgent` goes ahead of what the links have queued (Link::send_urgent).
+    // One push frame for `batch`; `urgent` goes ahead of what the links have queued (Link::send).
     void push(std::vector<Read> batch, bool urgent);
-    // A caller joined a read-ahead that is read and waits in ready_next_ or ready_: pushed now, urgently.
+    // An answer a node waits for: alone, and ahead of the read-ahead queued on the links.
+    void push_now(Read read);
+    // A caller joined a read-ahead that is read and waits in ready_next_ or ready_: pushed now.
     void push_awaited(std::uint64_t id);
     void after_read(const Job& job, const stage::FetchAnswer& answer);
     stage::ReadAheadPolicy::Read read_ahead_into_cache();

@@ -436,18 +436,11 @@ void ChildSet::mark_gone(Child& child)
     });
 }
 
-void ChildSet::send(long position, std::vector<std::uint8_t> frame)
+void ChildSet::send(long position, std::vector<std::uint8_t> frame, bool urgent)
 {
     auto it = children_.find(position);
     if (it != children_.end() && it->second->link)
-        it->second->link->send(std::move(frame));
-}
-
-void ChildSet::send_urgent(long position, std::vector<std::uint8_t> frame)
-{
-    auto it = children_.find(position);
-    if (it != children_.end() && it->second->link)
-        it->second->link->send_urgent(std::make_shared<const std::vector<std::uint8_t>>(std::move(frame)));
+        it->second->link->send(std::move(frame), urgent);
 }
 
 void ChildSet::broadcast(std::vector<std::uint8_t> frame)
@@ -462,10 +455,8 @@ void ChildSet::broadcast_to_late_children_too(std::vector<std::uint8_t> frame, b
 {
     auto shared = std::make_shared<const std::vector<std::uint8_t>>(std::move(frame));
     for (auto& [position, child] : children_) {
-        if (child->link && urgent)
-            child->link->send_urgent(shared);
-        else if (child->link)
-            child->link->send(shared);
+        if (child->link)
+            child->link->send(shared, urgent);
         else if (!child->gone)
             child->held.push_back(shared);
     }

@@ -68,8 +68,7 @@ public:
     void launch(std::vector<ChildLaunch> children, std::size_t window, double connect_timeout,
                 double heartbeat_timeout, bool shared_clock, InProcessStarter in_process = {});
 
-    void send(long position, std::vector<std::uint8_t> frame);
-    void send_urgent(long position, std::vector<std::uint8_t> frame);   // Link::send_urgent
+    void send(long position, std::vector<std::uint8_t> frame, bool urgent = false);   // urgent: Link::send
     void broadcast(std::vector<std::uint8_t> frame);   // one buffer queued on every link
     // As broadcast, and held for each child not connected yet: it gets them, in order, right after its plan.
     // For what a child must not miss by connecting late (a daemon's ranks, and so the root's pushes, start before

@@ -78,36 +78,27 @@ void Link::read_more()
         });
 }
 
-void Link::send(std::vector<std::uint8_t> frame)
+void Link::send(std::vector<std::uint8_t> frame, bool urgent)
 {
     if (closed_ || close_when_flushed_)
         return;
-    send(std::make_shared<const std::vector<std::uint8_t>>(std::move(frame)));
+    send(std::make_shared<const std::vector<std::uint8_t>>(std::move(frame)), urgent);
 }
 
-void Link::send(SharedFrame frame)
+void Link::send(SharedFrame frame, bool urgent)
 {
     if (closed_ || close_when_flushed_)
         return;
     queued_bytes_ += frame->size();
-    write_queue_.push_back(std::move(frame));
-    if (!writing_)
-        write_next();
-}
-
-void Link::send_urgent(SharedFrame frame)
-{
-    if (closed_ || close_when_flushed_)
-        return;
-    if (!writing_) {
-        send(std::move(frame));
+    if (urgent && writing_) {
+        // The front is being written; urgent frames keep their own order.
+        write_queue_.insert(write_queue_.begin() + 1 + static_cast<std::ptrdiff_t>(urgent_queued_), std::move(frame));
+        ++urgent_queued_;
         return;
     }
-    queued_bytes_ += frame->size();
-    // The front is being written; urgent frames keep their own order.
-    auto at = write_queue_.begin() + 1 + static_cast<std::ptrdiff_t>(urgent_queued_);
-    write_queue_.insert(at, std::move(frame));
-    ++urgent_queued_;
+    write_queue_.push_back(std::move(frame));   // an urgent one too: nothing is queued
+    if (!writing_)
+        write_next();
 }
 
 void Link::write_next()

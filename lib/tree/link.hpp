@@ -42,11 +42,10 @@ public:
     void start(FrameHandler on_frame, CloseHandler on_close);
     // A frame many links send (a broadcast): queued on each without a copy per link.
     using SharedFrame = std::shared_ptr<const std::vector<std::uint8_t>>;
-    void send(std::vector<std::uint8_t> frame);
-    void send(SharedFrame frame);
-    // Ahead of every frame queued but not yet being written (after earlier urgent ones): a small answer someone
-    // waits for should not wait behind bulk data.
-    void send_urgent(SharedFrame frame);
+    // `urgent`: ahead of every frame queued but not yet being written (after earlier urgent ones), so that a
+    // small answer someone waits for does not wait behind bulk data.
+    void send(std::vector<std::uint8_t> frame, bool urgent = false);
+    void send(SharedFrame frame, bool urgent = false);
     // Flushes queued frames, ends our side after them, and reads (dropping what comes) until the peer closes or
     // linger_seconds pass; then the close handler hears an orderly end. Closing with the peer's bytes unread (a
     // heartbeat that crossed our last frame) would make the kernel reset the connection and drop what the peer had

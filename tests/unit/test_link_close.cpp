@@ -110,8 +110,8 @@ TEST(LinkOrder, AnUrgentFrameGoesRightAfterTheFrameBeingWrittenAndBeforeTheQueue
     // The first send starts writing frame 0 at once; the others queue behind it until the loop runs.
     for (int i = 0; i < bulk_frames; ++i)
         link->send(std::vector<std::uint8_t>(bulk_bytes, static_cast<std::uint8_t>('0' + i)));
-    link->send_urgent(std::make_shared<const std::vector<std::uint8_t>>(std::vector<std::uint8_t>(100, 'u')));
-    link->send_urgent(std::make_shared<const std::vector<std::uint8_t>>(std::vector<std::uint8_t>(100, 'v')));
+    link->send(std::vector<std::uint8_t>(100, 'u'), true);
+    link->send(std::vector<std::uint8_t>(100, 'v'), true);
     EXPECT_EQ(link->queued_bytes(), bulk_frames * bulk_bytes + 200);
     std::thread loop([&io] { io.run_for(20s); });
 
