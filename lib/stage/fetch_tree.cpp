@@ -399,6 +399,7 @@ void StageFetchTree::push(std::vector<Read> batch, bool urgent)
             pushed.facts.flags &= ~CANOPY_STAGE_CONTENT;   // the bytes follow on request
         push.answers.push_back(std::move(pushed));
     }
+    push.awaited = urgent;
     if (children_.size() > 0)   // to children not up yet too: a reply may say "pushed" to them later
         children_.broadcast_to_late_children_too(wire::to_frame(push), urgent);
     // Down before any reply: the children have these answers, bytes and all, when a reply names them.
@@ -545,7 +546,7 @@ void StageFetchTree::on_parent_push(const wire::Frame& frame)
     // The children first: every position that uses a pushed answer has passed it on, so its replies can say
     // "pushed" and leave the bytes out.
     if (children_.size() > 0)
-        children_.broadcast_to_late_children_too(wire::encode_frame(frame));
+        children_.broadcast_to_late_children_too(wire::encode_frame(frame), push->awaited);
     for (auto& pushed : push->answers) {
         if (!normalized_absolute(pushed.path)) {
             stage_log().warn("ignored a pushed stage answer for a path that is not absolute and normalized");

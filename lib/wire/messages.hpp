@@ -500,8 +500,11 @@ struct StageFetchPush {
     static constexpr MessageType type = MessageType::stage_fetch_push;
     static constexpr const char* name = "stage-fetch-push";
     std::vector<StagePushedAnswer> answers;
+    // A node waits for one of these answers: every daemon passes the push on ahead of the read-ahead queued on
+    // its links, as the root did.
+    bool awaited = false;
 
-    CANOPY_WIRE_FIELDS(answers)
+    CANOPY_WIRE_FIELDS(answers, awaited)
 };
 
 // Which protocol a fence serves: each numbers its fences on its own, so a job whose ranks speak PMIx and simple

@@ -6,13 +6,10 @@
 #include <string>
 #include <vector>
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/redirect_error.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <gtest/gtest.h>
 
+#include "child_link.hpp"
 #include "proc/process.hpp"
 #include "tree/children.hpp"
 #include "tree/link.hpp"
@@ -46,25 +43,13 @@ TEST(ChildSet, AChildThatConnectsLateGetsWhatWasBroadcastToLateChildrenRightAfte
     ProcessReaper reaper(io);
     auto key = auth::generate_key();
     ChildSet* set = nullptr;
-    ChildSet::Events events;
-    events.frame = [](long, wire::Frame) {};
-    events.closed = [](long, const std::string&) {};
-    events.start_failed = [](long, const std::string& message) { ADD_FAILURE() << message; };
-    events.log_line = [](long, const std::string&) {};
-    events.all_finished = [] {};
+    ChildSet::Events events = child_events_ignored();
     events.connected = [&](long position) { set->send(position, wire::to_frame(wire::Shutdown{false})); };
     ChildSet children(io, reaper, key, events);
     set = &children;
     ASSERT_TRUE(children.listen("127.0.0.1"));
 
-    std::string endpoint;
-    children.launch({ChildLaunch{1, "late-child", {}}}, 1, 10, 30, true,
-                    [&](const ChildLaunch&, const std::string& parent, const auth::Key&) -> Status {
-                        endpoint = parent;   // the test connects it when it chooses
-                        return {};
-                    });
-    io.run_for(50ms);
-    io.restart();
+    std::string endpoint = launch_one_child(io, children, "late-child");
     ASSERT_FALSE(endpoint.empty());
     ASSERT_EQ(children.connected_count(), 0u);
 
@@ -74,22 +59,7 @@ TEST(ChildSet, AChildThatConnectsLateGetsWhatWasBroadcastToLateChildrenRightAfte
 
     std::vector<std::string> received;
     std::shared_ptr<Link> link;
-    asio::co_spawn(
-        io,
-        [&]() -> asio::awaitable<void> {
-            tcp::socket socket(io);
-            auto colon = endpoint.rfind(':');
-            boost::system::error_code error;
-            co_await socket.async_connect(tcp::endpoint(asio::ip::make_address(endpoint.substr(0, colon)),
-                                                        static_cast<std::uint16_t>(std::stoi(endpoint.substr(colon + 1)))),
-                                          asio::redirect_error(asio::use_awaitable, error));
-            EXPECT_FALSE(error) << error.message();
-            auto joined = co_await connect_to_parent(socket, key, 1, 10, 0);
-            EXPECT_TRUE(joined) << joined.error().message;
-            link = std::make_shared<Link>(std::move(socket), "parent");
-            link->start([&](wire::Frame frame) { received.push_back(what(frame)); }, [](const std::string&) {});
-        },
-        asio::detached);
+    connect_child(io, endpoint, key, [&](wire::Frame frame) { received.push_back(what(frame)); }, link);
 
     auto run_until = [&](std::size_t count) {
         auto deadline = std::chrono::steady_clock::now() + 10s;

@@ -7,6 +7,7 @@
 #include "stage/fetch_tree.hpp"
 #include "stage/read_ahead.hpp"
 
+#include "child_link.hpp"
 #include "stage_fetch_helpers.hpp"
 
 #include <dirent.h>
@@ -629,6 +630,63 @@ TEST_F(RootReadAhead, TheRootReadsWhatARanksModuleImportsAndTheirImportsNotTheMo
     // Where there is no bytecode, Python reads the sources: a script's neighbours still go whole.
     ask(src + "/scripts/train.py");
     EXPECT_TRUE(run_until([&] { return asked == 4 && read_whole(src + "/scripts/model.py"); }));
+}
+
+
+// A push from the parent naming one file, `size` bytes of content; `awaited`: a node waits for it.
+wire::Frame push_of(const std::string& path, std::size_t size, bool awaited)
+{
+    auto answer = regular_file(path, static_cast<std::int64_t>(size));
+    wire::StageFetchPush push;
+    auto& pushed = push.answers.emplace_back();
+    pushed.path = path;
+    pushed.facts = answer.facts;
+    pushed.mirror = answer.mirror;
+    pushed.content.assign(size, 'x');
+    push.awaited = awaited;
+    auto frame = wire::read_frame(wire::to_frame(push));
+    EXPECT_TRUE(frame) << frame.error().message;
+    return frame ? std::move(*frame) : wire::Frame{};
+}
+
+// A daemon between the root and a child passes each push on before using it, in the order the pushes came, but
+// one a node waits for goes right after the frame being written, ahead of the read-ahead queued for the child (as
+// at the root: Link::send).
+TEST_F(RootReadAhead, ADaemonPassesAnAwaitedPushOnAheadOfTheReadAheadQueuedForItsChildren)
+{
+    auto key = auth::generate_key();
+    ChildSet children(io_, reaper_, key, child_events_ignored());
+    ASSERT_TRUE(children.listen("127.0.0.1"));
+    std::string endpoint = launch_one_child(io_, children, "node-1");
+    ASSERT_FALSE(endpoint.empty());
+    std::vector<std::string> received;   // the paths the child was pushed, in order
+    std::shared_ptr<Link> link;
+    connect_child(io_, endpoint, key, [&](wire::Frame frame) {
+        if (auto push = wire::decode_frame<wire::StageFetchPush>(frame))
+            for (const auto& answer : push->answers)
+                received.push_back(answer.path);
+    }, link);
+    ASSERT_TRUE(run_until([&] { return children.connected_count() == 1; }));
+    auto daemon = StageFetchTree::for_daemon(io_, base_ + "/daemon-cache", children, [](std::vector<std::uint8_t>) {});
+    ASSERT_TRUE(daemon) << daemon.error().message;
+
+    // All handed to the daemon before its link writes more than the first.
+    for (int i = 0; i < 4; ++i)
+        (*daemon)->on_parent_push(push_of("/soft/ahead-" + std::to_string(i) + ".py", 64 * 1024, false));
+    (*daemon)->on_parent_push(push_of("/soft/awaited.py", 100, true));
+    ASSERT_TRUE(run_until([&] { return received.size() == 5; })) << received.size();
+    EXPECT_EQ(received, (std::vector<std::string>{"/soft/ahead-0.py", "/soft/awaited.py", "/soft/ahead-1.py",
+                                                  "/soft/ahead-2.py", "/soft/ahead-3.py"}));
+    // The daemon learned each as well, bytes and all.
+    for (const auto& path : received) {
+        const auto* kept = (*daemon)->answers().count(path) ? &(*daemon)->answers().at(path) : nullptr;
+        ASSERT_TRUE(kept) << path;
+        EXPECT_TRUE(kept->pushed) << path;
+    }
+    link->close();
+    daemon->reset();
+    children.kill_all(SIGKILL);
+    io_.run_for(std::chrono::milliseconds(50));
 }
 
 } // namespace
