@@ -55,9 +55,9 @@ inline void connect_child(asio::io_context& io, const std::string& endpoint, con
         [&io, endpoint, key, on_frame = std::move(on_frame), &link]() -> asio::awaitable<void> {
             tcp::socket socket(io);
             auto colon = endpoint.rfind(':');
+            auto port = static_cast<std::uint16_t>(std::stoi(endpoint.substr(colon + 1)));
             boost::system::error_code error;
-            co_await socket.async_connect(tcp::endpoint(asio::ip::make_address(endpoint.substr(0, colon)),
-                                                        static_cast<std::uint16_t>(std::stoi(endpoint.substr(colon + 1)))),
+            co_await socket.async_connect(tcp::endpoint(asio::ip::make_address(endpoint.substr(0, colon)), port),
                                           asio::redirect_error(asio::use_awaitable, error));
             EXPECT_FALSE(error) << error.message();
             auto joined = co_await connect_to_parent(socket, key, 1, 10, 0);

@@ -632,7 +632,6 @@ TEST_F(RootReadAhead, TheRootReadsWhatARanksModuleImportsAndTheirImportsNotTheMo
     EXPECT_TRUE(run_until([&] { return asked == 4 && read_whole(src + "/scripts/model.py"); }));
 }
 
-
 // A push from the parent naming one file, `size` bytes of content; `awaited`: a node waits for it.
 wire::Frame push_of(const std::string& path, std::size_t size, bool awaited)
 {
@@ -677,11 +676,11 @@ TEST_F(RootReadAhead, ADaemonPassesAnAwaitedPushOnAheadOfTheReadAheadQueuedForIt
     ASSERT_TRUE(run_until([&] { return received.size() == 5; })) << received.size();
     EXPECT_EQ(received, (std::vector<std::string>{"/soft/ahead-0.py", "/soft/awaited.py", "/soft/ahead-1.py",
                                                   "/soft/ahead-2.py", "/soft/ahead-3.py"}));
-    // The daemon learned each as well, bytes and all.
+    // The daemon learned each as well.
     for (const auto& path : received) {
-        const auto* kept = (*daemon)->answers().count(path) ? &(*daemon)->answers().at(path) : nullptr;
-        ASSERT_TRUE(kept) << path;
-        EXPECT_TRUE(kept->pushed) << path;
+        auto kept = (*daemon)->answers().find(path);
+        ASSERT_NE(kept, (*daemon)->answers().end()) << path;
+        EXPECT_TRUE(kept->second.pushed) << path;
     }
     link->close();
     daemon->reset();
