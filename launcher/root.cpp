@@ -310,7 +310,7 @@ void Root::start_stage_fetch()
         return;
     for (const auto& app : plan_.plan.job.apps) {
         auto env = environment_with(plan_.plan.job.env, app.env);
-        stage_fetch_->read_ahead_program(app.argv.at(0), environment_value(env, "PATH"),
+        stage_fetch_->read_ahead_program(app.argv, environment_value(env, "PATH"),
                                          environment_value(env, "LD_LIBRARY_PATH"));
     }
 }

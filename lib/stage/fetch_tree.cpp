@@ -319,11 +319,11 @@ void StageFetchTree::after_read(const Job& job, const stage::FetchAnswer& answer
     read_ahead_->after_read(job.kind, job.path, answer, !job.ahead, *cache_, read_ahead_into_cache());
 }
 
-void StageFetchTree::read_ahead_program(const std::string& program, const std::string& path_variable,
+void StageFetchTree::read_ahead_program(const std::vector<std::string>& argv, const std::string& path_variable,
                                         const std::string& library_path_variable)
 {
     if (read_ahead_)
-        read_ahead_->before_ranks(program, path_variable, library_path_variable, *cache_, read_ahead_into_cache());
+        read_ahead_->before_ranks(argv, path_variable, library_path_variable, *cache_, read_ahead_into_cache());
 }
 
 stage::ReadAheadPolicy::Read StageFetchTree::read_ahead_into_cache()

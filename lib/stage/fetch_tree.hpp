@@ -49,8 +49,9 @@ public:
     StageFetchTree(const StageFetchTree&) = delete;
     StageFetchTree& operator=(const StageFetchTree&) = delete;
 
-    // The root, before any rank starts: reads ahead the programs the ranks will run (ReadAheadPolicy::before_ranks).
-    void read_ahead_program(const std::string& program, const std::string& path_variable,
+    // The root, before any rank starts: reads ahead the programs the ranks will run, `argv` each
+    // (ReadAheadPolicy::before_ranks).
+    void read_ahead_program(const std::vector<std::string>& argv, const std::string& path_variable,
                             const std::string& library_path_variable);
     // A lookup for a local rank (or a test): answered from the cache, or once the parent answers.
     void fetch(stage::FetchKind kind, const std::string& path, stage::FetchCache::Done done);

@@ -97,8 +97,12 @@ void ImportFollower::after_read(const std::string& path, const FetchAnswer& answ
             for (auto& lookup : lookups)
                 look_up(std::move(lookup), cache, read);
         }
-        return;
     }
+    // A sys.path directory is known now, listed or missing: the imports that waited for it go on.
+    if (std::find(roots_.begin(), roots_.end(), path) != roots_.end())
+        retry_unresolved(cache, read);
+    if (answer.listed())
+        return;
     if (!answer.content() || !answer.followed_is(S_IFREG) || !(asked || predicted_.count(path)))
         return;
     std::string name = name_of(path);
@@ -111,17 +115,30 @@ void ImportFollower::after_read(const std::string& path, const FetchAnswer& answ
     }
 }
 
-void ImportFollower::interpreter_starts(const std::string& stdlib, const std::string& tag, const FetchCache& cache,
-                                        const Read& read)
+void ImportFollower::interpreter_starts(const std::string& stdlib, const std::vector<std::string>& site_dirs,
+                                        const std::string& tag, const FetchCache& cache, const Read& read)
 {
-    if (std::find(roots_.begin(), roots_.end(), stdlib) == roots_.end())
-        roots_.push_back(stdlib);
+    std::vector<std::string> sys_path{stdlib, child_of(stdlib, "lib-dynload")};
+    sys_path.insert(sys_path.end(), site_dirs.begin(), site_dirs.end());
+    for (auto& dir : sys_path)
+        if (std::find(roots_.begin(), roots_.end(), dir) == roots_.end())
+            roots_.push_back(std::move(dir));
     std::vector<std::string> modules{"encodings", "encodings.utf_8", "sitecustomize"};
     // "cpython-3" and the minor version: 3.11 freezes site and the modules it imports.
     if (tag.starts_with("cpython-3") && tag.size() > 9 && std::atoi(tag.c_str() + 9) < 11)
         modules.push_back("site");
     for (const auto& module : modules)
         look_up({stdlib, split_dotted(module), {}, tag, false}, cache, read);
+}
+
+void ImportFollower::command_imports(std::vector<PythonImport> imports, const std::string& tag,
+                                     const FetchCache& cache, const Read& read)
+{
+    for (auto& import : imports) {
+        Lookup lookup{"", split_dotted(import.module), std::move(import.fromlist), tag, false};
+        if (!lookup.parts.empty() && !look_up_absolute(lookup, cache, read) && unresolved_.size() < max_unresolved)
+            unresolved_.push_back(std::move(lookup));
+    }
 }
 
 void ImportFollower::follow(const std::string& pyc, const std::string& copy, const FetchCache& cache,
@@ -157,9 +174,12 @@ bool ImportFollower::look_up_absolute(const Lookup& lookup, const FetchCache& ca
 {
     const std::string& top = lookup.parts.front();
     for (const auto& root : roots_) {
+        // Python looks in each in turn: a directory not listed yet holds up the rest (after_read tries again).
         const FetchAnswer* listing = cache.cached(root);
-        if (!listing || !listing->listed())
-            continue;
+        if (!listing || (!listing->listed() && listing->followed_is(S_IFDIR)))
+            return false;
+        if (!listing->listed())
+            continue;   // missing, or not a directory
         const ListedName* found = listing->listed_name(top);
         if ((found && found->type == DT_DIR) || file_entry(*listing, top + ".py") ||
             !extension_entry(*listing, top).empty()) {
@@ -234,6 +254,11 @@ void ImportFollower::learn_root(std::string dir, const FetchCache& cache, const 
     if (std::find(roots_.begin(), roots_.end(), dir) != roots_.end())
         return;
     roots_.push_back(dir);
+    retry_unresolved(cache, read);
+}
+
+void ImportFollower::retry_unresolved(const FetchCache& cache, const Read& read)
+{
     auto unresolved = std::move(unresolved_);
     unresolved_.clear();
     for (auto& lookup : unresolved)

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "stage/fetch_cache.hpp"
+#include "stage/python_imports.hpp"
 
 namespace canopy::stage {
 
@@ -34,11 +35,17 @@ public:
     // `listing` is that directory's.
     bool follows(const std::string& name, const FetchAnswer& listing) const;
 
-    // A Python interpreter is about to start (before any rank does): `stdlib` is its standard library's directory
-    // and `tag` its bytecode's ("cpython-311"). Reads what every start imports from there (the `encodings`
-    // package and `utf_8`, `sitecustomize`; before 3.11, which freezes them, `site` and what it imports).
-    void interpreter_starts(const std::string& stdlib, const std::string& tag, const FetchCache& cache,
-                            const Read& read);
+    // A Python interpreter is about to start (before any rank does): `stdlib` is its standard library's directory,
+    // `site_dirs` where its site module looks for packages, and `tag` its bytecode's ("cpython-311"). Those, and
+    // `lib-dynload`, are its sys.path. Reads what every start imports from there (the `encodings` package and
+    // `utf_8`, `sitecustomize`; before 3.11, which freezes them, `site` and what it imports).
+    void interpreter_starts(const std::string& stdlib, const std::vector<std::string>& site_dirs,
+                            const std::string& tag, const FetchCache& cache, const Read& read);
+
+    // The ranks' command line imports `imports` first (`python -c 'import numpy'`): each is followed as soon as
+    // a sys.path directory that has it is listed, before a rank asks.
+    void command_imports(std::vector<PythonImport> imports, const std::string& tag, const FetchCache& cache,
+                         const Read& read);
 
     // Whether `path` is an extension module an import names: the loader maps it next, and what it needs.
     bool loads(const std::string& path) const { return path.ends_with(".so") && predicted_.count(path) > 0; }
@@ -55,9 +62,12 @@ private:
 
     void follow(const std::string& pyc, const std::string& copy, const FetchCache& cache, const Read& read);
     void look_up(Lookup lookup, const FetchCache& cache, const Read& read);
-    // An absolute import: from the first sys.path directory that has its top level; false if none known has.
+    // An absolute import: from the first sys.path directory that has its top level; false if none known has, or
+    // one before it is not listed yet.
     bool look_up_absolute(const Lookup& lookup, const FetchCache& cache, const Read& read);
     void learn_root(std::string dir, const FetchCache& cache, const Read& read);
+    // A sys.path directory is new, or its listing is: the absolute imports no root had are looked up again.
+    void retry_unresolved(const FetchCache& cache, const Read& read);
     // Module `module` in `dir`, whose source Python checks and whose bytecode it runs.
     void predict_module(const std::string& dir, const std::string& module, const std::string& tag,
                         const FetchCache& cache, const Read& read);

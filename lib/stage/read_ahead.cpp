@@ -11,6 +11,7 @@
 
 #include "stage/elf_needs.hpp"
 #include "stage/loader_subdirs.h"
+#include "stage/python_command.hpp"
 
 namespace canopy::stage {
 namespace {
@@ -69,10 +70,10 @@ void ReadAheadPolicy::after_read(FetchKind kind, const std::string& path, const 
         (asked || needed_.count(path) || imports_.loads(path)))
         read_needed_libraries(path, cache.cache().content_path(answer.mirror), cache, read);
     // `python3` a symlink to `python3.11`: the name that tells the version is the link's.
-    if (!answer.link.empty() && programs_.count(path))
+    if (auto program = programs_.find(path); !answer.link.empty() && program != programs_.end())
         if (auto target = lexically_normal(answer.link[0] == '/' ? answer.link : child_of(dir, answer.link));
             !target.empty())
-            python_starts(target, cache, read);
+            python_starts(target, program->second, cache, read);
     if (!asked)
         return;
     // What a rank asks for tells where it is working: there, and one level up (a package, when the rank reads
@@ -85,10 +86,14 @@ void ReadAheadPolicy::after_read(FetchKind kind, const std::string& path, const 
         use(parent_of(dir), cache, read);
 }
 
-void ReadAheadPolicy::before_ranks(const std::string& program, const std::string& path_variable,
+void ReadAheadPolicy::before_ranks(const std::vector<std::string>& argv, const std::string& path_variable,
                                    const std::string& library_path_variable, const FetchCache& cache,
                                    const Read& read)
 {
+    if (argv.empty())
+        return;
+    const std::string& program = argv.front();
+    const std::vector<std::string> arguments(argv.begin() + 1, argv.end());
     auto entries = [](const std::string& variable) {
         std::vector<std::string> dirs;
         for (std::size_t at = 0; at <= variable.size();) {
@@ -113,10 +118,10 @@ void ReadAheadPolicy::before_ranks(const std::string& program, const std::string
         }
     for (const auto& path : candidates)
         if (!path.empty() && staged(path) && needed_.insert(path).second) {
-            programs_.insert(path);
+            programs_.emplace(path, arguments);
             read(FetchKind::content, path, Ahead::load);
             loader_searches(read);
-            python_starts(path, cache, read);
+            python_starts(path, arguments, cache, read);
         }
 }
 
@@ -134,7 +139,8 @@ void ReadAheadPolicy::loader_searches(const Read& read)
 #endif
 }
 
-void ReadAheadPolicy::python_starts(const std::string& program, const FetchCache& cache, const Read& read)
+void ReadAheadPolicy::python_starts(const std::string& program, const std::vector<std::string>& arguments,
+                                    const FetchCache& cache, const Read& read)
 {
     // PREFIX/bin/pythonX.Y, whose standard library is PREFIX/lib/pythonX.Y (a bare `python3` names no version).
     static const std::regex interpreter(R"(python(\d)\.(\d+))");
@@ -151,10 +157,19 @@ void ReadAheadPolicy::python_starts(const std::string& program, const FetchCache
     in_use_.insert(stdlib);
     read(FetchKind::content, stdlib, Ahead::next);
     read(FetchKind::metadata, child_of(stdlib, "os.py"), Ahead::next);   // the landmark of a standard library
-    for (const auto& packages : {child_of(stdlib, "site-packages"), child_of(stdlib, "dist-packages"),
-                                 child_of(lib, "python" + version[1].str() + "/dist-packages")})
-        read(FetchKind::content, packages, Ahead::next);
-    imports_.interpreter_starts(stdlib, "cpython-" + version[1].str() + version[2].str(), cache, read);
+    // Where its site module looks, in its order: upstream's, or Debian's (lib/python3 before lib/python3.11).
+    // Only staged ones: the follower waits for each one's listing before looking in the next.
+    std::vector<std::string> site_dirs;
+    for (auto dir : {child_of(stdlib, "site-packages"), child_of(lib, "python" + version[1].str() + "/dist-packages"),
+                     child_of(stdlib, "dist-packages")})
+        if (staged(dir)) {
+            read(FetchKind::content, dir, Ahead::next);
+            site_dirs.push_back(dir);
+        }
+    read(FetchKind::content, child_of(stdlib, "lib-dynload"), Ahead::next);
+    std::string tag = "cpython-" + version[1].str() + version[2].str();
+    imports_.interpreter_starts(stdlib, site_dirs, tag, cache, read);
+    imports_.command_imports(python_command_imports(arguments), tag, cache, read);
 }
 
 void ReadAheadPolicy::read_needed_libraries(const std::string& path, const std::string& copy,

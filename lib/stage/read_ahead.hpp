@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -49,11 +50,12 @@ public:
     void after_read(FetchKind kind, const std::string& path, const FetchAnswer& answer, bool asked,
                     const FetchCache& cache, const Read& read);
 
-    // Before any rank starts, for each program: `program` as the ranks name it (argv[0]), with their PATH and
-    // LD_LIBRARY_PATH. The file it is (absolute, or each directory of PATH in turn, up to the first that is not
-    // staged) is read whole if staged, and what it needs follows, looked for in LD_LIBRARY_PATH first.
-    // A program named pythonX.Y in a bin directory (or a symlink to one) also has its start read ahead.
-    void before_ranks(const std::string& program, const std::string& path_variable,
+    // Before any rank starts, for each program: `argv` as the ranks run it, with their PATH and LD_LIBRARY_PATH.
+    // The file argv[0] names (absolute, or each directory of PATH in turn, up to the first that is not staged) is
+    // read whole if staged, and what it needs follows, looked for in LD_LIBRARY_PATH first. A program named
+    // pythonX.Y in a bin directory (or a symlink to one) also has its start read ahead, and the modules its
+    // command line imports first (python_command_imports).
+    void before_ranks(const std::vector<std::string>& argv, const std::string& path_variable,
                       const std::string& library_path_variable, const FetchCache& cache, const Read& read);
 
 private:
@@ -61,8 +63,10 @@ private:
     // Marks `dir` as in use; if that is news and its listing is known, reads its entries ahead again.
     void use(const std::string& dir, const FetchCache& cache, const Read& read);
     void read_entries(const std::string& dir, const FetchAnswer& listing, const Read& read) const;
-    // `program` is about to start: if it is a Python interpreter, what its start reads.
-    void python_starts(const std::string& program, const FetchCache& cache, const Read& read);
+    // `program` is about to start with `arguments`: if it is a Python interpreter, what its start reads, and what
+    // its command line imports.
+    void python_starts(const std::string& program, const std::vector<std::string>& arguments,
+                       const FetchCache& cache, const Read& read);
     // The loader's lookups below each staged library directory, before it opens a library there.
     void loader_searches(const Read& read);
     // `path` was opened (or is needed) and is an ELF file, the root's copy at `copy`: reads what it needs.
@@ -72,7 +76,8 @@ private:
     std::vector<std::string> prefixes_;
     std::vector<std::string> library_dirs_;       // where ranks loaded libraries from, in the order first seen
     std::set<std::string> searched_;              // library directories whose loader subdirectories were read
-    std::set<std::string> programs_;              // what before_ranks read: the programs the ranks may run
+    // What before_ranks read: the programs the ranks may run, and the arguments each runs with.
+    std::map<std::string, std::vector<std::string>> programs_;
     std::set<std::string> libraries_;             // files whose needs were looked at
     std::set<std::string> needed_;                // libraries read whole because another needs them
     std::set<std::string> in_use_;          // directories a rank asked about: their subdirectories are listed

@@ -1,4 +1,6 @@
-// What a compiled module imports as it runs, read from .pyc files this machine's Python compiled.
+// What a compiled module imports as it runs, read from .pyc files this machine's Python compiled; and what a
+// Python command line imports first.
+#include "stage/python_command.hpp"
 #include "stage/python_imports.hpp"
 
 #include "stage_fetch_helpers.hpp"
@@ -137,6 +139,59 @@ TEST_F(PythonImports, ACodeObjectThatIsItsOwnConstantEndsTheSearch)
     auto imports = read_python_imports(dir_ + "/loop.pyc");
     ASSERT_TRUE(imports);
     EXPECT_EQ(*imports, (std::vector<PythonImport>{{"loop", 0, {}}}));
+}
+
+// The imports of `python ARGUMENTS`, as "module" or "module: name name".
+std::vector<std::string> command(const std::vector<std::string>& arguments)
+{
+    std::vector<std::string> modules;
+    for (const auto& import : python_command_imports(arguments)) {
+        EXPECT_EQ(import.level, 0);
+        std::string text = import.module;
+        for (const auto& name : import.fromlist)
+            text += (&name == &import.fromlist.front() ? ": " : " ") + name;
+        modules.push_back(text);
+    }
+    return modules;
+}
+
+TEST(PythonCommand, TheStatementsThatStartALineOfCCodeAreItsImportsAbsoluteOnesInOrder)
+{
+    EXPECT_EQ(command({"-c", "import os, time\n"
+                             "started = time.perf_counter(); import numpy as np, numpy.linalg  # the module\n"
+                             "from torch.nn import (Module, Linear as L,)\n"
+                             "from json import *\n"
+                             "from . import sibling\n"
+                             "def later():\n"
+                             "    import never_run\n"
+                             "if True:\n"
+                             "\timport maybe\n"
+                             "x = 'import not_a_statement'\n"
+                             "import 3d, ok\n"
+                             "from a.b import c.d\n"}),
+              (std::vector<std::string>{"os", "time", "numpy", "numpy.linalg", "torch.nn: Module Linear",
+                                        "json: *"}));
+}
+
+TEST(PythonCommand, OptionsBeforeTheCodeOrModuleAreSkippedAsPythonReadsThem)
+{
+    EXPECT_EQ(command({"-u", "-W", "ignore", "-X", "dev", "-Bc", "import numpy"}), std::vector<std::string>{"numpy"});
+    EXPECT_EQ(command({"-cimport numpy"}), std::vector<std::string>{"numpy"});
+    EXPECT_EQ(command({"-m", "torch.distributed.run", "--nproc-per-node", "4", "train.py"}),
+              std::vector<std::string>{"torch.distributed.run"});
+    EXPECT_EQ(command({"-Wignore", "-mpip"}), std::vector<std::string>{"pip"});
+}
+
+TEST(PythonCommand, AScriptStandardInputOrNoCodeImportsNothingHere)
+{
+    EXPECT_EQ(command({"train.py", "-c", "import numpy"}), std::vector<std::string>{});
+    EXPECT_EQ(command({"-", "-c", "import numpy"}), std::vector<std::string>{});
+    EXPECT_EQ(command({"-u", "--", "-c"}), std::vector<std::string>{});
+    EXPECT_EQ(command({"-c"}), std::vector<std::string>{});
+    EXPECT_EQ(command({"-m", "not a module"}), std::vector<std::string>{});
+    // A long option's value reads as a script: nothing, rather than a guess.
+    EXPECT_EQ(command({"--check-hash-based-pycs", "never", "-c", "import numpy"}), std::vector<std::string>{});
+    EXPECT_EQ(command({}), std::vector<std::string>{});
 }
 
 } // namespace

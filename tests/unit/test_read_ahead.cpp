@@ -5,6 +5,7 @@
 #include "stage/fetch_cache.hpp"
 #include "stage/elf_needs.hpp"
 #include "stage/fetch_tree.hpp"
+#include "stage/import_follower.hpp"
 #include "stage/read_ahead.hpp"
 
 #include "child_link.hpp"
@@ -417,6 +418,30 @@ TEST_F(RootReadAhead, TheRootReadsAListedDirectorysEntriesAndAReadFilesNeighbour
     EXPECT_TRUE(run_until([&] { return huge_read; }));
 }
 
+TEST_F(ReadAhead, AnAbsoluteImportWaitsForTheListingOfEachSysPathDirectoryBeforeTheOneThatHasIt)
+{
+    ImportFollower follower;
+    std::vector<std::string> reads;
+    auto record = [&](FetchKind, const std::string& path, Ahead) { reads.push_back(path); };
+    known(FetchKind::content, "/py/lib", listed("/py/lib", {{"lib-dynload", DT_DIR, {}}, {"os.py", DT_REG, {}}}));
+    known(FetchKind::content, "/py/lib/lib-dynload", listed("/py/lib/lib-dynload", {}));
+    follower.interpreter_starts("/py/lib", {"/py/first", "/py/second"}, "cpython-311", *fetch_, record);
+    auto under = [&](const std::string& dir) {
+        return std::ranges::any_of(reads, [&](const std::string& path) { return path.starts_with(dir); });
+    };
+
+    // The later directory is listed first and has `app`; the earlier one, which Python looks in first, is not.
+    known(FetchKind::content, "/py/second", listed("/py/second", {{"app", DT_DIR, {}}}));
+    follower.command_imports({{"app", 0, {}}}, "cpython-311", *fetch_, record);
+    follower.after_read("/py/second", *fetch_->cached("/py/second"), false, *fetch_, record);
+    EXPECT_FALSE(under("/py/second/app"));
+    // Its listing comes: `app` is the one there.
+    known(FetchKind::content, "/py/first", listed("/py/first", {{"app", DT_DIR, {}}}));
+    follower.after_read("/py/first", *fetch_->cached("/py/first"), false, *fetch_, record);
+    EXPECT_TRUE(under("/py/first/app/"));
+    EXPECT_FALSE(under("/py/second/app"));
+}
+
 TEST_F(ReadAhead, ANodeFetchesAPushedLibraryOnceAndARankAskingJoinsThatFetch)
 {
     fetch_->fetch_ahead("/soft/lib/libbig.so");
@@ -499,7 +524,7 @@ TEST_F(RootReadAhead, TheProgramTheRanksWillRunAndTheLibrariesItNeedsAreReadBefo
     ASSERT_NO_FATAL_FAILURE(start_root(base_ + "/env"));
     // A bare name, found through the ranks' PATH: the staged directory comes first, and nothing after
     // /usr/bin (not staged) is a candidate.
-    root_->read_ahead_program("app", "/nonexistent/../" + bin + ":/usr/bin:" + lib, lib);
+    root_->read_ahead_program({"app"}, "/nonexistent/../" + bin + ":/usr/bin:" + lib, lib);
     EXPECT_TRUE(run_until([&] { return read_whole(bin + "/app") && read_whole(lib + "/libc.so.6"); }))
         << "program read whole: " << read_whole(bin + "/app");
     EXPECT_EQ(answer_of(lib + "/app"), nullptr);   // after /usr/bin on PATH
@@ -515,7 +540,7 @@ TEST_F(RootReadAhead, TheLoadersHwcapsLookupsInTheRanksLibraryPathAreReadBeforeA
     fs::create_directories(lib + "/tls");   // one the loader would find
     write(bin + "/app", "a program");
     ASSERT_NO_FATAL_FAILURE(start_root(base_ + "/env"));
-    root_->read_ahead_program(bin + "/app", "", lib + ":/usr/lib");
+    root_->read_ahead_program({bin + "/app"}, "", lib + ":/usr/lib");
     // What the loader stats below each staged LD_LIBRARY_PATH directory, before it opens any library there.
     std::vector<std::string> subdirs;
     for (const char* sub : {"glibc-hwcaps", "tls", "x86_64", "haswell", "xeon_phi"})
@@ -532,11 +557,20 @@ TEST_F(RootReadAhead, TheLoadersHwcapsLookupsInTheRanksLibraryPathAreReadBeforeA
 }
 #endif
 
-TEST_F(RootReadAhead, APythonInterpretersStartIsReadBeforeAnyRankStartsIt)
+// A Python environment at base_/env laid out as Debian's, bin/python3 a symlink to bin/python3.X: a standard
+// library and lib/python3/dist-packages, compiled by the test's Python, whose bytecode tag names the
+// interpreter's version. lib/python3.X/dist-packages, later on sys.path, has a stray `app/core` directory.
+struct PythonEnv {
+    std::string env, stdlib, dist_packages;
+};
+
+void make_python_env(const std::string& base, PythonEnv& made)
 {
-    // A standard library, compiled by the test's Python, whose bytecode tag names the interpreter's version.
-    std::string source = base_ + "/stdlib";
+    std::string source = base + "/stdlib";
     fs::create_directories(source + "/encodings");
+    fs::create_directories(source + "/dist-packages/app/core");
+    std::string packages = base + "/packages";
+    fs::create_directories(packages + "/app");
     write(source + "/os.py", "");
     write(source + "/encodings/__init__.py", "from . import aliases\n");
     write(source + "/encodings/aliases.py", "");
@@ -544,22 +578,36 @@ TEST_F(RootReadAhead, APythonInterpretersStartIsReadBeforeAnyRankStartsIt)
     write(source + "/encodings/cp1252.py", "");   // not the filesystem's encoding
     write(source + "/sitecustomize.py", "");
     write(source + "/unused.py", "");
+    write(source + "/json.py", "");
+    write(packages + "/app/__init__.py", "from . import model\n");
+    write(packages + "/app/model.py", "import json\n");
+    write(packages + "/app/unused.py", "");
     ASSERT_EQ(compile_python(source), "");
+    ASSERT_EQ(compile_python(packages), "");
     std::string tag = fs::path(compiled(source, "os")).extension() == ".pyc"
                           ? fs::path(compiled(source, "os")).stem().extension().string().substr(1)   // cpython-311
                           : "";
     ASSERT_TRUE(tag.starts_with("cpython-3")) << tag;
     std::string version = "3." + tag.substr(9);
-    std::string env = base_ + "/env";
-    std::string stdlib = env + "/lib/python" + version;
-    fs::create_directories(env + "/bin");
-    fs::create_directories(env + "/lib");
-    fs::rename(source, stdlib);
-    write(env + "/bin/python" + version, "an interpreter");
-    fs::create_symlink("python" + version, env + "/bin/python3");   // as the ranks name it
-    ASSERT_NO_FATAL_FAILURE(start_root(env));
+    made.env = base + "/env";
+    made.stdlib = made.env + "/lib/python" + version;
+    made.dist_packages = made.env + "/lib/python3/dist-packages";
+    fs::create_directories(made.env + "/bin");
+    fs::create_directories(made.env + "/lib/python3");
+    fs::rename(source, made.stdlib);
+    fs::rename(packages, made.dist_packages);
+    write(made.env + "/bin/python" + version, "an interpreter");
+    fs::create_symlink("python" + version, made.env + "/bin/python3");   // as the ranks name it
+}
 
-    root_->read_ahead_program("python3", env + "/bin", "");
+TEST_F(RootReadAhead, APythonInterpretersStartIsReadBeforeAnyRankStartsIt)
+{
+    PythonEnv python;
+    ASSERT_NO_FATAL_FAILURE(make_python_env(base_, python));
+    const std::string& stdlib = python.stdlib;
+    ASSERT_NO_FATAL_FAILURE(start_root(python.env));
+
+    root_->read_ahead_program({"python3"}, python.env + "/bin", "");
     std::vector<std::string> started = {compiled(stdlib + "/encodings", "__init__"),
                                         compiled(stdlib + "/encodings", "aliases"),
                                         compiled(stdlib + "/encodings", "utf_8"), compiled(stdlib, "sitecustomize")};
@@ -570,6 +618,28 @@ TEST_F(RootReadAhead, APythonInterpretersStartIsReadBeforeAnyRankStartsIt)
     for (const auto& module : {"os", "unused"})
         EXPECT_FALSE(read_whole(compiled(stdlib, module))) << module;
     EXPECT_FALSE(read_whole(compiled(stdlib + "/encodings", "cp1252")));
+    // The command line imports nothing: nothing in dist-packages is read.
+    EXPECT_FALSE(read_whole(compiled(python.dist_packages + "/app", "__init__")));
+}
+
+TEST_F(RootReadAhead, TheModulesAPythonCommandLineImportsAreReadBeforeAnyRankStarts)
+{
+    PythonEnv python;
+    ASSERT_NO_FATAL_FAILURE(make_python_env(base_, python));
+    ASSERT_NO_FATAL_FAILURE(start_root(python.env));
+
+    // `app` is in dist-packages, whose listing the root reads with the interpreter's start: the command's import
+    // is followed once it comes, and what `app` imports in turn.
+    root_->read_ahead_program({"python3", "-u", "-c", "import os, time\nimport app\n"}, python.env + "/bin", "");
+    std::string app = python.dist_packages + "/app";
+    std::vector<std::string> imported = {compiled(app, "__init__"), compiled(app, "model"),
+                                         compiled(python.stdlib, "json")};
+    EXPECT_TRUE(run_until([&] { return all_read_whole(imported); }))
+        << "read whole: " << read_whole(imported[0]) << read_whole(imported[1]) << read_whole(imported[2]);
+    EXPECT_FALSE(read_whole(compiled(app, "unused")));
+    // Not the stray `app` later on sys.path, whatever order the listings came in.
+    EXPECT_FALSE(answer_of(python.stdlib + "/dist-packages/app/__init__.py"));
+    EXPECT_EQ(root_->counters().sent_up, 0u);   // no rank asked
 }
 
 TEST_F(RootReadAhead, TheRootReadsWhatARanksModuleImportsAndTheirImportsNotTheModulesBesideIt)
