@@ -39,7 +39,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         h->size = bytes;
     }
 
+    // As the interposer starts it: a cache (whose skeletons answer names missing from a listed directory), and a
+    // daemon's socket.
+    static cache_dir cache = [] {
+        cache_dir c{};
+        (void)cache_dir_set(&c, "/nonexistent/canopy-fuzz-cache");
+        return c;
+    }();
     on_demand o{};
+    o.cache = &cache;
     std::strcpy(o.socket_path, "/nonexistent/canopy-fuzz.sock");
     o.dead = 1;   // a board miss then falls back at once instead of asking a daemon
     if (canopy_stage_board_open(&o.board, base, bytes) != 0)
