@@ -134,11 +134,9 @@ void ImportFollower::interpreter_starts(const std::string& stdlib, const std::ve
 void ImportFollower::command_imports(std::vector<PythonImport> imports, const std::string& tag,
                                      const FetchCache& cache, const Read& read)
 {
-    for (auto& import : imports) {
-        Lookup lookup{"", split_dotted(import.module), std::move(import.fromlist), tag, false};
-        if (!lookup.parts.empty() && !look_up_absolute(lookup, cache, read) && unresolved_.size() < max_unresolved)
-            unresolved_.push_back(std::move(lookup));
-    }
+    for (auto& import : imports)
+        look_up_absolute_or_wait({"", split_dotted(import.module), std::move(import.fromlist), tag, false}, cache,
+                                 read);
 }
 
 void ImportFollower::follow(const std::string& pyc, const std::string& copy, const FetchCache& cache,
@@ -160,14 +158,19 @@ void ImportFollower::follow(const std::string& pyc, const std::string& copy, con
     for (auto& import : *imports) {
         Lookup lookup{package, split_dotted(import.module), std::move(import.fromlist), tag, false};
         if (import.level == 0) {
-            if (!lookup.parts.empty() && !look_up_absolute(lookup, cache, read) && unresolved_.size() < max_unresolved)
-                unresolved_.push_back(std::move(lookup));
+            look_up_absolute_or_wait(std::move(lookup), cache, read);
             continue;
         }
         for (int up = 1; up < import.level; ++up)
             lookup.dir = parent_of(lookup.dir);
         look_up(std::move(lookup), cache, read);
     }
+}
+
+void ImportFollower::look_up_absolute_or_wait(Lookup lookup, const FetchCache& cache, const Read& read)
+{
+    if (!lookup.parts.empty() && !look_up_absolute(lookup, cache, read) && unresolved_.size() < max_unresolved)
+        unresolved_.push_back(std::move(lookup));
 }
 
 bool ImportFollower::look_up_absolute(const Lookup& lookup, const FetchCache& cache, const Read& read)

@@ -65,6 +65,8 @@ private:
     // An absolute import: from the first sys.path directory that has its top level; false if none known has, or
     // one before it is not listed yet.
     bool look_up_absolute(const Lookup& lookup, const FetchCache& cache, const Read& read);
+    // The same, or kept (unresolved_) until a sys.path directory's listing or a new one can tell.
+    void look_up_absolute_or_wait(Lookup lookup, const FetchCache& cache, const Read& read);
     void learn_root(std::string dir, const FetchCache& cache, const Read& read);
     // A sys.path directory is new, or its listing is: the absolute imports no root had are looked up again.
     void retry_unresolved(const FetchCache& cache, const Read& read);

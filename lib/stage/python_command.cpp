@@ -5,16 +5,10 @@
 #include <regex>
 #include <string_view>
 
+#include "util/text.hpp"
+
 namespace canopy::stage {
 namespace {
-
-std::string_view trimmed(std::string_view text)
-{
-    auto first = text.find_first_not_of(" \t\r");
-    if (first == std::string_view::npos)
-        return {};
-    return text.substr(first, text.find_last_not_of(" \t\r") - first + 1);
-}
 
 bool dotted_name(std::string_view text)
 {
@@ -25,28 +19,26 @@ bool dotted_name(std::string_view text)
 // "a.b as c" -> "a.b"
 std::string_view before_as(std::string_view item)
 {
-    item = trimmed(item);
-    return trimmed(item.substr(0, item.find_first_of(" \t")));
+    item = trim(item);
+    return trim(item.substr(0, item.find_first_of(" \t")));
 }
 
 // Each comma-separated name of `list` ("a as b, c"), without aliases or parentheses; nothing if one is not a name.
 std::optional<std::vector<std::string>> names_of(std::string_view list, bool dotted)
 {
     std::vector<std::string> names;
-    std::string_view rest = trimmed(list);
+    std::string_view rest = trim(list);
     if (rest.starts_with('('))
         rest = rest.substr(1);
     if (rest.ends_with(')'))
         rest.remove_suffix(1);
-    while (!rest.empty()) {
-        auto comma = rest.find(',');
-        auto name = before_as(rest.substr(0, comma));
-        if (!name.empty()) {   // a trailing comma before ')' leaves nothing
-            if (!(dotted ? dotted_name(name) : dotted_name(name) && name.find('.') == std::string_view::npos))
-                return std::nullopt;
-            names.emplace_back(name);
-        }
-        rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    for (const auto& item : split_commas(rest)) {
+        auto name = before_as(item);
+        if (name.empty())   // a trailing comma before ')' leaves blanks
+            continue;
+        if (!dotted_name(name) || (!dotted && name.find('.') != std::string_view::npos))
+            return std::nullopt;
+        names.emplace_back(name);
     }
     return names;
 }
@@ -54,21 +46,21 @@ std::optional<std::vector<std::string>> names_of(std::string_view list, bool dot
 // One statement: `import a.b as c, d` or `from a.b import x, y`; relative ones import nothing here.
 void statement_imports(std::string_view statement, std::vector<PythonImport>& imports)
 {
-    statement = trimmed(statement.substr(0, statement.find('#')));
+    statement = trim(statement.substr(0, statement.find('#')));
     if (statement.starts_with("import ")) {
         if (auto modules = names_of(statement.substr(7), true))
             for (auto& module : *modules)
                 imports.push_back({std::move(module), 0, {}});
     } else if (statement.starts_with("from ")) {
-        auto rest = trimmed(statement.substr(5));
+        auto rest = trim(statement.substr(5));
         auto space = rest.find_first_of(" \t");
         if (space == std::string_view::npos)
             return;
         auto module = rest.substr(0, space);
-        auto after = trimmed(rest.substr(space));
+        auto after = trim(rest.substr(space));
         if (!after.starts_with("import") || !dotted_name(module))
             return;
-        auto names = trimmed(after.substr(6)) == "*" ? std::optional<std::vector<std::string>>({"*"})
+        auto names = trim(after.substr(6)) == "*" ? std::optional<std::vector<std::string>>({"*"})
                                                       : names_of(after.substr(6), false);
         if (names)
             imports.push_back({std::string(module), 0, std::move(*names)});
