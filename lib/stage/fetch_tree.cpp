@@ -11,6 +11,7 @@
 
 #include <boost/asio/post.hpp>
 
+#include "stage/elf_needs.hpp"
 #include "util/log.hpp"
 #include "util/read_file.hpp"
 #include "util/worker_thread.hpp"
@@ -120,7 +121,9 @@ Result<std::unique_ptr<StageFetchTree>> StageFetchTree::for_root(asio::io_contex
         tree->read_ahead_ = std::make_unique<stage::ReadAheadPolicy>(std::move(prefixes));
         tree->cache_->set_read_ahead(
             [self](std::uint64_t id, stage::FetchKind kind, const std::string& path, stage::Ahead ahead) {
-                self->queue({id, kind, path, true, ahead == stage::Ahead::load, ahead != stage::Ahead::neighbour});
+                bool whole = ahead == stage::Ahead::load || ahead == stage::Ahead::program;
+                self->queue({id, kind, path, true, whole, ahead != stage::Ahead::neighbour,
+                             ahead == stage::Ahead::program});
             },
             [self](std::uint64_t id) { self->promote(id); }, [self](std::uint64_t id) { self->hasten(id); });
     }
@@ -255,8 +258,12 @@ void StageFetchTree::read_loop(stage::NodeCache cache)
         Read read{job, stage::read_local(job.kind, job.path, cache, directories_.get(),
                                          job.ahead && !job.whole ? stage::ReadAheadPolicy::small_file_bytes : -1),
                   {}};
-        if (job.ahead && read.answer && read.answer->content() &&
-            read.answer->facts.stat.size > stage::ReadAheadPolicy::small_file_bytes) {
+        if (job.ahead && job.program && read.answer && read.answer->content() &&
+            stage::is_elf(cache.content_path(read.answer->mirror))) {
+            // Read for the libraries it needs. A script's bytes go down: its interpreter opens it.
+            read.kept = true;
+        } else if (job.ahead && read.answer && read.answer->content() &&
+                   read.answer->facts.stat.size > stage::ReadAheadPolicy::small_file_bytes) {
             read.fetch_below = true;   // too large for a push: the push says so, and every node fetches it
         } else if (job.ahead && read.answer && read.answer->content()) {
             // The copy was just written: read back from the page cache for the push.
@@ -395,7 +402,7 @@ void StageFetchTree::push(std::vector<Read> batch, bool urgent)
         put_answer(pushed, *read.answer);
         pushed.content = std::move(read.content);
         pushed.fetch = read.fetch_below;
-        if (pushed.fetch)
+        if (pushed.fetch || read.kept)
             pushed.facts.flags &= ~CANOPY_STAGE_CONTENT;   // the bytes follow on request
         push.answers.push_back(std::move(pushed));
     }
@@ -404,7 +411,7 @@ void StageFetchTree::push(std::vector<Read> batch, bool urgent)
         children_.broadcast_to_late_children_too(wire::to_frame(push), urgent);
     // Down before any reply: the children have these answers, bytes and all, when a reply names them.
     for (auto& read : batch) {
-        read.answer->pushed = !read.fetch_below;   // else a reply carries the bytes
+        read.answer->pushed = !read.fetch_below && !read.kept;   // else a reply carries the bytes
         if (auto taken = cache_->answer(read.job.id, *read.answer, false); !taken)
             stage_log().warn("on-demand staging: {}", taken.error().message);
         after_read(read.job, *read.answer);

@@ -88,7 +88,8 @@ private:
         std::string path;
         bool ahead = false;   // read ahead: a small file whole, a larger one's metadata only
         bool whole = false;   // read ahead whole whatever its size: a library the ranks will load
-        bool soon = false;    // read ahead before the neighbours (stage::Ahead::next or load)
+        bool soon = false;    // read ahead before the neighbours (stage::Ahead::next, load or program)
+        bool program = false;   // a program the ranks run (stage::Ahead::program): a binary's bytes stay here
     };
     // A read done at the root, back on the event loop.
     struct Read {
@@ -96,6 +97,7 @@ private:
         Result<stage::FetchAnswer> answer;
         std::vector<std::uint8_t> content;   // read ahead: a small file's whole bytes, for the push
         bool fetch_below = false;            // read ahead whole, too large to push: the nodes fetch it
+        bool kept = false;                   // a program the kernel maps: its bytes stay at the root
     };
 
     StageFetchTree(asio::io_context& io, ChildSet& children);

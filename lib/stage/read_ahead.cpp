@@ -119,7 +119,7 @@ void ReadAheadPolicy::before_ranks(const std::vector<std::string>& argv, const s
     for (const auto& path : candidates)
         if (!path.empty() && staged(path) && needed_.insert(path).second) {
             programs_.emplace(path, arguments);
-            read(FetchKind::content, path, Ahead::load);
+            read(FetchKind::content, path, Ahead::program);
             loader_searches(read);
             python_starts(path, arguments, cache, read);
         }

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -67,9 +68,10 @@ protected:
 // A launcher's root fetch tree with no children, reading ahead under one prefix on 4 threads.
 class RootReadAhead : public ReadAhead {
 protected:
-    void start_root(const std::string& prefix)
+    void start_root(const std::string& prefix) { start_root(prefix, no_children_); }
+    void start_root(const std::string& prefix, ChildSet& children)
     {
-        auto made = StageFetchTree::for_root(io_, base_ + "/launcher-cache", no_children_, {prefix}, 4);
+        auto made = StageFetchTree::for_root(io_, base_ + "/launcher-cache", children, {prefix}, 4);
         ASSERT_TRUE(made) << made.error().message;
         root_ = std::move(*made);
     }
@@ -93,6 +95,20 @@ protected:
     bool all_read_whole(const std::vector<std::string>& paths) const
     {
         return std::ranges::all_of(paths, [this](const std::string& path) { return read_whole(path); });
+    }
+    // A program the ranks run, BASE/env/bin/app (this test: it needs libc.so.6), and a libc.so.6 in
+    // BASE/env/lib too large to push.
+    struct ProgramEnv {
+        std::string bin, lib;
+    };
+    ProgramEnv make_program_env() const
+    {
+        ProgramEnv env{base_ + "/env/bin", base_ + "/env/lib"};
+        fs::create_directories(env.bin);
+        fs::create_directories(env.lib);
+        fs::copy_file(fs::read_symlink("/proc/self/exe"), env.bin + "/app");
+        write(env.lib + "/libc.so.6", std::string(ReadAheadPolicy::small_file_bytes + 1, 'l'));
+        return env;
     }
 
     boost::asio::io_context io_;
@@ -514,12 +530,8 @@ TEST_F(RootReadAhead, TheLibrariesAnImportedExtensionModuleNeedsAreReadBeforeARa
 
 TEST_F(RootReadAhead, TheProgramTheRanksWillRunAndTheLibrariesItNeedsAreReadBeforeAnyRankStarts)
 {
-    std::string bin = base_ + "/env/bin";
-    std::string lib = base_ + "/env/lib";
-    fs::create_directories(bin);
-    fs::create_directories(lib);
-    fs::copy_file(fs::read_symlink("/proc/self/exe"), bin + "/app");   // this test: it needs libc.so.6
-    write(lib + "/libc.so.6", std::string(ReadAheadPolicy::small_file_bytes + 1, 'l'));
+    const ProgramEnv env = make_program_env();
+    const std::string &bin = env.bin, &lib = env.lib;
     write(bin + "/other", "not the program");
     ASSERT_NO_FATAL_FAILURE(start_root(base_ + "/env"));
     // A bare name, found through the ranks' PATH: the staged directory comes first, and nothing after
@@ -529,6 +541,50 @@ TEST_F(RootReadAhead, TheProgramTheRanksWillRunAndTheLibrariesItNeedsAreReadBefo
         << "program read whole: " << read_whole(bin + "/app");
     EXPECT_EQ(answer_of(lib + "/app"), nullptr);   // after /usr/bin on PATH
     EXPECT_FALSE(read_whole(bin + "/other"));
+}
+
+TEST_F(RootReadAhead, ABinarysBytesStayAtTheRootWhileTheLibrariesItNeedsAndAScriptGoToEveryNode)
+{
+    const ProgramEnv env = make_program_env();
+    const std::string &bin = env.bin, &lib = env.lib;
+    const std::string script = "#!/bin/sh\necho step\n";
+    write(bin + "/job.sh", script);
+    auto key = auth::generate_key();
+    ChildSet children(io_, reaper_, key, child_events_ignored());
+    ASSERT_TRUE(children.listen("127.0.0.1"));
+    std::string endpoint = launch_one_child(io_, children, "node-1");
+    ASSERT_FALSE(endpoint.empty());
+    std::map<std::string, wire::StagePushedAnswer> pushed;   // what the child was pushed, by path
+    std::shared_ptr<Link> link;
+    connect_child(io_, endpoint, key, [&](wire::Frame frame) {
+        if (auto push = wire::decode_frame<wire::StageFetchPush>(frame))
+            for (auto& answer : push->answers)
+                pushed[answer.path] = std::move(answer);
+    }, link);
+    ASSERT_TRUE(run_until([&] { return children.connected_count() == 1; }));
+    ASSERT_NO_FATAL_FAILURE(start_root(base_ + "/env", children));
+
+    root_->read_ahead_program({bin + "/app"}, "", lib);
+    ASSERT_TRUE(run_until([&] { return pushed.count(bin + "/app") && pushed.count(lib + "/libc.so.6"); }));
+    // The kernel maps the program from the shared filesystem: a node learns what it is, and fetches nothing.
+    const auto& program = pushed[bin + "/app"];
+    EXPECT_FALSE(program.facts.flags & CANOPY_STAGE_CONTENT);
+    EXPECT_FALSE(program.fetch);
+    EXPECT_TRUE(program.content.empty());
+    EXPECT_EQ(program.facts.stat.size, static_cast<std::int64_t>(fs::file_size(bin + "/app")));
+    // The loader maps its libraries from the node's cache: every node fetches this one (too large for a push).
+    EXPECT_TRUE(pushed[lib + "/libc.so.6"].fetch);
+    EXPECT_TRUE(read_whole(bin + "/app"));   // the root read it to find what it needs
+
+    // A script is not mapped but opened, by its interpreter on the node: its bytes go down.
+    root_->read_ahead_program({bin + "/job.sh"}, "", lib);
+    ASSERT_TRUE(run_until([&] { return pushed.count(bin + "/job.sh") > 0; }));
+    EXPECT_TRUE(pushed[bin + "/job.sh"].facts.flags & CANOPY_STAGE_CONTENT);
+    EXPECT_EQ(std::string(pushed[bin + "/job.sh"].content.begin(), pushed[bin + "/job.sh"].content.end()), script);
+    link->close();
+    root_.reset();
+    children.kill_all(SIGKILL);
+    io_.run_for(std::chrono::milliseconds(50));
 }
 
 #if defined(__x86_64__)
