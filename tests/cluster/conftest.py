@@ -57,14 +57,14 @@ def take_down(cluster):
     assert not cluster.state_dir.exists(), f"{cluster.state_dir} is still there after down"
 
 
-def check_hosts_clean(cluster, hosts=None):
-    """Fails the test if, after its grace, any of `hosts` (default: all) still runs a job's process or holds a file
-    in /tmp or /dev/shm; clears them so the next test starts clean."""
+def check_hosts_clean(cluster, hosts=None, grace=LEFTOVER_GRACE_SECONDS):
+    """Fails the test if, after `grace` seconds, any of `hosts` (default: all) still runs a job's process or holds a
+    file in /tmp or /dev/shm; clears them so the next test starts clean."""
     hosts = cluster.hosts if hosts is None else hosts
 
     def everything_left():
         return {host.name: left for host in hosts if (left := cluster.leftovers(host))}
-    wait_for(lambda: not everything_left(), LEFTOVER_GRACE_SECONDS, interval=0.2)
+    wait_for(lambda: not everything_left(), grace, interval=0.2)
     left = everything_left()
     for host in hosts:
         cluster.clear(host)

@@ -161,7 +161,7 @@ GAP_SCRIPT = textwrap.dedent("""\
     import canopy
     with canopy.phase("setup"):
         time.sleep(0.2)
-    time.sleep(1.0)   # the gap: no phase covers it
+    time.sleep(3.0)   # the gap: no phase covers it; longer than python's start on a busy machine (1.3 s seen)
     with canopy.phase("first_step"):
         time.sleep(0.1)
     """)
@@ -178,12 +178,12 @@ def test_a_gap_made_on_purpose_shows_up_as_unattributed_time(run_canopy, sandbox
     assert startup["end"] == "app.first_step", startup
     largest = max(startup["gaps"], key=lambda gap: gap["end"] - gap["begin"])
     assert (largest["after"], largest["before"]) == ("app.setup", "app.first_step"), startup
-    assert 0.95 <= largest["end"] - largest["begin"] <= 1.3, startup
-    assert 0.95 <= startup["unattributed_seconds"] <= startup["end_seconds"], startup
+    assert 2.95 <= largest["end"] - largest["begin"] <= 3.4, startup
+    assert 2.95 <= startup["unattributed_seconds"] <= startup["end_seconds"], startup
 
     text = run_canopy(["report", timing], timeout=30)
     line = next(line for line in text.stdout.splitlines() if line.startswith("  unattributed: "))
-    assert re.fullmatch(r"  unattributed: \d+ ms \([\d.]+%\); largest gap 1\d\d\d ms after app\.setup, before "
+    assert re.fullmatch(r"  unattributed: \d+ ms \([\d.]+%\); largest gap 3\d\d\d ms after app\.setup, before "
                         r"app\.first_step", line), line
 
     converted = run_canopy(["report", "--html", page, timing], timeout=30)
