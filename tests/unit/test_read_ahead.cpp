@@ -19,6 +19,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
@@ -111,9 +112,34 @@ protected:
         return env;
     }
 
+    // children_ with one child connected over a real link, as a daemon below would be: every answer pushed to
+    // it goes to `on_answer`, in order.
+    void connect_one_child(std::function<void(wire::StagePushedAnswer)> on_answer)
+    {
+        auto key = auth::generate_key();
+        children_ = std::make_unique<ChildSet>(io_, reaper_, key, child_events_ignored());
+        ASSERT_TRUE(children_->listen("127.0.0.1"));
+        std::string endpoint = launch_one_child(io_, *children_, "node-1");
+        ASSERT_FALSE(endpoint.empty());
+        connect_child(io_, endpoint, key, [on_answer = std::move(on_answer)](wire::Frame frame) {
+            if (auto push = wire::decode_frame<wire::StageFetchPush>(frame))
+                for (auto& answer : push->answers)
+                    on_answer(std::move(answer));
+        }, child_link_);
+        ASSERT_TRUE(run_until([&] { return children_->connected_count() == 1; }));
+    }
+    // After the trees that used children_ are gone: the child's process.
+    void end_child()
+    {
+        children_->kill_all(SIGKILL);
+        io_.run_for(std::chrono::milliseconds(50));
+    }
+
     boost::asio::io_context io_;
     ProcessReaper reaper_{io_};
     ChildSet no_children_{io_, reaper_, auth::generate_key(), {}};
+    std::unique_ptr<ChildSet> children_;   // connect_one_child
+    std::shared_ptr<Link> child_link_;
     std::unique_ptr<StageFetchTree> root_;
 };
 
@@ -549,20 +575,12 @@ TEST_F(RootReadAhead, ABinarysBytesStayAtTheRootWhileTheLibrariesItNeedsAndAScri
     const std::string &bin = env.bin, &lib = env.lib;
     const std::string script = "#!/bin/sh\necho step\n";
     write(bin + "/job.sh", script);
-    auto key = auth::generate_key();
-    ChildSet children(io_, reaper_, key, child_events_ignored());
-    ASSERT_TRUE(children.listen("127.0.0.1"));
-    std::string endpoint = launch_one_child(io_, children, "node-1");
-    ASSERT_FALSE(endpoint.empty());
     std::map<std::string, wire::StagePushedAnswer> pushed;   // what the child was pushed, by path
-    std::shared_ptr<Link> link;
-    connect_child(io_, endpoint, key, [&](wire::Frame frame) {
-        if (auto push = wire::decode_frame<wire::StageFetchPush>(frame))
-            for (auto& answer : push->answers)
-                pushed[answer.path] = std::move(answer);
-    }, link);
-    ASSERT_TRUE(run_until([&] { return children.connected_count() == 1; }));
-    ASSERT_NO_FATAL_FAILURE(start_root(base_ + "/env", children));
+    ASSERT_NO_FATAL_FAILURE(connect_one_child([&](wire::StagePushedAnswer answer) {
+        std::string path = answer.path;
+        pushed[path] = std::move(answer);
+    }));
+    ASSERT_NO_FATAL_FAILURE(start_root(base_ + "/env", *children_));
 
     root_->read_ahead_program({bin + "/app"}, "", lib);
     ASSERT_TRUE(run_until([&] { return pushed.count(bin + "/app") && pushed.count(lib + "/libc.so.6"); }));
@@ -581,10 +599,9 @@ TEST_F(RootReadAhead, ABinarysBytesStayAtTheRootWhileTheLibrariesItNeedsAndAScri
     ASSERT_TRUE(run_until([&] { return pushed.count(bin + "/job.sh") > 0; }));
     EXPECT_TRUE(pushed[bin + "/job.sh"].facts.flags & CANOPY_STAGE_CONTENT);
     EXPECT_EQ(std::string(pushed[bin + "/job.sh"].content.begin(), pushed[bin + "/job.sh"].content.end()), script);
-    link->close();
+    child_link_->close();
     root_.reset();
-    children.kill_all(SIGKILL);
-    io_.run_for(std::chrono::milliseconds(50));
+    end_child();
 }
 
 #if defined(__x86_64__)
@@ -779,20 +796,11 @@ wire::Frame push_of(const std::string& path, std::size_t size, bool awaited)
 // at the root: Link::send).
 TEST_F(RootReadAhead, ADaemonPassesAnAwaitedPushOnAheadOfTheReadAheadQueuedForItsChildren)
 {
-    auto key = auth::generate_key();
-    ChildSet children(io_, reaper_, key, child_events_ignored());
-    ASSERT_TRUE(children.listen("127.0.0.1"));
-    std::string endpoint = launch_one_child(io_, children, "node-1");
-    ASSERT_FALSE(endpoint.empty());
     std::vector<std::string> received;   // the paths the child was pushed, in order
-    std::shared_ptr<Link> link;
-    connect_child(io_, endpoint, key, [&](wire::Frame frame) {
-        if (auto push = wire::decode_frame<wire::StageFetchPush>(frame))
-            for (const auto& answer : push->answers)
-                received.push_back(answer.path);
-    }, link);
-    ASSERT_TRUE(run_until([&] { return children.connected_count() == 1; }));
-    auto daemon = StageFetchTree::for_daemon(io_, base_ + "/daemon-cache", children, [](std::vector<std::uint8_t>) {});
+    ASSERT_NO_FATAL_FAILURE(
+        connect_one_child([&](wire::StagePushedAnswer answer) { received.push_back(std::move(answer.path)); }));
+    auto daemon =
+        StageFetchTree::for_daemon(io_, base_ + "/daemon-cache", *children_, [](std::vector<std::uint8_t>) {});
     ASSERT_TRUE(daemon) << daemon.error().message;
 
     // All handed to the daemon before its link writes more than the first.
@@ -808,10 +816,9 @@ TEST_F(RootReadAhead, ADaemonPassesAnAwaitedPushOnAheadOfTheReadAheadQueuedForIt
         ASSERT_NE(kept, (*daemon)->answers().end()) << path;
         EXPECT_TRUE(kept->second.pushed) << path;
     }
-    link->close();
+    child_link_->close();
     daemon->reset();
-    children.kill_all(SIGKILL);
-    io_.run_for(std::chrono::milliseconds(50));
+    end_child();
 }
 
 } // namespace
