@@ -127,17 +127,19 @@ void StageSender::stop()
 void StageSender::pump()
 {
     while (!stopped_ && done_) {
-        if (children_.max_queued_bytes() > max_queued_bytes) {
+        if (index_sent_ && progress_.files_sent == files_.size()) {
+            finish({});
+            return;
+        }
+        // The index is not held back by what the links have queued: every node waits for it before its ranks
+        // start, while the read-ahead of a first job may fill the links for seconds.
+        if (index_sent_ && children_.max_queued_bytes() > max_queued_bytes) {
             // The slowest child is behind: look again shortly rather than queue without bound.
             timer_.expires_after(std::chrono::milliseconds(1));
             timer_.async_wait([this](const boost::system::error_code& error) {
                 if (!error)
                     pump();
             });
-            return;
-        }
-        if (index_sent_ && progress_.files_sent == files_.size()) {
-            finish({});
             return;
         }
         if (auto sent = send_next_chunk(); !sent) {
@@ -158,7 +160,7 @@ Status StageSender::send_next_chunk()
         message.more = index_offset_ < blob.size();
         index_sent_ = !message.more;
         progress_.bytes_sent += size;
-        children_.broadcast(wire::to_frame(message));
+        children_.broadcast(wire::to_frame(message), true);
         return {};
     }
 

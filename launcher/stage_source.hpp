@@ -42,9 +42,11 @@ Result<PreparedStage> prepare_stage(const StageSettings& settings);
 Result<stage::Index> learn_manifest(const std::string& file, const std::vector<std::string>& prefixes,
                                     const std::map<std::string, stage::FetchAnswer>& answers);
 
-// Streams the index, then every staged file in content order, to all children, chunk by chunk. It waits while
-// any child still has more than a few chunks queued, so memory stays bounded however large the files are and
-// every daemon forwards each chunk as soon as it has it (a pipelined broadcast down the tree).
+// Streams the index, then every staged file in content order, to all children, chunk by chunk. The index goes at
+// once, ahead of what the links have queued (a first job's read-ahead): every node waits for it before its ranks
+// start. Each file chunk waits while any child still has more than a few chunks queued, so memory stays bounded
+// however large the files are and every daemon forwards each chunk as soon as it has it (a pipelined broadcast
+// down the tree).
 class StageSender {
 public:
     static constexpr std::size_t chunk_bytes = 1 << 20;

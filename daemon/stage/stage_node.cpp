@@ -97,8 +97,9 @@ void StageNode::take(const wire::Frame& frame)
 {
     if (failed_ || !*alive_)   // stopped: what the parent still sends is not written into a cache that is going
         return;
-    // Forward first: the subtree below is waiting on this chunk more than our own cache is.
-    position_.bulk().relay(frame);
+    // Forward first: the subtree below is waiting on this chunk more than our own cache is. The index goes
+    // ahead of queued read-ahead there too, as the root sent it.
+    position_.bulk().relay(frame, frame.type == static_cast<std::uint8_t>(wire::MessageType::stage_index));
     if (auto taken = receiver_.take(frame); !taken) {
         fail(taken.error().message);
         return;

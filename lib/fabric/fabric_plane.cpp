@@ -131,9 +131,9 @@ std::shared_ptr<const FabricPlane::Outgoing> FabricPlane::made_here(std::vector<
     return std::make_shared<const Outgoing>(Outgoing{std::move(frame), message, tag});
 }
 
-void FabricPlane::broadcast(std::vector<std::uint8_t> frame)
+void FabricPlane::broadcast(std::vector<std::uint8_t> frame, bool urgent)
 {
-    send_to(children_.connected_positions(), made_here(std::move(frame)));
+    send_to(children_.connected_positions(), made_here(std::move(frame)), urgent);
 }
 
 void FabricPlane::send(const std::vector<long>& children, std::vector<std::uint8_t> frame)
@@ -146,7 +146,7 @@ void FabricPlane::send(const std::vector<long>& children, std::vector<std::uint8
     send_to(children, made_here(std::move(frame)));
 }
 
-void FabricPlane::relay(const wire::Frame& frame)
+void FabricPlane::relay(const wire::Frame& frame, bool urgent)
 {
     if (children_.connected_count() == 0)
         return;   // a leaf
@@ -155,12 +155,13 @@ void FabricPlane::relay(const wire::Frame& frame)
     auto children = children_.connected_positions();
     if (&frame == delivering_)
         send_to(children,
-                std::make_shared<const Outgoing>(Outgoing{std::move(bytes), delivering_message_, delivering_tag_}));
+                std::make_shared<const Outgoing>(Outgoing{std::move(bytes), delivering_message_, delivering_tag_}),
+                urgent);
     else
-        send_to(children, made_here(std::move(bytes)));
+        send_to(children, made_here(std::move(bytes)), urgent);
 }
 
-void FabricPlane::send_to(const std::vector<long>& children, std::shared_ptr<const Outgoing> message)
+void FabricPlane::send_to(const std::vector<long>& children, std::shared_ptr<const Outgoing> message, bool urgent)
 {
     if (failed_)
         return;
@@ -180,7 +181,7 @@ void FabricPlane::send_to(const std::vector<long>& children, std::shared_ptr<con
                                children_.host_of(position));
         }
         if (path.kind == ChildPath::Kind::link) {
-            children_.send(position, message->frame);
+            children_.send(position, message->frame, urgent);
             continue;
         }
         path.waiting.push_back(message);

@@ -61,9 +61,9 @@ public:
     // The endpoint's file that a process killed outright leaves behind, if any (Endpoint::shared_memory_file).
     const std::string& shared_memory_file() const;
 
-    void broadcast(std::vector<std::uint8_t> frame) override;
+    void broadcast(std::vector<std::uint8_t> frame, bool urgent = false) override;
     void send(const std::vector<long>& children, std::vector<std::uint8_t> frame) override;
-    void relay(const wire::Frame& frame) override;
+    void relay(const wire::Frame& frame, bool urgent = false) override;
     std::size_t max_queued_bytes() const override;
     void child_announced(long position, const wire::FabricHello& hello) override;
 
@@ -88,7 +88,7 @@ private:
     FabricPlane(boost::asio::io_context& io, const auth::Key& key, long position, std::string node,
                 std::string parent, ChildSet& children, Hooks hooks);
     std::shared_ptr<const Outgoing> made_here(std::vector<std::uint8_t> frame);
-    void send_to(const std::vector<long>& children, std::shared_ptr<const Outgoing> message);
+    void send_to(const std::vector<long>& children, std::shared_ptr<const Outgoing> message, bool urgent = false);
     void pump(long child);
     // Every child with a fabric path, starting after `after` and wrapping round, so that room freed in the
     // provider's queue or the endpoint's send slots goes to the children in turn.

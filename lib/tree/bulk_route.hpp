@@ -16,13 +16,14 @@ namespace canopy {
 class BulkRoute {
 public:
     virtual ~BulkRoute() = default;
-    // Sends a frame made here to every child.
-    virtual void broadcast(std::vector<std::uint8_t> frame) = 0;
+    // Sends a frame made here to every child. `urgent`: on a TCP link, ahead of the frames queued there
+    // (Link::send), for what a node waits on before its ranks start (the stage index); a fabric keeps its order.
+    virtual void broadcast(std::vector<std::uint8_t> frame, bool urgent = false) = 0;
     // Sends a frame made here to some of the children. Frames to one child arrive in the order they were sent on
     // this route, but not in order with its link's frames.
     virtual void send(const std::vector<long>& children, std::vector<std::uint8_t> frame) = 0;
-    // Sends on a frame just received from the parent (called while it is being handled).
-    virtual void relay(const wire::Frame& frame) = 0;
+    // Sends on a frame just received from the parent (called while it is being handled); `urgent` as above.
+    virtual void relay(const wire::Frame& frame, bool urgent = false) = 0;
     // The most bytes any child still has to be sent: a bulk sender waits while it is high.
     virtual std::size_t max_queued_bytes() const = 0;
     // A child said where its fabric endpoint is, or that it has none.
@@ -33,16 +34,19 @@ public:
 class LinkBulkRoute : public BulkRoute {
 public:
     explicit LinkBulkRoute(ChildSet& children) : children_(children) {}
-    void broadcast(std::vector<std::uint8_t> frame) override { children_.broadcast(std::move(frame)); }
+    void broadcast(std::vector<std::uint8_t> frame, bool urgent = false) override
+    {
+        children_.broadcast(std::move(frame), urgent);
+    }
     void send(const std::vector<long>& children, std::vector<std::uint8_t> frame) override
     {
         for (long child : children)
             children_.send(child, frame);
     }
-    void relay(const wire::Frame& frame) override
+    void relay(const wire::Frame& frame, bool urgent = false) override
     {
         if (children_.connected_count() > 0)   // a leaf need not encode it again
-            children_.broadcast(wire::encode_frame(frame));
+            children_.broadcast(wire::encode_frame(frame), urgent);
     }
     std::size_t max_queued_bytes() const override { return children_.max_queued_bytes(); }
     void child_announced(long, const wire::FabricHello&) override {}

@@ -443,12 +443,12 @@ void ChildSet::send(long position, std::vector<std::uint8_t> frame, bool urgent)
         it->second->link->send(std::move(frame), urgent);
 }
 
-void ChildSet::broadcast(std::vector<std::uint8_t> frame)
+void ChildSet::broadcast(std::vector<std::uint8_t> frame, bool urgent)
 {
     auto shared = std::make_shared<const std::vector<std::uint8_t>>(std::move(frame));
     for (auto& [position, child] : children_)
         if (child->link)
-            child->link->send(shared);
+            child->link->send(shared, urgent);
 }
 
 void ChildSet::broadcast_to_late_children_too(std::vector<std::uint8_t> frame, bool urgent)

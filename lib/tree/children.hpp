@@ -69,7 +69,7 @@ public:
                 double heartbeat_timeout, bool shared_clock, InProcessStarter in_process = {});
 
     void send(long position, std::vector<std::uint8_t> frame, bool urgent = false);   // urgent: Link::send
-    void broadcast(std::vector<std::uint8_t> frame);   // one buffer queued on every link
+    void broadcast(std::vector<std::uint8_t> frame, bool urgent = false);   // one buffer queued on every link
     // As broadcast, and held for each child not connected yet: it gets them, in order, right after its plan.
     // For what a child must not miss by connecting late (a daemon's ranks, and so the root's pushes, start before
     // its children are up).
