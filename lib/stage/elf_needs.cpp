@@ -143,11 +143,4 @@ std::optional<ElfNeeds> read_elf_needs(const std::string& path)
     return read_needs(file);
 }
 
-bool is_elf(const std::string& path)
-{
-    File file(path);
-    unsigned char magic[SELFMAG];
-    return file.open() && file.read(magic, sizeof magic, 0) && std::memcmp(magic, ELFMAG, SELFMAG) == 0;
-}
-
 } // namespace canopy::stage

@@ -17,7 +17,4 @@ struct ElfNeeds {
 // library's string table holds every symbol's name too).
 std::optional<ElfNeeds> read_elf_needs(const std::string& file);
 
-// Whether `file` is an ELF file: run, the kernel maps it itself (a script is opened by its interpreter).
-bool is_elf(const std::string& file);
-
 } // namespace canopy::stage

@@ -478,7 +478,7 @@ void FetchCache::set_read_ahead(SendAhead send_ahead, Reorder promote, Reorder h
 
 void FetchCache::read_ahead(FetchKind kind, const std::string& path, Ahead ahead)
 {
-    const bool whole = ahead == Ahead::load || ahead == Ahead::program;
+    const bool whole = ahead == Ahead::load;
     if (!send_ahead_)
         return;
     if (const FetchAnswer* known = cached(path); known && known->serves(kind))

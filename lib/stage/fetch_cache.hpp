@@ -27,8 +27,9 @@ enum class Ahead : std::uint8_t {
     neighbour,   // beside what ranks use: a small file whole, a larger one's metadata only; after the others
     next,        // what a rank is about to ask for (a module an import names, the listing that says where it is)
     load,        // a library the ranks will load: as soon as `next`, and whole whatever its size
-    program,     // a program the ranks run: as `load`, but a binary's nodes get its metadata only, as the kernel
-                 // maps it from the shared filesystem, not from their caches (a script's interpreter opens it)
+    program,     // a program the ranks run: as soon as `load`. A binary's metadata and ELF headers only: the kernel
+                 // maps it from the shared filesystem, not from the nodes' caches. A script as `next` (its
+                 // interpreter opens it)
 };
 
 // What the root's filesystem said about one path, as the program spelled it (absolute, normalized).
@@ -123,7 +124,7 @@ private:
         std::optional<FetchAnswer> answer;
         std::optional<NodeCache::ContentWriter> writer;
         bool ahead = false;     // a read-ahead no caller has asked for yet
-        bool whole = false;     // a read-ahead of a file, whatever its size (Ahead::load or program)
+        bool whole = false;     // a read-ahead of a file, whatever its size (Ahead::load)
         bool learned = false;   // a push answered its callers: its own reply is dropped
     };
 

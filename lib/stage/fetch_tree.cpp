@@ -121,8 +121,7 @@ Result<std::unique_ptr<StageFetchTree>> StageFetchTree::for_root(asio::io_contex
         tree->read_ahead_ = std::make_unique<stage::ReadAheadPolicy>(std::move(prefixes));
         tree->cache_->set_read_ahead(
             [self](std::uint64_t id, stage::FetchKind kind, const std::string& path, stage::Ahead ahead) {
-                bool whole = ahead == stage::Ahead::load || ahead == stage::Ahead::program;
-                self->queue({id, kind, path, true, whole, ahead != stage::Ahead::neighbour,
+                self->queue({id, kind, path, true, ahead == stage::Ahead::load, ahead != stage::Ahead::neighbour,
                              ahead == stage::Ahead::program});
             },
             [self](std::uint64_t id) { self->promote(id); }, [self](std::uint64_t id) { self->hasten(id); });
@@ -255,14 +254,18 @@ void StageFetchTree::read_loop(stage::NodeCache cache)
             from.pop_front();
         }
         auto began = std::chrono::steady_clock::now();
-        Read read{job, stage::read_local(job.kind, job.path, cache, directories_.get(),
-                                         job.ahead && !job.whole ? stage::ReadAheadPolicy::small_file_bytes : -1),
-                  {}};
-        if (job.ahead && job.program && read.answer && read.answer->content() &&
-            stage::is_elf(cache.content_path(read.answer->mirror))) {
-            // Read for the libraries it needs. A script's bytes go down: its interpreter opens it.
-            read.kept = true;
-        } else if (job.ahead && read.answer && read.answer->content() &&
+        // A binary the ranks run: its headers say what it loads, and its bytes are never copied, as the kernel
+        // maps it from here. Anything else (a script) as any file read ahead.
+        std::optional<stage::ElfNeeds> needs;
+        if (job.ahead && job.program)
+            needs = stage::read_elf_needs(job.path);
+        Read read{job,
+                  stage::read_local(needs ? stage::FetchKind::metadata : job.kind, job.path, cache, directories_.get(),
+                                    job.ahead && !job.whole ? stage::ReadAheadPolicy::small_file_bytes : -1),
+                  {},
+                  false,
+                  std::move(needs)};
+        if (job.ahead && read.answer && read.answer->content() &&
                    read.answer->facts.stat.size > stage::ReadAheadPolicy::small_file_bytes) {
             read.fetch_below = true;   // too large for a push: the push says so, and every node fetches it
         } else if (job.ahead && read.answer && read.answer->content()) {
@@ -402,7 +405,7 @@ void StageFetchTree::push(std::vector<Read> batch, bool urgent)
         put_answer(pushed, *read.answer);
         pushed.content = std::move(read.content);
         pushed.fetch = read.fetch_below;
-        if (pushed.fetch || read.kept)
+        if (pushed.fetch)
             pushed.facts.flags &= ~CANOPY_STAGE_CONTENT;   // the bytes follow on request
         push.answers.push_back(std::move(pushed));
     }
@@ -411,10 +414,12 @@ void StageFetchTree::push(std::vector<Read> batch, bool urgent)
         children_.broadcast_to_late_children_too(wire::to_frame(push), urgent);
     // Down before any reply: the children have these answers, bytes and all, when a reply names them.
     for (auto& read : batch) {
-        read.answer->pushed = !read.fetch_below && !read.kept;   // else a reply carries the bytes
+        read.answer->pushed = !read.fetch_below;   // else a reply carries the bytes
         if (auto taken = cache_->answer(read.job.id, *read.answer, false); !taken)
             stage_log().warn("on-demand staging: {}", taken.error().message);
         after_read(read.job, *read.answer);
+        if (read.needs && read_ahead_)
+            read_ahead_->program_needs(read.job.path, *read.needs, *cache_, read_ahead_into_cache());
     }
 }
 

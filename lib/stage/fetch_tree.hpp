@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -89,7 +90,7 @@ private:
         bool ahead = false;   // read ahead: a small file whole, a larger one's metadata only
         bool whole = false;   // read ahead whole whatever its size: a library the ranks will load
         bool soon = false;    // read ahead before the neighbours (stage::Ahead::next, load or program)
-        bool program = false;   // a program the ranks run (stage::Ahead::program): a binary's bytes stay here
+        bool program = false;   // a program the ranks run (stage::Ahead::program): a binary's headers only
     };
     // A read done at the root, back on the event loop.
     struct Read {
@@ -97,7 +98,7 @@ private:
         Result<stage::FetchAnswer> answer;
         std::vector<std::uint8_t> content;   // read ahead: a small file's whole bytes, for the push
         bool fetch_below = false;            // read ahead whole, too large to push: the nodes fetch it
-        bool kept = false;                   // a program the kernel maps: its bytes stay at the root
+        std::optional<stage::ElfNeeds> needs;   // a binary program's, from its headers (its answer: metadata)
     };
 
     StageFetchTree(asio::io_context& io, ChildSet& children);

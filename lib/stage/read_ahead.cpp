@@ -177,18 +177,29 @@ void ReadAheadPolicy::read_needed_libraries(const std::string& path, const std::
 {
     if (!libraries_.insert(path).second)
         return;
-    auto needs = read_elf_needs(copy);   // not ELF (a .pyc, a script): nothing
-    if (!needs)
-        return;
+    if (auto needs = read_elf_needs(copy))   // not ELF (a .pyc, a script): nothing
+        read_libraries(path, *needs, cache, read);
+}
+
+void ReadAheadPolicy::program_needs(const std::string& path, const ElfNeeds& needs, const FetchCache& cache,
+                                    const Read& read)
+{
+    if (staged(path) && libraries_.insert(path).second)
+        read_libraries(path, needs, cache, read);
+}
+
+void ReadAheadPolicy::read_libraries(const std::string& path, const ElfNeeds& needs, const FetchCache& cache,
+                                     const Read& read)
+{
     std::string origin = parent_of(path);
     if (std::find(library_dirs_.begin(), library_dirs_.end(), origin) == library_dirs_.end())
         library_dirs_.push_back(origin);
     std::vector<std::string> dirs;
-    for (const auto& entry : needs->search_path)
+    for (const auto& entry : needs.search_path)
         if (auto dir = expand_origin(entry, origin); !dir.empty())
             dirs.push_back(dir);
     dirs.insert(dirs.end(), library_dirs_.begin(), library_dirs_.end());
-    for (const auto& name : needs->needed) {
+    for (const auto& name : needs.needed) {
         if (name.find('/') != std::string::npos) {   // a path, not a name to look for
             if (auto named = lexically_normal(name); !named.empty() && staged(named) && needed_.insert(named).second)
                 read(FetchKind::content, named, Ahead::load);

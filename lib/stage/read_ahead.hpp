@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "stage/elf_needs.hpp"
 #include "stage/fetch_cache.hpp"
 #include "stage/import_follower.hpp"
 
@@ -28,9 +29,10 @@ namespace canopy::stage {
 //    (DT_NEEDED), whole whatever their size, and theirs in turn, since the loader asks for them next, one after
 //    another. Each is looked for where the loader would look and the prefixes allow: the file's RUNPATH (RPATH),
 //    then the directories ranks loaded libraries from.
-//  - the programs the ranks will run (before_ranks): whole, with the libraries they need, while the tree starts,
-//    so that a rank's first questions (its program, the loader's libraries) are answered on its node; for a
-//    Python interpreter, what its start reads too;
+//  - the programs the ranks will run (before_ranks), with the libraries they need, while the tree starts, so
+//    that a rank's first questions (its program, the loader's libraries) are answered on its node; for a
+//    Python interpreter, what its start reads too. A binary's metadata and ELF headers only (the kernel maps it
+//    from the shared filesystem), a script whole;
 //  - a compiled Python module a rank reads: the modules it imports, and theirs in turn (ImportFollower), before
 //    the rest. Module files are left to it: not read ahead, whole or by metadata, for being beside another.
 // Only under the staged prefixes, and never entries of a listing longer than max_listing.
@@ -57,6 +59,9 @@ public:
     // command line imports first (python_command_imports).
     void before_ranks(const std::vector<std::string>& argv, const std::string& path_variable,
                       const std::string& library_path_variable, const FetchCache& cache, const Read& read);
+    // A program read ahead as Ahead::program turned out a binary that needs `needs` (read from its headers at
+    // the root, not copied): reads those libraries.
+    void program_needs(const std::string& path, const ElfNeeds& needs, const FetchCache& cache, const Read& read);
 
 private:
     bool staged(const std::string& path) const;
@@ -72,6 +77,7 @@ private:
     // `path` was opened (or is needed) and is an ELF file, the root's copy at `copy`: reads what it needs.
     void read_needed_libraries(const std::string& path, const std::string& copy, const FetchCache& cache,
                                const Read& read);
+    void read_libraries(const std::string& path, const ElfNeeds& needs, const FetchCache& cache, const Read& read);
 
     std::vector<std::string> prefixes_;
     std::vector<std::string> library_dirs_;       // where ranks loaded libraries from, in the order first seen

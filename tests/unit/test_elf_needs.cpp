@@ -96,15 +96,15 @@ TEST(ElfNeeds, AFileThatIsNotAWholeElfFileOfThisMachineNeedsNothingKnown)
     EXPECT_FALSE(read_elf_needs(dir));   // a directory
 }
 
-TEST(ElfNeeds, AProgramIsElfAndAScriptOrAShortFileIsNot)
+TEST(ElfNeeds, AScriptOrAShortFileIsNoBinaryToMap)
 {
     TempDir temp("canopy-test-elf");
     std::string dir = temp.path();
     write(dir + "/script", "#!/bin/sh\necho not mapped\n");
     write(dir + "/short", "\x7f" "EL");
-    EXPECT_TRUE(is_elf(fs::read_symlink("/proc/self/exe").string()));
+    EXPECT_TRUE(read_elf_needs(fs::read_symlink("/proc/self/exe").string()));
     for (const char* name : {"script", "short", "missing"})
-        EXPECT_FALSE(is_elf(dir + "/" + name)) << name;
+        EXPECT_FALSE(read_elf_needs(dir + "/" + name)) << name;
 }
 
 TEST(ElfNeeds, ATruncatedCopyNeverReadsPastItsEnd)
