@@ -66,7 +66,12 @@ Result<NodeCache> NodeCache::create(std::string dir)
     for (const char* sub : {"/root", "/dirs", "/tmp"})
         if (::mkdir((dir + sub).c_str(), 0755) != 0 && errno != EEXIST)
             return make_error("stage cache: cannot create {}{} ({})", dir, sub, std::strerror(errno));
-    return NodeCache(std::move(dir));
+    NodeCache cache(std::move(dir));
+    int empty = ::open(cache.empty_entry_path().c_str(), O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0444);
+    if (empty < 0)
+        return make_error("stage cache: cannot create {} ({})", cache.empty_entry_path(), std::strerror(errno));
+    ::close(empty);
+    return cache;
 }
 
 NodeCache::ContentWriter::ContentWriter(int fd, std::string tmp, std::string base, std::string final_path,
@@ -241,6 +246,7 @@ Status NodeCache::make_skeleton(const ListedDirectory& dir)
     std::string base = skeleton_path(dir.mirror);
     if (auto st = make_dirs(dir_ + "/dirs", base); !st)
         return st;
+    const std::string empty = empty_entry_path();
     for (const auto& n : dir.names) {
         std::string path = base + (dir.mirror == "/" ? "" : "/") + n.name;
         int rc = 0;
@@ -248,7 +254,8 @@ Status NodeCache::make_skeleton(const ListedDirectory& dir)
             rc = ::mkdir(path.c_str(), 0755);
         } else if (n.type == DT_LNK) {
             rc = ::symlink(n.link_target.empty() ? "." : n.link_target.c_str(), path.c_str());
-        } else {
+        } else if (rc = ::link(empty.c_str(), path.c_str()); rc != 0 && errno != EEXIST) {
+            // Out of links (a filesystem with a limit) or of the shared file: a file of its own.
             int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
             if (fd >= 0)
                 ::close(fd);

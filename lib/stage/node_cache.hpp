@@ -18,7 +18,8 @@ std::string default_cache_dir(std::string_view job_id, std::string_view node, st
 // Layout (what the interposer expects, see docs/staging.md):
 //   <dir>/index             the index blob, installed last by rename
 //   <dir>/root<path>        the content of a staged file, at its canonical path (so $ORIGIN stays in the mirror)
-//   <dir>/dirs<path>        a skeleton of a listed directory: the same names and types, empty files
+//   <dir>/dirs<path>        a skeleton of a listed directory: the same names and types, its files hard links
+//                           to <dir>/empty (a link is a third of the cost of a new file, made and removed)
 //   <dir>/tmp/              files being written; renamed into place only when complete
 class NodeCache {
 public:
@@ -29,6 +30,7 @@ public:
     std::string index_path() const { return dir_ + "/index"; }
     std::string content_path(std::string_view mirror) const { return dir_ + "/root" + std::string(mirror); }
     std::string skeleton_path(std::string_view mirror) const { return dir_ + "/dirs" + std::string(mirror); }
+    std::string empty_entry_path() const { return dir_ + "/empty"; }
 
     // Receives one file's content in order, chunk by chunk, in a temp file; commit() checks the size,
     // sets the original mode (without write bits) and mtime, and renames it into place: a reader sees the
