@@ -16,8 +16,9 @@ namespace canopy {
 class BulkRoute {
 public:
     virtual ~BulkRoute() = default;
-    // Sends a frame made here to every child. `urgent`: on a TCP link, ahead of the frames queued there
-    // (Link::send), for what a node waits on before its ranks start (the stage index); a fabric keeps its order.
+    // Sends a frame made here to every child. `urgent`: on a TCP link, ahead of the frames queued there, this
+    // route's earlier ones included (Link::send), for what a node waits on before its ranks start (the stage
+    // index); a fabric keeps its order.
     virtual void broadcast(std::vector<std::uint8_t> frame, bool urgent = false) = 0;
     // Sends a frame made here to some of the children. Frames to one child arrive in the order they were sent on
     // this route, but not in order with its link's frames.
