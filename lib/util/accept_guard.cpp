@@ -1,6 +1,8 @@
 // Keeps a listening port usable when peers misbehave.
 #include "util/accept_guard.hpp"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cerrno>
 
@@ -37,10 +39,22 @@ bool AcceptGuard::Pending::dropped_for_room() const
                                  [this](const auto& entry) { return entry.first == id_; });
 }
 
+std::size_t pending_cap_within_descriptor_limit(std::size_t wanted)
+{
+    struct rlimit limit;
+    if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY)
+        return wanted;
+    // A process has a few guarded ports; together they may hold well under half of its descriptors, so a PMIx
+    // server starting, a rank's pipes or a staged file still find one when strangers fill every port.
+    std::size_t share = std::max<std::size_t>(static_cast<std::size_t>(limit.rlim_cur) / 8, 16);
+    return std::min(wanted, share);
+}
+
 AcceptGuard::AcceptGuard(boost::asio::io_context& io, spdlog::logger& log, Limits limits)
     : io_(io), log_(log), limits_(limits), table_(std::make_shared<Pending::Table>()), pause_timer_(io),
       summary_timer_(io)
 {
+    limits_.max_pending = pending_cap_within_descriptor_limit(limits.max_pending);
 }
 
 AcceptGuard::~AcceptGuard()

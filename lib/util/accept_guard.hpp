@@ -16,11 +16,15 @@
 
 namespace canopy {
 
+// `wanted`, or less under a low descriptor limit (`ulimit -n 1024`): an eighth of the soft limit, at least 16.
+std::size_t pending_cap_within_descriptor_limit(std::size_t wanted);
+
 class AcceptGuard {
 public:
     struct Limits {
         // Connections accepted but not yet authenticated; past this the oldest is dropped for the new one, so a
-        // stranger's silent connections cost at most this many descriptors and a real peer still gets in.
+        // stranger's silent connections cost at most this many descriptors and a real peer still gets in. Never
+        // more than an eighth of the process's descriptor limit (pending_cap_within_descriptor_limit).
         std::size_t max_pending = 64;
         // How long to stop accepting when descriptors run out (EMFILE, ENFILE, ENOBUFS, ENOMEM).
         std::chrono::milliseconds pause{100};

@@ -2,6 +2,8 @@
 // rate-limited warnings about refused peers.
 #include "util/accept_guard.hpp"
 
+#include <sys/resource.h>
+
 #include <cerrno>
 #include <memory>
 #include <sstream>
@@ -53,6 +55,28 @@ TEST_F(AcceptGuardTest, TheOldestPendingConnectionIsDroppedForANewOneAtTheCap)
     EXPECT_EQ(guard.dropped_for_room(), 2u);
     EXPECT_TRUE(pending[1].dropped_for_room());
     EXPECT_FALSE(pending[2].dropped_for_room());
+}
+
+TEST_F(AcceptGuardTest, UnderALowDescriptorLimitTheCapIsAnEighthOfIt)
+{
+    struct rlimit saved;
+    ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+    if (saved.rlim_max != RLIM_INFINITY && saved.rlim_max < 1024)
+        GTEST_SKIP() << "the hard descriptor limit is below 1024";
+    struct rlimit low = saved;
+    low.rlim_cur = 1024;   // as under `ulimit -n 1024`
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+    AcceptGuard relay_like(io_, log_, {.max_pending = 1024});
+    AcceptGuard small(io_, log_, {.max_pending = 3});
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+
+    std::vector<AcceptGuard::Pending> pending;
+    for (int i = 0; i < 300; ++i) {
+        pending.push_back(relay_like.admit([] {}));
+        pending.push_back(small.admit([] {}));
+    }
+    EXPECT_EQ(relay_like.pending(), 128u);
+    EXPECT_EQ(small.pending(), 3u);
 }
 
 TEST_F(AcceptGuardTest, AHandshakeThatEndsMakesRoom)
