@@ -39,6 +39,10 @@ spdlog::logger& spawn_log() { return area_logger("spawn"); }
 // A partial line (a progress bar, a prompt) waits this long for the rest of its line, so that it reaches the
 // user's terminal within about 100 ms while output that comes in pieces still goes up whole.
 constexpr auto partial_line_wait = std::chrono::milliseconds(50);
+// Rank output waiting to go up to the parent: past the first mark the ranks' pipes are not read until it is below
+// the second, so a parent that reads slowly (a loaded launcher) holds the output in the ranks' pipes, not here.
+constexpr std::size_t output_backlog_bytes = 4u << 20;
+constexpr std::size_t output_room_bytes = 1u << 20;
 // Failure teardown: ranks get this long after SIGTERM before SIGKILL, so the job ends within about a second.
 constexpr double abort_grace_seconds = 0.5;
 constexpr double connect_to_parent_timeout_seconds = 30.0;
@@ -525,6 +529,12 @@ void Daemon::make_rank_spawner()
                 trace(rank, name, now);
             });
         send_up(wire::to_frame(wire::Output{static_cast<std::uint64_t>(rank), stream, std::move(data)}));
+    };
+    events.output_backlogged = [this](std::function<void()> room) {
+        if (!parent_ || parent_->queued_bytes() < output_backlog_bytes)
+            return false;
+        parent_->when_queued_below(output_room_bytes, std::move(room));
+        return true;
     };
     events.spawned = [this](long rank, pid_t pid, std::int64_t time_ns) {
         if (guard_)

@@ -124,7 +124,34 @@ void Link::write_next()
             if (self->urgent_queued_ > 0)
                 --self->urgent_queued_;
             self->write_next();
+            self->tell_room();
         });
+}
+
+void Link::when_queued_below(std::size_t bytes, std::function<void()> room)
+{
+    if (closed_)
+        return;
+    if (queued_bytes_ < bytes) {
+        room();
+        return;
+    }
+    waiting_for_room_.emplace_back(bytes, std::move(room));
+}
+
+void Link::tell_room()
+{
+    if (waiting_for_room_.empty())
+        return;
+    std::vector<std::function<void()>> ready;
+    std::erase_if(waiting_for_room_, [&](auto& waiting) {
+        if (queued_bytes_ >= waiting.first)
+            return false;
+        ready.push_back(std::move(waiting.second));
+        return true;
+    });
+    for (auto& room : ready)
+        room();   // may send, and so queue more
 }
 
 void Link::close_after_flush(double linger_seconds)
@@ -200,6 +227,7 @@ void Link::finish(const std::string& reason)
     closed_ = true;
     write_queue_.clear();
     urgent_queued_ = 0;
+    waiting_for_room_.clear();
     linger_.cancel();
     if (heartbeat_)
         heartbeat_->stop();

@@ -62,6 +62,9 @@ public:
     const std::string& peer_name() const { return peer_name_; }
     // Bytes waiting to be written: a bulk sender paces itself on this.
     std::size_t queued_bytes() const { return queued_bytes_; }
+    // `room` runs once, as soon as fewer than `bytes` wait to be written (at once if that is so now); never if the
+    // link closes first.
+    void when_queued_below(std::size_t bytes, std::function<void()> room);
     bool is_open() const { return !closed_; }
     tcp::endpoint local_endpoint() const;
     // When bytes last arrived from the peer, and when a write of ours last went out (the link's start before
@@ -75,6 +78,7 @@ public:
 private:
     void read_more();
     void write_next();
+    void tell_room();   // runs the when_queued_below callbacks whose mark the queue is now under
     void end_our_side();
     void finish(const std::string& reason);
 
@@ -97,6 +101,7 @@ private:
     bool closed_ = false;
     bool peer_silent_ = false;
     std::unique_ptr<LinkHeartbeat> heartbeat_;
+    std::vector<std::pair<std::size_t, std::function<void()>>> waiting_for_room_;   // when_queued_below
     Clock::time_point last_received_ = Clock::now();
     Clock::time_point last_sent_ = last_received_;
 };

@@ -182,9 +182,13 @@ def test_reader_that_stalls_for_several_timeouts_loses_neither_the_job_nor_its_o
     assert result.stderr == "", result.describe()
 
 
-def launcher_rss_mib(pid):
-    with open(f"/proc/{pid}/status") as status:
-        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) // 1024
+def rss_mib(pid):
+    """The process's resident size in MiB; 0 once it has exited."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            return next((int(line.split()[1]) for line in status if line.startswith("VmRSS:")), 0) // 1024
+    except FileNotFoundError:
+        return 0
 
 
 def test_a_stalled_reader_holds_output_at_the_daemons_not_in_the_launchers_memory(sandbox):
@@ -200,7 +204,7 @@ def test_a_stalled_reader_holds_output_at_the_daemons_not_in_the_launchers_memor
     peak = 0
     for _ in range(16):
         time.sleep(0.5)
-        peak = max(peak, launcher_rss_mib(job.pid))
+        peak = max(peak, rss_mib(job.pid))
     result = sandbox.finish(job, timeout=60)
     assert result.returncode == 0, result.describe()
     assert len(result.stdout) == 2 * per_rank + late, f"{len(result.stdout)} bytes of {2 * per_rank + late}"
@@ -209,6 +213,42 @@ def test_a_stalled_reader_holds_output_at_the_daemons_not_in_the_launchers_memor
     # 256 MiB, so the launcher's size says nothing there.
     if "ASAN_OPTIONS" not in os.environ:
         assert peak < 100, f"the launcher grew to {peak} MiB while its reader stalled"
+
+
+def test_a_launcher_that_reads_the_tree_late_finds_the_output_held_in_the_ranks_pipes_not_in_the_daemons(sandbox,
+                                                                                                     ready):
+    # The launcher stopped (as a loaded machine may leave it unscheduled) while the ranks write 200 MB: the daemon
+    # reads its ranks' pipes only while little of their output waits to go up, so neither it nor the launcher,
+    # once it runs again, holds the job's output. Before, the daemon queued 122 MiB and the launcher grew to 203
+    # MiB (the flake of the test above on a loaded machine).
+    per_rank = 100_000_000
+    go = sandbox.root / "go"
+    script = f"{ready.touch}; while [ ! -e {go} ]; do sleep 0.05; done; head -c {per_rank} /dev/zero | tr '\\0' x"
+    job = sandbox.start(["--sim-nodes", "1", "-n", "2", "sh", "-c", script])
+    ready.wait(2, job)
+    daemon = daemon_for_node("sim0000", sandbox.marker)
+    assert daemon, "no canopyd for sim0000"
+    os.kill(job.pid, signal.SIGSTOP)
+    try:
+        go.touch()
+        daemon_peak = 0
+        for _ in range(10):
+            time.sleep(0.1)
+            daemon_peak = max(daemon_peak, rss_mib(daemon))
+    finally:
+        os.kill(job.pid, signal.SIGCONT)
+    launcher_peak = 0
+    for _ in range(8):   # nobody reads canopy's stdout yet
+        time.sleep(0.5)
+        launcher_peak = max(launcher_peak, rss_mib(job.pid))
+        daemon_peak = max(daemon_peak, rss_mib(daemon))
+    result = sandbox.finish(job, timeout=60)
+    assert result.returncode == 0, result.describe()
+    assert len(result.stdout) == 2 * per_rank and result.stdout.count("x") == 2 * per_rank, \
+        f"{len(result.stdout)} bytes of {2 * per_rank}"
+    if "ASAN_OPTIONS" not in os.environ:   # see above
+        assert daemon_peak < 48, f"the daemon grew to {daemon_peak} MiB while the launcher did not read"
+        assert launcher_peak < 100, f"the launcher grew to {launcher_peak} MiB"
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "1e308", "\"soon\"", "0.1"],

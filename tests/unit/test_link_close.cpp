@@ -1,5 +1,6 @@
-// How a tree link orders and ends what it sends: an urgent frame overtakes the bulk queued before it, and what a
-// daemon sent before leaving reaches its parent whole, even when the parent reads slowly and keeps speaking
+// How a tree link orders and ends what it sends: an urgent frame overtakes the bulk queued before it, a sender
+// waiting for room hears once the queue is under its mark, and what a daemon sent before leaving reaches its parent
+// whole, even when the parent reads slowly and keeps speaking
 // (heartbeats) while the daemon leaves. A real loopback connection: the Link on one end, a plain blocking socket
 // as the peer on the other.
 #include <sys/socket.h>
@@ -136,6 +137,52 @@ TEST(LinkOrder, AnUrgentFrameGoesRightAfterTheFrameBeingWrittenAndBeforeTheQueue
     EXPECT_EQ(received[bulk_bytes + 200], '1');
     EXPECT_EQ(received.back(), '0' + bulk_frames - 1);
     EXPECT_EQ(link->queued_bytes(), 0u);
+}
+
+TEST(LinkRoom, ASenderWaitingForRoomHearsOnceWhenTheQueueGoesUnderItsMarkAndNeverAfterAClose)
+{
+    asio::io_context io;
+    auto [link, far] = connect_link(io, 64 * 1024);
+    link->start([](wire::Frame) {}, [](const std::string&) {});
+    timeval deadline{10, 0};   // a hang fails the test instead of blocking it
+    ASSERT_EQ(::setsockopt(far.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &deadline, sizeof deadline), 0);
+
+    constexpr std::size_t frame_bytes = 1 << 20;
+    constexpr int frames = 8;
+    for (int i = 0; i < frames; ++i)
+        link->send(std::vector<std::uint8_t>(frame_bytes, 'x'));
+    bool room_now = false;
+    link->when_queued_below(frames * frame_bytes + 1, [&] { room_now = true; });
+    EXPECT_TRUE(room_now) << "a mark above the queue is room at once";
+    std::vector<std::size_t> queued_when_told;
+    link->when_queued_below(2 * frame_bytes, [&] { queued_when_told.push_back(link->queued_bytes()); });
+    EXPECT_TRUE(queued_when_told.empty());
+
+    std::thread loop([&io] { io.run_for(20s); });
+    std::vector<std::uint8_t> chunk(64 * 1024);
+    std::size_t received = 0;
+    while (received < frames * frame_bytes) {
+        ssize_t got = ::recv(far.native_handle(), chunk.data(), chunk.size(), 0);
+        if (got <= 0) {   // no ASSERT here: the loop thread must be joined first
+            ADD_FAILURE() << "after " << received << " bytes: " << std::strerror(errno);
+            break;
+        }
+        received += static_cast<std::size_t>(got);
+    }
+    std::promise<void> checked;
+    asio::post(io, [&] {
+        ASSERT_EQ(queued_when_told.size(), 1u);
+        EXPECT_LT(queued_when_told.front(), 2 * frame_bytes);
+        // Waiting on a link that closes: never told, as nothing will go out any more.
+        link->send(std::vector<std::uint8_t>(4 * frame_bytes, 'y'));
+        link->when_queued_below(frame_bytes, [&] { queued_when_told.push_back(0); });
+        link->close("test");
+        checked.set_value();
+    });
+    checked.get_future().wait_for(10s);
+    io.stop();
+    loop.join();
+    EXPECT_EQ(queued_when_told.size(), 1u);
 }
 
 TEST(LinkClose, APeerThatNeverClosesIsLeftAfterTheLinger)
