@@ -39,10 +39,6 @@ spdlog::logger& spawn_log() { return area_logger("spawn"); }
 // A partial line (a progress bar, a prompt) waits this long for the rest of its line, so that it reaches the
 // user's terminal within about 100 ms while output that comes in pieces still goes up whole.
 constexpr auto partial_line_wait = std::chrono::milliseconds(50);
-// Rank output waiting to go up to the parent: past the first mark the ranks' pipes are not read until it is below
-// the second, so a parent that reads slowly (a loaded launcher) holds the output in the ranks' pipes, not here.
-constexpr std::size_t output_backlog_bytes = 4u << 20;
-constexpr std::size_t output_room_bytes = 1u << 20;
 // Failure teardown: ranks get this long after SIGTERM before SIGKILL, so the job ends within about a second.
 constexpr double abort_grace_seconds = 0.5;
 constexpr double connect_to_parent_timeout_seconds = 30.0;
@@ -124,6 +120,10 @@ asio::awaitable<void> Daemon::join_parent()
     connected_ns_ = timing::now_ns();
     clock_offset_ns_ = handshake->offset.offset_ns;
     parent_ = std::make_shared<Link>(std::move(socket), "parent");
+    output_flow_ = std::make_unique<UplinkOutputFlow>(parent_, [this](bool held) {
+        if (position_)
+            position_->children().broadcast(wire::to_frame(wire::OutputFlow{held}));
+    });
     parent_->start([this](wire::Frame frame) { on_parent_frame(std::move(frame)); },
                    [this](const std::string& reason) { on_parent_closed(reason); });
     // Until the plan names the job's heartbeat timeout, the parent has as long to send it as it had to answer.
@@ -190,7 +190,7 @@ void Daemon::register_parent_handlers()
             return false;
         if (ranks_)
             ranks_->hold_output(flow->held);
-        position_->children().broadcast(wire::encode_frame(frame));
+        output_flow_->parent_says(flow->held);
         return true;
     });
     position_->on_parent(wire::MessageType::namespace_start, [this](long, const wire::Frame& frame) {
@@ -507,7 +507,11 @@ void Daemon::register_child_handlers()
         send_up(wire::encode_frame(frame));
         return true;
     };
-    position_->on(wire::MessageType::output, pass_up);
+    position_->on(wire::MessageType::output, [this](long, const wire::Frame& frame) {
+        send_up(wire::encode_frame(frame));
+        output_flow_->sent_up();
+        return true;
+    });
     position_->on(wire::MessageType::daemon_error, pass_up);
     position_->on(wire::MessageType::daemon_log, pass_up);
     position_->on(wire::MessageType::rank_failed, [this](long, const wire::Frame& frame) {
@@ -529,12 +533,11 @@ void Daemon::make_rank_spawner()
                 trace(rank, name, now);
             });
         send_up(wire::to_frame(wire::Output{static_cast<std::uint64_t>(rank), stream, std::move(data)}));
+        if (output_flow_)
+            output_flow_->sent_up();
     };
     events.output_backlogged = [this](std::function<void()> room) {
-        if (!parent_ || parent_->queued_bytes() < output_backlog_bytes)
-            return false;
-        parent_->when_queued_below(output_room_bytes, std::move(room));
-        return true;
+        return output_flow_ && output_flow_->backlogged(std::move(room));
     };
     events.spawned = [this](long rank, pid_t pid, std::int64_t time_ns) {
         if (guard_)

@@ -14,6 +14,7 @@
 
 #include <spdlog/common.h>
 
+#include "output_flow.hpp"
 #include "output_marks.hpp"
 #include "pmix/pmix_host.hpp"
 #include "proc/node_guard.hpp"
@@ -129,6 +130,7 @@ private:
     InProcessDaemon in_process_;
     asio::signal_set signals_;
     std::shared_ptr<Link> parent_;
+    std::unique_ptr<UplinkOutputFlow> output_flow_;   // with parent_
     std::optional<wire::LaunchPlan> plan_;
     std::unique_ptr<TreePosition> position_;   // children, their reports and the collectives, once planned
     std::unique_ptr<RankSpawner> ranks_;

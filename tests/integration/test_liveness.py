@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import CANOPY, daemon_for_node, proc_state_and_ppid, wait_until
+from conftest import CANOPY, daemon_for_node, daemon_pids, proc_state_and_ppid, wait_until
 
 HEARTBEAT_TIMEOUT = 2.0
 # The stopped side's last heartbeat may have left up to a quarter of the timeout before it stopped: silence is counted
@@ -215,39 +215,41 @@ def test_a_stalled_reader_holds_output_at_the_daemons_not_in_the_launchers_memor
         assert peak < 100, f"the launcher grew to {peak} MiB while its reader stalled"
 
 
-def test_a_launcher_that_reads_the_tree_late_finds_the_output_held_in_the_ranks_pipes_not_in_the_daemons(sandbox,
-                                                                                                     ready):
-    # The launcher stopped (as a loaded machine may leave it unscheduled) while the ranks write 200 MB: the daemon
-    # reads its ranks' pipes only while little of their output waits to go up, so neither it nor the launcher,
-    # once it runs again, holds the job's output. Before, the daemon queued 122 MiB and the launcher grew to 203
-    # MiB (the flake of the test above on a loaded machine).
+@pytest.mark.parametrize("nodes", [1, 2], ids=["leaf", "through-an-inner-daemon"])
+def test_a_launcher_that_reads_the_tree_late_finds_the_output_held_in_the_ranks_pipes_not_in_the_daemons(nodes,
+                                                                                                     sandbox, ready):
+    # The launcher stopped (as a loaded machine may leave it unscheduled) while the ranks write 200 MB: a daemon
+    # reads its ranks' pipes, and lets its children send, only while little output waits on its link to its
+    # parent, so neither the daemons nor the launcher, once it runs again, hold the job's output. Before, the
+    # daemon queued 122-192 MiB and the launcher grew to 203 MiB (the flake of the test above on a loaded machine).
+    # With two nodes in a chain (fanout 1), sim0000 also relays sim0001's rank.
     per_rank = 100_000_000
     go = sandbox.root / "go"
     script = f"{ready.touch}; while [ ! -e {go} ]; do sleep 0.05; done; head -c {per_rank} /dev/zero | tr '\\0' x"
-    job = sandbox.start(["--sim-nodes", "1", "-n", "2", "sh", "-c", script])
+    job = sandbox.start(["--sim-nodes", str(nodes), "--fanout", "1", "-n", "2", "sh", "-c", script])
     ready.wait(2, job)
-    daemon = daemon_for_node("sim0000", sandbox.marker)
-    assert daemon, "no canopyd for sim0000"
+    daemons = daemon_pids(sandbox.marker)
+    assert len(daemons) == nodes, f"{len(daemons)} canopyd for {nodes} nodes"
+    daemon_peak = 0
     os.kill(job.pid, signal.SIGSTOP)
     try:
         go.touch()
-        daemon_peak = 0
         for _ in range(10):
             time.sleep(0.1)
-            daemon_peak = max(daemon_peak, rss_mib(daemon))
+            daemon_peak = max([daemon_peak] + [rss_mib(pid) for pid in daemons])
     finally:
         os.kill(job.pid, signal.SIGCONT)
     launcher_peak = 0
     for _ in range(8):   # nobody reads canopy's stdout yet
         time.sleep(0.5)
         launcher_peak = max(launcher_peak, rss_mib(job.pid))
-        daemon_peak = max(daemon_peak, rss_mib(daemon))
+        daemon_peak = max([daemon_peak] + [rss_mib(pid) for pid in daemons])
     result = sandbox.finish(job, timeout=60)
     assert result.returncode == 0, result.describe()
     assert len(result.stdout) == 2 * per_rank and result.stdout.count("x") == 2 * per_rank, \
         f"{len(result.stdout)} bytes of {2 * per_rank}"
     if "ASAN_OPTIONS" not in os.environ:   # see above
-        assert daemon_peak < 48, f"the daemon grew to {daemon_peak} MiB while the launcher did not read"
+        assert daemon_peak < 48, f"a daemon grew to {daemon_peak} MiB while the launcher did not read"
         assert launcher_peak < 100, f"the launcher grew to {launcher_peak} MiB"
 
 

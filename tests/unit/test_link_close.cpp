@@ -142,7 +142,9 @@ TEST(LinkOrder, AnUrgentFrameGoesRightAfterTheFrameBeingWrittenAndBeforeTheQueue
 TEST(LinkRoom, ASenderWaitingForRoomHearsOnceWhenTheQueueGoesUnderItsMarkAndNeverAfterAClose)
 {
     asio::io_context io;
-    auto [link, far] = connect_link(io, 64 * 1024);
+    auto connected = connect_link(io, 64 * 1024);   // not a structured binding: the lambdas below capture it
+    auto& link = connected.link;
+    auto& far = connected.far;
     link->start([](wire::Frame) {}, [](const std::string&) {});
     timeval deadline{10, 0};   // a hang fails the test instead of blocking it
     ASSERT_EQ(::setsockopt(far.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &deadline, sizeof deadline), 0);
