@@ -121,6 +121,8 @@ asio::awaitable<void> Daemon::join_parent()
     clock_offset_ns_ = handshake->offset.offset_ns;
     parent_ = std::make_shared<Link>(std::move(socket), "parent");
     output_flow_ = std::make_unique<UplinkOutputFlow>(parent_, [this](bool held) {
+        if (ranks_)
+            ranks_->hold_output(held);
         if (position_)
             position_->children().broadcast(wire::to_frame(wire::OutputFlow{held}));
     });
@@ -188,8 +190,6 @@ void Daemon::register_parent_handlers()
         auto flow = wire::decode_frame<wire::OutputFlow>(frame);
         if (!flow)
             return false;
-        if (ranks_)
-            ranks_->hold_output(flow->held);
         output_flow_->parent_says(flow->held);
         return true;
     });
@@ -533,11 +533,7 @@ void Daemon::make_rank_spawner()
                 trace(rank, name, now);
             });
         send_up(wire::to_frame(wire::Output{static_cast<std::uint64_t>(rank), stream, std::move(data)}));
-        if (output_flow_)
-            output_flow_->sent_up();
-    };
-    events.output_backlogged = [this](std::function<void()> room) {
-        return output_flow_ && output_flow_->backlogged(std::move(room));
+        output_flow_->sent_up();
     };
     events.spawned = [this](long rank, pid_t pid, std::int64_t time_ns) {
         if (guard_)
@@ -588,6 +584,7 @@ void Daemon::make_rank_spawner()
         position_->advance();
     };
     ranks_ = std::make_unique<RankSpawner>(io_, reaper_, std::move(events));
+    ranks_->hold_output(output_flow_->held());   // the way up may be blocked already, by the children's output
     if (!plan_->job.line_buffer)
         ranks_->set_partial_line_wait(partial_line_wait);
 }

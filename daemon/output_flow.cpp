@@ -6,7 +6,7 @@ namespace canopy {
 void UplinkOutputFlow::parent_says(bool held)
 {
     parent_held_ = held;
-    tell_children();
+    update();
 }
 
 void UplinkOutputFlow::sent_up()
@@ -14,30 +14,22 @@ void UplinkOutputFlow::sent_up()
     if (backlogged_ || parent_->queued_bytes() < backlog_bytes)
         return;
     backlogged_ = true;
-    tell_children();
+    update();
     parent_->when_queued_below(room_bytes, [this, alive = alive_] {
         if (!*alive)
             return;
         backlogged_ = false;
-        tell_children();
+        update();
     });
 }
 
-bool UplinkOutputFlow::backlogged(std::function<void()> room)
-{
-    if (parent_->queued_bytes() < backlog_bytes)
-        return false;
-    parent_->when_queued_below(room_bytes, std::move(room));
-    return true;
-}
-
-void UplinkOutputFlow::tell_children()
+void UplinkOutputFlow::update()
 {
     bool held = parent_held_ || backlogged_;
-    if (held == children_held_)
+    if (held == held_)
         return;
-    children_held_ = held;
-    hold_children_(held);
+    held_ = held;
+    hold_(held);
 }
 
 } // namespace canopy

@@ -219,7 +219,7 @@ void RankSpawner::start_drain_timer(Rank& rank)
         if (error || !*alive)
             return;
         Rank& rank = *ranks_.at(id);
-        if (reading_paused()) {
+        if (output_held_) {
             rank.drain_due = true;
             return;
         }
@@ -235,12 +235,7 @@ void RankSpawner::hold_output(bool held)
     if (held == output_held_)
         return;
     output_held_ = held;
-    resume_reading();
-}
-
-void RankSpawner::resume_reading()
-{
-    if (reading_paused())
+    if (held)
         return;
     for (auto& [id, rank] : ranks_) {
         for (std::uint8_t stream_id : {1, 2}) {
@@ -287,14 +282,7 @@ void RankSpawner::read(Rank& rank, Stream& stream, std::uint8_t id)
                     stream.partial_since = std::chrono::steady_clock::now();
                 forward_partial_line_later(rank_id, stream, id);
             }
-            if (!reading_paused() && events_.output_backlogged)
-                output_backlogged_ = events_.output_backlogged([this, alive = alive_] {
-                    if (!*alive)
-                        return;
-                    output_backlogged_ = false;
-                    resume_reading();
-                });
-            if (reading_paused())
+            if (output_held_)
                 stream.parked = true;
             else
                 read(rank, stream, id);

@@ -41,9 +41,6 @@ public:
         // Whole lines as they come; a partial line (a progress bar, a prompt) once it has waited
         // partial_line_wait, or at end of stream.
         std::function<void(long rank, std::uint8_t stream, std::string data)> output;
-        // Whether the output handed over so far still waits to go up, past a mark: then the pipes are not read
-        // until `room` runs. Optional; without it, reading never waits.
-        std::function<bool(std::function<void()> room)> output_backlogged;
         // The rank has exec'd its program.
         std::function<void(long rank, pid_t pid, std::int64_t time_ns)> spawned;
         // Every rank of this node has exec'd or failed to start.
@@ -74,8 +71,8 @@ public:
     void write_stdin(const std::string& data);
     void close_stdin();
     void signal_all(int signo);
-    // Held: the ranks' pipes are not read, so ranks that write block as at a stalled terminal (the launcher's
-    // reader has stalled: launcher/output_backpressure.hpp). Nothing is dropped; released, reading goes on.
+    // Held: the ranks' pipes are not read, so ranks that write block as at a stalled terminal (the way up is
+    // blocked: daemon/output_flow.hpp). Nothing is dropped; released, reading goes on.
     void hold_output(bool held);
     // SIGTERM every rank's process group now and SIGKILL whatever is left after the grace period.
     void terminate(double grace_seconds);
@@ -98,7 +95,7 @@ private:
         std::unique_ptr<asio::posix::stream_descriptor> pipe;
         std::string pending;
         std::array<char, 16 * 1024> buffer;
-        bool parked = false;             // not read while output is held or backlogged
+        bool parked = false;             // not read while output is held
         std::unique_ptr<asio::steady_timer> partial_timer;   // armed while a partial line waits
         std::chrono::steady_clock::time_point partial_since;  // when the partial line in `pending` began
         bool bulk = false;               // the last read was big: a stdio buffer's flush, which cuts lines anywhere
@@ -118,13 +115,10 @@ private:
         SpawnRequest request;            // kept to describe a failed exec
         Stream out, err;
         std::unique_ptr<asio::steady_timer> drain_timer;
-        bool drain_due = false;          // the drain grace ended while output was held or backlogged
+        bool drain_due = false;          // the drain grace ended while output was held
     };
 
     void read(Rank& rank, Stream& stream, std::uint8_t id);
-    bool reading_paused() const { return output_held_ || output_backlogged_; }
-    // Reads the parked streams again and starts the drain graces that came due, unless reading is still paused.
-    void resume_reading();
     // Arms the stream's timer for the partial line in `pending`, which forwards it once it has waited
     // partial_line_wait_ since it began: a progress bar or a prompt, written on its own. A partial line that ends a
     // big write is where a stdio buffer happened to end in the middle of a flood of output; it waits up to
@@ -148,7 +142,6 @@ private:
     std::size_t started_known_ = 0;
     bool forking_ = false;               // all_started waits until every rank has been forked
     bool output_held_ = false;
-    bool output_backlogged_ = false;     // Events::output_backlogged said so, and has not made room yet
     std::optional<std::chrono::milliseconds> partial_line_wait_;
     bool all_started_reported_ = false;
     std::unique_ptr<asio::posix::stream_descriptor> stdin_pipe_;
