@@ -70,6 +70,23 @@ LinkToPeer connect_link(asio::io_context& io, int peer_receive_buffer = 0)
     return {std::make_shared<Link>(std::move(near_socket), "parent"), std::move(far)};
 }
 
+// Reads `count` bytes from the peer's end, or what came before an error (a failure is added, not asserted: the
+// caller's io thread must be joined first).
+std::vector<std::uint8_t> receive(int fd, std::size_t count)
+{
+    std::vector<std::uint8_t> received;
+    std::vector<std::uint8_t> chunk(64 * 1024);
+    while (received.size() < count) {
+        ssize_t got = ::recv(fd, chunk.data(), std::min(chunk.size(), count - received.size()), 0);
+        if (got <= 0) {
+            ADD_FAILURE() << "after " << received.size() << " bytes: " << std::strerror(errno);
+            break;
+        }
+        received.insert(received.end(), chunk.begin(), chunk.begin() + got);
+    }
+    return received;
+}
+
 TEST(LinkClose, EverythingSentBeforeLeavingReachesAPeerThatReadsSlowlyAndSpeaksMeanwhile)
 {
     asio::io_context io;
@@ -116,16 +133,7 @@ TEST(LinkOrder, AnUrgentFrameGoesRightAfterTheFrameBeingWrittenAndBeforeTheQueue
     EXPECT_EQ(link->queued_bytes(), bulk_frames * bulk_bytes + 200);
     std::thread loop([&io] { io.run_for(20s); });
 
-    std::vector<std::uint8_t> received;
-    std::vector<std::uint8_t> chunk(64 * 1024);
-    while (received.size() < bulk_frames * bulk_bytes + 200) {
-        ssize_t got = ::recv(far.native_handle(), chunk.data(), chunk.size(), 0);
-        if (got <= 0) {   // no ASSERT here: the loop thread must be joined first
-            ADD_FAILURE() << "after " << received.size() << " bytes: " << std::strerror(errno);
-            break;
-        }
-        received.insert(received.end(), chunk.begin(), chunk.begin() + got);
-    }
+    auto received = receive(far.native_handle(), bulk_frames * bulk_bytes + 200);
     io.stop();
     loop.join();
     ASSERT_EQ(received.size(), bulk_frames * bulk_bytes + 200);
@@ -161,16 +169,7 @@ TEST(LinkRoom, ASenderWaitingForRoomHearsOnceWhenTheQueueGoesUnderItsMarkAndNeve
     EXPECT_TRUE(queued_when_told.empty());
 
     std::thread loop([&io] { io.run_for(20s); });
-    std::vector<std::uint8_t> chunk(64 * 1024);
-    std::size_t received = 0;
-    while (received < frames * frame_bytes) {
-        ssize_t got = ::recv(far.native_handle(), chunk.data(), chunk.size(), 0);
-        if (got <= 0) {   // no ASSERT here: the loop thread must be joined first
-            ADD_FAILURE() << "after " << received << " bytes: " << std::strerror(errno);
-            break;
-        }
-        received += static_cast<std::size_t>(got);
-    }
+    receive(far.native_handle(), frames * frame_bytes);
     std::promise<void> checked;
     asio::post(io, [&] {
         ASSERT_EQ(queued_when_told.size(), 1u);
