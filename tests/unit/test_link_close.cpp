@@ -134,6 +134,10 @@ TEST(LinkOrder, AnUrgentFrameGoesRightAfterTheFrameBeingWrittenAndBeforeTheQueue
     std::thread loop([&io] { io.run_for(20s); });
 
     auto received = receive(far.native_handle(), bulk_frames * bulk_bytes + 200);
+    // The peer has every byte; the io thread may not yet have seen the last write complete.
+    std::promise<void> drained;
+    asio::post(io, [&] { link->when_queued_below(1, [&] { drained.set_value(); }); });
+    drained.get_future().wait_for(10s);
     io.stop();
     loop.join();
     ASSERT_EQ(received.size(), bulk_frames * bulk_bytes + 200);
