@@ -136,7 +136,7 @@ TEST(LinkOrder, AnUrgentFrameGoesRightAfterTheFrameBeingWrittenAndBeforeTheQueue
     auto received = receive(far.native_handle(), bulk_frames * bulk_bytes + 200);
     // The peer has every byte; the io thread may not yet have seen the last write complete.
     std::promise<void> drained;
-    asio::post(io, [&] { link->when_queued_below(1, [&] { drained.set_value(); }); });
+    asio::post(io, [sender = link, &drained] { sender->when_queued_below(1, [&drained] { drained.set_value(); }); });
     drained.get_future().wait_for(10s);
     io.stop();
     loop.join();
