@@ -405,3 +405,93 @@ def ready(sandbox):
     readiness = Readiness(sandbox.root / "ready")
     sandbox.env.update(readiness.env)
     return readiness
+
+
+class Stranger:
+    """A second, unprivileged Unix user on this machine: the other user who shares every node with the job.
+
+    It gets a home of its own (0700, its own) that holds copies of the tools a test hands it, so that it needs no
+    access to the build directory, wherever that is."""
+
+    def __init__(self, name, uid, gid, home: Path):
+        self.name, self.uid, self.gid, self.home = name, uid, gid, home
+        self.popens = []
+
+    def tool(self, path):
+        """A copy of `path` (a program, a script, a shared object) that this user can read and run."""
+        copy = self.home / Path(path).name
+        copy.write_bytes(Path(path).read_bytes())
+        copy.chmod(0o755)
+        os.chown(copy, self.uid, self.gid)
+        return copy
+
+    def _popen_args(self, env):
+        base = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(self.home), "LC_ALL": "C.UTF-8",
+                "USER": self.name, "LOGNAME": self.name}
+        return dict(user=self.uid, group=self.gid, extra_groups=[], env={**base, **(env or {})}, cwd=self.home)
+
+    def start(self, args, env=None, **kw):
+        """Starts `args` as this user in the background; every process of the user is killed at the test's end."""
+        process = subprocess.Popen([str(arg) for arg in args], stdin=kw.pop("stdin", subprocess.DEVNULL),
+                                   stdout=kw.pop("stdout", subprocess.PIPE), stderr=kw.pop("stderr", subprocess.PIPE),
+                                   **self._popen_args(env), **kw)
+        process.started_at = time.monotonic()
+        self.popens.append(process)
+        return process
+
+    def run(self, args, timeout=30, env=None, input=None):
+        """Runs `args` as this user to completion; still running after `timeout` seconds fails the test."""
+        process = self.start(args, env, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL)
+        try:
+            data = input.encode() if isinstance(input, str) else input
+            out, err = process.communicate(data, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            out, err = process.communicate()
+            pytest.fail(f"{args} as {self.name} did not finish within {timeout} s\n"
+                        f"stderr: {err.decode(errors='replace')[:4000]}")
+        return Completed(process.args, process.returncode, out.decode(errors="replace"),
+                         err.decode(errors="replace"), time.monotonic() - process.started_at)
+
+    def pids(self):
+        """Live processes of this user."""
+        found = []
+        for pid in all_pids():
+            try:
+                if os.stat(f"/proc/{pid}").st_uid == self.uid:
+                    state, _ = proc_state_and_ppid(pid)
+                    if state not in (None, "Z", "X"):
+                        found.append(pid)
+            except OSError:
+                continue
+        return found
+
+
+@pytest.fixture
+def stranger():
+    """A second Unix user, made for this test with useradd and removed after it with everything it ran.
+
+    Needs root (CI and the test machines run as root); elsewhere the test is skipped, saying why."""
+    if os.geteuid() != 0:
+        pytest.skip("a second Unix user needs root to create (useradd)")
+    import pwd
+    name = f"cnpx{os.getpid() % 100000}{random.randrange(1000):03d}"
+    subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", "--user-group", name], check=True,
+                   capture_output=True, timeout=30)
+    entry = pwd.getpwnam(name)
+    home = Path(subprocess.run(["mktemp", "-d", "/tmp/canopy-stranger-XXXXXX"], check=True, capture_output=True,
+                               text=True, timeout=10).stdout.strip())
+    user = Stranger(name, entry.pw_uid, entry.pw_gid, home)
+    try:
+        os.chown(home, user.uid, user.gid)
+        home.chmod(0o700)
+        yield user
+    finally:
+        for process in user.popens:
+            if process.poll() is None:
+                process.kill()
+            process.communicate()
+        subprocess.run(["pkill", "-KILL", "-U", str(user.uid)], capture_output=True, timeout=10)
+        wait_until(lambda: not user.pids(), 5)
+        subprocess.run(["userdel", name], capture_output=True, timeout=30)
+        subprocess.run(["rm", "-rf", str(home)], timeout=30)
