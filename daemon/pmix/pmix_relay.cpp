@@ -173,8 +173,8 @@ struct PmixRelay::Pipe : std::enable_shared_from_this<Pipe> {
             admitted_port = server.local_endpoint(error).port();
         Status admitted = error ? Status(make_error("{}", error.message())) : gate->admit(admitted_port);
         if (!admitted) {
-            relay_log().warn("pmix relay: PMIx's own port is open to anyone on this node from now: {}",
-                             admitted.error().message);
+            relay_log().debug("pmix relay: PMIx's own port is open to this user's processes from now: {}",
+                              admitted.error().message);
             gate->open();
         }
     }
@@ -266,9 +266,9 @@ Result<tcp::endpoint> PmixRelay::start_server()
         auto gate = ServerGate::close(*endpoint);
         if (gate)
             gate_ = std::move(*gate);
-        else
-            relay_log().warn("pmix relay: PMIx's own port stays open to anyone on this node: {}",
-                             gate.error().message);
+        else   // other users are refused at accept all the same (daemon/own_user_accept.cpp)
+            relay_log().debug("pmix relay: PMIx's own port stays open to this user's processes: {}",
+                              gate.error().message);
     }
     return endpoint;
 }

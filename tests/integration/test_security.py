@@ -322,3 +322,86 @@ def test_ranks_hold_no_descriptor_but_their_standard_streams_and_pmi_fd(run_cano
         assert sorted(fds, key=int) == sorted(expected, key=int), f"rank {rank} inherited descriptors: {fds}"
         if served == "all":
             assert fds[pmi_fd].startswith("socket:"), f"rank {rank}: PMI_FD is {fds[pmi_fd]}"
+
+CLIENT_ABORT = BUILD_DIR / "tests" / "pmix" / "client_abort"
+FAKE_UID = BUILD_DIR / "tests" / "pmix" / "fake_uid.so"
+
+
+def pmix_environment(path):
+    """The PMIx variables a rank dumped with `env > PATH`: what an attacker learns from /dev/shm and /proc/net/tcp."""
+    found = {}
+    for line in path.read_text().splitlines():
+        name, _, value = line.partition("=")
+        if name.startswith("PMIX_"):
+            found[name] = value
+    assert "PMIX_NAMESPACE" in found, f"rank 0 dumped no PMIx variables: {found}"
+    return found
+
+
+@pytest.mark.parametrize("mode", ["on", "eager"])
+def test_another_user_claiming_to_be_the_jobs_user_cannot_join_its_pmix_server_nor_wedge_its_ranks(
+        mode, sandbox, ready, stranger):
+    # The attack of issue 38: a second user runs a PMIx client with the job's namespace, rank 0, the address its
+    # ranks were given (the relay on demand, the server's own port with eager) and a shim that makes it claim the
+    # job's uid, as PMIx's native security over TCP trusts. Let in, it would abort the victim's job. It must be
+    # refused before the server hears a word, and the victim's ranks must then get through MPI_Init as fast as ever.
+    go = sandbox.root / "go"
+    dump = sandbox.root / "rank0.env"
+    script = (f'[ "$RANK" = 0 ] && env > {dump}; {ready.touch}; while [ ! -e {go} ]; do sleep 0.05; done; '
+              f'{MPI_HELLO} && echo "done $RANK"')
+    job = sandbox.start(["--sim-nodes", "1", "-n", "2", "--pmix", mode, "-l", "sh", "-c", script])
+    ready.wait(2, job)
+    attacker_env = {**pmix_environment(dump), "PMIX_RANK": "0", "PMIX_SECURITY_MODE": "native",
+                    "LD_PRELOAD": str(stranger.tool(FAKE_UID)),
+                    "CANOPY_FAKE_UID": str(os.geteuid()), "CANOPY_FAKE_GID": str(os.getegid())}
+    attack = stranger.run([stranger.tool(CLIENT_ABORT), "0", "42"], env=attacker_env, timeout=60)
+    assert attack.returncode == 1 and "PMIx_Init failed" in attack.stderr, (
+        f"the stranger's PMIx client was not refused:\n{attack.describe()}")
+
+    go.touch()
+    released = time.monotonic()
+    result = sandbox.finish(job, timeout=60)
+    ended = time.monotonic() - released
+    assert result.returncode == 0, result.describe()
+    assert parse_labelled(result.stdout) == {r: [f"mpi_hello: rank {r} of 2 on {socket.gethostname()}, 2 on this node",
+                                                 f"done {r}"] for r in range(2)}, result.describe()
+    assert ended < 15, f"the ranks took {ended:.1f} s after a stranger was refused: wedged\n{result.describe()}"
+
+
+def test_another_users_connection_to_a_daemons_loopback_ports_is_closed_unread(sandbox, ready, stranger):
+    # Every loopback port a daemon listens on (the PMIx relay, and the tree's on simulated nodes) closes another
+    # user's connection at once, before reading a byte: the kernel, not the peer, says whose it is.
+    go = sandbox.root / "go"
+    script = f'{ready.touch}; while [ ! -e {go} ]; do sleep 0.05; done; echo "done $RANK"'
+    job = sandbox.start(["--sim-nodes", "2", "-l", "sh", "-c", script])
+    ready.wait(2, job)
+    pid = daemon_for_node("sim0001", sandbox.marker)
+    assert pid, "no canopyd for sim0001"
+    ports = [port for port in listening_ports([pid]) if port[0].startswith("127.")]
+    assert ports, f"sim0001's canopyd listens on no loopback port: {listening_ports([pid])}"
+    probe = stranger.home / "probe.py"
+    probe.write_text(
+        "import socket, sys\n"
+        "for spec in sys.argv[1:]:\n"
+        "    host, port = spec.rsplit(':', 1)\n"
+        "    s = socket.create_connection((host, int(port)), timeout=5)\n"
+        "    s.settimeout(5)\n"
+        "    try:\n"
+        "        data = s.recv(1)\n"
+        "        print(spec, 'closed' if data == b'' else 'answered')\n"
+        "    except ConnectionResetError:\n"
+        "        print(spec, 'closed')\n"
+        "    except socket.timeout:\n"
+        "        print(spec, 'open')\n")
+    os.chown(probe, stranger.uid, stranger.gid)
+    checked = stranger.run(["/usr/bin/python3", probe] + [f"{a}:{p}" for a, p in ports], timeout=60)
+    assert checked.returncode == 0, checked.describe()
+    assert checked.stdout.split("\n")[:-1] == [f"{a}:{p} closed" for a, p in ports], checked.describe()
+    # Our own user still gets in: a silent connection of ours is held until its hello deadline.
+    ours = connect(ports[0])
+    assert not closed_by_peer(ours, timeout=1), "a connection of the job's own user was closed at once"
+    ours.close()
+    go.touch()
+    result = sandbox.finish(job, timeout=30)
+    assert result.returncode == 0, result.describe()
+    assert parse_labelled(result.stdout) == {r: [f"done {r}"] for r in range(2)}, result.describe()
