@@ -97,6 +97,8 @@ canopy::Result<canopy::DaemonArgs> parse_args(int argc, char** argv)
 
 int main(int argc, char** argv)
 {
+    // Before anything opens a descriptor: a socket that took number 1 or 2 would get our log lines.
+    canopy::occupy_standard_descriptors(true);
     std::int64_t started_ns = canopy::timing::now_ns();
     ::signal(SIGPIPE, SIG_IGN);   // a vanished peer is an error code on write, not a crash
     ::signal(SIGINT, SIG_IGN);    // the launcher decides what an interrupt means for the job

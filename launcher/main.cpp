@@ -88,6 +88,9 @@ int usage_error(const std::string& message)
 
 int main(int argc, char** argv)
 {
+    // Before anything opens a descriptor: started without a standard stream, the job's output would go to whatever
+    // took its number.
+    canopy::occupy_standard_descriptors(false);
     std::int64_t started_ns = canopy::timing::now_ns();
     ::signal(SIGPIPE, SIG_IGN);   // a daemon that vanished is an error code on write, not a crash
     // Orphans below us (a killed child daemon's guard, a rank's daemonised helpers) come back to us to be reaped.

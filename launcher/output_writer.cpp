@@ -12,19 +12,19 @@
 namespace canopy {
 namespace {
 
-// False when the reader has gone (EPIPE); other errors lose the output, as a full disk would.
-bool write_all(int fd, std::string_view data)
+// 0, or the errno of the write that failed.
+int write_all(int fd, std::string_view data)
 {
     while (!data.empty()) {
         ssize_t written = ::write(fd, data.data(), data.size());
         if (written < 0) {
             if (errno == EINTR)
                 continue;
-            return errno != EPIPE;
+            return errno;
         }
         data.remove_prefix(static_cast<std::size_t>(written));
     }
-    return true;
+    return 0;
 }
 
 } // namespace
@@ -67,6 +67,12 @@ std::size_t OutputWriter::queued_bytes()
     return queued_bytes_;
 }
 
+int OutputWriter::write_error(int fd)
+{
+    std::lock_guard lock(mutex_);
+    return errors_[fd == fds_[0] ? 0 : 1];
+}
+
 void OutputWriter::when_below(std::size_t bytes, std::function<void()> below)
 {
     {
@@ -97,10 +103,14 @@ void OutputWriter::run()
         writing_ = true;
         lock.unlock();
         int stream = fd == fds_[0] ? 0 : 1;
-        if (!gone_[stream] && !write_all(fd, data)) {
-            gone_[stream] = true;
-            if (closed_)
-                closed_(fd);
+        int error = errors_[stream] ? 0 : write_all(fd, data);   // only this thread sets errors_
+        if (error) {
+            {
+                std::lock_guard failed_lock(mutex_);
+                errors_[stream] = error;
+            }
+            if (failed_)
+                failed_(fd, error);
         }
         lock.lock();
         writing_ = false;

@@ -32,17 +32,20 @@ public:
     std::size_t queued_bytes();
     // Calls `below` once, on the writer's thread, when fewer than `bytes` remain queued (at once if that is so now).
     void when_below(std::size_t bytes, std::function<void()> below);
-    // Called on the writer's thread, once per stream, when its reader has gone (EPIPE); later output to it is
-    // dropped. Set before the first output.
-    void on_closed(std::function<void(int fd)> closed) { closed_ = std::move(closed); }
+    // Called on the writer's thread, once per stream, when a write to it fails: its reader has gone (EPIPE), or the
+    // output cannot be stored (ENOSPC on a full disk, EBADF on a descriptor the launcher was started without).
+    // Later output to it is dropped. Set before the first output.
+    void on_failed(std::function<void(int fd, int error)> failed) { failed_ = std::move(failed); }
+    // The errno that made a write to the stream `fd` fail, or 0: what flush() leaves to be reported.
+    int write_error(int fd);
 
 private:
     void queue(int fd, std::string data);
     void run();
 
     int fds_[2];
-    bool gone_[2] = {false, false};   // the stream's reader has gone: written only by the writer's thread
-    std::function<void(int fd)> closed_;
+    int errors_[2] = {0, 0};   // why writing the stream failed: set by the writer's thread, under mutex_
+    std::function<void(int fd, int error)> failed_;
     std::mutex mutex_;
     std::condition_variable queued_;    // wakes the writer
     std::condition_variable written_;   // wakes flush()

@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <limits>
 #include <thread>
+#include <utility>
 
 #include <boost/asio/post.hpp>
 #include <fmt/format.h>
@@ -48,7 +50,7 @@ Root::Root(asio::io_context& io, ProcessReaper& reaper, RootPlan plan, std::int6
     signals_.add(SIGUSR2);
     signals_.add(SIGTSTP);
     // The writer's thread finds a closed stream; what that means for the job is decided here, on the io thread.
-    output_.on_closed([this](int fd) { asio::post(io_, [this, fd] { output_closed(fd); }); });
+    output_.on_failed([this](int fd, int error) { asio::post(io_, [this, fd, error] { output_failed(fd, error); }); });
     plan_.plan.launcher_start_ns = started_ns;
     phases_.set_top_k(plan_.plan.job.timing_top);
     timeline_.push_back({"start", 0.0});
@@ -161,6 +163,12 @@ int Root::run()
         output_.to_stderr(lines_.release(2, OutputLines::Clock::time_point::max()));
     }
     output_.flush();   // before main() prints the timing report, and whatever the reader's pace
+    // A write that failed after the io thread's last turn (the job's last output, or the line saying why it ended)
+    // still counts.
+    for (int fd : {STDOUT_FILENO, STDERR_FILENO})
+        if (int error = output_.write_error(fd))
+            output_failed(fd, error);
+    output_.flush();
     return exit_code_;
 }
 
@@ -295,10 +303,16 @@ void Root::start_stage_fetch()
 {
     if (!plan_.stage)
         return;
-    auto dir = stage::default_cache_dir(plan_.plan.job_id, "launcher", plan_.plan.job.stage_cache_base);
-    // The cache can hold gigabytes of /dev/shm: a SIGKILL of the launcher must not leave it behind.
-    watch_path(dir, "stage cache");
-    auto tree = StageFetchTree::for_root(io_, dir, position_->children(), plan_.stage->prefixes);
+    // The cache can hold gigabytes of /dev/shm: a SIGKILL of the launcher must not leave it behind. A dir made
+    // fresh, never one another user put in its place (lib/util/private_dir.hpp).
+    auto cache = stage::NodeCache::create_unique(plan_.plan.job.stage_cache_base,
+                                                 node_dir_prefix(plan_.plan.job_id, "launcher"),
+                                                 [this](const std::string& path) { watch_path(path, "stage cache"); });
+    if (!cache) {
+        tree_log().warn("{}; ranks read what the stage index lacks from the shared filesystem", cache.error().message);
+        return;
+    }
+    auto tree = StageFetchTree::for_root(io_, cache->dir(), position_->children(), plan_.stage->prefixes);
     if (!tree) {
         tree_log().warn("{}; ranks read what the stage index lacks from the shared filesystem", tree.error().message);
         return;
@@ -642,15 +656,28 @@ void Root::arm_output_wait_timer()
     });
 }
 
-void Root::output_closed(int fd)
+void Root::output_failed(int fd, int error)
 {
-    // As a command in a pipeline dies of SIGPIPE when its reader goes (`canopy ... | head -1`), the job ends, with
-    // the shell's status for that death; the line says why the ranks were stopped. Output to a closed stderr is
-    // only lost.
-    if (fd != STDOUT_FILENO || position_->leaving())
+    int stream = fd == STDOUT_FILENO ? 0 : 1;
+    if (std::exchange(output_failure_reported_[stream], true))
         return;
-    print_own_line("canopy: standard output was closed; ending the job\n");
-    end_job(true, 128 + SIGPIPE);
+    // As a command in a pipeline dies of SIGPIPE when its reader goes (`canopy ... | head -1`), the job ends, with
+    // the shell's status for that death. Any other failure (a full disk, a descriptor canopy was started without)
+    // ends it too, with 1, as a write error ends cat or seq: the output is lost from here on, and a job whose output
+    // goes nowhere would run on for nothing. The line says why the ranks were stopped; where stderr is what failed,
+    // it cannot be read, and the exit code alone says so.
+    const char* name = fd == STDOUT_FILENO ? "standard output" : "standard error";
+    int exit_code = error == EPIPE ? 128 + SIGPIPE : 1;
+    bool ending = !position_->leaving();
+    print_own_line(error == EPIPE ? fmt::format("canopy: {} was closed{}\n", name, ending ? "; ending the job" : "")
+                                  : fmt::format("canopy: cannot write the job's {}: {}\n", name, std::strerror(error)));
+    if (ending) {
+        end_job(true, exit_code);
+        return;
+    }
+    // The job was ending already: its own failure keeps its code, a success does not stand.
+    if (exit_code_ == 0)
+        exit_code_ = exit_code;
 }
 
 void Root::start_stdin_forwarding()

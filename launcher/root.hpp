@@ -59,7 +59,8 @@ private:
     void note_signal_at_end(int signo);
     void start_stdin_forwarding();
     void print_output(const wire::Output& output);
-    void output_closed(int fd);
+    // A write to the launcher's stdout or stderr failed (OutputWriter::on_failed): one line, and the job ends.
+    void output_failed(int fd, int error);
     void print_daemon_line(const std::string& line);
     // One of canopy's own lines on stderr, on a line of its own even when a rank's partial line is open there.
     void print_own_line(std::string line);
@@ -127,6 +128,7 @@ private:
     bool signalled_ = false;
     long late_ranks_ = 0;   // spawned ranks running on nodes that had reported done
     bool failure_reported_ = false;
+    bool output_failure_reported_[2] = {false, false};   // stdout, stderr
     std::optional<timing::JobTiming::Failure> failure_;   // the rank failure that ended the job, for the report
     int exit_code_ = 0;
 };

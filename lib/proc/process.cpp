@@ -102,6 +102,18 @@ void raise_descriptor_limit()
     restore_descriptor_limit = true;
 }
 
+void occupy_standard_descriptors(bool writable_output)
+{
+    for (int fd = 0; fd <= 2; ++fd) {
+        if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF)
+            continue;
+        // open() takes the lowest free descriptor: this one, as those below it are open.
+        int opened = ::open("/dev/null", fd == 0 || !writable_output ? O_RDONLY : O_WRONLY);
+        if (opened != fd && opened >= 0)
+            ::close(opened);
+    }
+}
+
 void keep_freed_memory_for_reuse()
 {
     // Allocations below this come from the heap; up to this much free memory stays on top of it.

@@ -91,6 +91,12 @@ void raise_descriptor_limit();
 // ranks do not inherit it.
 void keep_freed_memory_for_reuse();
 
+// Opens /dev/null on each of descriptors 0, 1 and 2 that this process was started without (`cmd >&-`), so that
+// the next descriptor it opens (asio's eventfd, a socket) does not become its standard output. Called first thing
+// in main. `writable_output` false: 1 and 2 refuse writes (EBADF), so the launcher's writes of the job's output fail
+// and say so, as they would to the closed descriptor; true: they take and drop them (the daemon's log lines).
+void occupy_standard_descriptors(bool writable_output);
+
 // vfork/exec; returns the pid, or the reason the child could not start (bad wdir, exec error) when waiting.
 Result<pid_t> spawn_process(const SpawnRequest& request);
 

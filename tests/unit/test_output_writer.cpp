@@ -1,4 +1,5 @@
 // The launcher's output writer: a reader that stalls does not stall the caller, and nothing is lost or reordered.
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -6,6 +7,8 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -96,6 +99,32 @@ TEST(OutputWriter, AStreamThatWentAwayDoesNotHangFlush)
     writer.to_stdout(std::string(1 << 20, 'x'));
     writer.flush();
     ::close(pipe_fds[1]);
+}
+
+TEST(OutputWriter, AFailedWriteIsReportedOnceWithItsErrorAndTheOtherStreamGoesOn)
+{
+    // /dev/full refuses every write as a full disk does.
+    int full = ::open("/dev/full", O_WRONLY | O_CLOEXEC);
+    ASSERT_GE(full, 0);
+    int pipe_fds[2];
+    ASSERT_EQ(::pipe(pipe_fds), 0);
+    std::vector<std::pair<int, int>> failures;
+    {
+        OutputWriter writer(full, pipe_fds[1]);
+        writer.on_failed([&](int fd, int error) { failures.emplace_back(fd, error); });
+        EXPECT_EQ(writer.write_error(full), 0);
+        writer.to_stdout("lost\n");
+        writer.to_stdout("lost too\n");
+        writer.to_stderr("kept\n");
+        writer.flush();
+        EXPECT_EQ(writer.write_error(full), ENOSPC);
+        EXPECT_EQ(writer.write_error(pipe_fds[1]), 0);
+    }
+    EXPECT_EQ(failures, (std::vector<std::pair<int, int>>{{full, ENOSPC}}));
+    ::close(pipe_fds[1]);
+    EXPECT_EQ(read_all(pipe_fds[0]), "kept\n");
+    ::close(pipe_fds[0]);
+    ::close(full);
 }
 
 TEST(OutputWriter, NothingQueuedStartsNoThreadAndFlushReturns)
