@@ -514,6 +514,11 @@ void Daemon::register_child_handlers()
     });
     position_->on(wire::MessageType::daemon_error, pass_up);
     position_->on(wire::MessageType::daemon_log, pass_up);
+    // The launcher sends stdin only as it is taken: the news goes ahead of the output queued on the way up.
+    position_->on(wire::MessageType::stdin_taken, [this](long, const wire::Frame& frame) {
+        send_up(wire::encode_frame(frame), true);
+        return true;
+    });
     position_->on(wire::MessageType::rank_failed, [this](long, const wire::Frame& frame) {
         auto failed = wire::decode_frame<wire::RankFailed>(frame);
         if (failed)
@@ -534,6 +539,9 @@ void Daemon::make_rank_spawner()
             });
         send_up(wire::to_frame(wire::Output{static_cast<std::uint64_t>(rank), stream, std::move(data)}));
         output_flow_->sent_up();
+    };
+    events.stdin_taken = [this](std::size_t bytes, bool closed) {
+        send_up(wire::to_frame(wire::StdinTaken{bytes, closed}), true);
     };
     events.spawned = [this](long rank, pid_t pid, std::int64_t time_ns) {
         if (guard_)
@@ -802,10 +810,10 @@ void Daemon::report_abort(long rank, int exit_code, const std::string& message)
                          timing::now_ns() + clock_offset_ns_, wire::RankFailure::aborted, {}, {}});
 }
 
-void Daemon::send_up(std::vector<std::uint8_t> frame)
+void Daemon::send_up(std::vector<std::uint8_t> frame, bool urgent)
 {
     if (parent_)
-        parent_->send(std::move(frame));
+        parent_->send(std::move(frame), urgent);
 }
 
 double Daemon::since_launch(std::int64_t local_ns) const

@@ -111,7 +111,8 @@ private:
     void report_rank_failure(const wire::RankFailed& failed);
     // A rank asked to end the job (a PMI abort), or broke off from its PMI server: `message` names it.
     void report_abort(long rank, int exit_code, const std::string& message);
-    void send_up(std::vector<std::uint8_t> frame);
+    // `urgent`: ahead of the output queued on the link (Link::send), for a small frame the root waits on.
+    void send_up(std::vector<std::uint8_t> frame, bool urgent = false);
 
     double since_launch(std::int64_t local_ns) const;
     std::string rank_label(long rank) const;

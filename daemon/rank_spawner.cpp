@@ -332,6 +332,11 @@ void RankSpawner::maybe_finish(Rank& rank)
 
 void RankSpawner::write_stdin(const std::string& data)
 {
+    if (stdin_closed_) {
+        if (events_.stdin_taken)
+            events_.stdin_taken(data.size(), true);
+        return;
+    }
     stdin_queue_.push_back(data);
     write_next_stdin();
 }
@@ -359,11 +364,20 @@ void RankSpawner::write_next_stdin()
             stdin_writing_ = false;
             if (error) {
                 // The rank closed its stdin; what is left has nowhere to go.
+                std::size_t dropped = 0;
+                for (const auto& data : stdin_queue_)
+                    dropped += data.size();
                 stdin_queue_.clear();
                 stdin_pipe_.reset();
+                stdin_closed_ = true;
+                if (events_.stdin_taken)
+                    events_.stdin_taken(dropped, true);
                 return;
             }
+            std::size_t written = stdin_queue_.front().size();
             stdin_queue_.pop_front();
+            if (events_.stdin_taken)
+                events_.stdin_taken(written, false);
             write_next_stdin();
         });
 }

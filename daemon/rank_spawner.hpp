@@ -52,6 +52,9 @@ public:
         // The rank's process group has no process left: nothing of it remains to signal, and its id may be reused
         // by an unrelated process from now on, so whoever was told of the group (the node guard) must forget it.
         std::function<void(pid_t group)> group_ended;
+        // Bytes of stdin now in rank 0's pipe, or dropped as it closed its stdin (`closed`, then for every later
+        // write too): the launcher sends more only as stdin is taken (launcher/stdin_forwarder.hpp).
+        std::function<void(std::size_t bytes, bool closed)> stdin_taken;
     };
 
     RankSpawner(asio::io_context& io, ProcessReaper& reaper, Events events);
@@ -148,6 +151,7 @@ private:
     std::deque<std::string> stdin_queue_;
     bool stdin_writing_ = false;
     bool stdin_eof_ = false;
+    bool stdin_closed_ = false;   // the rank closed its end: what comes is dropped
     std::unique_ptr<asio::steady_timer> kill_timer_;
     // Ranks' groups whose leader has exited while other processes of the rank stay in them (its background
     // children, which we inherit as a subreaper): signalled by kill_all until the last of them exits.

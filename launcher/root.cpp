@@ -443,6 +443,12 @@ void Root::register_child_handlers()
         }
         return output.ok();
     });
+    position_->on(wire::MessageType::stdin_taken, [this](long, const wire::Frame& frame) {
+        auto taken = wire::decode_frame<wire::StdinTaken>(frame);
+        if (taken)
+            stdin_.taken(*taken);
+        return taken.ok();
+    });
     position_->on(wire::MessageType::rank_failed, [this](long, const wire::Frame& frame) {
         auto failed = wire::decode_frame<wire::RankFailed>(frame);
         if (failed)
@@ -692,24 +698,10 @@ void Root::start_stdin_forwarding()
         position_->children().send(hop, wire::to_frame(wire::StdinData{static_cast<std::uint64_t>(target), {}, true}));
         return;
     }
-    // A blocking reader thread: stdin may be a file, a pipe or a terminal, and epoll accepts only some of those.
-    worker_thread([this, target, hop] {
-        char buffer[64 * 1024];
-        for (;;) {
-            ssize_t got = ::read(STDIN_FILENO, buffer, sizeof buffer);
-            if (got < 0 && errno == EINTR)
-                continue;
-            wire::StdinData data{static_cast<std::uint64_t>(target), {}, got <= 0};
-            if (got > 0)
-                data.data.assign(buffer, static_cast<std::size_t>(got));
-            asio::post(io_, [this, hop, frame = wire::to_frame(data)]() mutable {
-                if (!position_->leaving())
-                    position_->children().send(hop, std::move(frame));
-            });
-            if (got <= 0)
-                return;
-        }
-    }).detach();
+    stdin_.start(static_cast<std::uint64_t>(target), [this, hop](std::vector<std::uint8_t> frame) {
+        if (!position_->leaving())
+            position_->children().send(hop, std::move(frame));
+    });
 }
 
 timing::JobTiming Root::job_timing() const

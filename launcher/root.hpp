@@ -20,6 +20,7 @@
 #include "output_writer.hpp"
 #include "spawn_service.hpp"
 #include "stage_source.hpp"
+#include "stdin_forwarder.hpp"
 #include "stage/fetch_tree.hpp"
 #include "proc/node_guard.hpp"
 #include "proc/process.hpp"
@@ -124,6 +125,7 @@ private:
     asio::steady_timer output_wait_timer_;   // lets output through that waited its time behind an open line
     void arm_output_wait_timer();
     OutputBackpressure backpressure_{io_, output_};   // after output_, which it watches
+    StdinForwarder stdin_{io_};   // rank 0's stdin, no faster than rank 0 takes it
 
     bool signalled_ = false;
     long late_ranks_ = 0;   // spawned ranks running on nodes that had reported done

@@ -51,6 +51,7 @@ enum class MessageType : std::uint8_t {
     daemon_log = 26,
     stage_fetch = 27,
     fabric_hello = 28,
+    stdin_taken = 29,
     // Collectives over the tree (PMIx fences, direct modex, publish/lookup).
     fence_up = 30,
     fence_down = 31,
@@ -257,6 +258,18 @@ struct StdinData {
     bool eof = false;
 
     CANOPY_WIRE_FIELDS(target_position, data, eof)
+};
+
+// Rank 0's node to the root: `bytes` of stdin have left the tree, written into rank 0's pipe or, once rank 0 has
+// closed its stdin (`closed`), dropped. The launcher keeps no more than a window of stdin on its way
+// (launcher/stdin_forwarder.hpp), so a rank that reads slowly, or never, costs no hop more than that.
+struct StdinTaken {
+    static constexpr MessageType type = MessageType::stdin_taken;
+    static constexpr const char* name = "stdin-taken";
+    std::uint64_t bytes = 0;
+    bool closed = false;
+
+    CANOPY_WIRE_FIELDS(bytes, closed)
 };
 
 struct Signal {
@@ -654,7 +667,7 @@ struct Heartbeat {
     X(StageIndex) X(StageContent) X(StageFetchReply) X(SubtreeUp) X(SubtreeSpawned) X(SubtreeDone) X(Output)       \
     X(RankFailed) X(DaemonError) X(DaemonLog) X(StageFetch) X(FenceUp) X(FenceDown) X(RoutedRequest) X(RoutedReply) \
     X(SpawnRequest) X(SpawnReply) X(NamespaceStart) X(LateRanks) X(Heartbeat) X(OutputFlow) X(FabricHello)         \
-    X(StageFetchPush)
+    X(StageFetchPush) X(StdinTaken)
 
 // A listing name takes at least 3 bytes on the wire (two empty strings and its type).
 template <>

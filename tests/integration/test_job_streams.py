@@ -88,3 +88,87 @@ def test_standard_error_that_cannot_be_written_still_fails_the_job(sandbox):
         result = finish(job, timeout=30)
     assert result.returncode == 1, result.describe()
     assert result.seconds < 20, result.describe()
+
+
+# Stdin, read no faster than rank 0 takes it.
+
+def peak_mib(pid):
+    """The process's peak resident size so far in MiB (VmHWM); None once it has exited."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            return next(int(line.split()[1]) // 1024 for line in status if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return None
+
+
+class PeakMemory:
+    """Samples the peak resident size of a job's launcher and daemons until it ends, as a user watching top would."""
+
+    def __init__(self, sandbox, job):
+        self.launcher, self.daemons = 0, {}
+        self._thread = threading.Thread(target=self._sample, args=(sandbox, job), daemon=True)
+        self._thread.start()
+
+    def _sample(self, sandbox, job):
+        while job.poll() is None:
+            self.launcher = max(self.launcher, peak_mib(job.pid) or 0)
+            for pid in daemon_pids(sandbox.marker):
+                self.daemons[pid] = max(self.daemons.get(pid, 0), peak_mib(pid) or 0)
+            time.sleep(0.05)
+
+    def wait(self):
+        self._thread.join(timeout=10)
+        return self
+
+    def describe(self):
+        return f"launcher {self.launcher} MiB, daemons {sorted(self.daemons.values())} MiB"
+
+
+# Under AddressSanitizer (tests/sanitize.sh sets ASAN_OPTIONS) freed memory waits in a quarantine of up to 256 MiB,
+# so sizes say nothing there (test_liveness.py does the same).
+measures_memory = "ASAN_OPTIONS" not in os.environ
+# What a launcher or daemon may reach while stdin flows: it starts at about 5 MiB, holds at most a 1 MiB window of
+# stdin, and keeps up to 32 MiB of freed memory for reuse. Before, 3 s of /dev/zero took them past 700 MiB.
+STDIN_PEAK_MIB = 48
+
+
+def test_stdin_that_rank_0_never_reads_costs_no_memory(sandbox):
+    with open("/dev/zero", "rb") as zero:
+        job = start_canopy(sandbox, ["--sim-nodes", "2", "-n", "2", "sleep", "3"], stdin=zero)
+        memory = PeakMemory(sandbox, job)
+        result = finish(job, timeout=60)
+    memory.wait()
+    assert result.returncode == 0, result.describe()
+    assert len(memory.daemons) == 2, memory.describe()
+    if measures_memory:
+        assert memory.launcher < STDIN_PEAK_MIB and max(memory.daemons.values()) < STDIN_PEAK_MIB, memory.describe()
+
+
+def test_stdin_rank_0_reads_late_arrives_whole_without_costing_memory(sandbox):
+    """256 MiB piped in while rank 0 first sleeps, then reads it all: byte-exact, and held back where it comes from,
+    not in canopy."""
+    size_mib = 256
+    read_end, write_end = os.pipe()
+    job = start_canopy(sandbox, ["--sim-nodes", "2", "-n", "2", "sh", "-c",
+                                 'if [ "$RANK" = 0 ]; then sleep 2; sha256sum; fi'], stdin=read_end)
+    os.close(read_end)
+    memory = PeakMemory(sandbox, job)
+    digest = hashlib.sha256()
+
+    def feed():
+        block = bytearray(os.urandom(1 << 20))
+        with open(write_end, "wb") as pipe:
+            for i in range(size_mib):
+                block[:8] = i.to_bytes(8, "little")   # no two blocks alike: a repeated or lost one shows
+                digest.update(block)
+                pipe.write(block)
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    result = finish(job, timeout=90)
+    feeder.join(timeout=10)
+    memory.wait()
+    assert result.returncode == 0, result.describe()
+    assert result.stdout.split() == [digest.hexdigest(), "-"], result.describe()
+    if measures_memory:
+        assert memory.launcher < STDIN_PEAK_MIB and max(memory.daemons.values()) < STDIN_PEAK_MIB, memory.describe()
