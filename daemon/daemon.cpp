@@ -787,6 +787,13 @@ void Daemon::clean_up_node()
         guard_->finish();
 }
 
+void Daemon::fail(const std::string& why)
+{
+    if (node_.empty() || !parent_ || !parent_->is_open())
+        return abandon(why);   // nobody above to tell: leave, and the parent names the lost node
+    report_error(node_, fmt::format("{} on {}", why, node_));
+}
+
 void Daemon::report_error(const std::string& node, const std::string& message)
 {
     // The launcher prints what reaches it, once; our own stderr says it only when nobody above will.

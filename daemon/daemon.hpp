@@ -61,6 +61,9 @@ public:
     // Connects to the parent; the io_context then runs until the daemon is done. Returns the exit code.
     void start();
     int exit_code() const { return exit_code_; }
+    // A failure no handler reported itself (a thread the event loop could not start): the job ends as after any
+    // failure of this node, which the launcher names.
+    void fail(const std::string& why);
 
 private:
     asio::awaitable<void> join_parent();

@@ -19,6 +19,7 @@
 #include "pmix/pmix_module.hpp"
 #include "proc/process.hpp"
 #include "timing/clock.hpp"
+#include "util/io_loop.hpp"
 #include "util/log.hpp"
 
 namespace {
@@ -136,7 +137,7 @@ int main(int argc, char** argv)
         canopy::ProcessReaper reaper(io);
         canopy::Daemon daemon(io, reaper, std::move(*args), *key, std::move(guard));
         daemon.start();
-        io.run();
+        canopy::run_io_loop(io, [&daemon](const std::string& why) { daemon.fail("canopyd " + why); });
         exit_code = daemon.exit_code();
     }
     if (canopy::loaded_pmix_server_abandoned()) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <string_view>
+#include <system_error>
 
 #include "util/worker_thread.hpp"
 
@@ -44,14 +45,23 @@ void OutputWriter::queue(int fd, std::string data)
 {
     if (data.empty())
         return;
-    {
-        std::lock_guard lock(mutex_);
-        queued_bytes_ += data.size();
-        queue_.emplace_back(fd, std::move(data));
-        // Started by the first output, not before: the launcher forks guards early, best with no other thread.
-        if (!thread_.joinable())
+    std::unique_lock lock(mutex_);
+    queued_bytes_ += data.size();
+    queue_.emplace_back(fd, std::move(data));
+    // Started by the first output, not before: the launcher forks guards early, best with no other thread.
+    if (!thread_.joinable() && !inline_) {
+        try {
             thread_ = worker_thread([this] { run(); });
+        } catch (const std::system_error&) {
+            inline_ = true;   // at the process limit: what says so must still come out, if on the caller's thread
+        }
     }
+    if (inline_) {
+        while (!queue_.empty())
+            write_front(lock);
+        return;
+    }
+    lock.unlock();
     queued_.notify_one();
 }
 
@@ -98,32 +108,37 @@ void OutputWriter::run()
         queued_.wait(lock, [this] { return !queue_.empty() || stopping_; });
         if (queue_.empty())
             return;
-        auto [fd, data] = std::move(queue_.front());
-        queue_.pop_front();
-        writing_ = true;
-        lock.unlock();
-        int stream = fd == fds_[0] ? 0 : 1;
-        int error = errors_[stream] ? 0 : write_all(fd, data);   // only this thread sets errors_
-        if (error) {
-            {
-                std::lock_guard failed_lock(mutex_);
-                errors_[stream] = error;
-            }
-            if (failed_)
-                failed_(fd, error);
-        }
-        lock.lock();
-        writing_ = false;
-        queued_bytes_ -= data.size();
-        if (below_ && queued_bytes_ < below_bytes_) {
-            auto below = std::exchange(below_, nullptr);
-            lock.unlock();
-            below();
-            lock.lock();
-        }
-        if (queue_.empty())
-            written_.notify_all();
+        write_front(lock);
     }
+}
+
+void OutputWriter::write_front(std::unique_lock<std::mutex>& lock)
+{
+    auto [fd, data] = std::move(queue_.front());
+    queue_.pop_front();
+    writing_ = true;
+    lock.unlock();
+    int stream = fd == fds_[0] ? 0 : 1;
+    int error = errors_[stream] ? 0 : write_all(fd, data);   // only the writing thread sets errors_
+    if (error) {
+        {
+            std::lock_guard failed_lock(mutex_);
+            errors_[stream] = error;
+        }
+        if (failed_)
+            failed_(fd, error);
+    }
+    lock.lock();
+    writing_ = false;
+    queued_bytes_ -= data.size();
+    if (below_ && queued_bytes_ < below_bytes_) {
+        auto below = std::exchange(below_, nullptr);
+        lock.unlock();
+        below();
+        lock.lock();
+    }
+    if (queue_.empty())
+        written_.notify_all();
 }
 
 } // namespace canopy

@@ -42,6 +42,8 @@ public:
 private:
     void queue(int fd, std::string data);
     void run();
+    // Writes the piece at the front of the queue: called and returns with `lock` held, which it drops meanwhile.
+    void write_front(std::unique_lock<std::mutex>& lock);
 
     int fds_[2];
     int errors_[2] = {0, 0};   // why writing the stream failed: set by the writer's thread, under mutex_
@@ -55,6 +57,7 @@ private:
     std::function<void()> below_;
     bool writing_ = false;   // the writer holds a piece it took off the queue
     bool stopping_ = false;
+    bool inline_ = false;   // no thread could be started: the caller writes, blocking
     std::thread thread_;
 };
 

@@ -19,6 +19,7 @@
 #include "timing/clock.hpp"
 #include "tree/agent.hpp"
 #include "tree/topology.hpp"
+#include "util/io_loop.hpp"
 #include "util/log.hpp"
 #include "util/remove_tree.h"
 #include "util/worker_thread.hpp"
@@ -135,7 +136,7 @@ int Root::run()
     start_stage_fetch();
     start_fabric_plane();
     start_stage_preparation();
-    io_.run();
+    run_io_loop(io_, [this](const std::string& why) { fail(exit_infrastructure, "the launcher " + why); });
     // A signal that comes as the job ends still counts (README: exit codes). From here on it stays pending rather
     // than killing us; what was caught but not yet handled is handled by the poll below.
     sigset_t ending;

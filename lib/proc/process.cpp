@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -122,6 +123,26 @@ void keep_freed_memory_for_reuse()
     ::mallopt(M_TRIM_THRESHOLD, kept_bytes);
 }
 
+std::string process_limit_note(int error)
+{
+    if (error != EAGAIN)
+        return "";
+    rlimit limit{};
+    if (::getrlimit(RLIMIT_NPROC, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
+        return fmt::format(" (ulimit -u is {}: this user's processes and threads on the node, its ranks and "
+                           "daemons among them, may be at that limit)",
+                           static_cast<unsigned long long>(limit.rlim_cur));
+    std::string pid_max = "?";
+    if (FILE* file = std::fopen("/proc/sys/kernel/pid_max", "r")) {
+        char text[32] = {};
+        if (std::fgets(text, sizeof text, file))
+            pid_max = std::string(text, strcspn(text, "\n"));
+        std::fclose(file);
+    }
+    return fmt::format(" (the node's process table is full: kernel.pid_max is {}, or a cgroup's pids.max was reached)",
+                       pid_max);
+}
+
 Result<pid_t> spawn_process(const SpawnRequest& request)
 {
     if (request.argv.empty())
@@ -191,7 +212,8 @@ Result<pid_t> spawn_process(const SpawnRequest& request)
     int vfork_error = errno;
     ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
     if (pid < 0)
-        return make_error("cannot start a process: {}", std::strerror(vfork_error));
+        return make_error("cannot start a process: {}{}", std::strerror(vfork_error),
+                          process_limit_note(vfork_error));
 
     // Both sides set the group (the classic race fix): a signal to the group right after we return must not
     // miss a child that has not run yet.

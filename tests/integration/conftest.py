@@ -425,6 +425,17 @@ class Stranger:
         os.chown(copy, self.uid, self.gid)
         return copy
 
+    def canopy(self):
+        """A copy of the built canopy that this user can run, laid out as in the build directory: the launcher, the
+        daemon beside it with its guard and its PMIx module."""
+        for part in ("launcher/canopy", "daemon/canopyd", "daemon/canopy-guard", "daemon/pmix/canopyd-pmix.so"):
+            copy = self.home / "build" / part
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy.write_bytes((BUILD_DIR / part).read_bytes())
+            copy.chmod(0o755)
+        subprocess.run(["chown", "-R", f"{self.uid}:{self.gid}", str(self.home / "build")], check=True, timeout=30)
+        return self.home / "build" / "launcher" / "canopy"
+
     def _popen_args(self, env):
         base = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(self.home), "LC_ALL": "C.UTF-8",
                 "USER": self.name, "LOGNAME": self.name}
