@@ -2,6 +2,7 @@
 #include "daemon.hpp"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -42,6 +43,18 @@ constexpr auto partial_line_wait = std::chrono::milliseconds(50);
 // Failure teardown: ranks get this long after SIGTERM before SIGKILL, so the job ends within about a second.
 constexpr double abort_grace_seconds = 0.5;
 constexpr double connect_to_parent_timeout_seconds = 30.0;
+
+// What is wrong with the base a node temp dir could not be made in, and where it came from, if that is the
+// trouble: the user fixes the setting that named it.
+std::string temp_base_problem(const TempBase& base)
+{
+    struct stat info {};
+    if (::stat(base.path.c_str(), &info) != 0)
+        return fmt::format("; {} ({}) does not exist", base.path, base.source);
+    if (!S_ISDIR(info.st_mode))
+        return fmt::format("; {} ({}) is not a directory", base.path, base.source);
+    return "";
+}
 
 } // namespace
 
@@ -239,21 +252,15 @@ void Daemon::on_plan(wire::LaunchPlan plan)
     node_phase("daemon.connected", since_launch(connected_ns_));
     node_phase("daemon.job_received", since_launch(received_ns));
 
-    std::string tmpdir = node_temp_dir(plan_->tmpdir, plan_->job_id, node_);
-    if (guard_)
-        guard_->watch_path(tmpdir);
     // Only the job's own directory: a [job] tmpdir that does not exist is the user's to fix, not ours to create
     // and then leave behind.
-    if (auto created = NodeTempDir::create(tmpdir); created)
+    auto base = node_temp_base(plan_->tmpdir);
+    if (auto created = NodeTempDir::create(base.path, node_dir_prefix(plan_->job_id, node_), watch_for_guard());
+        created)
         tmpdir_ = std::move(*created);
-    else {
-        std::string base = std::filesystem::path(tmpdir).parent_path().string();
-        report_error(node_, fmt::format("cannot create the node temp dir {} on {}: {}{}", tmpdir, node_,
-                                        created.error().message,
-                                        std::filesystem::is_directory(base)
-                                            ? ""
-                                            : fmt::format("; the temp dir {} ([job] tmpdir) does not exist", base)));
-    }
+    else
+        fail_setup(fmt::format("cannot create the node temp dir in {} on {}: {}{}", base.path, node_,
+                               created.error().message, temp_base_problem(base)));
 
     // Children first: they are on the critical path of the whole tree, our ranks only of this node. A leaf
     // reports itself up before spawning, so tree_up measures the tree, not rank start-up.
@@ -279,6 +286,20 @@ void Daemon::on_plan(wire::LaunchPlan plan)
     remove_abandoned_temp_dirs_later();
 }
 
+NodeTempDir::BeforeCreate Daemon::watch_for_guard()
+{
+    return [this](const std::string& path) {
+        if (guard_)
+            guard_->watch_path(path);
+    };
+}
+
+void Daemon::fail_setup(const std::string& message)
+{
+    setup_failed_ = true;
+    report_error(node_, message);
+}
+
 void Daemon::remove_abandoned_temp_dirs_later()
 {
     // Simulated nodes share one disk: one of them sweeps it. After the start-up work, which is on the job's
@@ -296,7 +317,11 @@ void Daemon::start_rank_socket()
 {
     if (tmpdir_.path().empty())
         return;
-    std::string path = node_socket_path(tmpdir_.path(), plan_->job_id, node_, "app.sock");
+    auto path = tmpdir_.socket_path("app.sock", watch_for_guard());
+    if (!path) {
+        tree_log().warn("{}; libcanopy marks and store are unavailable on {}", path.error().message, node_);
+        return;
+    }
     RankSocket::Hooks hooks;
     hooks.mark = [this](AppServer::Mark mark) {
         auto label = rank_label(mark.rank);
@@ -309,30 +334,42 @@ void Daemon::start_rank_socket()
     hooks.to_root = [this](Bytes request, RankService::Done done) {
         position_->collectives().request(0, wire::RoutedOp::store, std::move(request), std::move(done));
     };
-    if (guard_)
-        guard_->watch_path(path);   // it may live outside the temp dir
-    if (auto socket = RankSocket::start(io_, path, node_, std::move(hooks)))
+    if (auto socket = RankSocket::start(io_, *path, node_, std::move(hooks)))
         rank_services_.push_back(std::move(socket));
 }
 
 void Daemon::start_stage_node()
 {
-    if (!plan_->job.stage)
+    if (!plan_->job.stage || setup_failed_)
         return;
+    // In the node temp dir when that is where the cache's base is anyway (the default): one dir per node, which
+    // the sweep of abandoned dirs covers too. Elsewhere, a dir made fresh as the temp dir is.
+    const std::string& cache_base = plan_->job.stage_cache_base;
+    std::error_code ignored;
+    bool in_temp_dir = !tmpdir_.path().empty() &&
+                       std::filesystem::equivalent(std::filesystem::path(tmpdir_.path()).parent_path(), cache_base,
+                                                   ignored);
+    auto cache = in_temp_dir ? stage::NodeCache::create(tmpdir_.path() + "/stage")
+                             : stage::NodeCache::create_unique(cache_base, node_dir_prefix(plan_->job_id, node_),
+                                                               watch_for_guard());
+    if (!cache) {
+        fail_setup(fmt::format("cannot stage files on {}: {}", node_, cache.error().message));
+        return;
+    }
     StageNode::Paths paths;
-    paths.cache_dir = stage::default_cache_dir(plan_->job_id, node_, plan_->job.stage_cache_base);
+    paths.cache_dir = cache->dir();
     paths.interposer = plan_->job.stage_interposer;
     for (const auto& app : plan_->job.apps) {
         const std::string& program = app.argv.at(0);
         if (program.find('/') != std::string::npos)   // else found in PATH, as the daemon looks for it
             paths.programs.push_back(from_working_dir(program, app.wdir));
     }
-    if (!tmpdir_.path().empty())
-        paths.socket = node_socket_path(tmpdir_.path(), plan_->job_id, node_, "stage.sock");
-    if (guard_) {
-        guard_->watch_path(paths.cache_dir);
-        if (!paths.socket.empty())
-            guard_->watch_path(paths.socket);   // it may live outside the temp dir
+    if (!tmpdir_.path().empty()) {
+        if (auto socket = tmpdir_.socket_path("stage.sock", watch_for_guard()))
+            paths.socket = std::move(*socket);
+        else
+            tree_log().warn("{}; ranks on {} read what the stage index lacks from the shared filesystem",
+                            socket.error().message, node_);
     }
     StageNode::Hooks hooks;
     hooks.report_error = [this](const std::string& message) { report_error(node_, message); };
@@ -601,6 +638,11 @@ void Daemon::start_ranks_when_ready()
 {
     if (position_->leaving())
         return;   // interrupted while a service got ready: the ranks would only be killed
+    if (setup_failed_) {
+        // Reported: the root ends the job. Ranks started here would run without what the node lacks.
+        ranks_->start_none();
+        return;
+    }
     for (auto& service : rank_services_)
         if (!service->ready_for_ranks([this] { start_ranks_when_ready(); }))
             return;

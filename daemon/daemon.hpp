@@ -109,6 +109,11 @@ private:
     void clean_up_node();
     // Sweeps the temp dirs that jobs killed outright left on this host (proc/node_temp_dir.hpp).
     void remove_abandoned_temp_dirs_later();
+    // Tells the guard about a dir about to be made, so that it goes however the daemon ends.
+    NodeTempDir::BeforeCreate watch_for_guard();
+    // The node cannot run ranks (its temp dir or stage cache could not be made): `message` goes to the root, which
+    // ends the job, and this node starts none.
+    void fail_setup(const std::string& message);
     void report_error(const std::string& node, const std::string& message);
     // The root needs a job's first failure, not every consequence of it: later ones are dropped here.
     void report_rank_failure(const wire::RankFailed& failed);
@@ -150,6 +155,7 @@ private:
 
     std::map<long, std::int64_t> rank_spawn_ns_;
     std::set<long> late_ranks_;   // spawned here after this node reported done, still running
+    bool setup_failed_ = false;   // fail_setup(): no rank starts here
     bool reported_failure_ = false;
     bool stopped_ = false;
     int exit_code_ = 0;

@@ -12,15 +12,6 @@
 
 namespace canopy {
 
-std::string node_socket_path(const std::string& tmpdir, const std::string& job_id, const std::string& node,
-                             std::string_view name)
-{
-    std::string path = fmt::format("{}/{}", tmpdir, name);
-    if (path.size() >= sizeof(sockaddr_un::sun_path))
-        path = fmt::format("/tmp/canopy-{}-{}-{}", job_id, node, name);
-    return path;
-}
-
 namespace {
 
 bool peer_is_this_user(boost::asio::local::stream_protocol::socket& socket, unsigned& uid)

@@ -14,10 +14,6 @@
 
 namespace canopy {
 
-// NAME in the node's temp dir, or /tmp/canopy-JOB-NODE-NAME when that path is too long for a unix socket.
-std::string node_socket_path(const std::string& tmpdir, const std::string& job_id, const std::string& node,
-                             std::string_view name);
-
 // A 0600 socket at a path, handing on connections from this user's processes only (SO_PEERCRED: the socket may
 // live outside the 0700 temp dir); others are refused with a log line. Running out of descriptors pauses it rather
 // than ends it. Destroying it closes the socket and removes its file.

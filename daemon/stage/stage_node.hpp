@@ -25,7 +25,8 @@ namespace canopy {
 class StageNode : public RankService {
 public:
     struct Paths {
-        std::string cache_dir;    // the node cache (in /dev/shm or the job's stage cache base)
+        std::string cache_dir;    // the node cache, created for the job (in the node's temp dir, or made fresh in
+                                  // the job's stage cache base)
         std::string socket;       // the ranks' on-demand socket; empty: no on-demand lookups on this node
         std::string interposer;   // libcanopy_interpose.so, preloaded into every rank
         // The job's programs named by path (absolute): checked through the tree when the index lacks them.

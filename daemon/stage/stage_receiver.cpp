@@ -66,7 +66,7 @@ Status StageReceiver::take_index(bool more, std::span<const std::uint8_t> chunk)
     index_blob_.shrink_to_fit();
     if (!index)
         return index.error();
-    auto cache = stage::NodeCache::create(dir_);
+    auto cache = stage::NodeCache::open(dir_);
     if (!cache)
         return cache.error();
     files_ = index->content_files();

@@ -17,6 +17,7 @@ namespace canopy {
 
 class StageReceiver {
 public:
+    // `cache_dir`: the node cache the daemon created for the job (stage::NodeCache::create).
     explicit StageReceiver(std::string cache_dir) : dir_(std::move(cache_dir)) {}
 
     // Takes the next stage-index or stage-content frame, in the order the parent sent them. An error is one

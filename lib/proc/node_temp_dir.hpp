@@ -7,7 +7,9 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
+#include <string_view>
 
 #include "proc/process.hpp"
 #include "util/result.hpp"
@@ -19,19 +21,31 @@ public:
     // The lock file's name inside the dir; only dirs that have one are ever swept.
     static constexpr const char* lock_name = ".canopyd.lock";
 
-    // Creates `path` (mode 0700; its parent must exist) and locks it as in use until this object goes.
-    static Result<NodeTempDir> create(const std::string& path);
+    using BeforeCreate = std::function<void(const std::string& path)>;
+
+    // Makes a fresh dir BASE/PREFIX-XXXXXX (util/private_dir.hpp: mode 0700, a name nobody could create first;
+    // BASE must exist) and locks it as in use until this object goes. `before_create` hears the name first.
+    static Result<NodeTempDir> create(const std::string& base, std::string_view prefix,
+                                      const BeforeCreate& before_create = {});
 
     NodeTempDir() = default;   // none: path() is empty
 
     const std::string& path() const { return path_; }
+    // Where the unix socket `name` goes: in the dir, or, where that path is too long for a socket (a deep TMPDIR),
+    // in a second dir made as this one was, under /tmp, and removed with it. `before_create` as for create().
+    Result<std::string> socket_path(std::string_view name, const BeforeCreate& before_create = {});
     // Removes the dir and everything in it; the object then holds nothing.
     void remove();
 
 private:
-    NodeTempDir(std::string path, UniqueFd lock) : path_(std::move(path)), lock_(std::move(lock)) {}
+    NodeTempDir(std::string path, std::string prefix, UniqueFd lock)
+        : path_(std::move(path)), prefix_(std::move(prefix)), lock_(std::move(lock))
+    {
+    }
 
     std::string path_;
+    std::string prefix_;
+    std::string socket_dir_;   // the second dir, once a socket needed it
     UniqueFd lock_;
 };
 
@@ -39,5 +53,9 @@ private:
 // have not changed for `min_age` (a dir younger than that may be between its creation and its lock). Returns how
 // many it removed.
 int remove_abandoned_temp_dirs(const std::string& base, std::chrono::seconds min_age);
+
+// Removes the dirs directly under `base` that NodeTempDir::create made with `prefix` (named PREFIX-XXXXXX) and
+// that are this user's, never following a symlink: what a node that died left, found without knowing its name.
+int remove_temp_dirs_made_with(const std::string& base, std::string_view prefix);
 
 } // namespace canopy

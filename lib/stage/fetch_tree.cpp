@@ -92,7 +92,7 @@ StageFetchTree::StageFetchTree(asio::io_context& io, ChildSet& children)
 Result<std::unique_ptr<StageFetchTree>> StageFetchTree::for_daemon(asio::io_context& io, const std::string& cache_dir,
                                                                    ChildSet& children, SendUp send_up)
 {
-    auto cache = stage::NodeCache::create(cache_dir);
+    auto cache = stage::NodeCache::open(cache_dir);
     if (!cache)
         return cache.error();
     std::unique_ptr<StageFetchTree> tree(new StageFetchTree(io, children));
@@ -108,7 +108,7 @@ Result<std::unique_ptr<StageFetchTree>> StageFetchTree::for_root(asio::io_contex
                                                                  ChildSet& children, std::vector<std::string> prefixes,
                                                                  int reader_threads)
 {
-    auto cache = stage::NodeCache::create(cache_dir);
+    auto cache = stage::NodeCache::open(cache_dir);
     if (!cache)
         return cache.error();
     std::unique_ptr<StageFetchTree> tree(new StageFetchTree(io, children));
@@ -229,7 +229,7 @@ void StageFetchTree::start_readers(const std::string& cache_dir, int count)
         max_handles = std::max<std::size_t>(max_handles, static_cast<std::size_t>(limit.rlim_cur / 4));
     directories_ = std::make_unique<stage::DirectoryHandles>(max_handles);
     for (int i = 0; i < count; ++i) {
-        auto cache = stage::NodeCache::create(cache_dir);
+        auto cache = stage::NodeCache::open(cache_dir);
         if (!cache)
             continue;
         readers_.push_back(worker_thread([this, cache = std::move(*cache)]() mutable { read_loop(std::move(cache)); }));

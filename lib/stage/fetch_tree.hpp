@@ -39,7 +39,8 @@ public:
     // An answer this position learned from a push (the daemon publishes it for its ranks).
     using Pushed = std::function<void(const std::string& path, const stage::FetchAnswer& answer)>;
 
-    // `children` are the position's child daemons, which this tree answers; they must outlive it.
+    // `children` are the position's child daemons, which this tree answers; they must outlive it. `cache_dir` is
+    // a node cache this process created (stage::NodeCache::create).
     static Result<std::unique_ptr<StageFetchTree>> for_daemon(asio::io_context& io, const std::string& cache_dir,
                                                               ChildSet& children, SendUp send_up);
     // `prefixes`: the staged prefixes, where the root reads ahead (none: no read-ahead).

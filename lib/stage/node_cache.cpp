@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "util/private_dir.hpp"
 #include "util/remove_tree.h"
 
 namespace canopy::stage {
@@ -47,31 +48,74 @@ Status make_dirs(const std::string& base, const std::string& path)
     return {};
 }
 
-} // namespace
-
-std::string default_cache_dir(std::string_view job_id, std::string_view node, std::string_view base)
-{
-    return std::string(base) + "/canopy-" + std::string(job_id) + "-" + std::string(node);
-}
-
-Result<NodeCache> NodeCache::create(std::string dir)
+// `dir` without trailing slashes, or an error if it is not absolute.
+Result<std::string> absolute_dir(std::string dir)
 {
     while (dir.size() > 1 && dir.back() == '/')
         dir.pop_back();
     if (dir.empty() || dir[0] != '/')
         return make_error("stage cache directory '{}' is not absolute; give an absolute path", dir);
-    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
-        return make_error("stage cache: cannot create {} ({}); check that its parent exists and is writable", dir,
-                          std::strerror(errno));
+    return dir;
+}
+
+// Fills a directory this process has just made (so nobody else can have put anything in it) with the layout;
+// removes it if it cannot.
+Result<NodeCache> fill_new_cache(const std::string& dir)
+{
+    auto fail = [&dir](Error error) {
+        canopy_remove_tree(dir.c_str());
+        return error;
+    };
     for (const char* sub : {"/root", "/dirs", "/tmp"})
-        if (::mkdir((dir + sub).c_str(), 0755) != 0 && errno != EEXIST)
-            return make_error("stage cache: cannot create {}{} ({})", dir, sub, std::strerror(errno));
-    NodeCache cache(std::move(dir));
-    int empty = ::open(cache.empty_entry_path().c_str(), O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0444);
+        if (::mkdir((dir + sub).c_str(), 0755) != 0)
+            return fail(make_error("stage cache: cannot create {}{} ({})", dir, sub, std::strerror(errno)));
+    auto cache = NodeCache::open(dir);
+    if (!cache)
+        return fail(cache.error());
+    int empty = ::open(cache->empty_entry_path().c_str(), O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0444);
     if (empty < 0)
-        return make_error("stage cache: cannot create {} ({})", cache.empty_entry_path(), std::strerror(errno));
+        return fail(make_error("stage cache: cannot create {} ({})", cache->empty_entry_path(), std::strerror(errno)));
     ::close(empty);
     return cache;
+}
+
+} // namespace
+
+Result<NodeCache> NodeCache::create(std::string dir)
+{
+    auto path = absolute_dir(std::move(dir));
+    if (!path)
+        return path.error();
+    if (::mkdir(path->c_str(), 0700) != 0)
+        return make_error("stage cache: cannot create {} ({}); check that its parent exists and is writable",
+                          *path, std::strerror(errno));
+    return fill_new_cache(*path);
+}
+
+Result<NodeCache> NodeCache::create_unique(const std::string& base, std::string_view prefix,
+                                           const std::function<void(const std::string& path)>& before_create)
+{
+    auto absolute = absolute_dir(base);
+    if (!absolute)
+        return absolute.error();
+    auto path = make_private_dir(*absolute, prefix, before_create);
+    if (!path)
+        return make_error("stage cache: cannot create a directory in {} ({}); check that it exists and is writable",
+                          *absolute, path.error().message);
+    return fill_new_cache(*path);
+}
+
+Result<NodeCache> NodeCache::open(std::string dir)
+{
+    auto path = absolute_dir(std::move(dir));
+    if (!path)
+        return path.error();
+    struct stat info {};
+    if (::lstat(path->c_str(), &info) != 0)
+        return make_error("stage cache: {} is gone ({})", *path, std::strerror(errno));
+    if (!S_ISDIR(info.st_mode) || info.st_uid != ::geteuid() || (info.st_mode & 077) != 0)
+        return make_error("stage cache: {} is no longer a directory only this user may use; not using it", *path);
+    return NodeCache(std::move(*path));
 }
 
 NodeCache::ContentWriter::ContentWriter(int fd, std::string tmp, std::string base, std::string final_path,

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -12,9 +13,6 @@
 
 namespace canopy::stage {
 
-// Where a job's cache lives by default: <base>/canopy-<job>-<node> (base is /dev/shm: node-local memory).
-std::string default_cache_dir(std::string_view job_id, std::string_view node, std::string_view base = "/dev/shm");
-
 // Layout (what the interposer expects, see docs/staging.md):
 //   <dir>/index             the index blob, installed last by rename
 //   <dir>/root<path>        the content of a staged file, at its canonical path (so $ORIGIN stays in the mirror)
@@ -23,8 +21,16 @@ std::string default_cache_dir(std::string_view job_id, std::string_view node, st
 //   <dir>/tmp/              files being written; renamed into place only when complete
 class NodeCache {
 public:
-    // Creates the directory (mode 0700; parents must exist) or reuses it.
+    // Creates the directory (mode 0700; its parent must exist, and it must not): never one someone else made.
     static Result<NodeCache> create(std::string dir);
+    // Creates a fresh directory BASE/PREFIX-XXXXXX (util/private_dir.hpp) as create() would: under a base other
+    // users may write to (/dev/shm), a name they can neither guess nor take first. `before_create` hears the name
+    // before it is made.
+    static Result<NodeCache> create_unique(const std::string& base, std::string_view prefix,
+                                           const std::function<void(const std::string& path)>& before_create = {});
+    // A cache this process created, used by another part of it (a reader thread, the node's receiver): still a
+    // directory of this user's that only this user may use, else an error.
+    static Result<NodeCache> open(std::string dir);
 
     const std::string& dir() const { return dir_; }
     std::string index_path() const { return dir_ + "/index"; }

@@ -144,14 +144,18 @@ std::string simulated_node_address(long node_index)
 
 std::string simulated_node_name(long node_index) { return fmt::format("sim{:04d}", node_index); }
 
-std::string node_temp_dir(const std::string& configured_base, const std::string& job_id, const std::string& node)
+TempBase node_temp_base(const std::string& configured_base)
 {
-    std::string base = configured_base;
-    if (base.empty()) {
-        const char* env_tmp = std::getenv("TMPDIR");
-        base = env_tmp && *env_tmp ? env_tmp : default_temp_base();
-    }
-    return fmt::format("{}/canopy-{}-{}", base, job_id, node);
+    if (!configured_base.empty())
+        return {configured_base, "[job] tmpdir"};
+    if (const char* env_tmp = std::getenv("TMPDIR"); env_tmp && *env_tmp)
+        return {env_tmp, "TMPDIR"};
+    return {default_temp_base(), "the default"};
+}
+
+std::string node_dir_prefix(const std::string& job_id, const std::string& node)
+{
+    return fmt::format("canopy-{}-{}", job_id, node);
 }
 
 std::string default_temp_base()

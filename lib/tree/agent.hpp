@@ -40,9 +40,17 @@ constexpr long max_simulated_nodes = 254 * 256;
 // Simulated node names: sim0000, sim0001, ...
 std::string simulated_node_name(long node_index);
 
-// A node's per-job temp dir: BASE/canopy-JOB-NODE, where BASE is the configured dir, else $TMPDIR, else
-// default_temp_base().
-std::string node_temp_dir(const std::string& configured_base, const std::string& job_id, const std::string& node);
+// Where a node's per-job temp dir goes: the configured dir, else $TMPDIR, else default_temp_base(). `source` says
+// which, for a message about it.
+struct TempBase {
+    std::string path;
+    std::string source;   // "[job] tmpdir", "TMPDIR" or "the default"
+};
+TempBase node_temp_base(const std::string& configured_base);
+
+// How the names of a node's dirs for a job start: canopy-JOB-NODE. Each dir adds -XXXXXX, random
+// (util/private_dir.hpp), so that another user who sees the job's id cannot make the dir first.
+std::string node_dir_prefix(const std::string& job_id, const std::string& node);
 
 // /dev/shm when it is a tmpfs this user may write, else /tmp. The dir holds sockets, PMIx's session files and
 // shared-memory backing files, none of which should outlive the node's boot, and on a tmpfs creating and removing

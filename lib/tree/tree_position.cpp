@@ -5,9 +5,9 @@
 
 #include <fmt/format.h>
 
+#include "proc/node_temp_dir.hpp"
 #include "tree/agent.hpp"
 #include "util/log.hpp"
-#include "util/remove_tree.h"
 
 namespace canopy {
 namespace {
@@ -209,9 +209,10 @@ void TreePosition::on_child_closed(long position, const std::string& reason)
     const auto& host = children_->host_of(position);
     hooks_.child_failed(position, fmt::format("lost canopyd on {}: {}", host,
                                               reason.empty() ? "it exited before its ranks finished" : reason));
-    // A simulated node shares our disk: clean up after a child that could not.
+    // A simulated node shares our disk: clean up after a child that could not. Its dir's name ends in characters
+    // only it knew: found by how the name starts, and only if it is ours.
     if (plan_.simulated)
-        canopy_remove_tree(node_temp_dir(plan_.tmpdir, plan_.job_id, host).c_str());
+        remove_temp_dirs_made_with(node_temp_base(plan_.tmpdir).path, node_dir_prefix(plan_.job_id, host));
 }
 
 } // namespace canopy

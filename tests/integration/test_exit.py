@@ -166,4 +166,5 @@ def test_each_rank_gets_an_error_file_of_its_own(run_canopy):
     files = {rank: lines[0] for rank, lines in parse_labelled(result.stdout).items()}
     assert len(set(files.values())) == 4, files
     for rank, path in files.items():
-        assert re.fullmatch(rf".*/canopy-[0-9a-f]+-sim000{rank // 2}/rank-{rank}\.error\.json", path), files
+        node_dir = rf"canopy-[0-9a-f]+-sim000{rank // 2}-[A-Za-z0-9]{{6}}"
+        assert re.fullmatch(rf".*/{node_dir}/rank-{rank}\.error\.json", path), files

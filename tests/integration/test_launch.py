@@ -58,7 +58,10 @@ def test_every_rank_on_64_nodes_gets_its_identity(run_canopy, sandbox):
         }
         actual = {name: env.get(name) for name in expected}
         assert actual == {name: str(value) for name, value in expected.items()}, f"rank {rank}"
-        assert env["CANOPY_NODE_TMPDIR"] == f"{sandbox.tmpdir}/canopy-{env['CANOPY_JOBID']}-sim{node:04d}"
+        # Named for the job and node, and six random characters another user cannot guess (issue 38).
+        name = f"canopy-{env['CANOPY_JOBID']}-sim{node:04d}-[A-Za-z0-9]{{6}}"
+        assert re.fullmatch(rf"{re.escape(str(sandbox.tmpdir))}/{name}", env["CANOPY_NODE_TMPDIR"]), \
+            env["CANOPY_NODE_TMPDIR"]
         assert env["CANOPY_IT_MARKER"] == sandbox.marker, "ranks inherit the launcher's environment by default"
 
 

@@ -168,7 +168,7 @@ def assert_caches_gone(reports, ranks):
     assert len(found) == ranks, found
     caches = {r["cache"] for r in found.values()}
     for cache in caches:
-        assert re.fullmatch(r"/dev/shm/canopy-[^/]+-sim\d+", cache), found
+        assert re.fullmatch(r"/dev/shm/canopy-[^/]+-sim\d+-[A-Za-z0-9]{6}", cache), found
     assert all(r["cache_existed"] for r in found.values()), found
     wait_until(lambda: not any(os.path.exists(c) for c in caches), LEFTOVER_GRACE_SECONDS)
     left = sorted(c for c in caches if os.path.exists(c))

@@ -286,7 +286,7 @@ def test_killing_the_launcher_of_an_on_demand_job_removes_its_stage_cache(case, 
     job = case.sandbox.start(["--config", config, "--sim-nodes", "2", *case.staged_args(manifest=False),
                               "sh", "-c", reader])
     ready.wait(2, job)
-    launcher_caches = list(base.glob("canopy-*-launcher"))
+    launcher_caches = list(base.glob("canopy-*-launcher-*"))
     assert len(launcher_caches) == 1 and any(launcher_caches[0].rglob("note.txt")), list(base.iterdir())
     job.kill()
     job.wait(timeout=5)

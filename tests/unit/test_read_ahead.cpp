@@ -72,7 +72,9 @@ protected:
     void start_root(const std::string& prefix) { start_root(prefix, no_children_); }
     void start_root(const std::string& prefix, ChildSet& children)
     {
-        auto made = StageFetchTree::for_root(io_, base_ + "/launcher-cache", children, {prefix}, 4);
+        auto cache = NodeCache::create(base_ + "/launcher-cache");
+        ASSERT_TRUE(cache) << cache.error().message;
+        auto made = StageFetchTree::for_root(io_, cache->dir(), children, {prefix}, 4);
         ASSERT_TRUE(made) << made.error().message;
         root_ = std::move(*made);
     }
@@ -809,8 +811,9 @@ TEST_F(RootReadAhead, ADaemonPassesAnAwaitedPushOnAheadOfTheReadAheadQueuedForIt
     std::vector<std::string> received;   // the paths the child was pushed, in order
     ASSERT_NO_FATAL_FAILURE(
         connect_one_child([&](wire::StagePushedAnswer answer) { received.push_back(std::move(answer.path)); }));
-    auto daemon =
-        StageFetchTree::for_daemon(io_, base_ + "/daemon-cache", *children_, [](std::vector<std::uint8_t>) {});
+    auto cache = NodeCache::create(base_ + "/daemon-cache");
+    ASSERT_TRUE(cache) << cache.error().message;
+    auto daemon = StageFetchTree::for_daemon(io_, cache->dir(), *children_, [](std::vector<std::uint8_t>) {});
     ASSERT_TRUE(daemon) << daemon.error().message;
 
     // All handed to the daemon before its link writes more than the first.

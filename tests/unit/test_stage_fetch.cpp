@@ -266,7 +266,9 @@ TEST_F(StageFetch, TheRootReadsEachPathOnceForManyWaiters)
     boost::asio::io_context io;
     ProcessReaper reaper(io);
     ChildSet no_children(io, reaper, auth::generate_key(), {});
-    auto tree = StageFetchTree::for_root(io, base_ + "/launcher-cache", no_children, {}, 2);
+    auto cache = NodeCache::create(base_ + "/launcher-cache");
+    ASSERT_TRUE(cache) << cache.error().message;
+    auto tree = StageFetchTree::for_root(io, cache->dir(), no_children, {}, 2);
     ASSERT_TRUE(tree) << tree.error().message;
     int answered = 0;
     std::string mirror;

@@ -1,16 +1,20 @@
 // Unit tests for the node cache: chunked content written atomically with the original mtime, skeletons, index.
 #include "stage/node_cache.hpp"
 #include "temp_dir.hpp"
+#include "util/private_dir.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -48,10 +52,55 @@ protected:
     std::string src_;
 };
 
-TEST_F(StageNodeCache, DefaultDirectoryIsPerJobAndNode)
+// Issue 38: another user who saw canopy-JOB-launcher appear in /dev/shm made canopy-JOB-NODE/{root,dirs,tmp} mode
+// 0777 first; the daemon used them, and he renamed his own file over a staged one. A cache is now always a dir
+// this process has just made, under a name nobody could know before.
+TEST_F(StageNodeCache, AUniqueCacheIsAFreshPrivateDirEachTime)
 {
-    EXPECT_EQ(default_cache_dir("j42", "sim0003"), "/dev/shm/canopy-j42-sim0003");
-    EXPECT_EQ(default_cache_dir("j42", "n1", "/tmp"), "/tmp/canopy-j42-n1");
+    auto one = NodeCache::create_unique(base_, "canopy-j42-sim0003");
+    auto two = NodeCache::create_unique(base_, "canopy-j42-sim0003");
+    ASSERT_TRUE(one.ok()) << one.error().message;
+    ASSERT_TRUE(two.ok()) << two.error().message;
+    EXPECT_NE(one->dir(), two->dir());
+    for (const auto& cache : {*one, *two}) {
+        EXPECT_EQ(fs::path(cache.dir()).parent_path().string(), base_);
+        EXPECT_TRUE(is_private_dir_name(fs::path(cache.dir()).filename().string(), "canopy-j42-sim0003"))
+            << cache.dir();
+        EXPECT_EQ(fs::status(cache.dir()).permissions(), fs::perms::owner_all) << cache.dir();
+        EXPECT_TRUE(fs::is_directory(cache.dir() + "/root"));
+    }
+}
+
+TEST_F(StageNodeCache, ADirSomeoneElseMadeIsNeverUsed)
+{
+    // The old, predictable name, made first and open to all: create() refuses it and puts nothing in it.
+    const std::string squatted = base_ + "/cache";
+    for (const char* dir : {"", "/root", "/dirs", "/tmp"}) {
+        fs::create_directory(squatted + dir);
+        fs::permissions(squatted + dir, fs::perms::all);
+    }
+    EXPECT_FALSE(NodeCache::create(squatted).ok());
+    for (const char* dir : {"/root", "/dirs", "/tmp"})
+        EXPECT_TRUE(fs::is_empty(squatted + dir)) << dir;
+    EXPECT_FALSE(fs::exists(squatted + "/empty"));
+
+    // A fresh name he took between its draw and its mkdir: another name is drawn.
+    std::string taken;
+    auto cache = NodeCache::create_unique(base_, "canopy-j42-sim0003", [&](const std::string& path) {
+        if (taken.empty() && ::mkdir(path.c_str(), 0777) == 0)
+            taken = path;
+    });
+    ASSERT_TRUE(cache.ok()) << cache.error().message;
+    ASSERT_FALSE(taken.empty());
+    EXPECT_NE(cache->dir(), taken);
+    EXPECT_TRUE(fs::is_empty(taken));
+
+    // A cache that is no longer private (or no longer a directory) is not opened again.
+    ASSERT_TRUE(NodeCache::open(cache->dir()).ok());
+    fs::permissions(cache->dir(), fs::perms::all);
+    EXPECT_FALSE(NodeCache::open(cache->dir()).ok());
+    fs::create_directory_symlink(cache->dir(), base_ + "/link");
+    EXPECT_FALSE(NodeCache::open(base_ + "/link").ok());
 }
 
 TEST_F(StageNodeCache, ChunksAppearOnlyWhenCommittedWithTheOriginalMtimeAndMode)
@@ -190,7 +239,7 @@ TEST_F(StageNodeCache, SkeletonFilesAreLinksToOneEmptyFileOrFilesOfTheirOwnWitho
 {
     auto cache = NodeCache::create(base_ + "/cache");
     ASSERT_TRUE(cache.ok()) << cache.error().message;
-    ASSERT_TRUE(NodeCache::create(base_ + "/cache").ok());   // each reader thread opens the same cache
+    ASSERT_TRUE(NodeCache::open(base_ + "/cache").ok());   // each reader thread opens the same cache
     ListedDirectory dir{"/soft/lib", {{"a.py", DT_REG, {}}, {"b.so", DT_REG, {}}, {"sub", DT_DIR, {}}}};
     ASSERT_TRUE(cache->make_skeleton(dir).ok());
     struct stat empty {};
@@ -242,6 +291,36 @@ TEST_F(StageNodeCache, RelativeDirectoryIsRefused)
     auto cache = NodeCache::create("relative/cache");
     ASSERT_FALSE(cache.ok());
     EXPECT_NE(cache.error().message.find("relative/cache"), std::string::npos);
+}
+
+// Issue 38: a 200 MB file had B written over its A while it was staged, and the ranks read 152 MB of A and 48 MB of
+// B, which never existed on disk. Here a writer rewrites the source for as long as the copy runs: the copy must never
+// be installed, and the error names the file.
+TEST_F(StageNodeCache, ASourceWrittenToWhileItIsCopiedIsNeverInstalled)
+{
+    auto cache = NodeCache::create(base_ + "/cache");
+    ASSERT_TRUE(cache.ok()) << cache.error().message;
+    const std::string source = src_ + "/rewritten.bin";
+    write(source, std::string(128 << 20, 'A'));   // copying it takes many ticks of the kernel's file clock
+    int fd = ::open(source.c_str(), O_RDWR | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    struct stat info {};
+    ASSERT_EQ(::fstat(fd, &info), 0);
+    std::atomic<bool> copying{true};
+    std::thread writer([&] {
+        while (copying)
+            (void)!::pwrite(fd, "B", 1, 64 << 20);
+    });
+    ContentFile file{"/soft/rewritten.bin", info.st_size, info.st_mtim.tv_sec, info.st_mtim.tv_nsec, 0100644};
+    Status copied = cache->copy_content_from(fd, file, source);
+    copying = false;
+    writer.join();
+    ::close(fd);
+    ASSERT_FALSE(copied.ok());
+    EXPECT_NE(copied.error().message.find(source + " changed while it was being staged"), std::string::npos)
+        << copied.error().message;
+    EXPECT_FALSE(fs::exists(cache->content_path(file.mirror)));
+    EXPECT_FALSE(cache->has_content(file));
 }
 
 } // namespace
