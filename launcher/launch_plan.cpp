@@ -2,9 +2,12 @@
 #include "launch_plan.hpp"
 
 #include <netdb.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <random>
@@ -118,11 +121,36 @@ std::string command_line(const Options& options)
     return line;
 }
 
+// Whether the launcher can listen on `address` (an IP address: the config checked that). An address this host
+// does not have is the config's error, found before anything starts, not a failure of the job.
+Status can_listen_on(const std::string& address)
+{
+    addrinfo hints{};
+    hints.ai_flags = AI_NUMERICHOST;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (::getaddrinfo(address.c_str(), "0", &hints, &found) != 0 || !found)
+        return make_error("[tree] bind_address {} is not an IP address", address);
+    int fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    bool bound = fd >= 0 && ::bind(fd, found->ai_addr, found->ai_addrlen) == 0;
+    int error = errno;
+    if (fd >= 0)
+        ::close(fd);
+    ::freeaddrinfo(found);
+    if (!bound)
+        return make_error("cannot listen on [tree] bind_address {}: {}; give an address of this host, or \"\"",
+                          address, std::strerror(error));
+    return {};
+}
+
 // The address children can reach us at: the configured one, loopback for local launches, else our hostname's.
 Result<std::string> listen_address(const Config& config, bool local)
 {
-    if (!config.bind_address.empty())
+    if (!config.bind_address.empty()) {
+        if (auto usable = can_listen_on(config.bind_address); !usable)
+            return usable.error();
         return config.bind_address;
+    }
     if (local)
         return std::string("127.0.0.1");
     std::string host = this_host_name();

@@ -4,6 +4,8 @@
 #include "util/suggest.hpp"
 #include "wire/messages.hpp"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -11,6 +13,7 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <iterator>
 
 // toml++ 3.3 breaks on two malformed inputs (regression seeds in tests/fuzz/corpus/config): it asserts (with
 // NDEBUG: tells the optimizer to assume) that a table header's key starts with a key character ("[\n"), and its
@@ -190,6 +193,35 @@ std::optional<Problem> apply_tmpdir(const toml::node& node, Config& config)
     return std::nullopt;
 }
 
+std::optional<Problem> apply_bind_address(const toml::node& node, Config& config)
+{
+    std::string address;
+    if (auto bad = read_string(node, "bind_address", address)) {
+        return bad;
+    }
+    // The launcher and every daemon listen on it as given, so a host name or a typo could only fail them later,
+    // each on its own.
+    unsigned char parsed[sizeof(in6_addr)];
+    if (!address.empty() && ::inet_pton(AF_INET, address.c_str(), parsed) != 1 &&
+        ::inet_pton(AF_INET6, address.c_str(), parsed) != 1) {
+        return problem(node, fmt::format("bind_address must be an IP address such as \"10.1.0.5\", or \"\", got "
+                                         "\"{}\"", address));
+    }
+    config.bind_address = std::move(address);
+    return std::nullopt;
+}
+
+// "[launch], [tree], [job], [stage] or [fabric]": every table there is, for messages that list them.
+std::string table_list(std::string_view last_joiner)
+{
+    std::string list;
+    for (std::size_t i = 0; i < std::size(tables); ++i) {
+        list += i == 0 ? "" : i + 1 == std::size(tables) ? fmt::format(" {} ", last_joiner) : ", ";
+        list += fmt::format("[{}]", tables[i]);
+    }
+    return list;
+}
+
 using Node = toml::node;
 
 // clang-format off
@@ -210,7 +242,7 @@ const KeySpec key_table[] = {
                              fmt::format("heartbeat_timeout must be a number of seconds from {:g} to {:g} (a day)",
                                          wire::min_heartbeat_timeout, wire::max_heartbeat_timeout));
      }},
-    {"tree", "bind_address", [](const Node& n, Config& c) { return read_string(n, "bind_address", c.bind_address); }},
+    {"tree", "bind_address", apply_bind_address},
     {"job", "kill_grace", [](const Node& n, Config& c) {
          return read_seconds(n, c.kill_grace, 0, true, 86400,
                              "kill_grace must be a number of seconds from 0 to 86400 (a day)");
@@ -291,7 +323,7 @@ std::string unknown_key_message(std::string_view key, std::string_view table)
         return fmt::format("unknown key '{}' {}; did you mean '{}'?", key, where, *guess);
     }
     if (table.empty()) {
-        return fmt::format("unknown key '{}' {}; settings go in [launch], [tree] or [job]", key, where);
+        return fmt::format("unknown key '{}' {}; settings go in {}", key, where, table_list("or"));
     }
     std::string known;
     for (std::string_view candidate : candidates) {
@@ -307,7 +339,7 @@ std::string unknown_table_message(std::string_view name)
     if (auto guess = closest(name, candidates)) {
         return fmt::format("unknown table [{}]; did you mean [{}]?", name, *guess);
     }
-    return fmt::format("unknown table [{}]; canopy.toml has [launch], [tree] and [job]", name);
+    return fmt::format("unknown table [{}]; canopy.toml has {}", name, table_list("and"));
 }
 
 bool earlier(const toml::source_position& a, const toml::source_position& b)

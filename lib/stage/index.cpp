@@ -476,13 +476,14 @@ Result<Index> Index::load(const std::string& file)
     return from_blob(std::move(blob), "stage manifest " + file);
 }
 
-Status Index::save(const std::string& file) const
+Status Index::save(const std::string& file, std::string_view what) const
 {
+    // The errors name `file`: the temp file beside it is no name the user knows.
     std::string tmp = file + ".tmp." + std::to_string(::getpid());
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
-        return make_error("stage manifest {}: cannot create ({}); choose a writable directory", tmp,
-                          std::strerror(errno));
+        return make_error("{} {}: cannot create ({}); check that its directory is writable and has space", what,
+                          file, std::strerror(errno));
     std::size_t done = 0;
     while (done < blob_.size()) {
         ssize_t n = ::write(fd, blob_.data() + done, blob_.size() - done);
@@ -492,14 +493,14 @@ Status Index::save(const std::string& file) const
             int err = errno;
             ::close(fd);
             ::unlink(tmp.c_str());
-            return make_error("stage manifest {}: write failed ({}); check free space", tmp, std::strerror(err));
+            return make_error("{} {}: write failed ({}); check free space", what, file, std::strerror(err));
         }
         done += static_cast<std::size_t>(n);
     }
     if (::close(fd) != 0 || ::rename(tmp.c_str(), file.c_str()) != 0) {
         int err = errno;
         ::unlink(tmp.c_str());
-        return make_error("stage manifest {}: cannot write ({})", file, std::strerror(err));
+        return make_error("{} {}: cannot write ({})", what, file, std::strerror(err));
     }
     return {};
 }

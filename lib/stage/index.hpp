@@ -94,8 +94,9 @@ public:
     Index(const Index&) = delete;
     Index& operator=(const Index&) = delete;
 
-    // Writes the blob to `file` atomically (temp file + rename), so a concurrent reader sees old or new.
-    Status save(const std::string& file) const;
+    // Writes the blob to `file` atomically (temp file + rename), so a concurrent reader sees old or new. `what`
+    // names the file in errors: a manifest the user keeps, or the stage index of a node cache.
+    Status save(const std::string& file, std::string_view what = "stage manifest") const;
 
     const std::vector<unsigned char>& blob() const { return blob_; }
     const canopy_stage_view& view() const { return view_; }

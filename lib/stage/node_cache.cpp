@@ -317,7 +317,7 @@ Status NodeCache::install_index(const Index& index)
     for (const auto& dir : index.listed_directories())
         if (auto st = make_skeleton(dir); !st)
             return st;
-    return index.save(index_path());
+    return index.save(index_path(), "stage index");
 }
 
 Status NodeCache::remove()

@@ -161,3 +161,15 @@ def test_a_tmpdir_that_is_a_file_is_called_that_and_named_for_where_it_came_from
     lines = result.canopy_lines()
     assert result.returncode == 255 and len(lines) == 1, result.describe()
     assert f"{a_file} ([job] tmpdir) is not a directory" in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("address", ["not-an-address", "192.0.2.1"])
+def test_a_bind_address_that_cannot_be_used_is_a_config_error(run_canopy, sandbox, address):
+    """Item 13: a bad [tree] bind_address exited 255, as a failed job does, not 2 as other config errors do."""
+    config = sandbox.root / "bind.toml"
+    config.write_text(f'[tree]\nbind_address = "{address}"\n')
+    result = run_canopy(["--config", config, "--sim-nodes", "2", "sh", "-c", "echo RAN"], timeout=30)
+    assert result.returncode == 2, result.describe()
+    lines = result.stderr_lines()
+    assert len(lines) == 1 and "bind_address" in lines[0] and address in lines[0], result.describe()
+    assert "RAN" not in result.stdout, result.describe()

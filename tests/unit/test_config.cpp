@@ -184,6 +184,30 @@ TEST(ApplyConfig, UnknownTableSuggestsSpelling)
               "config /x/canopy.toml:1:2: unknown table [lanch]; did you mean [launch]?");
 }
 
+// Issue 38: the list named three of the five tables.
+TEST(ApplyConfig, AnUnknownTableOrTopLevelKeyNamesEveryTable)
+{
+    EXPECT_EQ(apply_error("[x]\na = 1\n"), "config /x/canopy.toml:1:2: unknown table [x]; canopy.toml has [launch], "
+                                           "[tree], [job], [stage] and [fabric]");
+    EXPECT_EQ(apply_error("zzz = 1\n"), "config /x/canopy.toml:1:1: unknown key 'zzz' at the top level; settings go "
+                                        "in [launch], [tree], [job], [stage] or [fabric]");
+}
+
+// Issue 38: a bind_address that is no address passed, and the launcher failed with 255 once it tried to listen.
+TEST(ApplyConfig, BindAddressMustBeAnIpAddress)
+{
+    EXPECT_EQ(apply_error("[tree]\nbind_address = \"not-an-address\"\n"),
+              "config /x/canopy.toml:2:16: bind_address must be an IP address such as \"10.1.0.5\", or \"\", got "
+              "\"not-an-address\"");
+    EXPECT_NE(apply_error("[tree]\nbind_address = \"10.0.0.300\"\n").find("must be an IP address"),
+              std::string::npos);
+    for (const char* good : {"", "127.0.0.1", "0.0.0.0", "::1", "fe80::1"}) {
+        auto applied = apply_config(std::string("[tree]\nbind_address = \"") + good + "\"\n", "b.toml", Config{});
+        ASSERT_TRUE(applied.ok()) << good << ": " << applied.error().message;
+        EXPECT_EQ(applied->bind_address, good);
+    }
+}
+
 TEST(ApplyConfig, WrongTypePointsAtTheValue)
 {
     EXPECT_EQ(apply_error("[tree]\nfanout = \"lots\"\n"), "config /x/canopy.toml:2:10: fanout must be an integer >= 1");

@@ -103,6 +103,24 @@ TEST_F(StageNodeCache, ADirSomeoneElseMadeIsNeverUsed)
     EXPECT_FALSE(NodeCache::open(base_ + "/link").ok());
 }
 
+// With /dev/shm full, the node's index was called a "stage manifest .../index.tmp.N": it is the node cache's
+// stage index, at its own path.
+TEST_F(StageNodeCache, AnIndexThatCannotBeWrittenIsNamedForWhatItIs)
+{
+    auto index = build_index({{src_ + "/lib/a.py", true}}, BuildOptions{{src_}});
+    ASSERT_TRUE(index.ok()) << index.error().message;
+    auto cache = NodeCache::create(base_ + "/cache");
+    ASSERT_TRUE(cache.ok());
+    // Where the index is written first: a directory there makes its creation fail, as a full /dev/shm would.
+    fs::create_directory(cache->index_path() + ".tmp." + std::to_string(::getpid()));
+    auto installed = cache->install_index(*index);
+    ASSERT_FALSE(installed.ok());
+    const std::string& message = installed.error().message;
+    EXPECT_NE(message.find("stage index " + cache->index_path() + ":"), std::string::npos) << message;
+    EXPECT_EQ(message.find("manifest"), std::string::npos) << message;
+    EXPECT_EQ(message.find(".tmp."), std::string::npos) << message;
+}
+
 TEST_F(StageNodeCache, ChunksAppearOnlyWhenCommittedWithTheOriginalMtimeAndMode)
 {
     auto cache = NodeCache::create(base_ + "/cache");
