@@ -10,7 +10,9 @@
 
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
+#include <fmt/format.h>
 
+#include "proc/node_guard.hpp"
 #include "timing/clock.hpp"
 #include "util/log.hpp"
 
@@ -97,6 +99,9 @@ void RankSpawner::spawn(std::vector<RankLaunch> ranks)
             for (const auto& variable : launch.env)
                 if (variable.starts_with("CANOPY_JOBID=") || variable.starts_with("CANOPY_NODE="))
                     job_variables_.push_back(variable);
+        if (!cgroup_tried_)
+            make_cgroup(launch.env);
+        request.cgroup_procs_fd = cgroup_ ? cgroup_->procs_fd() : -1;
         request.env = std::move(launch.env);
         request.wdir = std::move(launch.wdir);
         request.stdout_fd = out->write_end.get();
@@ -387,6 +392,8 @@ void RankSpawner::signal_all(int signo)
     for (auto& [id, rank] : ranks_)
         if (rank->pid > 0 && !rank->reaped)
             ::kill(-rank->pid, signo);
+    if (cgroup_)
+        cgroup_->signal_all(signo);   // what left the ranks' groups, too
 }
 
 void RankSpawner::terminate(double grace_seconds)
@@ -408,7 +415,26 @@ void RankSpawner::kill_all()
     // Exited ranks' groups too while processes remain in them: background processes must not outlive the job.
     for (pid_t group : leaderless_groups_)
         ::kill(-group, SIGKILL);
+    if (cgroup_)
+        cgroup_->kill_all();
     kill_adopted();
+}
+
+void RankSpawner::make_cgroup(const std::vector<std::string>& env)
+{
+    cgroup_tried_ = true;
+    std::string job = "job", node = "node";
+    for (const auto& variable : env) {
+        if (variable.starts_with("CANOPY_JOBID="))
+            job = variable.substr(13);
+        else if (variable.starts_with("CANOPY_NODE="))
+            node = variable.substr(12);
+    }
+    auto made = RankCgroup::create(fmt::format("canopy-{}-{}", job, node));
+    if (made)
+        cgroup_.emplace(std::move(*made));
+    else   // most clusters delegate no cgroup to their users: the process groups and the subreaper still serve
+        area_logger("spawn").debug("ranks run without a cgroup of their own: {}", made.error().message);
 }
 
 namespace {
@@ -438,13 +464,20 @@ void RankSpawner::wait_killed(std::chrono::milliseconds bound) const
 void RankSpawner::kill_adopted()
 {
     // A rank's process that left its group (setsid) is out of reach of the group kills; once its parent has exited
-    // it is our child (we are a subreaper), and the environment it started with still names the job and this node.
-    // Our guard and child daemons carry neither; other nodes' ranks (daemons run in one process in tests) not both.
+    // it is our child (we are a subreaper). We started our other children ourselves (the guard, child daemons), so a
+    // child we did not start is the job's, whatever it did to its environment (setproctitle clears it); one we did
+    // start is a rank's only if its environment names this job and node (daemons run in one process in tests). A
+    // node guard whose daemon died comes to us too, and is left to finish its cleanup. The ranks' cgroup, where
+    // there is one, has taken all of these already.
     if (job_variables_.size() != 2)
         return;
+    static const std::string guard = find_guard_program(own_executable());
     for (pid_t child : own_children()) {
-        if (rank_of_leader_.count(child) || !started_with_environment(child, job_variables_[0]) ||
-            !started_with_environment(child, job_variables_[1]))
+        if (rank_of_leader_.count(child))
+            continue;
+        bool marked = started_with_environment(child, job_variables_[0]) &&
+                      started_with_environment(child, job_variables_[1]);
+        if (!marked && (started_here(child) || executable_of(child) == guard))
             continue;
         // Not yet reaped, so neither its pid nor its group's id can belong to another process. Never our own group,
         // which a rank may have joined.

@@ -19,6 +19,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "proc/process.hpp"
+#include "proc/rank_cgroup.hpp"
 
 namespace canopy {
 
@@ -136,6 +137,8 @@ private:
     void before_reap(pid_t pid);
     void end_group(pid_t group);
     void kill_adopted();
+    // Makes the ranks' cgroup, named after the job and node that `env` (a rank's environment) names.
+    void make_cgroup(const std::vector<std::string>& env);
 
     asio::io_context& io_;
     ProcessReaper& reaper_;
@@ -158,6 +161,9 @@ private:
     std::set<pid_t> leaderless_groups_;
     std::map<pid_t, long> rank_of_leader_;   // pid of a rank not yet reaped -> its rank
     std::vector<std::string> job_variables_;   // CANOPY_JOBID=, CANOPY_NODE=: what every rank's process starts with
+    // The ranks' cgroup, where the kernel lets this user make one (proc/rank_cgroup.hpp); tried at the first spawn.
+    std::optional<RankCgroup> cgroup_;
+    bool cgroup_tried_ = false;
     int before_reap_hook_ = -1;
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

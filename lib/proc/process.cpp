@@ -20,6 +20,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -61,7 +63,7 @@ namespace {
 
 // What the child writes back when it fails before exec (it may run on our borrowed stack: see spawn_process).
 struct ChildFailure {
-    int stage;   // 0 chdir, 1 exec, 2 affinity, 3 stdio
+    int stage;   // 0 chdir, 1 exec, 2 affinity, 3 stdio, 4 cgroup
     int error;
 };
 static_assert(sizeof(ChildFailure) == exec_report_size);
@@ -82,6 +84,16 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings)
     ::signal(SIGPIPE, SIG_IGN);   // nobody may be listening: exit 127 rather than die of SIGPIPE
     [[maybe_unused]] auto written = ::write(report_fd, &failure, sizeof failure);
     ::_exit(127);
+}
+
+// The children spawn_process started that no reaper has reaped yet (started_here).
+std::mutex started_mutex;
+std::set<pid_t> started_pids;
+
+void forget_started(pid_t pid)
+{
+    std::lock_guard lock(started_mutex);
+    started_pids.erase(pid);
 }
 
 // The descriptor limit to give children, set by raise_descriptor_limit.
@@ -177,6 +189,9 @@ Result<pid_t> spawn_process(const SpawnRequest& request)
     ::pthread_sigmask(SIG_SETMASK, &all, &old);
     pid_t pid = ::vfork();
     if (pid == 0) {
+        // First, so that whatever the child does from here on, its processes stay in the cgroup.
+        if (request.cgroup_procs_fd >= 0 && ::write(request.cgroup_procs_fd, "0", 1) != 1)
+            fail_in_child(report_fd, 4);
         if (request.parent_death_signal)
             ::prctl(PR_SET_PDEATHSIG, request.parent_death_signal);
         if (request.own_process_group)
@@ -214,6 +229,10 @@ Result<pid_t> spawn_process(const SpawnRequest& request)
     if (pid < 0)
         return make_error("cannot start a process: {}{}", std::strerror(vfork_error),
                           process_limit_note(vfork_error));
+    {
+        std::lock_guard lock(started_mutex);
+        started_pids.insert(pid);
+    }
 
     // Both sides set the group (the classic race fix): a signal to the group right after we return must not
     // miss a child that has not run yet.
@@ -233,9 +252,16 @@ Result<pid_t> spawn_process(const SpawnRequest& request)
     if (got == static_cast<ssize_t>(record.size())) {
         int status;
         ::waitpid(pid, &status, 0);
+        forget_started(pid);
         return Error{describe_exec_failure(record, request).message};
     }
     return pid;
+}
+
+bool started_here(pid_t pid)
+{
+    std::lock_guard lock(started_mutex);
+    return started_pids.count(pid) != 0;
 }
 
 StartFailure describe_exec_failure(std::span<const std::uint8_t> record, const SpawnRequest& request)
@@ -249,6 +275,7 @@ StartFailure describe_exec_failure(std::span<const std::uint8_t> record, const S
         return {failure.error == ENOENT ? exit_not_found : exit_cannot_run,
                 fmt::format("cannot execute {}: {}", request.argv[0], reason)};
     case 2: return {exit_cannot_run, fmt::format("cannot bind to the requested CPUs: {}", reason)};
+    case 4: return {exit_cannot_run, fmt::format("cannot join the node's cgroup for ranks: {}", reason)};
     default: return {exit_cannot_run, fmt::format("cannot set up standard streams: {}", reason)};
     }
 }
@@ -257,6 +284,13 @@ std::string own_executable()
 {
     std::error_code error;
     auto path = std::filesystem::read_symlink("/proc/self/exe", error);
+    return error ? std::string() : path.string();
+}
+
+std::string executable_of(pid_t pid)
+{
+    std::error_code error;
+    auto path = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", error);
     return error ? std::string() : path.string();
 }
 
@@ -329,6 +363,7 @@ void ProcessReaper::reap()
         pid_t pid = ::waitpid(exited, &status, WNOHANG);
         if (pid <= 0)
             return;
+        forget_started(pid);
         auto it = handlers_.find(pid);
         if (it == handlers_.end())
             continue;

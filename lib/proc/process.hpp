@@ -58,6 +58,7 @@ struct SpawnRequest {
     std::vector<int> cpus;           // sched_setaffinity set; empty: unchanged
     int parent_death_signal = 0;     // PR_SET_PDEATHSIG, 0 for none
     bool keep_signals_blocked = false;   // start the program with every signal blocked (a node guard)
+    int cgroup_procs_fd = -1;            // a cgroup's cgroup.procs, open for writing: the child joins it first
     // Wait until the child has exec'd, to report why it could not. Without waiting, many children start in
     // parallel, and a child that cannot exec exits with code 127.
     bool wait_for_exec = true;
@@ -105,6 +106,10 @@ std::string process_limit_note(int error);
 // vfork/exec; returns the pid, or the reason the child could not start (bad wdir, exec error) when waiting.
 Result<pid_t> spawn_process(const SpawnRequest& request);
 
+// Whether `pid`, a child of this process, was started by spawn_process here, rather than adopted: an orphan that
+// came to this process as its subreaper when its own parent died. Forgotten once reaped.
+bool started_here(pid_t pid);
+
 // Whether something other than the filesystem can vouch that `path` is a regular file we may execute (a staged
 // job's index): a "yes" spares the shared filesystem a stat and an access per node; "no" means "ask it".
 using KnownExecutable = std::function<bool(const std::string& path)>;
@@ -121,6 +126,8 @@ Result<std::string> find_program(const std::string& name, const std::string& pat
 
 // This process's executable (/proc/self/exe), or "" when it cannot be read.
 std::string own_executable();
+// The program `pid` runs (/proc/PID/exe), "" if it cannot be read.
+std::string executable_of(pid_t pid);
 
 // This process's children (of every thread), zombies included: with PR_SET_CHILD_SUBREAPER, also the orphans of
 // its descendants.

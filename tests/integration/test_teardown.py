@@ -5,6 +5,7 @@ import shutil
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -233,6 +234,53 @@ def test_what_a_rank_started_in_a_session_of_its_own_is_killed_at_job_end(ending
     assert result.returncode == (0 if ending == "ranks_exit" else 128 + signal.SIGINT), result.describe()
     assert wait_until(lambda: all(proc_state_and_ppid(pid)[0] in (None, "Z") for pid in escaped), 2), \
         f"the ranks' setsid children {escaped} outlived the job"
+
+
+ESCAPEES = Path(__file__).with_name("escapees.py")
+ESCAPE_MODES = ["setsid", "new_group", "double_fork", "double_fork_cleared_env", "ignores_term", "parent_outlives",
+                "parent_outlives.parent", "cleared_env_own_group"]
+
+
+def cgroups_of_job(job_id):
+    """The cgroup dirs a job's daemons made (proc/rank_cgroup.hpp), wherever cgroup v2 is mounted."""
+    found = []
+    for mount in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+        found += [str(p) for p in Path(mount).glob(f"**/canopy-{job_id}-*")] if os.path.isdir(mount) else []
+    return found
+
+
+@pytest.mark.parametrize("who", ["root_with_a_cgroup", "a_user_without_one"])
+def test_nothing_a_rank_starts_outlives_the_job_whichever_way_it_leaves(who, sandbox, request):
+    """Issue 38, item 11: a rank's helpers left the job's process tree by setsid, a new group, a double fork, a
+    cleared environment block (as setproctitle does), by ignoring SIGTERM, or with a parent that outlives the rank.
+    Each of them is killed at the job's end: by the ranks' cgroup where the kernel lets the user make one (root
+    here), and otherwise by the daemon, their subreaper, which kills every child it did not start itself."""
+    if who == "root_with_a_cgroup":
+        if os.geteuid() != 0:
+            pytest.skip("only root may make a cgroup on this machine")
+        out = sandbox.root / "escaped"
+        out.mkdir()
+        result = sandbox.run(["--sim-nodes", "1", "-n", "1", "/usr/bin/python3", ESCAPEES, out], timeout=60)
+    else:
+        user = request.getfixturevalue("stranger")
+        out = user.home / "escaped"
+        out.mkdir()
+        tmp = user.home / "tmp"
+        tmp.mkdir()
+        for path in (out, tmp):
+            os.chown(path, user.uid, user.gid)
+        result = user.run([user.canopy(), "--sim-nodes", "1", "-n", "1", "/usr/bin/python3", user.tool(ESCAPEES),
+                           out], env={"TMPDIR": str(tmp)}, timeout=60)
+    assert result.returncode == 0 and result.stdout.startswith("started "), result.describe()
+    pids = {path.name[:-len(".pid")]: int(path.read_text()) for path in out.glob("*.pid")}
+    assert sorted(pids) == sorted(ESCAPE_MODES), f"not every escape started: {sorted(pids)}\n{result.describe()}"
+    alive = lambda: {mode: pid for mode, pid in pids.items() if proc_state_and_ppid(pid)[0] not in (None, "Z")}
+    left = alive() if not wait_until(lambda: not alive(), 3) else {}
+    for pid in left.values():
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"outlived the job: {left}"
+    job_id = result.stdout.split()[1]
+    assert wait_until(lambda: not cgroups_of_job(job_id), 3), f"cgroups left: {cgroups_of_job(job_id)}"
 
 
 def test_sigint_early_in_start_up_stops_the_job_without_waiting_the_kill_grace(sandbox):
