@@ -79,6 +79,15 @@ Result<NodeCache> fill_new_cache(const std::string& dir)
     return cache;
 }
 
+// Whether two stats of one open file describe the same bytes: its identity, size, and the times that a write
+// (mtime) or any change, a touch that resets mtime included (ctime), moves.
+bool same_version(const struct stat& a, const struct stat& b)
+{
+    return a.st_dev == b.st_dev && a.st_ino == b.st_ino && a.st_size == b.st_size &&
+           a.st_mtim.tv_sec == b.st_mtim.tv_sec && a.st_mtim.tv_nsec == b.st_mtim.tv_nsec &&
+           a.st_ctim.tv_sec == b.st_ctim.tv_sec && a.st_ctim.tv_nsec == b.st_ctim.tv_nsec;
+}
+
 } // namespace
 
 Result<NodeCache> NodeCache::create(std::string dir)
@@ -262,10 +271,19 @@ Status NodeCache::copy_content_from(int fd, const ContentFile& file, const std::
     auto writer = begin_content(file);
     if (!writer)
         return writer.error();
+    struct stat before {};
+    if (::fstat(fd, &before) != 0)
+        return make_error("stage: cannot stat {} ({})", source, std::strerror(errno));
     // Exactly the size the file was found with, never past it; a file that shrank fails the size check in commit().
     if (auto st = writer->append_from(fd, static_cast<std::uint64_t>(std::max<std::int64_t>(0, file.size)), source);
         !st)
         return st;
+    // A write or truncation while the file was read leaves a copy that mixes two versions, which never existed on
+    // disk: such a copy is never installed.
+    struct stat after {};
+    if (::fstat(fd, &after) != 0 || !same_version(before, after))
+        return make_error("stage: {} changed while it was being staged, so its copy would mix two versions; "
+                          "stage it once nothing writes it any more", source);
     return writer->commit();
 }
 
