@@ -146,8 +146,10 @@ def test_pmix_off_runs_plain_programs_without_a_server(run_canopy):
 
 
 def pmix_environment(result, job_id):
-    """Each rank's PMIx and Open MPI settings, with what differs from job to job (its id, ports) masked."""
-    lines = [re.sub(r"tcp4://127\.[0-9.]+:\d+", "tcp4://ADDRESS", line.replace(job_id, "JOB"))
+    """Each rank's PMIx and Open MPI settings, with what differs from job to job (its id, ports, the random end of
+    its node dirs' names) masked."""
+    lines = [re.sub(r"(canopy-JOB-[^/]+)-[A-Za-z0-9]{6}\b", r"\1-XXXXXX",
+                    re.sub(r"tcp4://127\.[0-9.]+:\d+", "tcp4://ADDRESS", line.replace(job_id, "JOB")))
              for line in result.stdout.splitlines() if re.match(r"(PMIX|OMPI)_", line)]
     return sorted(lines)
 
