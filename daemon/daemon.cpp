@@ -133,11 +133,11 @@ asio::awaitable<void> Daemon::join_parent()
     connected_ns_ = timing::now_ns();
     clock_offset_ns_ = handshake->offset.offset_ns;
     parent_ = std::make_shared<Link>(std::move(socket), "parent");
-    output_flow_ = std::make_unique<UplinkOutputFlow>(parent_, [this](bool held) {
+    output_flow_ = std::make_unique<UplinkOutputFlow>(parent_, [this](const OutputHold& hold) {
         if (ranks_)
-            ranks_->hold_output(held);
+            ranks_->hold_output(hold);
         if (position_)
-            position_->children().broadcast(wire::to_frame(wire::OutputFlow{held}));
+            position_->children().broadcast(wire::to_frame(hold.to_wire()));
     });
     parent_->start([this](wire::Frame frame) { on_parent_frame(std::move(frame)); },
                    [this](const std::string& reason) { on_parent_closed(reason); });
@@ -203,7 +203,7 @@ void Daemon::register_parent_handlers()
         auto flow = wire::decode_frame<wire::OutputFlow>(frame);
         if (!flow)
             return false;
-        output_flow_->parent_says(flow->held);
+        output_flow_->parent_says(*flow);
         return true;
     });
     position_->on_parent(wire::MessageType::namespace_start, [this](long, const wire::Frame& frame) {
@@ -629,7 +629,7 @@ void Daemon::make_rank_spawner()
         position_->advance();
     };
     ranks_ = std::make_unique<RankSpawner>(io_, reaper_, std::move(events));
-    ranks_->hold_output(output_flow_->held());   // the way up may be blocked already, by the children's output
+    ranks_->hold_output(output_flow_->hold());   // the way up may be blocked already, by the children's output
     if (!plan_->job.line_buffer)
         ranks_->set_partial_line_wait(partial_line_wait);
 }

@@ -3,9 +3,25 @@
 
 namespace canopy {
 
-void UplinkOutputFlow::parent_says(bool held)
+OutputHold OutputHold::from_wire(const wire::OutputFlow& flow)
 {
-    parent_held_ = held;
+    OutputHold hold;
+    hold.all = flow.held;
+    if (flow.stdout_line_rank >= 0)
+        hold.line_rank[0] = static_cast<long>(flow.stdout_line_rank);
+    if (flow.stderr_line_rank >= 0)
+        hold.line_rank[1] = static_cast<long>(flow.stderr_line_rank);
+    return hold;
+}
+
+wire::OutputFlow OutputHold::to_wire() const
+{
+    return {all, line_rank[0] ? *line_rank[0] : -1, line_rank[1] ? *line_rank[1] : -1};
+}
+
+void UplinkOutputFlow::parent_says(const wire::OutputFlow& flow)
+{
+    parent_hold_ = OutputHold::from_wire(flow);
     update();
 }
 
@@ -25,11 +41,12 @@ void UplinkOutputFlow::sent_up()
 
 void UplinkOutputFlow::update()
 {
-    bool held = parent_held_ || backlogged_;
-    if (held == held_)
+    OutputHold hold = parent_hold_;
+    hold.all = hold.all || backlogged_;
+    if (hold == hold_now_)
         return;
-    held_ = held;
-    hold_(held);
+    hold_now_ = hold;
+    hold_(hold);
 }
 
 } // namespace canopy

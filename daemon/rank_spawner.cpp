@@ -224,7 +224,7 @@ void RankSpawner::start_drain_timer(Rank& rank)
         if (error || !*alive)
             return;
         Rank& rank = *ranks_.at(id);
-        if (output_held_) {
+        if (output_hold_.holds(id, 1) || output_hold_.holds(id, 2)) {
             rank.drain_due = true;
             return;
         }
@@ -235,22 +235,24 @@ void RankSpawner::start_drain_timer(Rank& rank)
     });
 }
 
-void RankSpawner::hold_output(bool held)
+void RankSpawner::hold_output(const OutputHold& hold)
 {
-    if (held == output_held_)
+    if (hold == output_hold_)
         return;
-    output_held_ = held;
-    if (held)
-        return;
+    output_hold_ = hold;
     for (auto& [id, rank] : ranks_) {
         for (std::uint8_t stream_id : {1, 2}) {
             Stream& stream = stream_id == 1 ? rank->out : rank->err;
-            if (stream.parked && stream.pipe)
-                read(*rank, stream, stream_id);
+            if (!stream.parked || hold.holds(id, stream_id))
+                continue;
             stream.parked = false;
+            if (stream.pipe)
+                read(*rank, stream, stream_id);
         }
-        if (std::exchange(rank->drain_due, false))
+        if (rank->drain_due && !hold.holds(id, 1) && !hold.holds(id, 2)) {
+            rank->drain_due = false;
             start_drain_timer(*rank);
+        }
     }
 }
 
@@ -287,7 +289,7 @@ void RankSpawner::read(Rank& rank, Stream& stream, std::uint8_t id)
                     stream.partial_since = std::chrono::steady_clock::now();
                 forward_partial_line_later(rank_id, stream, id);
             }
-            if (output_held_)
+            if (output_hold_.holds(rank_id, id))
                 stream.parked = true;
             else
                 read(rank, stream, id);
@@ -303,7 +305,8 @@ void RankSpawner::forward_partial_line_later(long rank_id, Stream& stream, std::
                                                    : *partial_line_wait_);
     };
     // While output is held the line would only queue behind the rest: it is looked at again a wait later.
-    auto when = output_held_ ? std::chrono::steady_clock::now() + *partial_line_wait_ : due();
+    bool held = output_hold_.holds(rank_id, id);
+    auto when = held ? std::chrono::steady_clock::now() + *partial_line_wait_ : due();
     stream.partial_timer = std::make_unique<asio::steady_timer>(io_, when);
     stream.partial_timer->async_wait([this, alive = alive_, rank_id, id, due](const boost::system::error_code& error) {
         if (error || !*alive)
@@ -312,7 +315,7 @@ void RankSpawner::forward_partial_line_later(long rank_id, Stream& stream, std::
         stream.partial_timer.reset();
         if (stream.pending.empty())
             return;
-        if (output_held_ || std::chrono::steady_clock::now() < due()) {
+        if (output_hold_.holds(rank_id, id) || std::chrono::steady_clock::now() < due()) {
             forward_partial_line_later(rank_id, stream, id);   // held, or a newer partial line: it waits its turn
             return;
         }

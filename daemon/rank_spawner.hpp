@@ -18,6 +18,7 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "output_flow.hpp"
 #include "proc/process.hpp"
 #include "proc/rank_cgroup.hpp"
 
@@ -75,9 +76,10 @@ public:
     void write_stdin(const std::string& data);
     void close_stdin();
     void signal_all(int signo);
-    // Held: the ranks' pipes are not read, so ranks that write block as at a stalled terminal (the way up is
-    // blocked: daemon/output_flow.hpp). Nothing is dropped; released, reading goes on.
-    void hold_output(bool held);
+    // The pipes `hold` names are not read, so ranks that write to them block as at a stalled terminal (the way up
+    // is blocked, or another rank's line goes first: daemon/output_flow.hpp). Nothing is dropped; released, reading
+    // goes on.
+    void hold_output(const OutputHold& hold);
     // SIGTERM every rank's process group now and SIGKILL whatever is left after the grace period.
     void terminate(double grace_seconds);
     // SIGKILL to every rank's process group, including what exited ranks left running in theirs. A group whose
@@ -119,7 +121,7 @@ private:
         SpawnRequest request;            // kept to describe a failed exec
         Stream out, err;
         std::unique_ptr<asio::steady_timer> drain_timer;
-        bool drain_due = false;          // the drain grace ended while output was held
+        bool drain_due = false;          // the drain grace ended while its output was held
     };
 
     void read(Rank& rank, Stream& stream, std::uint8_t id);
@@ -147,7 +149,7 @@ private:
     std::size_t finished_ = 0;
     std::size_t started_known_ = 0;
     bool forking_ = false;               // all_started waits until every rank has been forked
-    bool output_held_ = false;
+    OutputHold output_hold_;
     std::optional<std::chrono::milliseconds> partial_line_wait_;
     bool all_started_reported_ = false;
     std::unique_ptr<asio::posix::stream_descriptor> stdin_pipe_;

@@ -415,11 +415,13 @@ const std::vector<OptionSpec>& option_table()
 
         // Output
         {{"-l", "--label", "--tag-output", "-prepend-rank", "--prepend-rank"}, Takes::nothing, "", "Output",
-         "prefix each output line with its rank",
+         "prefix each output line with its rank, as '[3] text'; '[3+] ' labels the rest of a line canopy had to "
+         "end (a prompt or progress bar that held other ranks' output back 1 s, or 10 s in all)",
          [](ParseState& s, ArgCursor&) { s.options.label = true; return Status{}; }},
         {{"--line-buffer", "--line-buffered"}, Takes::nothing, "", "Output",
          "print whole lines only: a partial line waits for its newline (default: output as it comes, a partial "
-         "line such as a progress bar or a prompt within 100 ms)",
+         "line such as a progress bar or a prompt within 100 ms). Either way a line of any length comes whole: "
+         "other ranks' output waits behind it, held in their pipes",
          [](ParseState& s, ArgCursor&) { s.options.line_buffer = true; return Status{}; }},
 
         // Binding

@@ -14,16 +14,32 @@ void OutputBackpressure::queued(ChildSet& children)
     if (held_ || writer_.queued_bytes() <= hold_above)
         return;
     held_ = true;
-    children.broadcast(wire::to_frame(wire::OutputFlow{true}));
+    tell(children);
     // The writer's thread calls this; the io thread tells the tree.
     writer_.when_below(release_below, [this, &children, alive = alive_] {
         boost::asio::post(io_, [this, &children, alive] {
             if (!*alive)
                 return;
             held_ = false;
-            children.broadcast(wire::to_frame(wire::OutputFlow{false}));
+            tell(children);
         });
     });
+}
+
+void OutputBackpressure::hold_lines(ChildSet& children, std::optional<std::uint64_t> stdout_rank,
+                                    std::optional<std::uint64_t> stderr_rank)
+{
+    if (line_ranks_[0] == stdout_rank && line_ranks_[1] == stderr_rank)
+        return;
+    line_ranks_[0] = stdout_rank;
+    line_ranks_[1] = stderr_rank;
+    tell(children);
+}
+
+void OutputBackpressure::tell(ChildSet& children)
+{
+    auto wire_rank = [](std::optional<std::uint64_t> rank) { return rank ? static_cast<std::int64_t>(*rank) : -1; };
+    children.broadcast(wire::to_frame(wire::OutputFlow{held_, wire_rank(line_ranks_[0]), wire_rank(line_ranks_[1])}));
 }
 
 } // namespace canopy

@@ -1,10 +1,13 @@
 // Holds the ranks' output back at the daemons while the launcher's own reader stalls (a paused pager, a full pipe),
 // so that the launcher queues a bounded amount rather than all of the job's output: the ranks then wait in write(),
-// as they would at a stalled terminal. The heartbeats are untouched: only the reading of rank pipes stops.
+// as they would at a stalled terminal. The heartbeats are untouched: only the reading of rank pipes stops. Also
+// holds, on one stream, every rank but the one whose long line is open there (OutputLines::line_hold).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <optional>
 
 #include <boost/asio/io_context.hpp>
 
@@ -24,11 +27,19 @@ public:
 
     // Rank output was just queued: past hold_above, every daemon is told to hold until the queue drains.
     void queued(ChildSet& children);
+    // On each stream (stdout, stderr), the rank whose output alone may come, if any: the daemons are told on change.
+    void hold_lines(ChildSet& children, std::optional<std::uint64_t> stdout_rank,
+                    std::optional<std::uint64_t> stderr_rank);
+    // Every rank's output is held, for the launcher's reader.
+    bool holding_all() const { return held_; }
 
 private:
+    void tell(ChildSet& children);
+
     boost::asio::io_context& io_;
     OutputWriter& writer_;
     bool held_ = false;
+    std::optional<std::uint64_t> line_ranks_[2];
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

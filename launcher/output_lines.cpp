@@ -15,14 +15,19 @@ std::string OutputLines::print(Stream& s, std::uint64_t rank, std::string_view d
     if (!labelled_) {
         out = data;
     } else {
-        if (s.open && !continuing)
-            out += '\n';
+        if (s.open && !continuing) {
+            out += '\n';   // not the rank's own: the label of what continues its line says so
+            s.cut.insert(*s.open);
+        }
         std::string prefix = fmt::format("[{}] ", rank);
         for (std::size_t start = 0; start < data.size();) {
             std::size_t end = data.find('\n', start);
             std::size_t stop = end == std::string_view::npos ? data.size() : end + 1;
-            if (!(start == 0 && continuing))
+            if (start == 0 && !continuing && s.cut.erase(rank)) {
+                out += fmt::format("[{}+] ", rank);
+            } else if (!(start == 0 && continuing)) {
                 out += prefix;
+            }
             out.append(data, start, stop - start);
             start = stop;
         }
@@ -35,6 +40,7 @@ std::string OutputLines::drain(Stream& s, Clock::time_point now, bool force)
 {
     std::string out;
     bool printed = false;
+    auto opened = s.open;
     while (!s.waiting.empty()) {
         // The open line's rank goes first: its output is what can end the line. Each rank's output keeps its order.
         auto next = s.waiting.begin();
@@ -53,6 +59,8 @@ std::string OutputLines::drain(Stream& s, Clock::time_point now, bool force)
     }
     if (printed)
         s.waiting_since = now;   // what still waits, waits for the line now open
+    if (printed && (s.waiting.empty() || s.open != opened))
+        s.blocked_since = now;   // and for the whole of its time
     return out;
 }
 
@@ -64,10 +72,10 @@ std::string OutputLines::text(std::uint64_t rank, std::uint8_t id, std::string_v
     if (s.waiting.empty() && (!s.open || s.open == rank))
         return print(s, rank, data);   // nothing to wait for: the usual case, without a copy
     if (s.waiting.empty())
-        s.waiting_since = now;
+        s.waiting_since = s.blocked_since = now;
     s.waiting.push_back({rank, std::string(data)});
     s.waiting_bytes += data.size();
-    return drain(s, now, s.waiting_bytes > hold_bytes);
+    return drain(s, now, s.waiting_bytes > split_bytes);
 }
 
 std::optional<OutputLines::Clock::time_point> OutputLines::due(std::uint8_t id) const
@@ -75,13 +83,29 @@ std::optional<OutputLines::Clock::time_point> OutputLines::due(std::uint8_t id) 
     const Stream& s = streams_[id == 2 ? 1 : 0];
     if (s.waiting.empty())
         return std::nullopt;
-    return s.waiting_since + hold_limit;
+    return std::min(s.waiting_since + hold_limit, s.blocked_since + hold_max);
+}
+
+std::optional<std::uint64_t> OutputLines::line_hold(std::uint8_t id) const
+{
+    const Stream& s = streams_[id == 2 ? 1 : 0];
+    if (s.waiting_bytes > hold_bytes)
+        return s.open;
+    return std::nullopt;
+}
+
+void OutputLines::restart_waits(Clock::time_point now)
+{
+    for (Stream& s : streams_)
+        if (!s.waiting.empty())
+            s.waiting_since = s.blocked_since = now;
 }
 
 std::string OutputLines::release(std::uint8_t id, Clock::time_point now)
 {
     Stream& s = stream(id);
-    if (s.waiting.empty() || now < s.waiting_since + hold_limit)
+    auto when = due(id);
+    if (!when || now < *when)
         return {};
     return drain(s, now, true);
 }
@@ -90,8 +114,11 @@ std::string OutputLines::end_open_line(std::uint8_t id)
 {
     Stream& s = stream(id);
     std::string out = drain(s, Clock::now(), true);
-    if (std::exchange(s.open, std::nullopt))
+    if (auto open = std::exchange(s.open, std::nullopt)) {
         out += '\n';
+        if (labelled_)
+            s.cut.insert(*open);
+    }
     return out;
 }
 

@@ -441,6 +441,7 @@ void Root::register_child_handlers()
         if (output) {
             print_output(*output);
             backpressure_.queued(position_->children());
+            hold_lines();
         }
         return output.ok();
     });
@@ -632,6 +633,7 @@ void Root::print_daemon_line(const std::string& line)
 void Root::print_own_line(std::string line)
 {
     output_.to_stderr(lines_.end_open_line(2) + line);
+    hold_lines();   // what waited on stderr has gone: the others may go on
 }
 
 void Root::print_output(const wire::Output& output)
@@ -657,10 +659,22 @@ void Root::arm_output_wait_timer()
         if (error)
             return;
         auto now = OutputLines::Clock::now();
-        output_.to_stdout(lines_.release(1, now));
-        output_.to_stderr(lines_.release(2, now));
+        if (backpressure_.holding_all()) {
+            // We hold the open lines back ourselves, for our reader: their waits start again once we let them go.
+            lines_.restart_waits(now);
+        } else {
+            output_.to_stdout(lines_.release(1, now));
+            output_.to_stderr(lines_.release(2, now));
+            hold_lines();
+        }
         arm_output_wait_timer();
     });
+}
+
+void Root::hold_lines()
+{
+    if (position_)
+        backpressure_.hold_lines(position_->children(), lines_.line_hold(1), lines_.line_hold(2));
 }
 
 void Root::output_failed(int fd, int error)

@@ -124,6 +124,8 @@ private:
     OutputLines lines_;     // whose line is open on each stream, and what waits behind it
     asio::steady_timer output_wait_timer_;   // lets output through that waited its time behind an open line
     void arm_output_wait_timer();
+    // Tells the daemons whose long open line alone may go on, on each stream (OutputLines::line_hold).
+    void hold_lines();
     OutputBackpressure backpressure_{io_, output_};   // after output_, which it watches
     StdinForwarder stdin_{io_};   // rank 0's stdin, no faster than rank 0 takes it
 

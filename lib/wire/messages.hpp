@@ -294,14 +294,19 @@ struct Shutdown {
     CANOPY_WIRE_FIELDS(abort)
 };
 
-// The launcher's reader has stalled (a paused pager, a full pipe) and its queue of the ranks' output is long: the
-// daemons stop reading their ranks' pipes until it drains, so the ranks wait as at a stalled terminal.
+// What of the ranks' output the daemons hold back, by not reading the ranks' pipes, so that the ranks wait as at a
+// stalled terminal. `held`: all of it, while the launcher's reader stalls (a paused pager, a full pipe) and its
+// queue is long. A line rank: on that stream (stdout, stderr) only that rank's output goes on, while its line is
+// open at the launcher with much of the others' output waiting behind it (launcher/output_lines.hpp); negative for
+// none.
 struct OutputFlow {
     static constexpr MessageType type = MessageType::output_flow;
     static constexpr const char* name = "output-flow";
     bool held = false;
+    std::int64_t stdout_line_rank = -1;
+    std::int64_t stderr_line_rank = -1;
 
-    CANOPY_WIRE_FIELDS(held)
+    CANOPY_WIRE_FIELDS(held, stdout_line_rank, stderr_line_rank)
 };
 
 struct SubtreeUp {

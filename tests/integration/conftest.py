@@ -7,6 +7,7 @@ import re
 import signal
 import socket
 import subprocess
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -150,6 +151,43 @@ def unused_port():
                 continue
             return port
     raise RuntimeError(f"no free port in 10000-{low - 1} after 100 tries")
+
+
+def peak_mib(pid):
+    """The process's peak resident size so far in MiB (VmHWM); None once it has exited."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            return next(int(line.split()[1]) // 1024 for line in status if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return None
+
+
+class PeakMemory:
+    """Samples the peak resident size of a job's launcher and daemons until it ends, as a user watching top would."""
+
+    def __init__(self, sandbox, job):
+        self.launcher, self.daemons = 0, {}
+        self._thread = threading.Thread(target=self._sample, args=(sandbox, job), daemon=True)
+        self._thread.start()
+
+    def _sample(self, sandbox, job):
+        while job.poll() is None:
+            self.launcher = max(self.launcher, peak_mib(job.pid) or 0)
+            for pid in daemon_pids(sandbox.marker):
+                self.daemons[pid] = max(self.daemons.get(pid, 0), peak_mib(pid) or 0)
+            time.sleep(0.05)
+
+    def wait(self):
+        self._thread.join(timeout=10)
+        return self
+
+    def describe(self):
+        return f"launcher {self.launcher} MiB, daemons {sorted(self.daemons.values())} MiB"
+
+
+# Under AddressSanitizer (tests/sanitize.sh sets ASAN_OPTIONS) freed memory waits in a quarantine of up to 256 MiB,
+# so sizes say nothing there (test_liveness.py does the same).
+measures_memory = "ASAN_OPTIONS" not in os.environ
 
 
 def wait_until(predicate, timeout, interval=0.05):

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import Completed, daemon_pids, process_tree
+from conftest import Completed, PeakMemory, measures_memory, process_tree
 
 
 def start_canopy(sandbox, args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw):
@@ -92,41 +92,6 @@ def test_standard_error_that_cannot_be_written_still_fails_the_job(sandbox):
 
 # Stdin, read no faster than rank 0 takes it.
 
-def peak_mib(pid):
-    """The process's peak resident size so far in MiB (VmHWM); None once it has exited."""
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            return next(int(line.split()[1]) // 1024 for line in status if line.startswith("VmHWM:"))
-    except (OSError, StopIteration):
-        return None
-
-
-class PeakMemory:
-    """Samples the peak resident size of a job's launcher and daemons until it ends, as a user watching top would."""
-
-    def __init__(self, sandbox, job):
-        self.launcher, self.daemons = 0, {}
-        self._thread = threading.Thread(target=self._sample, args=(sandbox, job), daemon=True)
-        self._thread.start()
-
-    def _sample(self, sandbox, job):
-        while job.poll() is None:
-            self.launcher = max(self.launcher, peak_mib(job.pid) or 0)
-            for pid in daemon_pids(sandbox.marker):
-                self.daemons[pid] = max(self.daemons.get(pid, 0), peak_mib(pid) or 0)
-            time.sleep(0.05)
-
-    def wait(self):
-        self._thread.join(timeout=10)
-        return self
-
-    def describe(self):
-        return f"launcher {self.launcher} MiB, daemons {sorted(self.daemons.values())} MiB"
-
-
-# Under AddressSanitizer (tests/sanitize.sh sets ASAN_OPTIONS) freed memory waits in a quarantine of up to 256 MiB,
-# so sizes say nothing there (test_liveness.py does the same).
-measures_memory = "ASAN_OPTIONS" not in os.environ
 # What a launcher or daemon may reach while stdin flows: it starts at about 5 MiB, holds at most a 1 MiB window of
 # stdin, and keeps up to 32 MiB of freed memory for reuse. Before, 3 s of /dev/zero took them past 700 MiB.
 STDIN_PEAK_MIB = 48
@@ -172,3 +137,62 @@ def test_stdin_rank_0_reads_late_arrives_whole_without_costing_memory(sandbox):
     assert result.stdout.split() == [digest.hexdigest(), "-"], result.describe()
     if measures_memory:
         assert memory.launcher < STDIN_PEAK_MIB and max(memory.daemons.values()) < STDIN_PEAK_MIB, memory.describe()
+
+
+# Lines longer than any buffer on the way.
+
+# Rank 0 writes its lines of 8 MiB in pieces, going on all the while, so that rank 1's output, written meanwhile at
+# full speed, has to wait behind each of them; rank 1 writes lines of 8 MiB at once.
+LONG_LINES = r"""
+import os, sys, time
+rank, size = os.environ["RANK"], 8 << 20
+out = sys.stdout.buffer
+if rank == "0":
+    for i in range(2):
+        out.write(b"r0l%d:" % i)
+        for _ in range(64):
+            out.write(b"0" * (size // 64))
+            out.flush()
+            time.sleep(0.02)
+        out.write(b"\n")
+        out.flush()
+else:
+    time.sleep(0.3)
+    for i in range(4):
+        out.write(b"r1l%d:" % i + b"1" * size + b"\n")
+        out.flush()
+"""
+
+
+def whole_lines(stdout, labelled):
+    """{(rank, line number): whether it came whole and labelled as its rank} for every line of LONG_LINES' output."""
+    found = {}
+    for line in stdout.split(b"\n")[:-1]:
+        label = b""
+        if labelled:
+            label, _, line = line.partition(b" ")
+        head, _, body = line.partition(b":")
+        rank, number = head[1:2], head[3:]
+        whole = (len(head) == 4 and head[:1] == b"r" and head[2:3] == b"l" and len(body) == 8 << 20
+                 and body.count(rank) == len(body) and label in (b"", b"[" + rank + b"]"))
+        found[(rank.decode(errors="replace"), number[:12].decode(errors="replace"))] = whole
+    return found
+
+
+@pytest.mark.parametrize("mode", [[], ["--line-buffer"], ["-l"]], ids=["default", "line-buffer", "label"])
+def test_lines_of_8_mib_from_two_ranks_arrive_whole(mode, sandbox):
+    script = sandbox.root / "long_lines.py"
+    script.write_text(LONG_LINES)
+    job = start_canopy(sandbox, ["--sim-nodes", "2", "-n", "2"] + mode + ["python3", script])
+    memory = PeakMemory(sandbox, job)
+    out, err = job.communicate(timeout=90)
+    memory.wait()
+    assert job.returncode == 0, err.decode(errors="replace")
+    expected = {("0", "0"), ("0", "1"), ("1", "0"), ("1", "1"), ("1", "2"), ("1", "3")}
+    found = whole_lines(out, labelled=mode == ["-l"])
+    lines = out.count(b"\n")
+    assert set(found) == expected and all(found.values()), f"{len(out)} bytes in {lines} lines; whole: {found}"
+    assert len(out) == 6 * ((8 << 20) + 6) + (6 * 4 if mode == ["-l"] else 0)
+    if measures_memory:   # the output waits in the ranks' pipes, not here: 48 MiB went through
+        assert memory.launcher < 100, memory.describe()
+

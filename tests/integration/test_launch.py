@@ -454,12 +454,13 @@ def test_line_buffer_holds_a_partial_line_until_its_newline(sandbox, ready):
 
 def test_labelled_ranks_never_share_a_line(run_canopy):
     # Rank 0 leaves a prompt open for longer than other ranks' output waits behind it (1 s) while rank 1 prints
-    # whole lines: rank 1's lines start lines of their own.
+    # whole lines: rank 1's lines start lines of their own, and the rest of rank 0's line, which canopy ended, is
+    # labelled as such ([0+]), so that the line can be joined again.
     result = run_canopy(["--sim-nodes", "2", "-l", "sh", "-c",
                          'if [ $RANK = 0 ]; then printf "Enter: "; sleep 2.5; echo 42; '
                          'else sleep 0.5; echo one; echo two; fi'])
     assert result.returncode == 0, result.describe()
-    assert result.stdout == "[0] Enter: \n[1] one\n[1] two\n[0] 42\n", result.describe()
+    assert result.stdout == "[0] Enter: \n[1] one\n[1] two\n[0+] 42\n", result.describe()
 
 
 # Python's print writes a line's text and its newline apart. A rank descheduled in between (here it sleeps 0.3 s,

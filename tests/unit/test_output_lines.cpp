@@ -32,7 +32,9 @@ TEST(OutputLines, AnotherRanksOutputWaitsItsTimeThenEndsTheOpenLineFirst)
     EXPECT_EQ(lines.release(1, t0 + OutputLines::hold_limit / 2), "");
     EXPECT_EQ(lines.release(1, t0 + OutputLines::hold_limit), "\n[1] loading\n");
     EXPECT_FALSE(lines.due(1));
-    EXPECT_EQ(lines.text(0, 1, "42\n", t0 + OutputLines::hold_limit), "[0] 42\n");   // its line was ended
+    // Its line was ended by canopy, not by rank 0: the rest is marked as the rest of that line.
+    EXPECT_EQ(lines.text(0, 1, "42\n", t0 + OutputLines::hold_limit), "[0+] 42\n");
+    EXPECT_EQ(lines.text(0, 1, "next\n", t0 + OutputLines::hold_limit), "[0] next\n");
 }
 
 TEST(OutputLines, ALineWrittenInTwoPiecesStaysWholeWhileOthersWait)
@@ -72,15 +74,80 @@ TEST(OutputLines, EachRanksOutputKeepsItsOrderAndTheOpenRankGoesFirst)
     EXPECT_FALSE(lines.due(1));
 }
 
-TEST(OutputLines, NoMoreThanHoldBytesWait)
+TEST(OutputLines, PastHoldBytesOnlyTheOpenLinesRankGoesOnAndTheLineStaysWholeHoweverLong)
+{
+    for (bool labelled : {false, true}) {
+        OutputLines lines(labelled);
+        auto t0 = OutputLines::Clock::now();
+        std::string label0 = labelled ? "[0] " : "", label1 = labelled ? "[1] " : "";
+        std::string piece(64 << 10, 'a'), chunk(OutputLines::hold_bytes / 2, 'b');
+        EXPECT_EQ(lines.text(0, 1, piece, t0), label0 + piece);
+        EXPECT_EQ(lines.text(1, 1, chunk + "\n", t0), "");
+        EXPECT_FALSE(lines.line_hold(1));
+        EXPECT_EQ(lines.text(1, 1, chunk + "\n", t0), "");
+        EXPECT_EQ(lines.line_hold(1), 0u);   // the daemons hold every rank's stdout but rank 0's
+        EXPECT_FALSE(lines.line_hold(2));
+        for (int i = 0; i < 128; ++i)        // 8 MiB more of rank 0's line, in the pieces its daemon sends
+            EXPECT_EQ(lines.text(0, 1, piece, t0), piece);
+        EXPECT_EQ(lines.text(0, 1, "\n", t0),
+                  "\n" + label1 + chunk + "\n" + label1 + chunk + "\n");
+        EXPECT_FALSE(lines.line_hold(1));
+        EXPECT_FALSE(lines.due(1));
+    }
+}
+
+TEST(OutputLines, NoMoreThanSplitBytesWait)
 {
     OutputLines lines(false);
     EXPECT_EQ(lines.text(0, 1, "no newline ever"), "no newline ever");
-    std::string chunk(OutputLines::hold_bytes / 2, 'x');
+    std::string chunk(OutputLines::split_bytes / 2, 'x');
     EXPECT_EQ(lines.text(1, 1, chunk), "");
     EXPECT_EQ(lines.text(2, 1, chunk), "");
     EXPECT_EQ(lines.text(1, 1, "y"), chunk + "y" + chunk);   // over the bound: all of it goes, rank by rank in order
     EXPECT_FALSE(lines.due(1));
+}
+
+TEST(OutputLines, ALineThatGoesOnAndNeverEndsHoldsOthersBackForHoldMaxInAll)
+{
+    // A progress bar redraws its line (\r) and never ends it.
+    OutputLines lines(true);
+    auto t0 = OutputLines::Clock::now();
+    EXPECT_EQ(lines.text(0, 2, " 10%", t0), "[0]  10%");
+    EXPECT_EQ(lines.text(1, 2, "warning\n", t0), "");
+    auto t = t0;
+    for (; t < t0 + OutputLines::hold_max; t += std::chrono::milliseconds(500)) {
+        EXPECT_EQ(lines.release(2, t), "");
+        EXPECT_EQ(lines.text(0, 2, "\r 20%", t), "\r 20%");   // it goes on: the wait for progress starts again
+    }
+    ASSERT_TRUE(lines.due(2));
+    EXPECT_EQ(*lines.due(2), t0 + OutputLines::hold_max);
+    EXPECT_EQ(lines.release(2, t), "\n[1] warning\n");
+    EXPECT_EQ(lines.text(0, 2, "\r 30%", t), "[0+] \r 30%");
+}
+
+TEST(OutputLines, TheWaitsStartAgainAfterCanopyHeldEverythingBack)
+{
+    OutputLines lines(false);
+    auto t0 = OutputLines::Clock::now();
+    EXPECT_EQ(lines.text(0, 1, "Enter: ", t0), "Enter: ");
+    EXPECT_EQ(lines.text(1, 1, "later\n", t0), "");
+    auto t1 = t0 + OutputLines::hold_max;   // a stalled reader held all output back this long
+    lines.restart_waits(t1);
+    EXPECT_EQ(*lines.due(1), t1 + OutputLines::hold_limit);
+    EXPECT_EQ(lines.release(1, t1), "");
+}
+
+TEST(OutputLines, EachCutLineIsMarkedWhereItGoesOn)
+{
+    OutputLines lines(true);
+    auto t0 = OutputLines::Clock::now();
+    EXPECT_EQ(lines.text(0, 1, "a", t0), "[0] a");
+    EXPECT_EQ(lines.text(1, 1, "b", t0), "");
+    EXPECT_EQ(lines.text(2, 1, "c\n", t0), "");
+    // Rank 0's line is cut, then rank 1's by rank 2's; each goes on later as the rest of its line.
+    EXPECT_EQ(lines.release(1, t0 + OutputLines::hold_limit), "\n[1] b\n[2] c\n");
+    EXPECT_EQ(lines.text(1, 1, "B\n", t0 + OutputLines::hold_limit), "[1+] B\n");
+    EXPECT_EQ(lines.text(0, 1, "A\n", t0 + OutputLines::hold_limit), "[0+] A\n");
 }
 
 TEST(OutputLines, WithoutLabelsTheBytesPassUnchanged)
