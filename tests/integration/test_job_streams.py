@@ -150,10 +150,10 @@ out = sys.stdout.buffer
 if rank == "0":
     for i in range(2):
         out.write(b"r0l%d:" % i)
-        for _ in range(64):
-            out.write(b"0" * (size // 64))
+        for _ in range(8):
+            out.write(b"0" * (size // 8))
             out.flush()
-            time.sleep(0.02)
+            time.sleep(0.1)
         out.write(b"\n")
         out.flush()
 else:
