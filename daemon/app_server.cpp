@@ -25,8 +25,6 @@ namespace {
 namespace asio = boost::asio;
 using local = asio::local::stream_protocol;
 
-constexpr std::uint32_t max_request = 64u << 20;
-
 spdlog::logger& app_log() { return area_logger("app"); }
 
 } // namespace
@@ -36,6 +34,10 @@ struct AppServer::Connection : std::enable_shared_from_this<Connection> {
         : socket(std::move(socket)), handlers(std::move(handlers)), open(std::move(open))
     {
         ++*this->open;
+        ucred credentials{};
+        socklen_t size = sizeof credentials;
+        if (::getsockopt(this->socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &credentials, &size) == 0)
+            peer = credentials.pid;
     }
     ~Connection()
     {
@@ -49,7 +51,11 @@ struct AppServer::Connection : std::enable_shared_from_this<Connection> {
             if (error)
                 return;   // the rank closed its end: normal at exit
             std::uint32_t length = wire::Reader(self->header).u32();
-            if (length < 9 || length > max_request) {
+            if (length > self->handlers->max_request && self->handlers->oversized) {
+                self->handlers->oversized(self->peer, length);
+                return;
+            }
+            if (length < 9 || length > self->handlers->max_request) {
                 app_log().warn("closed a rank's connection: a {}-byte request is malformed", length);
                 return;
             }
@@ -91,7 +97,7 @@ struct AppServer::Connection : std::enable_shared_from_this<Connection> {
             handlers->mark(std::move(mark));
             return;
         }
-        handlers->store(op, in.rest(),
+        handlers->store(peer, op, in.rest(),
                         [weak = weak_from_this(), id](std::uint8_t answer, std::vector<std::uint8_t> reply) {
                             if (auto self = weak.lock())
                                 self->send(answer, id, reply);
@@ -124,6 +130,7 @@ struct AppServer::Connection : std::enable_shared_from_this<Connection> {
     local::socket socket;
     std::shared_ptr<Handlers> handlers;
     std::shared_ptr<std::size_t> open;
+    pid_t peer = 0;   // the process that connected
     std::uint8_t header[4];
     std::vector<std::uint8_t> body;
     std::deque<std::vector<std::uint8_t>> queue;

@@ -1,6 +1,8 @@
 // The node's socket for the ranks' libcanopy: phase marks go into the job's timing, store requests up the tree.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -27,10 +29,14 @@ public:
     };
     struct Handlers {
         std::function<void(Mark)> mark;
-        // A store request; `reply(answer, payload)` must be called exactly once.
-        std::function<void(std::uint8_t op, std::vector<std::uint8_t> payload,
+        // A store request from process `peer` (as the kernel names the connection's other end);
+        // `reply(answer, payload)` must be called exactly once.
+        std::function<void(pid_t peer, std::uint8_t op, std::vector<std::uint8_t> payload,
                            std::function<void(std::uint8_t answer, std::vector<std::uint8_t> payload)> reply)>
             store;
+        // A request longer than this closes its connection unread; `oversized`, if set, hears of it first.
+        std::uint32_t max_request = 64u << 20;
+        std::function<void(pid_t peer, std::uint32_t length)> oversized;
         // Every rank's connection has closed (posted, never called from inside the server).
         std::function<void()> all_closed;
     };

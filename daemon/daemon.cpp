@@ -277,6 +277,8 @@ void Daemon::on_plan(wire::LaunchPlan plan)
                      guard_->watch_path(path);
              }})));
     position_->advance();   // a leaf is up as soon as it has its plan
+    store_limit_.emplace(plan_->job.rank_store_limit, node_,
+                         [this](long rank, const std::string& line) { report_abort(rank, 1, line); });
     start_stage_node();
     start_pmi_servers();
     start_rank_socket();
@@ -334,6 +336,9 @@ void Daemon::start_rank_socket()
     hooks.to_root = [this](Bytes request, RankService::Done done) {
         position_->collectives().request(0, wire::RoutedOp::store, std::move(request), std::move(done));
     };
+    hooks.store_limit = plan_->job.rank_store_limit;
+    hooks.keep = keep_in_limit();
+    hooks.drop = drop_from_limit();
     if (auto socket = RankSocket::start(io_, *path, node_, std::move(hooks)))
         rank_services_.push_back(std::move(socket));
 }
@@ -432,6 +437,8 @@ void Daemon::start_simple_pmi_server()
         });
     };
     tree.fail = [this](long rank, int exit_code, std::string message) { report_abort(rank, exit_code, message); };
+    tree.keep = keep_in_limit();
+    tree.drop = drop_from_limit();
     tree.mark = [this](long rank, const std::string& what, std::int64_t time_ns) {
         phases_.add("rank." + what, since_launch(time_ns), rank_label(rank));
     };
@@ -487,7 +494,29 @@ PmixTree Daemon::pmix_tree()
         send_up(wire::to_frame(
             wire::Output{static_cast<std::uint64_t>(rank), static_cast<std::uint8_t>(to_stderr ? 2 : 1), std::move(text)}));
     };
+    tree.keep = keep_in_limit();
+    tree.drop = drop_from_limit();
+    if (plan_->job.rank_store_limit > 0)
+        tree.within_limit = [this](const std::vector<long>& ranks, std::uint64_t bytes, std::string_view how) {
+            return store_limit_->allows(ranks, bytes, how);
+        };
     return tree;
+}
+
+std::function<bool(long, const std::string&, std::uint64_t, std::string_view)> Daemon::keep_in_limit()
+{
+    if (plan_->job.rank_store_limit == 0)
+        return {};
+    return [this](long rank, const std::string& key, std::uint64_t bytes, std::string_view how) {
+        return store_limit_->keep(rank, key, bytes, how);
+    };
+}
+
+std::function<void(long, const std::string&)> Daemon::drop_from_limit()
+{
+    if (plan_->job.rank_store_limit == 0)
+        return {};
+    return [this](long rank, const std::string& key) { store_limit_->drop(rank, key); };
 }
 
 void Daemon::join_tree_position()
@@ -583,6 +612,8 @@ void Daemon::make_rank_spawner()
     events.spawned = [this](long rank, pid_t pid, std::int64_t time_ns) {
         if (guard_)
             guard_->watch_process_group(pid);
+        for (auto& service : rank_services_)
+            service->rank_spawned(rank, pid);
         phases_.add(rank_phase(rank, "spawned"), since_launch(time_ns), rank_label(rank));
         rank_spawn_ns_[rank] = time_ns;
     };

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -14,6 +15,7 @@
 
 #include <spdlog/common.h>
 
+#include "collective/store_limit.hpp"
 #include "output_flow.hpp"
 #include "output_marks.hpp"
 #include "pmix/pmix_host.hpp"
@@ -119,6 +121,9 @@ private:
     void report_rank_failure(const wire::RankFailed& failed);
     // A rank asked to end the job (a PMI abort), or broke off from its PMI server: `message` names it.
     void report_abort(long rank, int exit_code, const std::string& message);
+    // The job's limit on what a rank stores, as the services count against it; empty functions when there is none.
+    std::function<bool(long rank, const std::string& key, std::uint64_t bytes, std::string_view how)> keep_in_limit();
+    std::function<void(long rank, const std::string& key)> drop_from_limit();
     // `urgent`: ahead of the output queued on the link (Link::send), for a small frame the root waits on.
     void send_up(std::vector<std::uint8_t> frame, bool urgent = false);
 
@@ -143,6 +148,7 @@ private:
     std::optional<wire::LaunchPlan> plan_;
     std::unique_ptr<TreePosition> position_;   // children, their reports and the collectives, once planned
     std::unique_ptr<RankSpawner> ranks_;
+    std::optional<StoreLimit> store_limit_;   // what each rank keeps in the job's stores, once planned
     std::vector<std::unique_ptr<RankService>> rank_services_;   // each adds to every rank's launch
     std::optional<OutputMarks> output_marks_;                    // --mark-on-output
     std::optional<NodeGuard> guard_;

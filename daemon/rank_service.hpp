@@ -31,6 +31,8 @@ public:
     // Adds what a rank about to start needs from the service (environment, inherited descriptors). Its rank is a
     // tree rank: the job's ranks, then those of spawned namespaces (hosts/tree_ranks.hpp).
     virtual Status prepare_rank(RankLaunch& launch) = 0;
+    // A rank of the node has started, as process `pid`, the leader of a process group of its own.
+    virtual void rank_spawned(long /*rank*/, pid_t /*pid*/) {}
     // Every rank of the node has been started (or failed to).
     virtual void ranks_started() {}
     virtual void rank_exited(long rank, int wait_status) = 0;

@@ -4,8 +4,13 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
 
 #include "build_config.hpp"
+#include "collective/job_store.hpp"
 #include "proc/process.hpp"
 #include "proc/rank_env.hpp"
 #include "util/log.hpp"
@@ -13,6 +18,28 @@
 namespace canopy {
 
 namespace {
+
+// What a store request holds besides its key and value: its op, id and sizes.
+constexpr std::uint64_t max_request_fields = 64 * 1024;
+
+// The parent of process `pid`, read from /proc.
+std::optional<pid_t> parent_of(pid_t pid)
+{
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!std::getline(stat, line))
+        return std::nullopt;
+    // After the command name, which may itself hold spaces and parentheses: " STATE PPID ...".
+    auto close = line.rfind(')');
+    if (close == std::string::npos)
+        return std::nullopt;
+    std::istringstream fields(line.substr(close + 1));
+    std::string state;
+    pid_t parent = 0;
+    if (!(fields >> state >> parent))
+        return std::nullopt;
+    return parent;
+}
 
 // The libcanopy of this canopyd's own build or install, for the ranks' Python package (CANOPY_LIBRARY): the build
 // tree first, so a build never hands its ranks an older installed copy. Empty if neither is there.
@@ -33,14 +60,22 @@ std::string own_libcanopy()
 std::unique_ptr<RankSocket> RankSocket::start(boost::asio::io_context& io, const std::string& path,
                                               const std::string& node, Hooks hooks)
 {
-    std::unique_ptr<RankSocket> socket(new RankSocket(io, std::move(hooks)));
+    std::unique_ptr<RankSocket> socket(new RankSocket(io, std::move(hooks), node));
     auto* self = socket.get();
     AppServer::Handlers handlers;
     handlers.mark = [self](AppServer::Mark mark) { self->hooks_.mark(std::move(mark)); };
-    handlers.store = [self](std::uint8_t op, std::vector<std::uint8_t> payload,
+    handlers.store = [self](pid_t peer, std::uint8_t op, std::vector<std::uint8_t> payload,
                             std::function<void(std::uint8_t, std::vector<std::uint8_t>)> reply) {
-        self->store_cache_->request(op, std::move(payload), std::move(reply));
+        self->store_request(peer, op, std::move(payload), std::move(reply));
     };
+    // A request of more than the limit (and room for a store request's own fields) cannot be within it: it is
+    // refused unread, so that the daemon never holds it.
+    std::uint64_t limit = self->hooks_.keep ? self->hooks_.store_limit : 0;
+    if (limit > 0) {
+        if (limit + max_request_fields < handlers.max_request)
+            handlers.max_request = static_cast<std::uint32_t>(limit + max_request_fields);
+        handlers.oversized = [self](pid_t peer, std::uint32_t length) { self->oversized_request(peer, length); };
+    }
     handlers.all_closed = [self] {
         if (self->wake_)
             self->wake_();
@@ -54,7 +89,8 @@ std::unique_ptr<RankSocket> RankSocket::start(boost::asio::io_context& io, const
     return socket;
 }
 
-RankSocket::RankSocket(boost::asio::io_context& io, Hooks hooks) : io_(io), hooks_(std::move(hooks))
+RankSocket::RankSocket(boost::asio::io_context& io, Hooks hooks, std::string node)
+    : io_(io), hooks_(std::move(hooks)), node_(std::move(node))
 {
     // Store requests go through the node's cache (store_cache.*): known keys are read here, the rest goes to the
     // root's JobStore.
@@ -72,6 +108,66 @@ Status RankSocket::prepare_rank(RankLaunch& launch)
     if (!library.empty())
         add_environment_default(launch.env, "CANOPY_LIBRARY=" + library);
     return {};
+}
+
+void RankSocket::rank_exited(long rank, int)
+{
+    std::erase_if(rank_pids_, [rank](const auto& entry) { return entry.second == rank; });
+}
+
+std::optional<long> RankSocket::rank_of(pid_t pid) const
+{
+    // Up the parents: a rank's Python may run its store from a child (torch's multiprocessing workers).
+    for (pid_t at = pid; at > 1;) {
+        if (auto found = rank_pids_.find(at); found != rank_pids_.end())
+            return found->second;
+        if (at == ::getpid())
+            break;   // an orphan, which the daemon (a subreaper) took on
+        auto parent = parent_of(at);
+        if (!parent || *parent == at)
+            break;
+        at = *parent;
+    }
+    if (auto found = rank_pids_.find(::getpgid(pid)); found != rank_pids_.end())
+        return found->second;
+    return std::nullopt;
+}
+
+void RankSocket::store_request(pid_t peer, std::uint8_t op, Bytes payload, StoreCache::Reply reply)
+{
+    auto write = hooks_.keep ? store_write(op, payload) : std::nullopt;
+    if (write) {
+        auto rank = rank_of(peer);
+        auto refuse = [&](const std::string& why) {
+            reply(static_cast<std::uint8_t>(wire::RankSocketAnswer::error), Bytes(why.begin(), why.end()));
+        };
+        if (!rank) {
+            refuse(fmt::format("process {} on {} is not one of the job's ranks, nor was it started by one, so its "
+                               "writes to the store cannot be counted against the job's limit per rank",
+                               peer, node_));
+            return;
+        }
+        std::string key = "store:" + write->key;
+        if (write->deletes) {
+            hooks_.drop(*rank, key);
+        } else if (!hooks_.keep(*rank, key, write->bytes, "a write to the canopy store")) {
+            refuse(fmt::format("the write takes rank {} on {} past the job's limit on what a rank may store", *rank,
+                               node_));
+            return;
+        }
+    }
+    store_cache_->request(op, std::move(payload), std::move(reply));
+}
+
+void RankSocket::oversized_request(pid_t peer, std::uint32_t length)
+{
+    // Longer than the limit, it cannot be kept: counting it only ends the job, with the line that says why.
+    auto rank = rank_of(peer);
+    if (rank && length > hooks_.store_limit &&
+        !hooks_.keep(*rank, "store:(one request)", length, "a request to the canopy store"))
+        return;
+    area_logger("app").warn("closed a connection of process {} on {}: a {}-byte request is malformed", peer, node_,
+                            length);
 }
 
 bool RankSocket::serve_request(long from, wire::RoutedOp op, Bytes payload, Done reply)

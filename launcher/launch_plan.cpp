@@ -298,6 +298,7 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
                                                            node.host, allowed));
     }
     job.spawn_slots = static_cast<std::uint64_t>(options.spawn_slots);
+    job.rank_store_limit = options.rank_store_limit.value_or(config.rank_store_limit);
 
     // An explicit --env MASTER_ADDR/PORT wins (rank 0's program's, else -genv's); otherwise rank 0's node and a
     // port derived from the job id, so two jobs sharing a node do not collide on torch's default 29500.

@@ -15,6 +15,7 @@
 #include "timing/mark_name.hpp"
 #include "timing/sketch.hpp"
 #include "tree/agent.hpp"
+#include "util/byte_size.hpp"
 #include "util/read_file.hpp"
 #include "util/suggest.hpp"
 #include "util/text.hpp"
@@ -468,6 +469,19 @@ const std::vector<OptionSpec>& option_table()
          "ranks that PMIx_Spawn / MPI_Comm_spawn may start on each node, beyond the job's own; default 0: a spawn "
          "fails and says so",
          [](ParseState& s, ArgCursor& c) { return store_count(s.options.spawn_slots, c, 0); }},
+        {{"--rank-store-limit"}, Takes::value, "SIZE", "Job",
+         "what one rank may keep in the job's key-value stores (PMI and PMIx puts and publishes, the canopy store), "
+         "such as 64MiB, or 0 for no limit (config default 16MiB); a rank going past it ends the job",
+         [](ParseState& s, ArgCursor& c) {
+             auto text = take_value(c);
+             if (!text)
+                 return Status{text.error()};
+             auto size = parse_byte_size(*text);
+             if (!size)
+                 return Status{make_error("{}: {}", c.spelling, size.error().message)};
+             s.options.rank_store_limit = *size;
+             return Status{};
+         }},
 
         // Tree and launch agent
         {{"--fanout"}, Takes::value, "K", "Tree and launch agent",

@@ -1,6 +1,7 @@
 // canopy's command line: a table-driven parser that accepts mpiexec (Hydra, Open MPI, PALS) spellings.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,6 +49,7 @@ struct Options {
     std::optional<PmixMode> pmix;   // --pmix on|eager|off; unset: the config's [job] pmix
     std::optional<PmiInterfaces> pmi;   // --pmi all|pmix|simple|none; unset: the config's [job] pmi
     long spawn_slots = 0;   // --spawn-slots: ranks PMIx_Spawn may start on each node beyond the job's own
+    std::optional<std::uint64_t> rank_store_limit;   // --rank-store-limit; unset: the config's [job] rank_store_limit
     std::vector<std::string> stage_prefixes;   // --stage, comma-separated and repeatable
     std::optional<std::string> stage_manifest;
     std::optional<std::string> fabric;   // --fabric auto|off|PROVIDER; unset: the config's [fabric] provider

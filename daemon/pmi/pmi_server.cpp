@@ -295,6 +295,14 @@ void PmiServer::refuse(Connection& c, const Command& command, const std::string&
 
 std::string PmiServer::rank_name(long rank) const { return fmt::format("rank {} on {}", rank, job_.node); }
 
+bool PmiServer::within_limit(Connection& c, const Command& command, const std::string& key, std::uint64_t bytes)
+{
+    if (!tree_.keep || tree_.keep(c.rank, key, bytes, fmt::format("PMI's {}", command.name)))
+        return true;
+    refuse(c, command, fmt::format("'{}' takes the rank past the job's limit on what a rank may store", command.name));
+    return false;
+}
+
 void PmiServer::on_init(Connection& c, const Command& command)
 {
     auto version = command.find("pmi_version");
@@ -400,6 +408,8 @@ void PmiServer::on_put(Connection& c, const Command& command)
         refuse(c, command, fmt::format("more than {} puts before a barrier", max_pending_puts));
         return;
     }
+    if (!within_limit(c, command, "pmi:" + std::string(*key), key->size() + value->size()))
+        return;
     ++c.pending_puts;
     pending_puts_.insert_or_assign(std::string(*key), std::string(*value));
     reply(c, make(v1 ? "put_result" : "kvs-put-response").add("rc", "0"));
@@ -463,6 +473,8 @@ void PmiServer::on_put_node_attr(Connection& c, const Command& command)
         return;
     }
     std::string name(*key);
+    if (!within_limit(c, command, "pmi-node:" + name, key->size() + value->size()))
+        return;
     node_attrs_.insert_or_assign(name, std::string(*value));
     reply(c, make("info-putnodeattr-response").add("rc", "0"));
     // Ranks waiting for this attribute get it now.
@@ -576,6 +588,8 @@ void PmiServer::on_publish(Connection& c, const Command& command)
         refuse(c, command, "publish without a service name and a port");
         return;
     }
+    if (!within_limit(c, command, "pmi-name:" + std::string(*name), name->size() + port->size()))
+        return;
     tree_.publish(std::string(*name), std::string(*port), [v1, answer = reply_later(c.rank)](Status status) {
         answer(name_service_answer(v1, "publish_result", "name-publish-response", status));
     });
@@ -589,6 +603,8 @@ void PmiServer::on_unpublish(Connection& c, const Command& command)
         refuse(c, command, "unpublish without a service name");
         return;
     }
+    if (tree_.drop)
+        tree_.drop(c.rank, "pmi-name:" + std::string(*name));
     tree_.unpublish(std::string(*name), [v1, answer = reply_later(c.rank)](Status status) {
         answer(name_service_answer(v1, "unpublish_result", "name-unpublish-response", status));
     });

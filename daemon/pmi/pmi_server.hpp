@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -46,6 +47,11 @@ struct PmiTree {
     std::function<void(long rank, int exit_code, std::string message)> fail;
     // A rank reached a PMI milestone ("pmi_init", "pmi_finalize"), for the timing report.
     std::function<void(long rank, const std::string& what, std::int64_t time_ns)> mark;
+    // Optional: the job's limit on what a rank stores (collective/store_limit.hpp). `keep`: `rank` now keeps `bytes`
+    // under `key` (a put, a node attribute, a published name); false once that takes it past the limit, which has
+    // ended the job: the data is refused. `drop`: it keeps nothing there any more.
+    std::function<bool(long rank, const std::string& key, std::uint64_t bytes, std::string_view how)> keep;
+    std::function<void(long rank, const std::string& key)> drop;
 };
 
 class PmiServer : public RankService {
@@ -85,6 +91,9 @@ private:
     std::function<void(const pmi::Command&)> reply_later(long rank);
     // Answers a command that cannot be served with rc != 0, and says so once in the log, naming the rank.
     void refuse(Connection& connection, const pmi::Command& command, const std::string& why);
+    // Whether the rank may keep `bytes` under `key` within the job's limit (PmiTree::keep); if not, refuses the
+    // command.
+    bool within_limit(Connection& connection, const pmi::Command& command, const std::string& key, std::uint64_t bytes);
     void on_closed(Connection& connection, const std::string& why);
     // The rank has said init (PMI-1) or fullinit (PMI-2): stamped as rank.pmi_init.
     void initialized(Connection& connection);

@@ -6,6 +6,7 @@
 
 #include <pmix.h>
 
+#include "pmix/pmix_commands.hpp"
 #include "util/text.hpp"
 
 namespace canopy {
@@ -46,21 +47,7 @@ struct Unpacker {
     bool loaded = false;
 };
 
-constexpr std::uint8_t job_control_command = 18;   // PMIX_JOB_CONTROL_CMD
-
 } // namespace
-
-std::string packed_job_control_command()
-{
-    pmix_data_buffer_t buffer;
-    PMIX_DATA_BUFFER_CONSTRUCT(&buffer);
-    std::uint8_t command = job_control_command;
-    std::string packed;
-    if (PMIx_Data_pack(nullptr, &buffer, &command, 1, PMIX_COMMAND) == PMIX_SUCCESS)
-        packed.assign(buffer.base_ptr, buffer.bytes_used);
-    PMIX_DATA_BUFFER_DESTRUCT(&buffer);
-    return packed;
-}
 
 std::vector<CleanupRegistration> registered_cleanups(std::string_view message)
 {
@@ -69,8 +56,8 @@ std::vector<CleanupRegistration> registered_cleanups(std::string_view message)
     std::uint8_t command = 0;
     std::size_t targets = 0, count = 0;
     // Every packed proc and info takes more than a byte, so counts beyond the message's size are not real.
-    if (!in.unpack(&command, 1, PMIX_COMMAND) || command != job_control_command || !in.unpack(&targets, 1, PMIX_SIZE) ||
-        targets > message.size())
+    if (!in.unpack(&command, 1, PMIX_COMMAND) || command != pmix_command::job_control ||
+        !in.unpack(&targets, 1, PMIX_SIZE) || targets > message.size())
         return found;
     if (targets > 0) {
         std::unique_ptr<pmix_proc_t[]> procs(new pmix_proc_t[targets]);

@@ -17,10 +17,6 @@ struct CleanupRegistration {
     bool whole_tree = false;
 };
 
-// How a job-control request's payload starts: its command code (PMIX_JOB_CONTROL_CMD in PMIx's own headers), as
-// libpmix packs it. Defined in canopyd-pmix.so.
-std::string packed_job_control_command();
-
 // Decodes a PMIx job-control request (one message's payload, as the rank packed it) into the paths it registers
 // for cleanup; empty if it registers none or cannot be read. Defined in canopyd-pmix.so: it unpacks with libpmix.
 std::vector<CleanupRegistration> registered_cleanups(std::string_view message);

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <span>
+#include <string>
 
 #include "util/result.hpp"
 
@@ -15,5 +17,17 @@ inline constexpr std::size_t max_body = 131072;   // PMIX_MAX_CRED_SIZE: PMIx re
 
 // How many bytes follow `header`, or why the connection should be dropped.
 Result<std::size_t> body_size(std::span<const char, header_size> header);
+
+// The process a connect-ack introduces, when it is a simple client (a rank): the namespace and rank it claims,
+// which PMIx then checks against the ranks registered with it.
+struct Client {
+    std::string nspace;
+    long rank = 0;
+};
+
+// The client that `body` (what follows the header) names: its security module's name, a credential of a u32's
+// count of bytes (network order), a type flag (0 for a simple client), then the namespace and a u32 rank. Nothing
+// for a tool, a launcher or a body cut short.
+std::optional<Client> client_of(std::span<const char> body);
 
 } // namespace canopy::connect_ack

@@ -6,6 +6,7 @@
 #include <spdlog/logger.h>
 
 #include "pmix/module_log.hpp"
+#include "pmix/pmix_commands.hpp"
 #include "pmix/request_router.hpp"
 #include "pmix/server_lifecycle.hpp"
 #include "pmix/upcalls.hpp"
@@ -73,7 +74,9 @@ public:
 
     std::size_t pending_requests() const override { return router_->pending_requests(); }
 
-    std::string job_control_prefix() const override { return packed_job_control_command(); }
+    std::string job_control_prefix() const override { return pmix_command::packed(pmix_command::job_control); }
+    std::string commit_prefix() const override { return pmix_command::packed(pmix_command::commit); }
+    std::string publish_prefix() const override { return pmix_command::packed(pmix_command::publish); }
 
     std::vector<CleanupRegistration> registered_cleanups(std::string_view message) const override
     {

@@ -61,6 +61,14 @@ struct PmixTree {
     // Optional: an error the job survives, one line for the user that names the node (a rank PMIx would not
     // register: it fails by itself if it uses PMIx). When empty, the host logs it.
     std::function<void(const std::string& message)> report_error;
+    // Optional: the job's limit on what a rank stores (collective/store_limit.hpp). `keep`: `rank` now keeps `bytes`
+    // under `key` (its last commit, a published value); false once that takes it past the limit, which has ended
+    // the job: the data is refused. `drop`: it keeps nothing there any more. `within_limit`: whether `ranks` of this
+    // node may send `bytes` at once through `how` (the node's blob for a fence, one rank's publish request), at most
+    // the limit for each; false has ended the job too.
+    std::function<bool(long rank, const std::string& key, std::uint64_t bytes, std::string_view how)> keep;
+    std::function<void(long rank, const std::string& key)> drop;
+    std::function<bool(const std::vector<long>& ranks, std::uint64_t bytes, std::string_view how)> within_limit;
 };
 
 // One node's PMIx server. The implementation lives in canopyd-pmix.so (see pmix_module.hpp), which alone links
@@ -102,6 +110,10 @@ public:
     // How a job-control request starts, and the cleanups a relayed one registers (cleanup_registrations.hpp): both
     // need libpmix's packing.
     virtual std::string job_control_prefix() const = 0;
+    // How a PMIx_Commit and a PMIx_Publish request start: the relay checks each against the job's limit
+    // (pmix_commands.hpp).
+    virtual std::string commit_prefix() const = 0;
+    virtual std::string publish_prefix() const = 0;
     virtual std::vector<CleanupRegistration> registered_cleanups(std::string_view message) const = 0;
 };
 

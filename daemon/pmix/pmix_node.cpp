@@ -60,6 +60,11 @@ bool PmixNode::start_server()
     if (relay_)
         relay_->tap_messages(host_->job_control_prefix(),
                              [this](std::string_view message) { cleanups_registered(message); });
+    if (relay_ && tree_.keep && tree_.within_limit)
+        relay_->check_sizes({host_->commit_prefix(), host_->publish_prefix()},
+                            [this](const connect_ack::Client& client, std::size_t which, std::size_t bytes) {
+                                return within_limit(client, which == 0, bytes);
+                            });
     hooks_.ready();
     return true;
 }
@@ -81,6 +86,20 @@ void PmixNode::cleanups_registered(std::string_view message)
                                      "from now on are removed only if canopyd ends normally",
                                      node());
     }
+}
+
+bool PmixNode::within_limit(const connect_ack::Client& client, bool commit, std::size_t bytes)
+{
+    // Checked before the server reads any of it, so that it never holds what goes past. A commit carries all the
+    // rank has put so far, and the server keeps it in place of the one before: it counts as one key. A publish
+    // counts by its values once the server passes them up (RequestRouter::publish); here, one request alone must
+    // fit the limit.
+    auto rank = namespaces_.tree_rank(client.nspace, client.rank);
+    if (!rank)
+        return true;
+    if (commit)
+        return tree_.keep(*rank, "pmix-commit", bytes, "PMIx_Commit");
+    return tree_.within_limit({*rank}, bytes, "PMIx_Publish");
 }
 
 Result<std::string> PmixNode::server_uri()

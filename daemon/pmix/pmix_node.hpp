@@ -57,6 +57,9 @@ private:
     std::string node() const;
     // A rank's job-control request passed the relay: the guard learns the paths it registers for cleanup.
     void cleanups_registered(std::string_view message);
+    // A rank's PMIx_Commit (or else PMIx_Publish) of `bytes` is about to pass the relay: whether it is within the
+    // job's limit.
+    bool within_limit(const connect_ack::Client& client, bool commit, std::size_t bytes);
 
     boost::asio::io_context& io_;
     PmixJob job_;

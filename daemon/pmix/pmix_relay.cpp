@@ -123,13 +123,28 @@ struct PmixRelay::Pipe : std::enable_shared_from_this<Pipe> {
                               [self](boost::system::error_code error, std::size_t) {
                                   if (error || self->closed)
                                       return self->close();
-                                  self->hello = {};
-                                  if (self->relay->tap_handler_)
-                                      self->tap.emplace(self->relay->tap_prefix_, self->relay->tap_handler_);
+                                  self->start_tap();
                                   self->pump(self->rank, self->server, self->to_server);
                                   self->pump(self->server, self->rank, self->to_rank);
                               });
         });
+    }
+
+    // Reads along what the rank sends, for the relay's tap and size check, from the first message after the
+    // connect-ack on.
+    void start_tap()
+    {
+        auto client = connect_ack::client_of(std::span<const char>(hello).subspan(connect_ack::header_size));
+        hello = {};
+        bool sizes = relay->size_check_ && client;
+        if (!relay->tap_handler_ && !sizes)
+            return;
+        tap.emplace(relay->tap_prefix_, relay->tap_handler_);
+        if (sizes)
+            tap->check_sizes(relay->size_prefixes_, [check = relay->size_check_, client = *client](std::size_t which,
+                                                                                               std::size_t bytes) {
+                return check(client, which, bytes);
+            });
     }
 
     // Copies `from` to `to` until `from` ends; a clean end is passed on as a half-close, so a reply still in
@@ -149,8 +164,11 @@ struct PmixRelay::Pipe : std::enable_shared_from_this<Pipe> {
                 self->close();
                 return;
             }
-            if (self->tap && &from == &self->rank)
-                self->tap->feed(buffer.data(), size);
+            if (self->tap && &from == &self->rank && !self->tap->feed(buffer.data(), size)) {
+                relay_log().debug("pmix relay: closing a rank's connection: it sent more than the job's limit");
+                self->close();
+                return;
+            }
             asio::async_write(to, asio::buffer(buffer.data(), size),
                               [self, &from, &to, &buffer](boost::system::error_code error, std::size_t) {
                                   if (error) {

@@ -12,6 +12,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
+#include "pmix/connect_ack.hpp"
 #include "pmix/message_tap.hpp"
 #include "util/accept_guard.hpp"
 #include "util/result.hpp"
@@ -47,6 +48,17 @@ public:
         tap_handler_ = std::move(handler);
     }
 
+    // From now on, each message a relayed rank sends that starts with one of `prefixes` (commands, such as
+    // PMIx_Commit's) is first shown to `check`, with which prefix, its size and the client the connection's
+    // connect-ack named; false closes that rank's connection instead of passing the message on (the check has
+    // reported why). A connection whose connect-ack names no simple client is not checked.
+    using SizeCheck = std::function<bool(const connect_ack::Client& client, std::size_t which, std::size_t bytes)>;
+    void check_sizes(std::vector<std::string> prefixes, SizeCheck check)
+    {
+        size_prefixes_ = std::move(prefixes);
+        size_check_ = std::move(check);
+    }
+
     // The relay's address in PMIx's URI form, for the ranks' PMIX_SERVER_URI* variables.
     std::string uri() const;
     // Connections that sent their connect-ack and were connected through to the server so far.
@@ -77,6 +89,8 @@ private:
     std::size_t relayed_ = 0;
     std::string tap_prefix_;
     PmixMessageTap::Handler tap_handler_;
+    std::vector<std::string> size_prefixes_;
+    SizeCheck size_check_;
 };
 
 // "tcp4://127.0.0.1:4000" or "tcp6://[::1]:4000" to an endpoint; an error names the text.

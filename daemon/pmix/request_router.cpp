@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 
 #include <boost/asio/steady_timer.hpp>
 #include <fmt/format.h>
@@ -94,6 +95,13 @@ void RequestRouter::fence(FenceCall call, ModexAnswer answer)
         {participants.empty(), participants},
         [answer = std::move(answer)](int status, Bytes bytes) { answer(status, std::move(bytes)); },
         std::chrono::seconds(call.timeout_s), "fence");
+    // What the relay let through is within the limit already (PmixNode): this is for ranks that reach the server
+    // another way (--pmix eager), before their data goes up the tree.
+    if (tree_.within_limit && !call.local.empty() &&
+        !tree_.within_limit(local_participants(participants), call.local.size(), "a PMIx fence")) {
+        pending_.complete(id, PMIX_ERR_OUT_OF_RESOURCE, {});
+        return;
+    }
     pmix_log().debug("pmix: fence {} over {} ranks, collect={}, {} bytes from {}", id,
                      participants.empty() ? layout_.job_size() : participants.size(), call.collect, call.local.size(),
                      node_);
@@ -102,6 +110,20 @@ void RequestRouter::fence(FenceCall call, ModexAnswer answer)
                 local = std::move(call.local)](std::function<void(Status, Bytes)> reply) mutable {
                    tree_.fence(std::move(participants), collect, std::move(local), std::move(reply));
                });
+}
+
+std::vector<long> RequestRouter::local_participants(const std::vector<long>& participants) const
+{
+    std::vector<long> local;
+    if (participants.empty()) {   // the whole job
+        long first = layout_.first_rank(job_.node_index);
+        for (long rank = first; rank < first + static_cast<long>(layout_.local_size(job_.node_index)); ++rank)
+            local.push_back(rank);
+        return local;
+    }
+    std::copy_if(participants.begin(), participants.end(), std::back_inserter(local),
+                 [this](long rank) { return is_local(rank); });
+    return local;
 }
 
 void RequestRouter::contribute(std::uint64_t id, int local_status, const char* what,
@@ -230,8 +252,15 @@ void RequestRouter::direct_modex(long rank, int timeout_s, ModexAnswer answer)
     tree_.direct_modex(rank, tree_reply(id, "direct modex"));
 }
 
-void RequestRouter::publish(std::vector<std::pair<std::string, Bytes>> data, OpAnswer answer)
+void RequestRouter::publish(long rank, std::vector<std::pair<std::string, Bytes>> data, OpAnswer answer)
 {
+    // Published values stay at the root until unpublished: they count against the rank's limit until then.
+    if (tree_.keep)
+        for (const auto& [key, value] : data)
+            if (!tree_.keep(rank, "pmix-name:" + key, key.size() + value.size(), "PMIx_Publish")) {
+                answer(PMIX_ERR_OUT_OF_RESOURCE);
+                return;
+            }
     std::uint64_t id = pending_.add(
         {}, [answer = std::move(answer)](int status, Bytes) { answer(status); }, std::chrono::seconds(0), "publish");
     // A refused publish (a key taken already) is answered as a plain error.
@@ -252,8 +281,11 @@ void RequestRouter::lookup(std::vector<std::string> keys, std::size_t wait_for, 
     });
 }
 
-void RequestRouter::unpublish(std::vector<std::string> keys, OpAnswer answer)
+void RequestRouter::unpublish(long rank, std::vector<std::string> keys, OpAnswer answer)
 {
+    if (tree_.drop)
+        for (const auto& key : keys)
+            tree_.drop(rank, "pmix-name:" + key);
     std::uint64_t id = pending_.add(
         {}, [answer = std::move(answer)](int status, Bytes) { answer(status); }, std::chrono::seconds(0),
         "unpublish");

@@ -62,10 +62,11 @@ public:
     void query(std::vector<std::vector<std::string>> keys, InfoAnswer answer);
     // PMIx_Connect and PMIx_Disconnect (`what` says which, for the log).
     void connect(ConnectCall call, OpAnswer answer, const char* what);
-    void publish(std::vector<std::pair<std::string, Bytes>> data, OpAnswer answer);
+    // PMIx_Publish and PMIx_Unpublish by `rank`, a tree rank.
+    void publish(long rank, std::vector<std::pair<std::string, Bytes>> data, OpAnswer answer);
     // wait_for > 0: answer once that many of the keys are published (PMIX_WAIT), or at the timeout.
     void lookup(std::vector<std::string> keys, std::size_t wait_for, int timeout_s, LookupAnswer answer);
-    void unpublish(std::vector<std::string> keys, OpAnswer answer);
+    void unpublish(long rank, std::vector<std::string> keys, OpAnswer answer);
 
     // Answers pending request `id`, if it still waits (PMIx's own answers: a rank's data for a direct modex).
     void complete(std::uint64_t id, int status, Bytes bytes) { pending_.complete(id, status, std::move(bytes)); }
@@ -105,6 +106,8 @@ private:
                     std::function<void(std::function<void(Status, Bytes)>)> send);
     // The participants as the tree takes them: empty for the whole job, else sorted tree ranks.
     std::vector<long> tree_participants(std::vector<long> participants, bool whole_job) const;
+    // Those of this node among `participants` (as tree_participants gives them).
+    std::vector<long> local_participants(const std::vector<long>& participants) const;
 
     boost::asio::io_context& io_;
     const PmixJob job_;

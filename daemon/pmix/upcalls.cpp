@@ -210,8 +210,10 @@ pmix_status_t on_publish(const pmix_proc_t* proc, const pmix_info_t info[], std:
         }
         data.emplace_back(info[i].key, std::move(*packed));
     }
-    return post(*router, [data = std::move(data), answer = OpAnswer(router->nspace(), cbfunc, cbdata)](
-                             RequestRouter& r) mutable { r.publish(std::move(data), std::move(answer)); });
+    return post(*router, [rank = client_rank(*router, proc), data = std::move(data),
+                          answer = OpAnswer(router->nspace(), cbfunc, cbdata)](RequestRouter& r) mutable {
+        r.publish(rank, std::move(data), std::move(answer));
+    });
 }
 
 pmix_status_t on_lookup(const pmix_proc_t*, char** keys, const pmix_info_t info[], std::size_t ninfo,
@@ -228,14 +230,16 @@ pmix_status_t on_lookup(const pmix_proc_t*, char** keys, const pmix_info_t info[
     });
 }
 
-pmix_status_t on_unpublish(const pmix_proc_t*, char** keys, const pmix_info_t[], std::size_t,
+pmix_status_t on_unpublish(const pmix_proc_t* proc, char** keys, const pmix_info_t[], std::size_t,
                            pmix_op_cbfunc_t cbfunc, void* cbdata)
 {
     auto router = attached_router();
     if (!router || !router->tree().unpublish)
         return PMIX_ERR_NOT_SUPPORTED;
-    return post(*router, [keys = strings_from(keys), answer = OpAnswer(router->nspace(), cbfunc, cbdata)](
-                             RequestRouter& r) mutable { r.unpublish(std::move(keys), std::move(answer)); });
+    return post(*router, [rank = client_rank(*router, proc), keys = strings_from(keys),
+                          answer = OpAnswer(router->nspace(), cbfunc, cbdata)](RequestRouter& r) mutable {
+        r.unpublish(rank, std::move(keys), std::move(answer));
+    });
 }
 
 // PMIx_Connect and PMIx_Disconnect: PMIx calls up once every local participant has called.

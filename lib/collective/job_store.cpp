@@ -317,6 +317,38 @@ std::optional<std::vector<std::string>> store_read_keys(std::uint8_t op, const B
     return keys;
 }
 
+std::optional<StoreWrite> store_write(std::uint8_t op, const Bytes& payload)
+{
+    constexpr std::uint64_t counter_digits = 20;   // an i64 in decimal, with its sign
+    wire::Reader in(payload);
+    StoreWrite write;
+    switch (static_cast<JobStore::Op>(op)) {
+    case JobStore::Op::set:
+        write.key = sized_text(in);
+        write.bytes = write.key.size() + in.remaining();
+        break;
+    case JobStore::Op::add:
+        in.i64();
+        write.key = rest_text(in);
+        write.bytes = write.key.size() + counter_digits;
+        break;
+    case JobStore::Op::compare_set:
+        write.key = sized_text(in);
+        sized_text(in);
+        write.bytes = write.key.size() + in.remaining();
+        break;
+    case JobStore::Op::delete_key:
+        write.key = rest_text(in);
+        write.deletes = true;
+        break;
+    default:
+        return std::nullopt;
+    }
+    if (!in.ok())
+        return std::nullopt;
+    return write;
+}
+
 std::optional<std::int64_t> store_integer(const Bytes& value)
 {
     std::int64_t number = 0;

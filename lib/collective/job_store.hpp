@@ -105,6 +105,17 @@ private:
 // malformed payload. What a daemon's cache needs to answer reads itself.
 std::optional<std::vector<std::string>> store_read_keys(std::uint8_t op, const std::vector<std::uint8_t>& payload);
 
+// What a write asks the store to keep, as the rank's daemon counts it against the job's limit per rank
+// (collective/store_limit.hpp): its key, and the bytes it keeps there (the key and the value; an add's counter as
+// the 20 digits it may grow to; a compare-set's desired value whether or not it wins). A delete keeps nothing.
+struct StoreWrite {
+    std::string key;
+    std::uint64_t bytes = 0;
+    bool deletes = false;
+};
+// The write a set, add, compare_set or delete is; nothing for other ops or a malformed payload.
+std::optional<StoreWrite> store_write(std::uint8_t op, const std::vector<std::uint8_t>& payload);
+
 // A stored value as add reads it (decimal text, all of it, as torch writes counters), and add's answer (the
 // new count, 8 bytes little-endian). A daemon that answers add(key, 0) itself reads and answers the same way.
 std::optional<std::int64_t> store_integer(const std::vector<std::uint8_t>& value);

@@ -1,5 +1,6 @@
 // canopy.toml: reads and validates config layers with toml++, reporting problems as file:line:col.
 #include "config/config.hpp"
+#include "util/byte_size.hpp"
 #include "util/read_file.hpp"
 #include "util/suggest.hpp"
 #include "wire/messages.hpp"
@@ -211,6 +212,27 @@ std::optional<Problem> apply_bind_address(const toml::node& node, Config& config
     return std::nullopt;
 }
 
+std::optional<Problem> apply_rank_store_limit(const toml::node& node, Config& config)
+{
+    auto expected = [&](std::string why) {
+        return problem(node, "rank_store_limit must be a size such as \"16MiB\" or \"512K\", a number of bytes, or 0 "
+                             "for no limit" + why);
+    };
+    if (node.is_integer()) {
+        if (node.as_integer()->get() < 0)
+            return expected("");
+        config.rank_store_limit = static_cast<std::uint64_t>(node.as_integer()->get());
+        return std::nullopt;
+    }
+    if (!node.is_string())
+        return expected("");
+    auto size = parse_byte_size(node.as_string()->get());
+    if (!size)
+        return expected(fmt::format(", got \"{}\"", node.as_string()->get()));
+    config.rank_store_limit = *size;
+    return std::nullopt;
+}
+
 // "[launch], [tree], [job], [stage] or [fabric]": every table there is, for messages that list them.
 std::string table_list(std::string_view last_joiner)
 {
@@ -266,6 +288,7 @@ const KeySpec key_table[] = {
          }
          return problem(n, "pmix must be true, false or \"eager\"");
      }},
+    {"job", "rank_store_limit", apply_rank_store_limit},
     {"stage", "prefixes", apply_stage_prefixes},
     {"stage", "manifest", [](const Node& n, Config& c) { return read_absolute_path(n, "manifest", c.stage_manifest, true); }},
     {"stage", "cache_dir", [](const Node& n, Config& c) { return read_absolute_path(n, "cache_dir", c.stage_cache_dir, false); }},

@@ -1,11 +1,13 @@
 // canopy.toml: launch, tree and job settings, layered from built-in defaults up to an explicit --config file.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "collective/store_limit.hpp"
 #include "util/pmix_mode.hpp"
 #include "util/result.hpp"
 
@@ -26,6 +28,8 @@ struct Config {
     std::string tmpdir;                   // base of per-job temp dirs; empty = $TMPDIR, /dev/shm or /tmp
     PmiInterfaces pmi = PmiInterfaces::all;  // [job] pmi: what every node serves its ranks
     PmixMode pmix = PmixMode::on_demand;  // [job] pmix: a PMIx server on every node for MPI and PMIx programs
+    // [job] rank_store_limit: bytes one rank may keep in the job's key-value stores; 0 for no limit
+    std::uint64_t rank_store_limit = default_rank_store_limit;
     std::vector<std::string> stage_prefixes;   // [stage] prefixes: absolute paths the ranks read from
     std::string stage_manifest;           // [stage] manifest: from `canopy stage record`; empty = none
     std::string stage_cache_dir = "/dev/shm";   // [stage] cache_dir: node-local base of the stage cache

@@ -188,10 +188,13 @@ struct JobSpec {
     std::string fabric = "off";
     // --timing-top: how many of the slowest daemons or ranks each phase's sketch names on its way up.
     std::uint64_t timing_top = timing::default_top_k;
+    // --rank-store-limit, [job] rank_store_limit: bytes one rank may keep in the job's key-value stores, counted by
+    // its node (collective/store_limit.hpp); 0 for no limit.
+    std::uint64_t rank_store_limit = 0;
 
     CANOPY_WIRE_FIELDS(apps, env, cpu_bind, depth, ranks_per_node, master_addr, master_port, pmix, simple_pmi,
                        trace, stage, stage_cache_base, stage_interposer, output_marks, spawn_slots, cpus_shared_ok,
-                       report_bindings, line_buffer, fabric, timing_top)
+                       report_bindings, line_buffer, fabric, timing_top, rank_store_limit)
 };
 
 // The heartbeat timeout's range, in seconds: the config refuses anything outside it, and so does a daemon's plan.

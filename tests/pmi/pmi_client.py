@@ -8,6 +8,8 @@ usage: pmi_client.py v1|v2 MODE [ARG...]
   close-in-barrier RANK    RANK enters the barrier and closes PMI_FD, then lives on; the others wait in the barrier
   abort RANK CODE          RANK calls abort with exit code CODE (PMI-1) or a message (PMI-2); the others wait
   appnum LABEL             init, print the app number the server gives (get_appnum, or fullinit's) with LABEL
+  flood PUTS SIZE BARRIERS put PUTS keys of SIZE-byte values, with BARRIERS barriers spread among them, then
+                           finalize and print how many; a put refused is printed, and the rank then waits 60 s
 """
 import os
 import sys
@@ -158,6 +160,26 @@ def main():
             time.sleep(30)
             return 0
         pmi.barrier()
+        return 0
+    if mode == "flood":
+        puts, size, barriers = (int(arg) for arg in sys.argv[3:6])
+        pmi.init()
+        kvsname = pmi.kvsname()
+        value = "v" * size
+        for i in range(puts):
+            key = f"r{RANK}-{i}"
+            if version == 1:
+                answer = pmi.ask("put", kvsname=kvsname, key=key, value=value)
+            else:
+                answer = pmi.ask("kvs-put", key=key, value=value)
+            if answer["rc"] != "0":
+                say(f"put {i} refused: {answer}")
+                time.sleep(60)   # the job must end without this rank's help
+                return 3
+            if barriers and (i + 1) % max(1, puts // barriers) == 0:
+                pmi.barrier()
+        pmi.finalize()
+        say(f"put {puts} values of {size} bytes")
         return 0
     if mode == "appnum":
         pmi.init()

@@ -104,6 +104,7 @@ kill_grace = 0.5
 tmpdir = "/dev/shm"
 pmi = "simple"
 pmix = false
+rank_store_limit = "64MiB"
 [stage]
 prefixes = ["/soft/venv", "/soft/frameworks"]
 manifest = "/home/u/torch.manifest"
@@ -128,6 +129,7 @@ provider = "cxi"
     EXPECT_EQ(applied->tmpdir, "/dev/shm");
     EXPECT_EQ(applied->pmix, PmixMode::off);
     EXPECT_EQ(applied->pmi, PmiInterfaces::simple);
+    EXPECT_EQ(applied->rank_store_limit, std::uint64_t{64} << 20);
     EXPECT_EQ(applied->stage_prefixes, (std::vector<std::string>{"/soft/venv", "/soft/frameworks"}));
     EXPECT_EQ(applied->stage_manifest, "/home/u/torch.manifest");
     EXPECT_EQ(applied->stage_cache_dir, "/local/scratch");
@@ -152,6 +154,23 @@ TEST(ApplyConfig, StageAndPmixValuesAreChecked)
     EXPECT_NE(apply_error("[fabric]\nprovider = \"\"\n").find("provider must be \"auto\", \"off\""),
               std::string::npos);
     EXPECT_NE(apply_error("[fabric]\nprovider = 1\n").find("provider must be a string"), std::string::npos);
+}
+
+TEST(ApplyConfig, RankStoreLimitIsASizeOrBytesOrZero)
+{
+    auto bytes = apply_config("[job]\nrank_store_limit = 1048576\n", "bytes.toml", Config{});
+    ASSERT_TRUE(bytes.ok()) << bytes.error().message;
+    EXPECT_EQ(bytes->rank_store_limit, 1048576u);
+    auto none = apply_config("[job]\nrank_store_limit = 0\n", "none.toml", Config{});
+    ASSERT_TRUE(none.ok()) << none.error().message;
+    EXPECT_EQ(none->rank_store_limit, 0u);
+    EXPECT_EQ(Config{}.rank_store_limit, std::uint64_t{16} << 20);
+    EXPECT_EQ(apply_error("[job]\nrank_store_limit = \"16 MB\"\n"),
+              "config /x/canopy.toml:2:20: rank_store_limit must be a size such as \"16MiB\" or \"512K\", a number of "
+              "bytes, or 0 for no limit, got \"16 MB\"");
+    EXPECT_NE(apply_error("[job]\nrank_store_limit = -1\n").find("rank_store_limit must be a size"), std::string::npos);
+    EXPECT_NE(apply_error("[job]\nrank_store_limit = 1.5\n").find("rank_store_limit must be a size"),
+              std::string::npos);
 }
 
 TEST(ApplyConfig, OnlyKeysPresentOverrideTheBase)
@@ -378,6 +397,7 @@ TEST(ShippedConfig, DefaultFileMatchesBuiltInDefaults)
     sentinel.fanout = sentinel.window = 99;
     sentinel.connect_timeout = sentinel.kill_grace = sentinel.heartbeat_timeout = 99;
     sentinel.daemon_path = sentinel.bind_address = sentinel.tmpdir = "/x";
+    sentinel.rank_store_limit = 1;
     auto applied = apply_config(text, "canopy.toml", sentinel);
     ASSERT_TRUE(applied.ok()) << applied.error().message;
     Config defaults;
@@ -393,6 +413,7 @@ TEST(ShippedConfig, DefaultFileMatchesBuiltInDefaults)
     EXPECT_EQ(applied->bind_address, defaults.bind_address);
     EXPECT_DOUBLE_EQ(applied->kill_grace, defaults.kill_grace);
     EXPECT_EQ(applied->tmpdir, defaults.tmpdir);
+    EXPECT_EQ(applied->rank_store_limit, defaults.rank_store_limit);
 }
 
 TEST_F(ConfigFiles, ShippedProfilesLoad)

@@ -160,6 +160,16 @@ TEST(Options, PmiChoosesWhatIsServed)
     EXPECT_EQ(parse_error({"--pmi", "mpich", "prog"}), "--pmi takes all, pmix, simple or none, got 'mpich'");
 }
 
+TEST(Options, RankStoreLimitIsASize)
+{
+    EXPECT_FALSE(parse_ok({"prog"}).rank_store_limit.has_value()) << "unset: the config's";
+    EXPECT_EQ(*parse_ok({"--rank-store-limit", "64MiB", "prog"}).rank_store_limit, std::uint64_t{64} << 20);
+    EXPECT_EQ(*parse_ok({"--rank-store-limit=0", "prog"}).rank_store_limit, 0u);
+    EXPECT_EQ(parse_error({"--rank-store-limit", "lots", "prog"}),
+              "--rank-store-limit: 'lots' is not a size: write a number of bytes, or one of K, M, G or T, such as "
+              "16MiB");
+}
+
 TEST(Options, TreeAndAgentSpellings)
 {
     Options options = parse_ok({"--fanout", "16", "--window=8", "prog"});

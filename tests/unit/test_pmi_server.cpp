@@ -11,6 +11,7 @@
 #include <boost/asio/io_context.hpp>
 #include <gtest/gtest.h>
 
+#include "collective/store_limit.hpp"
 #include "pmi/pmi_server.hpp"
 #include "pmi/wire.hpp"
 
@@ -62,6 +63,16 @@ protected:
                 done(Status{}, it == published_.end() ? std::nullopt : std::optional<std::string>(it->second));
             };
             tree.fail = [this](long rank, int code, std::string message) { failures_.push_back({rank, code, message}); };
+            if (store_limit() > 0) {
+                // As the daemon does: the first rank over the limit ends the job, with exit code 1.
+                StoreLimit* limit = limits_.emplace_back(std::make_unique<StoreLimit>(
+                    store_limit(), "node" + std::to_string(node),
+                    [this](long rank, const std::string& line) { failures_.push_back({rank, 1, line}); })).get();
+                tree.keep = [limit](long rank, const std::string& key, std::uint64_t bytes, std::string_view how) {
+                    return limit->keep(rank, key, bytes, how);
+                };
+                tree.drop = [limit](long rank, const std::string& key) { limit->drop(rank, key); };
+            }
             servers_.push_back(std::make_unique<PmiServer>(io_, job, std::move(tree)));
             for (long local = 0; local < 2; ++local) {
                 RankLaunch launch;
@@ -76,6 +87,9 @@ protected:
             servers_.back()->ranks_started();   // closes the server's copies of the ranks' ends
         }
     }
+
+    // What a rank may store (collective/store_limit.hpp); 0: the servers count nothing.
+    virtual std::uint64_t store_limit() const { return 0; }
 
     void TearDown() override
     {
@@ -151,6 +165,7 @@ protected:
     }
 
     boost::asio::io_context io_;
+    std::vector<std::unique_ptr<StoreLimit>> limits_;   // a node's, before its server
     std::vector<std::unique_ptr<PmiServer>> servers_;
     std::map<long, int> ranks_;
     std::map<long, std::vector<std::string>> env_;
@@ -171,6 +186,12 @@ std::string env_value(const std::vector<std::string>& env, const std::string& na
 }
 
 } // namespace
+
+// The same two nodes, where a rank may store 4 KiB.
+class LimitedTwoNodes : public TwoNodes {
+protected:
+    std::uint64_t store_limit() const override { return 4096; }
+};
 
 TEST_F(TwoNodes, EachRankIsToldItsFdRankAndSize)
 {
@@ -439,4 +460,97 @@ TEST_F(TwoNodes, RanksThatNeverSpeakPmiCostNothingAndFailNothing)
     run_for(PmiServer::exit_grace + 100ms);
     EXPECT_TRUE(failures_.empty());
     EXPECT_EQ(fences_, 0);
+}
+
+TEST_F(LimitedTwoNodes, Pmi1PutsPastTheLimitAreRefusedAndEndTheJobNamingTheRank)
+{
+    init_v1(0);
+    init_v1(1);
+    std::string value(1000, 'v');
+    // Puts count whether or not a barrier has taken them up the tree since: the node keeps every one of them.
+    for (int i = 0; i < 4; ++i) {
+        auto put = ask(0, "cmd=put kvsname=canopy.test key=k" + std::to_string(i) + " value=" + value + "\n");
+        ASSERT_TRUE(put);
+        ASSERT_EQ(put->find("rc"), "0") << "put " << i;
+        if (i == 1) {
+            send(0, "cmd=barrier_in\n");
+            send(1, "cmd=barrier_in\n");
+            init_v1(2);
+            init_v1(3);
+            send(2, "cmd=barrier_in\n");
+            send(3, "cmd=barrier_in\n");
+            for (long rank = 0; rank < 4; ++rank)
+                ASSERT_TRUE(answer(rank)) << "barrier, rank " << rank;
+        }
+    }
+    EXPECT_TRUE(failures_.empty());
+    auto over = ask(0, "cmd=put kvsname=canopy.test key=k4 value=" + value + "\n");
+    ASSERT_TRUE(over);
+    EXPECT_EQ(over->name, "put_result");
+    EXPECT_EQ(over->find("rc"), "-1");
+    ASSERT_EQ(failures_.size(), 1u);
+    EXPECT_EQ(failures_[0].rank, 0);
+    EXPECT_EQ(failures_[0].code, 1);
+    EXPECT_EQ(failures_[0].message,
+              "rank 0 on node0 would store 4.9 KiB with PMI's put, over the limit of 4 KiB a rank (raise it with "
+              "--rank-store-limit or [job] rank_store_limit)");
+    auto got = ask(1, "cmd=get kvsname=canopy.test key=k4\n");
+    ASSERT_TRUE(got);
+    EXPECT_EQ(got->find("rc"), "-1") << "a refused put is not kept";
+}
+
+TEST_F(LimitedTwoNodes, APutOfAKeyAgainReplacesWhatItCounted)
+{
+    init_v1(0);
+    for (int i = 0; i < 20; ++i) {
+        auto put = ask(0, "cmd=put kvsname=canopy.test key=same value=" + std::string(1000, 'a' + i % 26) + "\n");
+        ASSERT_TRUE(put);
+        ASSERT_EQ(put->find("rc"), "0") << "put " << i;
+    }
+    EXPECT_TRUE(failures_.empty());
+}
+
+TEST_F(LimitedTwoNodes, Pmi2PutsAndNodeAttributesCountTowardsTheLimit)
+{
+    init_v2(2);
+    std::string value(1000, 'v');
+    for (int i = 0; i < 2; ++i) {
+        auto put = ask2(2, pmi::Command{"kvs-put", {{"key", "k" + std::to_string(i)}, {"value", value}}});
+        ASSERT_TRUE(put);
+        ASSERT_EQ(put->find("rc"), "0");
+        auto attr = ask2(2, pmi::Command{"info-putnodeattr", {{"key", "a" + std::to_string(i)}, {"value", value}}});
+        ASSERT_TRUE(attr);
+        ASSERT_EQ(attr->find("rc"), "0");
+    }
+    auto over = ask2(2, pmi::Command{"info-putnodeattr", {{"key", "a2"}, {"value", value}}});
+    ASSERT_TRUE(over);
+    EXPECT_EQ(over->name, "info-putnodeattr-response");
+    EXPECT_EQ(over->find("rc"), "-1");
+    ASSERT_EQ(failures_.size(), 1u);
+    EXPECT_EQ(failures_[0].rank, 2);
+    EXPECT_NE(failures_[0].message.find("rank 2 on node1 would store"), std::string::npos) << failures_[0].message;
+    EXPECT_NE(failures_[0].message.find("with PMI's info-putnodeattr"), std::string::npos) << failures_[0].message;
+}
+
+TEST_F(LimitedTwoNodes, PublishedNamesCountUntilTheyAreUnpublished)
+{
+    init_v1(0);
+    std::string port(1500, 'p');
+    for (int round = 0; round < 3; ++round) {
+        for (const char* service : {"a", "b"}) {
+            auto published = ask(0, std::string("cmd=publish_name service=") + service + " port=" + port + "\n");
+            ASSERT_TRUE(published);
+            ASSERT_EQ(published->find("rc"), "0") << service << ", round " << round;
+        }
+        for (const char* service : {"a", "b"})
+            ASSERT_TRUE(ask(0, std::string("cmd=unpublish_name service=") + service + "\n"));
+    }
+    ASSERT_TRUE(ask(0, "cmd=publish_name service=a port=" + port + "\n"));
+    ASSERT_TRUE(ask(0, "cmd=publish_name service=b port=" + port + "\n"));
+    auto over = ask(0, "cmd=publish_name service=c port=" + port + "\n");
+    ASSERT_TRUE(over);
+    EXPECT_NE(over->find("rc"), "0");
+    EXPECT_FALSE(published_.contains("c")) << "a refused name never reaches the root";
+    ASSERT_EQ(failures_.size(), 1u);
+    EXPECT_NE(failures_[0].message.find("with PMI's publish_name"), std::string::npos) << failures_[0].message;
 }

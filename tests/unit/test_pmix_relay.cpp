@@ -1,5 +1,6 @@
 // The PMIx relay on its own: a server that exists only once the first client connects, bytes both ways, half-close;
 // and the gate on the server's own port, which only the relay's connections pass.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -11,6 +12,8 @@
 #include <future>
 #include <optional>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <boost/asio.hpp>
 #include <gtest/gtest.h>
@@ -267,6 +270,108 @@ TEST_F(RelayFixture, ConnectsToAGatedServerThroughItsGate)
     asio::read(peer, asio::buffer(got));
     EXPECT_EQ(got, hello("rank 0"));
     EXPECT_FALSE(connects_within(tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0), server.local_endpoint(), 300));
+}
+
+// A simple client's connect-ack body as PMIx 4.2.2 sends it (read off a real client): the security module, a
+// credential of 8 bytes, the type flag, then the namespace and rank.
+std::string client_body(const std::string& nspace, std::uint32_t rank, char flag = 0)
+{
+    std::string body = std::string("native") + '\0';
+    std::uint32_t credential = htonl(8);
+    body.append(reinterpret_cast<const char*>(&credential), sizeof credential);
+    body.append(8, '\0');
+    body += flag;
+    body += nspace + '\0';
+    std::uint32_t wire_rank = htonl(rank);
+    body.append(reinterpret_cast<const char*>(&wire_rank), sizeof wire_rank);
+    return body + std::string("4.2.2rc2\0v41\0\x01hash\0\0", 20);
+}
+
+TEST(ConnectAck, NamesTheSimpleClientItIntroduces)
+{
+    auto body = client_body("canopy.188d6a45", 3);
+    auto client = connect_ack::client_of(body);
+    ASSERT_TRUE(client);
+    EXPECT_EQ(client->nspace, "canopy.188d6a45");
+    EXPECT_EQ(client->rank, 3);
+    EXPECT_FALSE(connect_ack::client_of(client_body("canopy.1", 3, 3))) << "a tool names no rank";
+    for (std::size_t cut : {0u, 5u, 7u, 11u, 19u, 20u, 25u, 35u, 38u})
+        EXPECT_FALSE(connect_ack::client_of(std::string_view(body).substr(0, cut))) << "cut at " << cut;
+    std::string boastful = body;
+    boastful[10] = '\x7f';   // a credential far longer than the body
+    EXPECT_FALSE(connect_ack::client_of(boastful));
+}
+
+// A PMIx message: a 16-byte header whose u32 at offset 8 (network order) counts the payload.
+std::string message(const std::string& payload)
+{
+    std::string header(16, '\0');
+    std::uint32_t size = htonl(static_cast<std::uint32_t>(payload.size()));
+    std::memcpy(header.data() + 8, &size, sizeof size);
+    return header + payload;
+}
+
+// What arrives on `socket` until its peer closes it, or until `limit_ms` pass (then one byte more than arrived,
+// so that a connection left open never reads as closed).
+std::string read_until_closed(tcp::socket& socket, int limit_ms)
+{
+    std::string out;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limit_ms);
+    for (;;) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        pollfd wait{socket.native_handle(), POLLIN, 0};
+        if (left.count() <= 0 || ::poll(&wait, 1, static_cast<int>(left.count())) != 1)
+            return out + "!";
+        char buffer[65536];
+        ssize_t got = ::recv(socket.native_handle(), buffer, sizeof buffer, 0);
+        if (got <= 0)
+            return out;
+        out.append(buffer, static_cast<std::size_t>(got));
+    }
+}
+
+// The relay's part in the job's limit per rank: a message the size check refuses closes the rank's connection, and
+// the server never receives it.
+TEST_F(RelayFixture, AMessageTheSizeCheckRefusesNeverReachesTheServer)
+{
+    asio::io_context server_io;
+    tcp::acceptor server(server_io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    auto server_uri = "tcp4://127.0.0.1:" + std::to_string(server.local_endpoint().port());
+    start([&]() -> Result<std::string> { return server_uri; });
+    std::vector<std::pair<std::string, std::size_t>> checked;
+    std::promise<void> set;
+    asio::post(io, [&] {
+        relay->check_sizes({"\x02\x02", "\x02\x06"}, [&](const connect_ack::Client& client, std::size_t which,
+                                                        std::size_t bytes) {
+            checked.emplace_back(client.nspace + "." + std::to_string(client.rank) + "/" + std::to_string(which),
+                                 bytes);
+            return bytes <= 1000;
+        });
+        set.set_value();
+    });
+    set.get_future().wait();
+
+    std::string connect = hello(client_body("canopy.job", 5));
+    std::string small = message("\x02\x02" + std::string(998, 's'));
+    std::string other = message("\x02\x03" + std::string(5000, 'o'));   // another command: not checked
+    std::string big = message("\x02\x02" + std::string(1 << 20, 'b'));
+    asio::io_context client_io;
+    tcp::socket client = connect_client(client_io);
+    asio::write(client, asio::buffer(connect + small + other));
+    tcp::socket peer = server.accept();
+    std::string got(connect.size() + small.size() + other.size(), '\0');
+    asio::read(peer, asio::buffer(got));
+    EXPECT_EQ(got, connect + small + other);
+    boost::system::error_code ignored;
+    asio::write(client, asio::buffer(big), ignored);   // the relay closes the connection while it comes
+    EXPECT_LE(read_until_closed(peer, 10000).size(), 16u)
+        << "no more of the refused message than its header reached the server";
+    EXPECT_EQ(read_until_closed(client, 10000), "");
+    std::promise<decltype(checked)> seen;
+    asio::post(io, [&] { seen.set_value(checked); });
+    EXPECT_EQ(seen.get_future().get(),
+              (std::vector<std::pair<std::string, std::size_t>>{{"canopy.job.5/0", 1000},
+                                                                {"canopy.job.5/0", (1 << 20) + 2}}));
 }
 
 } // namespace
