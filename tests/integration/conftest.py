@@ -229,6 +229,21 @@ def process_tree(root):
     return "\n".join(lines[pid] for pid in sorted(keep) if pid in lines) or "(nothing)"
 
 
+def completed_within(process, timeout, what, input=None):
+    """Waits for a started `process` (with started_at set) and returns its Completed; one still running after
+    `timeout` seconds is killed and fails the test, saying what still ran below it."""
+    try:
+        out, err = process.communicate(input, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        tree = process_tree(process.pid)
+        process.kill()
+        out, err = process.communicate()
+        pytest.fail(f"{what} did not finish within {timeout} s\n"
+                    f"stderr: {err.decode(errors='replace')[:4000]}\nstill running:\n{tree}")
+    return Completed(process.args, process.returncode, out.decode(errors="replace"),
+                     err.decode(errors="replace"), time.monotonic() - process.started_at)
+
+
 class JobSandbox:
     """One test's jobs: a private TMPDIR, a marker in the environment, and every process started."""
 
@@ -288,16 +303,7 @@ class JobSandbox:
         return process
 
     def finish(self, process, timeout=30):
-        try:
-            out, err = process.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            tree = process_tree(process.pid)
-            process.kill()
-            out, err = process.communicate()
-            pytest.fail(f"canopy did not finish within {timeout} s: {process.args}\n"
-                        f"stderr: {err.decode(errors='replace')[:4000]}\nstill running:\n{tree}")
-        return Completed(process.args, process.returncode, out.decode(errors="replace"),
-                         err.decode(errors="replace"), time.monotonic() - process.started_at)
+        return completed_within(process, timeout, f"canopy ({process.args})")
 
     def leftovers(self):
         """Live processes from this test's jobs: marked ones, and orphans re-parented to us."""
@@ -491,16 +497,8 @@ class Stranger:
     def run(self, args, timeout=30, env=None, input=None):
         """Runs `args` as this user to completion; still running after `timeout` seconds fails the test."""
         process = self.start(args, env, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL)
-        try:
-            data = input.encode() if isinstance(input, str) else input
-            out, err = process.communicate(data, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            out, err = process.communicate()
-            pytest.fail(f"{args} as {self.name} did not finish within {timeout} s\n"
-                        f"stderr: {err.decode(errors='replace')[:4000]}")
-        return Completed(process.args, process.returncode, out.decode(errors="replace"),
-                         err.decode(errors="replace"), time.monotonic() - process.started_at)
+        return completed_within(process, timeout, f"{args} as {self.name}",
+                                input.encode() if isinstance(input, str) else input)
 
     def pids(self):
         """Live processes of this user."""
