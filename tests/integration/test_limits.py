@@ -18,13 +18,15 @@ def test_a_job_at_the_users_process_limit_fails_with_one_line_naming_the_limit(l
     tmpdir = stranger.home / "tmp"
     tmpdir.mkdir()
     os.chown(tmpdir, stranger.uid, stranger.gid)
-    result = stranger.run(["/bin/bash", "-c", f'ulimit -u {limit} && exec "$0" --sim-nodes 2 -n 2 echo ran',
+    # Four daemons and four ranks that sleep must all live at once, whatever the machine's speed: more than the limit.
+    result = stranger.run(["/bin/bash", "-c", f'ulimit -u {limit} && exec "$0" --sim-nodes 4 -n 4 sleep 5',
                            canopy], env={"TMPDIR": str(tmpdir)}, timeout=60)
     assert result.returncode not in (0, 134) and result.returncode > 0, result.describe()
     assert "terminate called" not in result.stderr and "Aborted" not in result.stderr, result.describe()
     lines = result.canopy_lines()
     assert len(lines) == 1, result.describe()
     assert "Resource temporarily unavailable" in lines[0] and f"ulimit -u is {limit}" in lines[0], result.describe()
+    assert result.seconds < 4, f"the job should end as the fork fails, not after its ranks\n{result.describe()}"
     # Nothing of the job is left: no process of the user's, no temp dir.
     deadline = time.monotonic() + 10
     while stranger.pids() and time.monotonic() < deadline:
