@@ -395,13 +395,15 @@ void RankSpawner::signal_all(int signo)
     for (auto& [id, rank] : ranks_)
         if (rank->pid > 0 && !rank->reaped)
             ::kill(-rank->pid, signo);
-    if (cgroup_)
-        cgroup_->signal_all(signo);   // what left the ranks' groups, too
 }
 
 void RankSpawner::terminate(double grace_seconds)
 {
     signal_all(SIGTERM);
+    // What left the ranks' groups gets the job's end too, and its grace. Only the end: a signal forwarded while the
+    // job runs (SIGUSR1, Ctrl-Z) reaches the ranks' groups, as before, not a helper that chose to leave them.
+    if (cgroup_)
+        cgroup_->signal_all(SIGTERM);
     kill_timer_ = std::make_unique<asio::steady_timer>(io_);
     kill_timer_->expires_after(std::chrono::milliseconds(static_cast<long>(grace_seconds * 1000)));
     kill_timer_->async_wait([this, alive = alive_](const boost::system::error_code& error) {
