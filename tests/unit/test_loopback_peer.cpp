@@ -60,6 +60,35 @@ TEST(LoopbackPeer, AConnectionFromThisProcessIsItsOwnUsers)
     ::close(client);
 }
 
+// A dual-stack listener ([tree] bind_address = "::") takes an IPv4 client's connection as IPv4-mapped IPv6.
+TEST(LoopbackPeer, AnIpv4ClientOfAnIpv6ListenerIsFoundToo)
+{
+    int listener = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int off = 0;
+    ::setsockopt(listener, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
+    sockaddr_in6 any{};
+    any.sin6_family = AF_INET6;
+    any.sin6_addr = in6addr_any;
+    ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&any), sizeof any), 0);
+    ASSERT_EQ(::listen(listener, 4), 0);
+    socklen_t size = sizeof any;
+    ::getsockname(listener, reinterpret_cast<sockaddr*>(&any), &size);
+    int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = any.sin6_port;
+    ::inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    ASSERT_EQ(::connect(client, reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+    int served = ::accept(listener, nullptr, nullptr);
+    ASSERT_GE(served, 0);
+    auto uid = loopback_peer_uid(served);
+    ASSERT_TRUE(uid.ok()) << uid.error().message;
+    EXPECT_EQ(*uid, ::geteuid());
+    ::close(served);
+    ::close(client);
+    ::close(listener);
+}
+
 TEST(LoopbackPeer, AFarEndThatNoProcessHoldsAnyMoreSaysNothingAndIsRefused)
 {
     Listener listener;
