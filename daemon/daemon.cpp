@@ -648,6 +648,10 @@ void Daemon::make_rank_spawner()
         if (guard_)
             guard_->forget_process_group(group);
     };
+    events.cgroup_made = [this](const std::string& path) {
+        if (guard_)
+            guard_->watch_path(path);   // a SIGKILLed daemon's ranks' cgroup is killed and removed all the same
+    };
     events.all_started = [this] {
         if (ranks_->total() > 0)
             node_phase("daemon.ranks_spawned", since_launch(timing::now_ns()));

@@ -436,9 +436,11 @@ void RankSpawner::make_cgroup(const std::vector<std::string>& env)
             node = variable.substr(12);
     }
     auto made = RankCgroup::create(fmt::format("canopy-{}-{}", job, node));
-    if (made)
+    if (made) {
         cgroup_.emplace(std::move(*made));
-    else   // most clusters delegate no cgroup to their users: the process groups and the subreaper still serve
+        if (events_.cgroup_made)
+            events_.cgroup_made(cgroup_->path());
+    } else   // most clusters delegate no cgroup to their users: the process groups and the subreaper still serve
         area_logger("spawn").debug("ranks run without a cgroup of their own: {}", made.error().message);
 }
 

@@ -54,6 +54,9 @@ public:
         // The rank's process group has no process left: nothing of it remains to signal, and its id may be reused
         // by an unrelated process from now on, so whoever was told of the group (the node guard) must forget it.
         std::function<void(pid_t group)> group_ended;
+        // The ranks' cgroup was made at `path` (proc/rank_cgroup.hpp): whoever cleans up after a killed daemon
+        // (the node guard) must kill and remove it.
+        std::function<void(const std::string& path)> cgroup_made;
         // Bytes of stdin now in rank 0's pipe, or dropped as it closed its stdin (`closed`, then for every later
         // write too): the launcher sends more only as stdin is taken (launcher/stdin_forwarder.hpp).
         std::function<void(std::size_t bytes, bool closed)> stdin_taken;

@@ -5,6 +5,7 @@
 // Every node of every job starts one, so on x86_64 and aarch64 it is a freestanding program: no C library, no
 // dynamic loader, no CPU feature probing. Starting it costs about a tenth of a glibc program's start.
 #include <errno.h>   // the constants only: system calls here return -errno
+#include <fcntl.h>
 #include <linux/limits.h>   // PIPE_BUF, which a freestanding <limits.h> lacks
 #include <signal.h>
 #include <stddef.h>
@@ -66,6 +67,32 @@ static int read_exactly(char* data, size_t size)
 
 // argv[1]: the name ps shows. NodeGuard starts it with every signal blocked, in its own process group, stdin the
 // pipe and stdout and stderr /dev/null, so a teardown's signals and closed terminals do not end it early.
+// A cgroup (the ranks' of a node, proc/rank_cgroup.hpp) is emptied by the kernel, not by us: cgroup.kill ends every
+// process in it, escaped ones too, and the directory goes once they have exited. Returns 0 if `path` is no cgroup.
+static int remove_cgroup(const char* path)
+{
+    char kill_file[PATH_MAX];
+    size_t size = length(path);
+    const char suffix[] = "/cgroup.kill";
+    if (size + sizeof suffix > sizeof kill_file)
+        return 0;
+    memcpy(kill_file, path, size);
+    memcpy(kill_file + size, suffix, sizeof suffix);
+    long fd = canopy_sys(SYS_openat, AT_FDCWD, (long)kill_file, O_WRONLY | O_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    canopy_sys(SYS_write, fd, (long)"1", 1, 0);
+    canopy_sys(SYS_close, fd, 0, 0, 0);
+    // The killed processes leave the cgroup as they exit: rmdir says EBUSY until then. At most 2 s.
+    struct { long seconds, nanoseconds; } pause = {0, 10 * 1000 * 1000};
+    for (int tries = 0; tries < 200; ++tries) {
+        if (canopy_sys(SYS_unlinkat, AT_FDCWD, (long)path, AT_REMOVEDIR, 0) != -EBUSY)
+            break;
+        canopy_sys(SYS_nanosleep, (long)&pause, 0, 0, 0);
+    }
+    return 1;
+}
+
 static int guard(int argc, char** argv)
 {
     if (argc > 1)
@@ -103,7 +130,8 @@ static int guard(int argc, char** argv)
     for (size_t i = 0; i < group_count; ++i)
         canopy_sys(SYS_kill, -groups[i], SIGKILL, 0, 0);
     for (size_t at = 0; at < path_used; at += length(paths + at) + 1)
-        canopy_remove_tree(paths + at);
+        if (!remove_cgroup(paths + at))
+            canopy_remove_tree(paths + at);
     return 0;
 }
 

@@ -76,8 +76,9 @@ def test_daemon_killed_mid_job_fails_the_job_naming_its_node(node, sandbox, read
 def test_daemon_killed_while_its_ranks_have_children_ends_the_job_and_leaves_nothing(sandbox, ready):
     # Real ranks are often a shell or a wrapper with the program as its child; those children must neither keep
     # the dead daemon's connection open (the job would never end) nor outlive the job.
-    job = sandbox.start(["--sim-nodes", "3", "sh", "-c", f"{ready.touch}; sleep 60; true"])
+    job = sandbox.start(["--sim-nodes", "3", "sh", "-c", f'echo "job $CANOPY_JOBID"; {ready.touch}; sleep 60; true'])
     ready.wait(3, job)
+    job_id = job.stdout.readline().decode().split()[1]
     pid = daemon_for_node("sim0002", sandbox.marker)
     assert pid, "no canopyd for sim0002 found in /proc"
     os.kill(pid, signal.SIGKILL)
@@ -86,6 +87,8 @@ def test_daemon_killed_while_its_ranks_have_children_ends_the_job_and_leaves_not
     assert result.returncode == 255, result.describe()
     assert len(result.canopy_lines()) == 1 and "sim0002" in result.canopy_lines()[0], result.describe()
     assert time.monotonic() - killed < 5, "losing a daemon should end the job within seconds"
+    # The dead daemon's guard kills and removes its ranks' cgroup, where there is one (root here).
+    assert wait_until(lambda: not cgroups_of_job(job_id), 3), f"cgroups left: {cgroups_of_job(job_id)}"
     # The sandbox fixture then checks that no rank process of sim0002, children included, is left.
 
 
