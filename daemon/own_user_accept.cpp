@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <string>
 
+#include <fmt/format.h>
 #include <spdlog/logger.h>
 
 #include "util/log.hpp"
@@ -19,16 +21,22 @@
 
 namespace {
 
-void report_refused(long uid)
+void report_refused(int connection, long uid)
 {
     // A stranger may knock a thousand times: the first refusal is a warning, the rest only in the debug log.
     static std::atomic<bool> warned{false};
+    std::string why;
+    if (uid >= 0) {
+        why = fmt::format("from another user (uid {})", uid);
+    } else {   // nobody's word, or none to be had: a kernel or sandbox without sock_diag refuses every one
+        auto unknown = canopy::loopback_peer_uid(connection);
+        why = fmt::format("whose maker the kernel did not tell ({})", unknown ? "closed" : unknown.error().message);
+    }
     auto& log = canopy::area_logger("tree");
     if (!warned.exchange(true))
-        log.warn("refused a loopback connection from another user (uid {}): only this job's user may connect",
-                 uid);
+        log.warn("refused a loopback connection {}: only this job's user may connect", why);
     else
-        log.debug("refused a loopback connection from another user (uid {})", uid);
+        log.debug("refused a loopback connection {}", why);
 }
 
 } // namespace
@@ -41,8 +49,8 @@ extern "C" int accept4(int listening, sockaddr* address, socklen_t* address_size
         long peer = -1;
         if (connection < 0 || canopy::loopback_peer_is_own_user(connection, peer))
             return connection;
+        report_refused(connection, peer);
         ::close(connection);
-        report_refused(peer);
         if (address_size)
             *address_size = capacity;   // the next try fills it again
     }
