@@ -400,16 +400,25 @@ void RankSpawner::signal_all(int signo)
 void RankSpawner::terminate(double grace_seconds)
 {
     signal_all(SIGTERM);
-    // What left the ranks' groups gets the job's end too, and its grace. Only the end: a signal forwarded while the
-    // job runs (SIGUSR1, Ctrl-Z) reaches the ranks' groups, as before, not a helper that chose to leave them.
+    // What left the ranks' groups gets the job's end too, and its grace; what is still in them has had its one
+    // SIGTERM. Only the end: a signal forwarded while the job runs (SIGUSR1, Ctrl-Z) reaches the ranks' groups, as
+    // before, not a helper that chose to leave them.
     if (cgroup_)
-        cgroup_->signal_all(SIGTERM);
+        for (pid_t pid : cgroup_->pids())
+            if (!in_a_ranks_group(pid))
+                ::kill(pid, SIGTERM);
     kill_timer_ = std::make_unique<asio::steady_timer>(io_);
     kill_timer_->expires_after(std::chrono::milliseconds(static_cast<long>(grace_seconds * 1000)));
     kill_timer_->async_wait([this, alive = alive_](const boost::system::error_code& error) {
         if (!error && *alive)
             kill_all();
     });
+}
+
+bool RankSpawner::in_a_ranks_group(pid_t pid) const
+{
+    pid_t group = ::getpgid(pid);
+    return leaderless_groups_.count(group) != 0 || rank_of_leader_.count(group) != 0;
 }
 
 void RankSpawner::kill_all()

@@ -142,6 +142,8 @@ private:
     void before_reap(pid_t pid);
     void end_group(pid_t group);
     void kill_adopted();
+    // Whether `pid` is in the process group of one of this node's ranks (a live leader's, or an exited one's).
+    bool in_a_ranks_group(pid_t pid) const;
     // Makes the ranks' cgroup, named after the job and node that `env` (a rank's environment) names.
     void make_cgroup(const std::vector<std::string>& env);
 

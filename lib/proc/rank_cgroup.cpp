@@ -81,11 +81,13 @@ RankCgroup::~RankCgroup()
         remove();
 }
 
-void RankCgroup::signal_all(int signo) const
+std::vector<pid_t> RankCgroup::pids() const
 {
+    std::vector<pid_t> found;
     std::ifstream procs(path_ + "/cgroup.procs");
     for (pid_t pid; procs >> pid;)
-        ::kill(pid, signo);
+        found.push_back(pid);
+    return found;
 }
 
 void RankCgroup::kill_all() const { write_text(path_ + "/cgroup.kill", "1"); }

@@ -5,6 +5,9 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
+
+#include <sys/types.h>
 
 #include "proc/process.hpp"
 #include "util/result.hpp"
@@ -26,8 +29,8 @@ public:
     const std::string& path() const { return path_; }
     // Open on its cgroup.procs: a child that writes "0" to it joins (SpawnRequest::cgroup_procs_fd).
     int procs_fd() const { return procs_.get(); }
-    // `signo` to every process in it now (SIGTERM before the kill, so that what escaped may still clean up).
-    void signal_all(int signo) const;
+    // The processes in it now.
+    std::vector<pid_t> pids() const;
     // SIGKILL to every process in it, those it forks meanwhile included (cgroup.kill).
     void kill_all() const;
     // Whether any process is still in it.
