@@ -245,11 +245,13 @@ ESCAPE_MODES = ["setsid", "new_group", "double_fork", "double_fork_cleared_env",
 
 
 def cgroups_of_job(job_id):
-    """The cgroup dirs a job's daemons made (proc/rank_cgroup.hpp), wherever cgroup v2 is mounted."""
-    found = []
+    """The cgroup dirs a job's daemons made (proc/rank_cgroup.hpp), wherever cgroup v2 is mounted. Other tests' jobs
+    make and remove theirs meanwhile: a directory that goes while it is read is passed over."""
+    found = set()
     for mount in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
-        found += [str(p) for p in Path(mount).glob(f"**/canopy-{job_id}-*")] if os.path.isdir(mount) else []
-    return found
+        for parent, children, _ in os.walk(mount, onerror=lambda error: None):
+            found.update(os.path.join(parent, name) for name in children if name.startswith(f"canopy-{job_id}-"))
+    return sorted(found)
 
 
 @pytest.mark.parametrize("who", ["root_with_a_cgroup", "a_user_without_one"])
