@@ -239,7 +239,8 @@ def completed_within(process, timeout, what, input=None):
         process.kill()
         out, err = process.communicate()
         pytest.fail(f"{what} did not finish within {timeout} s\n"
-                    f"stderr: {err.decode(errors='replace')[:4000]}\nstill running:\n{tree}")
+                    f"stderr: {err.decode(errors='replace')[:4000]}\n"
+                    f"stdout: {out.decode(errors='replace')[-2000:]}\nstill running:\n{tree}")
     return Completed(process.args, process.returncode, out.decode(errors="replace"),
                      err.decode(errors="replace"), time.monotonic() - process.started_at)
 
@@ -273,24 +274,13 @@ class JobSandbox:
     def run(self, args, timeout=30, input=None, env=None, cwd=None):
         """Runs canopy to completion; a job still running after `timeout` seconds fails the test."""
         command = self.command(args)
-        started = time.monotonic()
         process = subprocess.Popen(command, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    env={**self.env, **(env or {})}, cwd=cwd or self.root)
+        process.started_at = time.monotonic()
         self.known_pids.add(process.pid)
-        try:
-            data = input.encode() if isinstance(input, str) else input
-            out, err = process.communicate(data, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            tree = process_tree(process.pid)
-            process.kill()
-            out, err = process.communicate()
-            pytest.fail(f"canopy did not finish within {timeout} s: {command}\n"
-                        f"stderr: {err.decode(errors='replace')[:4000]}\n"
-                        f"stdout: {out.decode(errors='replace')[-2000:]}\nstill running:\n{tree}")
-        elapsed = time.monotonic() - started
-        return Completed(command, process.returncode, out.decode(errors="replace"), err.decode(errors="replace"),
-                         elapsed)
+        return completed_within(process, timeout, f"canopy ({command})",
+                                input.encode() if isinstance(input, str) else input)
 
     def start(self, args, env=None, **kw):
         """Starts canopy in the background; the test waits for it with finish()."""

@@ -66,6 +66,19 @@ def port_of(pid, address):
     return ports[0]
 
 
+def finish_hello_job(sandbox, job, ranks_on_node, timeout):
+    """Waits for a job of two ranks that each run mpi_hello and then echo "done RANK", and checks that both did.
+    Returns its Completed and how long it took from this call on (the ranks were released just before)."""
+    released = time.monotonic()
+    result = sandbox.finish(job, timeout=timeout)
+    ended = time.monotonic() - released
+    assert result.returncode == 0, result.describe()
+    assert parse_labelled(result.stdout) == {r: [f"mpi_hello: rank {r} of 2 on {socket.gethostname()}, "
+                                                 f"{ranks_on_node} on this node", f"done {r}"] for r in range(2)}, \
+        result.describe()
+    return result, ended
+
+
 # Seven nodes with fanout 2: the launcher and the daemons of sim0000..sim0002 listen for children. Without PMIx,
 # the tree port is the only one a daemon listens on (the PMIx relay's port has its own test below).
 JOB = ["--sim-nodes", "7", "--fanout", "2", "--pmix", "off", "-l", "sh", "-c"]
@@ -140,12 +153,7 @@ def test_strangers_on_the_pmix_port_do_not_disturb_the_job(sandbox, ready):
     garbage = connect(uri)
     garbage.sendall(os.urandom(2048))
     go.touch()
-    released = time.monotonic()
-    result = sandbox.finish(job, timeout=30)
-    ended = time.monotonic() - released
-    assert result.returncode == 0, result.describe()
-    assert parse_labelled(result.stdout) == {r: [f"mpi_hello: rank {r} of 2 on {socket.gethostname()}, 1 on this node",
-                                                 f"done {r}"] for r in range(2)}, result.describe()
+    result, _ = finish_hello_job(sandbox, job, ranks_on_node=1, timeout=30)
     assert result.seconds < 10, "strangers on the PMIx port must not hold the job up"
     for stranger in (silent, halfway, garbage):
         assert closed_by_peer(stranger, timeout=5)
@@ -171,12 +179,7 @@ def test_strangers_on_the_pmix_servers_own_port_neither_get_in_nor_hold_up_the_j
         else:
             strangers.append(connect(server))
     go.touch()
-    released = time.monotonic()
-    result = sandbox.finish(job, timeout=30)
-    ended = time.monotonic() - released
-    assert result.returncode == 0, result.describe()
-    assert parse_labelled(result.stdout) == {r: [f"mpi_hello: rank {r} of 2 on {socket.gethostname()}, 1 on this node",
-                                                 f"done {r}"] for r in range(2)}, result.describe()
+    result, ended = finish_hello_job(sandbox, job, ranks_on_node=1, timeout=30)
     assert not result.canopy_lines(), result.describe()
     assert ended < 5, f"the job took {ended:.1f} s to end: a daemon waited to be killed\n{result.describe()}"
     for stranger in strangers:
@@ -359,12 +362,7 @@ def test_another_user_claiming_to_be_the_jobs_user_cannot_join_its_pmix_server_n
         f"the stranger's PMIx client was not refused:\n{attack.describe()}")
 
     go.touch()
-    released = time.monotonic()
-    result = sandbox.finish(job, timeout=60)
-    ended = time.monotonic() - released
-    assert result.returncode == 0, result.describe()
-    assert parse_labelled(result.stdout) == {r: [f"mpi_hello: rank {r} of 2 on {socket.gethostname()}, 2 on this node",
-                                                 f"done {r}"] for r in range(2)}, result.describe()
+    result, ended = finish_hello_job(sandbox, job, ranks_on_node=2, timeout=60)
     assert ended < 15, f"the ranks took {ended:.1f} s after a stranger was refused: wedged\n{result.describe()}"
 
 
