@@ -92,15 +92,6 @@ std::vector<pid_t> RankCgroup::pids() const
 
 void RankCgroup::kill_all() const { write_text(path_ + "/cgroup.kill", "1"); }
 
-bool RankCgroup::populated() const
-{
-    std::ifstream events(path_ + "/cgroup.events");
-    for (std::string key, value; events >> key >> value;)
-        if (key == "populated")
-            return value != "0";
-    return false;
-}
-
 void RankCgroup::remove()
 {
     kill_all();

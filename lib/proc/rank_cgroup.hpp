@@ -33,8 +33,6 @@ public:
     std::vector<pid_t> pids() const;
     // SIGKILL to every process in it, those it forks meanwhile included (cgroup.kill).
     void kill_all() const;
-    // Whether any process is still in it.
-    bool populated() const;
 
 private:
     RankCgroup(std::string path, UniqueFd procs) : path_(std::move(path)), procs_(std::move(procs)) {}
