@@ -26,6 +26,7 @@
 #include "rank_launches.hpp"
 #include "rank_socket.hpp"
 #include "stage/stage_node.hpp"
+#include "synthetic/synthetic_ranks.hpp"
 #include "timing/clock.hpp"
 #include "tree/agent.hpp"
 #include "tree/topology.hpp"
@@ -54,6 +55,16 @@ std::string temp_base_problem(const TempBase& base)
     if (!S_ISDIR(info.st_mode))
         return fmt::format("; {} ({}) is not a directory", base.path, base.source);
     return "";
+}
+
+// Simulated nodes share one kernel, whose cgroup lock serialises every cgroup made, joined or removed: 10-50 ms each
+// on the test VM. At 4,096 nodes most daemons sat blocked in mkdir for longer than the heartbeat timeout and were
+// declared lost. A real node makes one; a small simulated job still makes one per node, so the tests cover them.
+constexpr std::size_t max_simulated_nodes_with_cgroups = 64;
+
+bool wants_rank_cgroup(const wire::LaunchPlan& plan)
+{
+    return !plan.simulated || plan.hosts.size() <= max_simulated_nodes_with_cgroups;
 }
 
 } // namespace
@@ -281,6 +292,7 @@ void Daemon::on_plan(wire::LaunchPlan plan)
                          [this](long rank, const std::string& line) { report_abort(rank, 1, line); });
     start_stage_node();
     start_pmi_servers();
+    start_synthetic_ranks();
     start_rank_socket();
     if (!plan_->job.output_marks.empty())
         output_marks_.emplace(plan_->job.output_marks);
@@ -443,6 +455,30 @@ void Daemon::start_simple_pmi_server()
         phases_.add("rank." + what, since_launch(time_ns), rank_label(rank));
     };
     rank_services_.push_back(std::make_unique<PmiServer>(io_, std::move(job), std::move(tree)));
+}
+
+void Daemon::start_synthetic_ranks()
+{
+    if (plan_->job.synthetic_ranks.empty())
+        return;
+    auto spec = synthetic::parse_spec(plan_->job.synthetic_ranks);
+    if (!spec) {
+        fail_setup(fmt::format("--synthetic-ranks on {}: {}", node_, spec.error().message));
+        return;
+    }
+    RankBlocks blocks(plan_->job.ranks_per_node);
+    long index = Topology::position_to_node(args_.position);
+    SyntheticNode node{blocks.first_rank(index), blocks.local_size(index), blocks.world_size(), node_};
+    // The PMIx paths take the tree as the PMIx host's upcalls do (pmix_tree()).
+    SyntheticTree tree;
+    auto pmix = pmix_tree();
+    tree.fence = [fence = pmix.fence](Bytes local, std::function<void(Status, Bytes)> done) {
+        fence({}, true, std::move(local), std::move(done));
+    };
+    tree.direct_modex = pmix.direct_modex;
+    tree.fail = [this](long rank, std::string message) { report_abort(rank, 1, message); };
+    tree.now = [this] { return since_launch(timing::now_ns()); };
+    rank_services_.push_back(std::make_unique<SyntheticRanks>(io_, *spec, std::move(node), std::move(tree)));
 }
 
 PmixTree Daemon::pmix_tree()
@@ -664,6 +700,8 @@ void Daemon::make_rank_spawner()
         position_->advance();
     };
     ranks_ = std::make_unique<RankSpawner>(io_, reaper_, std::move(events));
+    if (!wants_rank_cgroup(*plan_))
+        ranks_->go_without_cgroup();
     ranks_->hold_output(output_flow_->hold());   // the way up may be blocked already, by the children's output
     if (!plan_->job.line_buffer)
         ranks_->set_partial_line_wait(partial_line_wait);
@@ -690,7 +728,10 @@ void Daemon::start_ranks()
                   static_cast<long>(plan_->hosts.size()), plan_->simulated, plan_->job_id};
     auto batch = plan_node_ranks(plan_->job, site, rank_services_,
                                  [this](const std::string& message) { report_error(node_, message); });
-    if (batch.launches.empty()) {
+    if (batch.launches.empty() || !plan_->job.synthetic_ranks.empty()) {
+        if (!batch.launches.empty())   // synthetic ranks run in this process: nothing to spawn
+            for (auto& service : rank_services_)
+                service->ranks_started();
         ranks_->start_none();
         return;
     }

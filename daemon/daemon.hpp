@@ -93,6 +93,8 @@ private:
     void start_rank_socket();
     // A staged job's node cache and on-demand lookups, registered as a rank service.
     void start_stage_node();
+    // --synthetic-ranks: in-process ranks through the exchange in place of the job's, registered as a rank service.
+    void start_synthetic_ranks();
     // Starts the ranks once every service lets them (a staged job's wait for the node cache).
     void start_ranks_when_ready();
     void start_ranks();

@@ -75,6 +75,9 @@ public:
     // How long a partial line may wait for the rest of its line before it is forwarded as it is; nullopt: it waits
     // for its newline (--line-buffer), for 64 KiB, or for the end of the stream.
     void set_partial_line_wait(std::optional<std::chrono::milliseconds> wait) { partial_line_wait_ = wait; }
+    // Without a cgroup of their own, the ranks' process groups, the subreaper and kill_adopted still end what they
+    // leave behind (daemon.cpp's wants_rank_cgroup says when).
+    void go_without_cgroup() { cgroup_tried_ = true; }
 
     void write_stdin(const std::string& data);
     void close_stdin();

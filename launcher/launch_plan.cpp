@@ -22,6 +22,7 @@
 #include "proc/cpubind.hpp"
 #include "proc/rank_env.hpp"
 #include "report_files.hpp"
+#include "synthetic/synthetic_exchange.hpp"
 #include "tree/agent.hpp"
 #include "wire/auth.hpp"
 
@@ -299,6 +300,14 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
     }
     job.spawn_slots = static_cast<std::uint64_t>(options.spawn_slots);
     job.rank_store_limit = options.rank_store_limit.value_or(config.rank_store_limit);
+    if (options.synthetic_ranks) {
+        // The synthetic ranks stand in for the PMIx server on the PMIx paths (docs/scale.md): no node starts one.
+        job.synthetic_ranks = *options.synthetic_ranks;
+        job.pmix = PmixMode::off;
+        if (synthetic::parse_spec(job.synthetic_ranks)->path == synthetic::Path::pmi && !job.simple_pmi)
+            return make_error("--synthetic-ranks on the PMI path needs simple PMI served; leave out --pmi or give "
+                              "--pmi all or simple");
+    }
 
     // An explicit --env MASTER_ADDR/PORT wins (rank 0's program's, else -genv's); otherwise rank 0's node and a
     // port derived from the job id, so two jobs sharing a node do not collide on torch's default 29500.

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "hosts/placement.hpp"
+#include "synthetic/synthetic_exchange.hpp"
 #include "timing/mark_name.hpp"
 #include "timing/sketch.hpp"
 #include "tree/agent.hpp"
@@ -367,6 +368,19 @@ const std::vector<OptionSpec>& option_table()
              s.sim_nodes_spelling = c.spelling;
              return store_count(s.options.sim_nodes, c, 1, max_simulated_nodes);
          }},
+        {{"--synthetic-ranks"}, Takes::value, "R[:BYTES]", "Ranks and hosts",
+         "test the exchange at scale: each node drives R in-process ranks through PMI (or :pmix, :dmodex) and starts "
+         "no program (docs/scale.md)",
+         [](ParseState& s, ArgCursor& c) {
+             auto text = take_value(c);
+             if (!text)
+                 return Status{text.error()};
+             auto spec = synthetic::parse_spec(*text);
+             if (!spec)
+                 return Status{make_error("{} {}", c.spelling, spec.error().message)};
+             s.options.synthetic_ranks = synthetic::to_string(*spec);
+             return Status{};
+         }},
 
         {{"-m"}, Takes::value, "MODULE", "Job",
          "run python3 -m MODULE with the arguments that follow, as torchrun -m does; ends canopy's options",
@@ -657,6 +671,23 @@ int repeated_verbose(std::string_view arg)
     return static_cast<int>(arg.size() - 1);
 }
 
+// --synthetic-ranks R places R ranks on each node, and needs no program: the ranks run inside the daemons.
+Status apply_synthetic_ranks(Options& options)
+{
+    if (!options.synthetic_ranks)
+        return {};
+    auto spec = synthetic::parse_spec(*options.synthetic_ranks);
+    if (options.ppn && *options.ppn != spec->ranks_per_node)
+        return make_error("--synthetic-ranks {} and --ppn {} disagree; give one of them", spec->ranks_per_node,
+                          *options.ppn);
+    if (options.apps.size() > 1 || options.apps[0].ranks)
+        return make_error("--synthetic-ranks places its own ranks: give it without -n or several programs");
+    options.ppn = spec->ranks_per_node;
+    if (options.apps[0].command.empty())
+        options.apps[0].command = {"true"};   // never started; the plan needs a program to name
+    return {};
+}
+
 Status check_conflicts(const ParseState& state)
 {
     const Options& options = state.options;
@@ -838,6 +869,8 @@ Result<Options> parse_options(const std::vector<std::string>& args)
     if (Status status = check_conflicts(state); !status) {
         return status.error();
     }
+    if (Status status = apply_synthetic_ranks(state.options); !status)
+        return status.error();
     const auto& apps = state.options.apps;
     if (apps[0].command.empty() && !state.options.help && !state.options.version) {
         return make_error("no program given; usage: canopy [options] PROGRAM [ARGS...]");

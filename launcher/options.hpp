@@ -35,6 +35,7 @@ struct Options {
     std::optional<long> ppn;
     std::optional<std::string> hostfile, hosts;
     long sim_nodes = 0;
+    std::optional<std::string> synthetic_ranks;   // --synthetic-ranks, canonical (synthetic/synthetic_exchange.hpp)
     std::optional<long> nnodes;   // torchrun's --nnodes: the first N hosts
     bool standalone = false;      // torchrun's --standalone: this machine alone, whatever the allocation says
     std::vector<EnvAssignment> env; // -genv: every program's ranks, in command-line order

@@ -740,6 +740,11 @@ timing::JobTiming Root::job_timing() const
                      [](const auto& a, const auto& b) { return a.seconds < b.seconds; });
     timing.wall_seconds = timeline_.back().seconds;
     timing.phases = phases_;
+    // What the fences and routed requests cost the root: O(fanout) frames a fence, as at every daemon.
+    if (position_ && position_->collectives().frames_received() > 0)
+        timing.phases.add("root.tree_messages", static_cast<double>(position_->collectives().frames_received() +
+                                                                    position_->collectives().frames_sent()),
+                          "launcher");
     timing.failure = failure_;
     // What the root's job store served each node, and the invalidations it sent them (counts, not times).
     for (const auto& [position, counts] : job_store_.counts()) {

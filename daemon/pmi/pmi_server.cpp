@@ -37,35 +37,6 @@ using pmi::Wire;
 
 Command make(std::string name) { return Command{std::move(name), {}}; }
 
-// This node's puts as one fence blob: a count, then key and value strings. Blobs of several nodes concatenate.
-Bytes encode_puts(const std::map<std::string, std::string, std::less<>>& puts)
-{
-    wire::Writer writer;
-    writer.varint(puts.size());
-    for (const auto& [key, value] : puts) {
-        writer.string(key);
-        writer.string(value);
-    }
-    return writer.take();
-}
-
-Status decode_puts(const Bytes& blob, std::unordered_map<std::string, std::string>& into)
-{
-    wire::Reader reader(blob);
-    while (reader.ok() && !reader.at_end()) {
-        std::size_t count = reader.count();
-        for (std::size_t i = 0; i < count && reader.ok(); ++i) {
-            std::string key = reader.string();
-            std::string value = reader.string();
-            if (reader.ok())
-                into.insert_or_assign(std::move(key), std::move(value));
-        }
-    }
-    if (!reader.ok())
-        return make_error("malformed PMI fence result ({} bytes)", blob.size());
-    return {};
-}
-
 } // namespace
 
 struct PmiServer::Connection {
@@ -425,8 +396,8 @@ void PmiServer::on_get(Connection& c, const Command& command)
     }
     std::optional<std::string> value = job_attribute(*key);
     if (!value) {
-        if (auto found = kvs_.find(std::string(*key)); found != kvs_.end())
-            value = found->second;
+        if (auto found = kvs_.find(*key))
+            value = std::string(*found);
         else if (auto put = pending_puts_.find(*key); put != pending_puts_.end())
             value = put->second;   // put on this node, not yet through a barrier
     }
@@ -524,7 +495,7 @@ void PmiServer::maybe_start_fence()
     if (fence_running_ || failed_ || static_cast<long>(in_barrier_.size()) < local_size_)
         return;
     fence_running_ = true;
-    Bytes local = encode_puts(pending_puts_);
+    Bytes local = KvsStore::node_blob(pending_puts_);
     pending_puts_.clear();
     tree_.fence(std::move(local), [this, alive = alive_](Status status, Bytes result) {
         if (*alive)
@@ -536,7 +507,7 @@ void PmiServer::fence_done(Status status, Bytes result)
 {
     fence_running_ = false;
     if (status)
-        status = decode_puts(result, kvs_);
+        status = kvs_.add(std::move(result));
     std::set<long> waiting = std::move(in_barrier_);
     in_barrier_.clear();
     if (!status)
@@ -696,6 +667,7 @@ void PmiServer::on_closed(Connection& c, const std::string& why)
         check_barrier();   // never spoke PMI, or finalized: only a barrier waiting on it matters
         return;
     }
+    rank_left_in_mpi_ = true;
     if (!why.empty())
         pmi_log().debug("{}: PMI connection error: {}", rank_name(c.rank), why);
     if (c.exited) {
@@ -765,6 +737,8 @@ void PmiServer::stop()
     if (closed_)
         return;
     closed_ = true;
+    for (auto& [rank, connection] : connections_)
+        rank_left_in_mpi_ |= connection->state == Connection::State::initialized;
     for (auto& [rank, connection] : connections_) {
         boost::system::error_code ignored;
         connection->state = Connection::State::closed;
@@ -774,6 +748,10 @@ void PmiServer::stop()
             connection->grace->cancel();
     }
     node_attr_waiters_.clear();
+    // Only a rank that ended between PMI init and finalize can have left a segment. Listing the directories costs
+    // O(files in them), and thousands of simulated nodes share them: each one listing made the job's end O(N^2).
+    if (!rank_left_in_mpi_)
+        return;
     for (const auto& directory : mpich_segment_directories)
         for (const auto& path : remove_abandoned_segments(directory, mpich_segment_prefix, started_))
             pmi_log().debug("{}: removed {}, which a rank made in MPI_Init and died before MPICH unlinked it",

@@ -16,6 +16,7 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include "pmi/kvs_store.hpp"
 #include "rank_service.hpp"
 #include "util/result.hpp"
 
@@ -133,7 +134,7 @@ private:
     long first_rank_ = 0, local_size_ = 0, world_size_ = 0;
     std::string process_mapping_;
     std::map<long, std::shared_ptr<Connection>> connections_;   // by rank
-    std::unordered_map<std::string, std::string> kvs_;         // every key the last fence brought
+    KvsStore kvs_;                                              // every key the fences brought
     std::map<std::string, std::string, std::less<>> pending_puts_;          // this node's puts since the last fence
     std::map<std::string, std::string, std::less<>> node_attrs_;            // PMI-2 info-putnodeattr
     std::set<long> in_barrier_;                                 // ranks waiting for barrier_out
@@ -141,6 +142,7 @@ private:
     bool fence_running_ = false;
     bool failed_ = false;
     bool closed_ = false;
+    bool rank_left_in_mpi_ = false;   // a rank ended between PMI init and finalize: sweep its MPICH segments
     // Files MPICH makes on this node from now on may be its ranks' (abandoned_segments.hpp).
     std::chrono::system_clock::time_point started_ = std::chrono::system_clock::now();
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

@@ -70,7 +70,7 @@ std::vector<Span> application_phases(const PhaseSet& phases)
 
 PhaseKind phase_kind(std::string_view name)
 {
-    if (name.ends_with("_messages"))
+    if (name.ends_with("_messages") || name.ends_with("_kib") || name.ends_with("_percent"))
         return PhaseKind::count;
     if (name.ends_with(".duration") || name.ends_with(".runtime"))
         return PhaseKind::duration;

@@ -17,7 +17,7 @@ namespace canopy::timing {
 inline constexpr std::string_view first_step_phase = "app.first_step";
 
 // A phase is a point in time since the launcher started (daemon.connected, app.NAME), a duration (rank.runtime,
-// app.NAME.duration) or a count (..._messages).
+// app.NAME.duration) or a count (..._messages; sizes ..._kib and ratios ..._percent read the same way).
 enum class PhaseKind { point, duration, count };
 PhaseKind phase_kind(std::string_view name);
 

@@ -41,6 +41,12 @@ public:
     }
     void send(const std::vector<long>& children, std::vector<std::uint8_t> frame) override
     {
+        // To every child (a whole-job fence's result on its way down): one copy that each link queues, so a chunk
+        // waiting for slow children costs its size once, not once per child.
+        if (children.size() > 1 && children == children_.connected_positions()) {
+            children_.broadcast(std::move(frame));
+            return;
+        }
         for (long child : children)
             children_.send(child, frame);
     }

@@ -191,10 +191,13 @@ struct JobSpec {
     // --rank-store-limit, [job] rank_store_limit: bytes one rank may keep in the job's key-value stores, counted by
     // its node (collective/store_limit.hpp); 0 for no limit.
     std::uint64_t rank_store_limit = 0;
+    // --synthetic-ranks (synthetic/synthetic_exchange.hpp): each node drives its ranks in-process through the exchange
+    // instead of starting them; empty for a real job.
+    std::string synthetic_ranks;
 
     CANOPY_WIRE_FIELDS(apps, env, cpu_bind, depth, ranks_per_node, master_addr, master_port, pmix, simple_pmi,
                        trace, stage, stage_cache_base, stage_interposer, output_marks, spawn_slots, cpus_shared_ok,
-                       report_bindings, line_buffer, fabric, timing_top, rank_store_limit)
+                       report_bindings, line_buffer, fabric, timing_top, rank_store_limit, synthetic_ranks)
 };
 
 // The heartbeat timeout's range, in seconds: the config refuses anything outside it, and so does a daemon's plan.

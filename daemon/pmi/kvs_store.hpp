@@ -1,0 +1,44 @@
+// The keys and values PMI barriers brought to a node, kept as the fences' results themselves with a compact index
+// over them: a node holds every rank's puts, so a copy or a map node per key would multiply what it holds.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/result.hpp"
+
+namespace canopy {
+
+class KvsStore {
+public:
+    using Bytes = std::vector<std::uint8_t>;
+
+    // One node's puts as its blob in a barrier: the form add() takes, concatenated over the nodes.
+    static Bytes node_blob(const std::map<std::string, std::string, std::less<>>& puts);
+    // Takes a barrier's result: node blobs concatenated, each a count, then key and value strings (wire codec). A
+    // key already here takes its new value. Malformed input changes nothing.
+    Status add(Bytes result);
+    std::optional<std::string_view> find(std::string_view key) const;
+    std::size_t size() const { return count_; }
+    // The results kept and the index over them.
+    std::size_t held_bytes() const;
+
+private:
+    // A slot is 0 (empty) or (result index << 40 | offset of the key's length prefix + 1).
+    static constexpr int offset_bits = 40;
+    std::string_view key_at(std::uint64_t slot) const;
+    std::string_view value_after_key(std::uint64_t slot) const;
+    std::uint64_t* slot_for(std::string_view key);
+    void grow();
+
+    std::vector<Bytes> results_;
+    std::vector<std::uint64_t> slots_;   // open addressing, linear probing; a power of two long
+    std::size_t count_ = 0;
+};
+
+} // namespace canopy
