@@ -80,10 +80,10 @@ void SyntheticRanks::start_pmi_ranks()
                 left_fence();
         };
         asio::co_spawn(io_, client->run(std::move(events)),
-                       [this, alive = alive_, rank](std::exception_ptr exception, Status status) {
+                       [this, alive = alive_, id = rank](std::exception_ptr exception, Status status) {
             if (!*alive)
                 return;
-            rank_finished(rank, exception ? Status(make_error("synthetic rank {}: internal error", rank)) : status);
+            rank_finished(id, exception ? Status(make_error("synthetic rank {}: internal error", id)) : status);
         });
     }
 }
