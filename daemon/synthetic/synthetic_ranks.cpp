@@ -100,16 +100,7 @@ void SyntheticRanks::start_pmix_allgather()
     std::vector<std::pair<long, std::string>> values;
     for (long rank = node_.first_rank; rank < node_.first_rank + node_.local_size; ++rank)
         values.emplace_back(rank, local_value(rank));
-    in_fence_ = node_.local_size;
-    fence_entered_ = tree_.now();
-    tree_.fence(synthetic::encode_values(values), [this, alive = alive_](Status status, Bytes result) {
-        if (!*alive)
-            return;
-        fence_done_ = tree_.now();
-        if (!status) {
-            rank_finished(node_.first_rank, make_error("the PMIx fence failed: {}", status.error().message));
-            return finish();
-        }
+    pmix_fence(synthetic::encode_values(values), [this](Bytes result) {
         auto index = synthetic::ValueIndex::build(std::move(result), node_.world_size);
         if (!index) {
             rank_finished(node_.first_rank, index.error());
@@ -133,16 +124,7 @@ void SyntheticRanks::start_direct_modex()
 {
     // A fence without data (PMIx_Fence without PMIX_COLLECT_DATA): every value is committed once it returns, and is
     // then fetched from its node on first get, one request per remote rank whatever the local readers.
-    in_fence_ = node_.local_size;
-    fence_entered_ = tree_.now();
-    tree_.fence({}, [this, alive = alive_](Status status, Bytes) {
-        if (!*alive)
-            return;
-        fence_done_ = tree_.now();
-        if (!status) {
-            rank_finished(node_.first_rank, make_error("the PMIx fence failed: {}", status.error().message));
-            return finish();
-        }
+    pmix_fence({}, [this](Bytes) {
         issuing_ = true;
         for (long reader = node_.first_rank; reader < node_.first_rank + node_.local_size; ++reader)
             for (long peer : synthetic::peers_of(reader, node_.world_size, spec_.ranks_per_node, spec_.gets)) {
@@ -167,6 +149,22 @@ void SyntheticRanks::start_direct_modex()
         issuing_ = false;
         if (readers_.empty())
             final_fence();
+    });
+}
+
+void SyntheticRanks::pmix_fence(Bytes local, std::function<void(Bytes result)> then)
+{
+    in_fence_ = node_.local_size;
+    fence_entered_ = tree_.now();
+    tree_.fence(std::move(local), [this, alive = alive_, then = std::move(then)](Status status, Bytes result) {
+        if (!*alive)
+            return;
+        fence_done_ = tree_.now();
+        if (!status) {
+            rank_finished(node_.first_rank, make_error("the PMIx fence failed: {}", status.error().message));
+            return finish();
+        }
+        then(std::move(result));
     });
 }
 

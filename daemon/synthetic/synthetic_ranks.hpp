@@ -61,6 +61,9 @@ private:
     void start_pmi_ranks();
     void start_pmix_allgather();
     void start_direct_modex();
+    // The node's ranks enter a whole-job PMIx fence with `local`; `then` gets the result unless the fence failed,
+    // which ends every rank here.
+    void pmix_fence(Bytes local, std::function<void(Bytes result)> then);
     // Reads `peer`'s value for every local rank waiting on it, once it is here.
     void fetched(long peer, Status status, Bytes value);
     void final_fence();
