@@ -20,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -297,6 +298,26 @@ std::string executable_of(pid_t pid)
 std::string from_working_dir(const std::string& path, const std::string& working_dir)
 {
     return path.front() == '/' || working_dir.empty() ? path : working_dir + "/" + path;
+}
+
+std::string describe_what_process_does(pid_t pid)
+{
+    std::string proc = "/proc/" + std::to_string(pid);
+    std::ifstream stat_file(proc + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(stat_file)), std::istreambuf_iterator<char>());
+    auto comm_end = stat.rfind(')');
+    if (comm_end == std::string::npos || comm_end + 2 >= stat.size())
+        return {};
+    char state = stat[comm_end + 2];
+    if (state == 'Z' || state == 'X')
+        return {};
+    std::ifstream wchan_file(proc + "/wchan");
+    std::string wchan;
+    std::getline(wchan_file, wchan);
+    const char* what = state == 'R' ? "running" : state == 'D' ? "waiting in the kernel" : state == 'T' ? "stopped"
+                                                                                                       : "asleep";
+    return wchan.empty() || wchan == "0" ? fmt::format("state {}, {}", state, what)
+                                         : fmt::format("state {}, {}, in {}", state, what, wchan);
 }
 
 Result<std::string> find_program(const std::string& name, const std::string& path_variable, int* exit_code,

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/read.hpp>
@@ -248,8 +249,8 @@ void ChildSet::await_connection(Child& child)
         if (child.connected || child.gone)
             return;
         std::string output = recent_output(child);
-        give_up(child, fmt::format("canopyd did not connect back within {:g} s{}{}", connect_timeout_,
-                                   output.empty() ? "" : "; agent output: ", output));
+        give_up(child, fmt::format("canopyd did not connect back within {:g} s{}{}{}", connect_timeout_,
+                                   still_running(child), output.empty() ? "" : "; agent output: ", output));
     });
 }
 
@@ -306,6 +307,17 @@ void ChildSet::take_stderr(Child& child, std::string_view data)
             events_.log_line(position, line);
     }
     child.stderr_partial.erase(0, start);
+}
+
+std::string ChildSet::still_running(const Child& child) const
+{
+    if (!child.process_alive)
+        return {};
+    std::string doing = describe_what_process_does(child.pid);
+    if (doing.empty())
+        return {};
+    return fmt::format("; {} (pid {}) still runs: {}", std::filesystem::path(child.launch.argv[0]).filename().string(),
+                       child.pid, doing);
 }
 
 std::string ChildSet::recent_output(const Child& child) const
@@ -394,8 +406,10 @@ void ChildSet::adopt(tcp::socket socket, long position)
             if (!*alive)
                 return;
             Child& child = *children_.at(position);
+            // A silent child's process, if still here, says whether it is stopped, stuck in the kernel or busy.
+            std::string why = child.link->peer_silent() ? reason + still_running(child) : reason;
             mark_gone(child);
-            events_.closed(position, reason);
+            events_.closed(position, why);
             check_finished();
         });
     child.link->keep_alive(heartbeat_timeout_);

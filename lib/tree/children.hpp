@@ -123,6 +123,7 @@ private:
     void mark_gone(Child& child);
     void check_finished();
     std::string recent_output(const Child& child) const;
+    std::string still_running(const Child& child) const;   // "; canopyd (pid 12) still runs: state D, ..."
 
     asio::io_context& io_;
     ProcessReaper& reaper_;

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # Many jobs on thousands of simulated nodes, under pressure if asked: none may hang or leave anything behind.
-"""Runs `canopy --sim-nodes N --timing=FILE [--config HEARTBEAT] PROGRAM` RUNS times for each N, one after
+"""Runs `canopy --sim-nodes N --timing=FILE [--config TREE] PROGRAM` RUNS times for each N, one after
 another, and reports per run: exit status, wall time, CPU-seconds, the first line of stderr, and what the job left
 behind (processes of its session, /dev/shm/canopy-* files, canopy-* dirs under the nodes' TMPDIRs, cgroups
 /sys/fs/cgroup/unified/canopy-*). A run longer than --hang-after seconds counts as a hang: before it is killed,
@@ -119,10 +119,11 @@ def one_run(args, nodes, env, node_tmp, index):
     before = snapshot(node_tmp)
     timing = os.path.join(node_tmp, "timing-%d.json" % index)
     canopy = [args.canopy, "--sim-nodes", str(nodes), "--timing=" + timing]
-    if args.heartbeat_timeout:
-        config = os.path.join(node_tmp, "heartbeat.toml")
+    tree = {"heartbeat_timeout": args.heartbeat_timeout, "connect_timeout": args.connect_timeout}
+    if any(tree.values()):
+        config = os.path.join(node_tmp, "tree.toml")
         with open(config, "w") as f:
-            f.write("[tree]\nheartbeat_timeout = %g\n" % args.heartbeat_timeout)
+            f.write("[tree]\n" + "".join("%s = %g\n" % (key, value) for key, value in tree.items() if value))
         canopy += ["--config", config]
     canopy += shlex.split(args.program)
     argv = canopy
@@ -138,7 +139,9 @@ def one_run(args, nodes, env, node_tmp, index):
     if args.kill_one_at:
         threading.Timer(args.kill_one_at, stop_one_daemon, (proc.pid, stopped)).start()
     deadline = start + args.hang_after
+    launcher = LauncherUse(proc.pid, args.canopy)
     while True:
+        launcher.sample()
         try:
             _, status, usage = os.wait4(proc.pid, os.WNOHANG)
         except ChildProcessError:
@@ -157,7 +160,7 @@ def one_run(args, nodes, env, node_tmp, index):
     stderr = err.read().decode(errors="replace").splitlines()
     result = {"nodes": nodes, "rc": os.waitstatus_to_exitcode(status), "seconds": round(seconds, 2),
               "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 2), "stderr_head": stderr[:3],
-              "stderr_lines": len(stderr), "stragglers": stragglers}
+              "stderr_lines": len(stderr), "stragglers": stragglers, **launcher.result()}
     if hang is not None:
         result["hang"] = hang
     if stopped:
@@ -171,6 +174,33 @@ def one_run(args, nodes, env, node_tmp, index):
     except OSError:
         pass
     return result
+
+
+class LauncherUse:
+    """The launcher's own CPU-seconds and peak memory (VmHWM), read from /proc while it runs: the run's CPU-seconds
+    count every daemon too. The last sample is at most one poll before it exits."""
+
+    def __init__(self, session, canopy):
+        self.session, self.canopy, self.pid = session, os.path.realpath(canopy), None
+        self.ticks, self.peak_kib = 0, 0
+
+    def sample(self):
+        if self.pid is None:
+            self.pid = next((pid for pid in benchlib.session_pids(self.session)
+                             if os.path.realpath((cmdline(pid) or ["?"])[0]) == self.canopy), None)
+            if self.pid is None:
+                return
+        stat = read("/proc/%d/stat" % self.pid)
+        if ")" in stat:
+            fields = stat[stat.rfind(")") + 2:].split()
+            self.ticks = max(self.ticks, int(fields[11]) + int(fields[12]))
+        match = re.search(r"VmHWM:\s+(\d+)", read("/proc/%d/status" % self.pid))
+        if match:
+            self.peak_kib = max(self.peak_kib, int(match.group(1)))
+
+    def result(self):
+        return {"launcher_cpu_seconds": round(self.ticks / os.sysconf("SC_CLK_TCK"), 2),
+                "launcher_peak_mib": round(self.peak_kib / 1024, 1)}
 
 
 def ensure_user(name):
@@ -206,6 +236,7 @@ def main(argv):
     p.add_argument("--program", default="sleep 5", help="what each rank runs (default 'sleep 5')")
     p.add_argument("--hang-after", type=float, default=180.0, help="seconds after which a run is a hang")
     p.add_argument("--heartbeat-timeout", type=float, help="[tree] heartbeat_timeout in a --config for every run")
+    p.add_argument("--connect-timeout", type=float, help="[tree] connect_timeout in a --config for every run")
     p.add_argument("--fill-shm", type=int, help="fill /dev/shm to this percent of its size during the runs")
     p.add_argument("--cpu-hogs", type=int, default=0, help="busy loops beside the jobs")
     p.add_argument("--user", help="run canopy as this user (made if missing)")
@@ -231,8 +262,9 @@ def main(argv):
             for index in range(args.runs):
                 result = one_run(args, nodes, env, node_tmp, index)
                 report["runs"].append(result)
-                print("%5d nodes run %2d: exit %s in %.1f s, %.1f CPU-s%s%s%s" % (
+                print("%5d nodes run %2d: exit %s in %.1f s, %.1f CPU-s (launcher %.2f CPU-s, %.1f MiB)%s%s%s" % (
                     nodes, index + 1, result["rc"], result["seconds"], result["cpu_seconds"],
+                    result["launcher_cpu_seconds"], result["launcher_peak_mib"],
                     "  HANG" if "hang" in result else "",
                     "  stopped %(node)s: failed after %(failed_after_s)s s, named: %(named)s" % result["stopped"]
                     if "stopped" in result else "",

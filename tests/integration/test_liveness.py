@@ -54,6 +54,7 @@ def test_stopped_daemon_ends_the_job_naming_it_and_the_missing_heartbeat(node, s
     lines = result.canopy_lines()
     assert len(lines) == 1, result.describe()
     assert node in lines[0] and "no heartbeat for" in lines[0], lines[0]
+    assert f"; canopyd (pid {pid}) still runs: state T, stopped" in lines[0], lines[0]
     assert EARLIEST <= took < ENDS_WITHIN, \
         f"the job ended {took:.1f} s after {node} stopped, with heartbeat_timeout {HEARTBEAT_TIMEOUT} s"
     # The sandbox fixture then checks that no daemon, guard or rank of the stopped subtree is left, nor a temp dir.

@@ -146,6 +146,8 @@ def test_daemon_that_never_connects_back_times_out_naming_the_host(run_canopy, s
     assert result.returncode == 255, result.describe()
     lines = result.canopy_lines()
     assert len(lines) == 1 and "slowhost" in lines[0] and "1 s" in lines[0], result.describe()
+    # What the agent's process was doing: a user tells a slow node from one whose kernel holds the daemon.
+    assert "; sh (pid " in lines[0] and ") still runs: state S, asleep" in lines[0], result.describe()
     assert result.seconds < 6
 
 

@@ -3,6 +3,7 @@
 // its plan and before anything else, or a later reply saying "pushed" would name bytes it never had.
 // Real loopback sockets: the child's end does the real handshake.
 #include <chrono>
+#include <csignal>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,26 @@ TEST(ChildSet, AChildThatConnectsLateGetsWhatWasBroadcastToLateChildrenRightAfte
     link->close();
     children.kill_all(SIGKILL);
     io.run_for(50ms);
+}
+
+// A daemon that never connects back: the line says what its process was doing when the bound passed, so a user can
+// tell a slow node (asleep, running) from one whose kernel holds it (waiting in the kernel, and where).
+TEST(ChildSet, AChildThatNeverConnectsIsNamedWithWhatItsProcessWasDoing)
+{
+    asio::io_context io;
+    ProcessReaper reaper(io);
+    ChildSet::Events events = child_events_ignored();
+    std::string failure;
+    events.start_failed = [&](long, const std::string& message) { failure = message; };
+    ChildSet children(io, reaper, auth::generate_key(), events);
+    ASSERT_TRUE(children.listen("127.0.0.1"));
+    children.launch({ChildLaunch{1, "silent-host", {"sleep", "30"}}}, 1, 0.3, 30, true);
+    io.run_for(2s);
+    EXPECT_NE(failure.find("did not connect back within 0.3 s; sleep (pid "), std::string::npos) << failure;
+    EXPECT_NE(failure.find(") still runs: state S, asleep"), std::string::npos) << failure;
+    children.kill_all(SIGKILL);
+    io.restart();
+    io.run_for(200ms);
 }
 
 } // namespace
