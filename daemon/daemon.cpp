@@ -43,7 +43,6 @@ spdlog::logger& spawn_log() { return area_logger("spawn"); }
 constexpr auto partial_line_wait = std::chrono::milliseconds(50);
 // Failure teardown: ranks get this long after SIGTERM before SIGKILL, so the job ends within about a second.
 constexpr double abort_grace_seconds = 0.5;
-constexpr double connect_to_parent_timeout_seconds = 30.0;
 
 // What is wrong with the base a node temp dir could not be made in, and where it came from, if that is the
 // trouble: the user fixes the setting that named it.
@@ -132,7 +131,7 @@ asio::awaitable<void> Daemon::join_parent()
         co_return;
     }
     auto handshake = co_await connect_to_parent(socket, key_, static_cast<std::uint64_t>(args_.position),
-                                                connect_to_parent_timeout_seconds,
+                                                args_.join_timeout,
                                                 args_.same_clock ? 0 : clock_rounds_between_hosts);
     if (!handshake) {
         tree_log().error("cannot join the tree at {}:{}: {}", args_.parent_host, args_.parent_port,
@@ -153,7 +152,7 @@ asio::awaitable<void> Daemon::join_parent()
     parent_->start([this](wire::Frame frame) { on_parent_frame(std::move(frame)); },
                    [this](const std::string& reason) { on_parent_closed(reason); });
     // Until the plan names the job's heartbeat timeout, the parent has as long to send it as it had to answer.
-    parent_->keep_alive(connect_to_parent_timeout_seconds);
+    parent_->keep_alive(args_.join_timeout);
 }
 
 void Daemon::on_parent_frame(wire::Frame frame)

@@ -42,6 +42,7 @@ struct DaemonArgs {
     std::string bind_address;   // set for simulated nodes
     std::string node_name;      // for log lines until the plan arrives
     bool same_clock = false;    // the parent runs on this host: no clock offset to measure
+    double join_timeout = wire::default_connect_timeout;   // the parent's [tree] connect_timeout
     int verbosity = 0;
     std::int64_t started_ns = 0;
 };

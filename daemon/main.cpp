@@ -25,7 +25,8 @@
 namespace {
 
 constexpr const char* usage =
-    "usage: canopyd --parent HOST:PORT --position P [--node NAME] [--bind ADDRESS] [--same-clock] [-v]\n"
+    "usage: canopyd --parent HOST:PORT --position P [--node NAME] [--bind ADDRESS] [--same-clock]\n"
+    "               [--join-timeout SECONDS] [-v]\n"
     "canopyd is started by canopy (or by another canopyd) on each node of a job; it is not run by hand.\n"
     "It reads the job secret from its standard input.\n";
 
@@ -68,7 +69,14 @@ canopy::Result<canopy::DaemonArgs> parse_args(int argc, char** argv)
             args.node_name = value();
         else if (option == "--bind")
             args.bind_address = value();
-        else if (option == "--same-clock")
+        else if (option == "--join-timeout") {
+            std::string text = value();
+            char* end = nullptr;
+            args.join_timeout = std::strtod(text.c_str(), &end);
+            // As [tree] connect_timeout allows: above 0, at most a day.
+            if (text.empty() || *end != '\0' || !(args.join_timeout > 0 && args.join_timeout <= 86400))
+                return canopy::make_error("--join-timeout needs seconds above 0, at most 86400, got '{}'", text);
+        } else if (option == "--same-clock")
             args.same_clock = true;
         else if (option == "-v")
             ++args.verbosity;

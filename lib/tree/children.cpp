@@ -47,6 +47,11 @@ Result<ChildLaunch> plan_child_launch(const wire::LaunchPlan& plan, long positio
         command.push_back(simulated_node_address(index));
         command.push_back("--same-clock");
     }
+    if (plan.connect_timeout != wire::default_connect_timeout) {
+        // The child waits for us as long as we wait for it: a parent slow to let it in is not a reason to leave.
+        command.push_back("--join-timeout");
+        command.push_back(fmt::format("{:g}", plan.connect_timeout));
+    }
     for (std::uint32_t i = 0; i < plan.verbosity; ++i)
         command.push_back("-v");
     // The launcher's own node starts its daemon directly: ssh or rsh to ourselves would need a server here, which

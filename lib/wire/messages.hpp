@@ -201,6 +201,8 @@ struct JobSpec {
 };
 
 // The heartbeat timeout's range, in seconds: the config refuses anything outside it, and so does a daemon's plan.
+// How long a parent waits for a child daemon it started to join, and the child for its parent to let it in.
+inline constexpr double default_connect_timeout = 30;
 inline constexpr double min_heartbeat_timeout = 0.5;
 inline constexpr double max_heartbeat_timeout = 86400;
 
@@ -220,7 +222,7 @@ struct LaunchPlan {
     std::string bind_address;
     std::uint64_t fanout = 32;
     std::uint64_t window = 32;
-    double connect_timeout = 30;
+    double connect_timeout = default_connect_timeout;
     double kill_grace = 3;
     double heartbeat_timeout = 30;       // seconds a link may stay silent before its peer is declared lost
     std::string tmpdir;

@@ -153,6 +153,20 @@ def test_dry_run_prints_the_plan_and_starts_nothing(run_canopy, sandbox):
     assert not daemon_pids(sandbox.marker), "a canopyd was started under --dry-run"
 
 
+def test_a_longer_connect_timeout_reaches_every_daemon_which_waits_as_long_for_its_parent(run_canopy, sandbox):
+    # A parent slow to let a child in (thousands of simulated nodes on two cores) must not make the child leave
+    # before the parent's own bound: the child is told it.
+    config = sandbox.root / "slow-start.toml"
+    config.write_text("[tree]\nconnect_timeout = 45\n")
+    daemon_args = ["--sim-nodes", "7", "--fanout", "2", "sh", "-c", "ps -o args= -p $PPID"]
+    result = run_canopy(["--config", config] + daemon_args)
+    assert result.returncode == 0, result.describe()
+    lines = result.stdout.splitlines()
+    assert len(lines) == 7 and all(line.endswith("--join-timeout 45") for line in lines), result.describe()
+    result = run_canopy(daemon_args)
+    assert result.returncode == 0 and "--join-timeout" not in result.stdout, result.describe()
+
+
 def test_dry_run_on_ten_thousand_hosts_shows_every_node_and_agent_command(run_canopy):
     # Its speed is measured in tests/bench/dry_run_bench.py; here, that every node is there.
     result = run_canopy(["--dry-run", "--hosts", "n[00001-10000]", "--ppn", "4", "--agent", "ssh",
