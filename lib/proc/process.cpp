@@ -55,8 +55,10 @@ void UniqueFd::reset(int fd)
 Result<Pipe> make_pipe()
 {
     int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0)
-        return make_error("cannot create a pipe: {}", std::strerror(errno));
+    if (::pipe2(fds, O_CLOEXEC) != 0) {
+        int error = errno;
+        return make_error("cannot create a pipe: {}{}", std::strerror(error), limit_note(error));
+    }
     return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
 }
 
@@ -136,11 +138,16 @@ void keep_freed_memory_for_reuse()
     ::mallopt(M_TRIM_THRESHOLD, kept_bytes);
 }
 
-std::string process_limit_note(int error)
+std::string limit_note(int error)
 {
+    rlimit limit{};
+    if (error == EMFILE && ::getrlimit(RLIMIT_NOFILE, &limit) == 0)
+        return fmt::format(" (ulimit -n is {}: this process's open files, pipes and sockets are at that limit)",
+                           static_cast<unsigned long long>(limit.rlim_cur));
+    if (error == ENFILE)
+        return " (the node's file table is full: fs.file-max)";
     if (error != EAGAIN)
         return "";
-    rlimit limit{};
     if (::getrlimit(RLIMIT_NPROC, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
         return fmt::format(" (ulimit -u is {}: this user's processes and threads on the node, its ranks and "
                            "daemons among them, may be at that limit)",
@@ -172,8 +179,10 @@ Result<pid_t> spawn_process(const SpawnRequest& request)
     for (int cpu : request.cpus)
         CPU_SET(cpu, &cpus);
     int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (null_fd < 0)
-        return make_error("cannot open /dev/null: {}", std::strerror(errno));
+    if (null_fd < 0) {
+        int error = errno;
+        return make_error("cannot open /dev/null: {}{}", std::strerror(error), limit_note(error));
+    }
     UniqueFd null_guard(null_fd);
     int std_fds[3] = {request.stdin_fd, request.stdout_fd, request.stderr_fd};
     for (int& fd : std_fds)
@@ -229,7 +238,7 @@ Result<pid_t> spawn_process(const SpawnRequest& request)
     ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
     if (pid < 0)
         return make_error("cannot start a process: {}{}", std::strerror(vfork_error),
-                          process_limit_note(vfork_error));
+                          limit_note(vfork_error));
     {
         std::lock_guard lock(started_mutex);
         started_pids.insert(pid);

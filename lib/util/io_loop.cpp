@@ -18,7 +18,7 @@ void run_io_loop(boost::asio::io_context& io, const std::function<void(const std
         } catch (const std::system_error& error) {
             if (error.code() == std::errc::resource_unavailable_try_again)
                 failed(fmt::format("cannot start a thread: {}{}", error.code().message(),
-                                   process_limit_note(EAGAIN)));
+                                   limit_note(EAGAIN)));
             else
                 failed(fmt::format("a system call failed: {}", error.what()));
         }

@@ -110,7 +110,8 @@ def stop_one_daemon(session, stopped):
     if not interior:
         return
     victim = interior[len(interior) // 2]
-    node = next((argv[i + 1] for i, word in enumerate(daemons[victim][:-1]) if word == "--node"), "?")
+    argv = daemons[victim]
+    node = next((argv[i + 1] for i, word in enumerate(argv[:-1]) if word == "--node"), "?")
     os.kill(victim, signal.SIGSTOP)
     stopped.update({"pid": victim, "node": node, "at": time.monotonic()})
 
@@ -130,7 +131,8 @@ def one_run(args, nodes, env, node_tmp, index):
     if args.user:
         limits = "".join(" ulimit -%s %d;" % (flag, value) for flag, value in (("u", args.nproc), ("n", args.nofile))
                          if value)
-        argv = ["runuser", "-u", args.user, "--", "sh", "-c", limits + " exec " + shlex.join(canopy)]
+        # bash, not sh: dash has no `ulimit -u`. -e: a limit that cannot be set ends the run instead of being left out.
+        argv = ["runuser", "-u", args.user, "--", "bash", "-ec", limits + " exec " + shlex.join(canopy)]
     err = tempfile.TemporaryFile()
     start = time.monotonic()
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env,
@@ -154,7 +156,10 @@ def one_run(args, nodes, env, node_tmp, index):
         time.sleep(0.05)
     seconds = time.monotonic() - start
     if stopped:
-        os.kill(stopped["pid"], signal.SIGCONT)
+        try:
+            os.kill(stopped["pid"], signal.SIGCONT)
+        except ProcessLookupError:
+            pass   # its parent killed it once it was declared lost
     stragglers = benchlib.reap_session(proc.pid, grace=5.0)
     err.seek(0)
     stderr = err.read().decode(errors="replace").splitlines()
@@ -269,7 +274,7 @@ def main(argv):
                     "  stopped %(node)s: failed after %(failed_after_s)s s, named: %(named)s" % result["stopped"]
                     if "stopped" in result else "",
                     "  LEFT %s" % result["leftovers"] if "leftovers" in result else ""), flush=True)
-                if result["rc"] != 0 and "stopped" not in result:
+                if result["rc"] != 0:
                     print("    " + " | ".join(result["stderr_head"]), flush=True)
     finally:
         for hog in hogs:

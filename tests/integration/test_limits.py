@@ -1,4 +1,4 @@
-# Jobs at the limits a user or a node sets: the process limit, and what a rank may store. Each fails with one line
+# Jobs at the limits a user or a node sets: the process and descriptor limits, and what a rank may store. Each fails with one line
 # naming the limit, and leaves nothing behind.
 import os
 import re
@@ -28,6 +28,27 @@ def test_a_job_at_the_users_process_limit_fails_with_one_line_naming_the_limit(l
     assert "Resource temporarily unavailable" in lines[0] and f"ulimit -u is {limit}" in lines[0], result.describe()
     assert result.seconds < 4, f"the job should end as the fork fails, not after its ranks\n{result.describe()}"
     # Nothing of the job is left: no process of the user's, no temp dir.
+    deadline = time.monotonic() + 10
+    while stranger.pids() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not stranger.pids(), f"processes left: {stranger.pids()}\n{result.describe()}"
+    assert not [p.name for p in tmpdir.iterdir()], result.describe()
+
+
+def test_a_job_at_the_descriptor_limit_fails_with_one_line_naming_the_limit(stranger):
+    # Issue 39: the descriptor limit gave "cannot create a pipe: Too many open files", naming neither the limit nor
+    # what to raise. 64 nodes at fanout 32: the launcher needs more than 40 descriptors for its children alone.
+    canopy = stranger.canopy()
+    tmpdir = stranger.home / "tmp"
+    tmpdir.mkdir()
+    os.chown(tmpdir, stranger.uid, stranger.gid)
+    result = stranger.run(["/bin/bash", "-c", 'ulimit -n 40 && exec "$0" --sim-nodes 64 sleep 5', canopy],
+                          env={"TMPDIR": str(tmpdir)}, timeout=60)
+    assert result.returncode == 255, result.describe()
+    lines = result.canopy_lines()
+    assert len(lines) == 1 and re.search(r"cannot start canopyd on sim\d{4} via local: ", lines[0]), result.describe()
+    assert "Too many open files (ulimit -n is 40: " in lines[0], result.describe()
+    assert result.seconds < 4, f"the job should end as the descriptor runs out, not after its ranks\n{result.describe()}"
     deadline = time.monotonic() + 10
     while stranger.pids() and time.monotonic() < deadline:
         time.sleep(0.1)
