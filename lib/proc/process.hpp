@@ -129,8 +129,8 @@ Result<std::string> find_program(const std::string& name, const std::string& pat
 std::string own_executable();
 // The program `pid` runs (/proc/PID/exe), "" if it cannot be read.
 std::string executable_of(pid_t pid);
-// What a live child is doing, from /proc: "state D, waiting in do_rmdir"; empty once it is gone or unreadable. For
-// a message about a child that is late, so it says whether the child is stuck in the kernel, asleep or running.
+// What a live child is doing, from /proc: "state D, waiting in the kernel, in do_rmdir"; empty once it is gone or
+// unreadable. For a message about a late child: is it stuck in the kernel, asleep, stopped or running?
 std::string describe_what_process_does(pid_t pid);
 
 // This process's children (of every thread), zombies included: with PR_SET_CHILD_SUBREAPER, also the orphans of

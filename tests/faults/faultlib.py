@@ -107,6 +107,20 @@ def shm_files():
         return set()
 
 
+def job_ids_in(tmpdir: Path):
+    """The ids of the jobs whose node dirs (canopy-JOB-NODE-XXXXXX) are in tmpdir."""
+    return {path.name.split("-")[1] for path in tmpdir.glob("canopy-*-*-*")}
+
+
+def rank_cgroups(job_ids):
+    """The ranks' cgroups (lib/proc/rank_cgroup) of these jobs that are still there; other jobs' are not ours."""
+    try:
+        return sorted(name for name in os.listdir("/sys/fs/cgroup/unified")
+                      if name.startswith("canopy-") and name.split("-")[1] in job_ids)
+    except OSError:
+        return []
+
+
 class Marks:
     """The phase marks of a run's ranks (see phase_marks.h)."""
 
@@ -277,10 +291,12 @@ def run_one(fault, phase, workdir: Path, staged: StagedTree | None, rng: random.
     marks = Marks(workdir / "marks")
     shm_before = shm_files()
     slow = SlowCgroup(f"canopy-fault-{os.getpid()}-{workdir.name}")
+    job_ids = set()
     job = sandbox.start(job_arguments(fault, phase, marks, staged, config),
                         env={"OMPI_MCA_btl": "self,vader,tcp", "OMPI_MCA_mpi_yield_when_idle": "1"})
     try:
         if wait_for_moment(fault, phase, marks, sandbox, job, rng):
+            job_ids = job_ids_in(sandbox.tmpdir)
             daemons = len(daemon_pids(sandbox.marker))
             reached = marks.reached(target_node(fault))
             named = inject(fault, marks, sandbox, job, slow)
@@ -315,11 +331,13 @@ def run_one(fault, phase, workdir: Path, staged: StagedTree | None, rng: random.
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        wait_until(lambda: not any(sandbox.tmpdir.iterdir()) and not (shm_files() - shm_before), GRACE_SECONDS)
+        wait_until(lambda: not any(sandbox.tmpdir.iterdir()) and not (shm_files() - shm_before)
+                   and not rank_cgroups(job_ids), GRACE_SECONDS)
         # /dev/shm is the machine's: a file another job made meanwhile goes when that job ends, a leak stays.
         wait_until(lambda: not (shm_files() - shm_before), SHM_SETTLE_SECONDS)
         outcome.leftovers = sorted([f"$TMPDIR/{p.name}" for p in sandbox.tmpdir.iterdir()] +
-                                   [f"/dev/shm/{name}" for name in shm_files() - shm_before])
+                                   [f"/dev/shm/{name}" for name in shm_files() - shm_before] +
+                                   [f"cgroup {name}" for name in rank_cgroups(job_ids)])
         sandbox.close()
     if outcome.clean:
         shutil.rmtree(workdir, ignore_errors=True)

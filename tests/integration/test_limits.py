@@ -1,5 +1,5 @@
-# Jobs at the limits a user or a node sets: the process and descriptor limits, and what a rank may store. Each fails with one line
-# naming the limit, and leaves nothing behind.
+# Jobs at the limits a user or a node sets: the process and descriptor limits, and what a rank may store. Each fails
+# with one line naming the limit, and leaves nothing behind.
 import os
 import re
 import time
@@ -48,7 +48,7 @@ def test_a_job_at_the_descriptor_limit_fails_with_one_line_naming_the_limit(stra
     lines = result.canopy_lines()
     assert len(lines) == 1 and re.search(r"cannot start canopyd on sim\d{4} via local: ", lines[0]), result.describe()
     assert "Too many open files (ulimit -n is 40: " in lines[0], result.describe()
-    assert result.seconds < 4, f"the job should end as the descriptor runs out, not after its ranks\n{result.describe()}"
+    assert result.seconds < 4, f"the job should end as descriptors run out, not after its ranks\n{result.describe()}"
     deadline = time.monotonic() + 10
     while stranger.pids() and time.monotonic() < deadline:
         time.sleep(0.1)
