@@ -224,6 +224,14 @@ class ShmFiller:
         stat = os.statvfs("/dev/shm")
         used = (stat.f_blocks - stat.f_bfree) * stat.f_frsize
         want = stat.f_blocks * stat.f_frsize * percent // 100 - used
+        # /dev/shm is memory: a filler as large as the machine's RAM gets the jobs OOM-killed, not pressed.
+        with open("/proc/meminfo") as f:
+            meminfo = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in f}
+        keep = max(4 << 30, meminfo["MemTotal"] // 5)
+        if want > meminfo["MemAvailable"] - keep:
+            want = max(0, meminfo["MemAvailable"] - keep)
+            print("--fill-shm: /dev/shm is memory; filling %d GiB only, to keep %d GiB for the jobs" % (
+                want >> 30, keep >> 30), flush=True)
         self.path = "/dev/shm/canopy-bench-filler-%d" % os.getpid()
         with open(self.path, "wb") as f:
             chunk = b"\xa5" * (1 << 20)
