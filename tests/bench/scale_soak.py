@@ -268,7 +268,9 @@ def main(argv):
     os.chmod(node_tmp, 0o1777)
     env = dict(os.environ, TMPDIR=node_tmp)
     filler = ShmFiller(args.fill_shm) if args.fill_shm else None
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.cpu_hogs)]
+    # The hogs die with this script, however it ends (PR_SET_PDEATHSIG): left running, they skew every later bench.
+    hog = "import ctypes, signal; ctypes.CDLL(None).prctl(1, signal.SIGKILL)\nwhile True: pass"
+    hogs = [subprocess.Popen([sys.executable, "-c", hog]) for _ in range(args.cpu_hogs)]
     report = {**benchlib.report_header("canopy.scale_soak/1", __file__, argv), "runs": []}
     try:
         for nodes in [int(n) for n in args.nodes.split(",")]:
