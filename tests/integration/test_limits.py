@@ -2,11 +2,24 @@
 # with one line naming the limit, and leaves nothing behind.
 import os
 import re
-import time
 
 import pytest
 
-from conftest import BUILD_DIR, REPO, PeakMemory, measures_memory
+from conftest import BUILD_DIR, REPO, PeakMemory, measures_memory, wait_until
+
+
+def run_under_ulimit(stranger, ulimit, canopy_args):
+    """Runs canopy as the second user under `ulimit ULIMIT`, with a TMPDIR of its own, and checks that nothing of
+    the job is left: no process of the user's, no temp dir."""
+    tmpdir = stranger.home / "tmp"
+    tmpdir.mkdir()
+    os.chown(tmpdir, stranger.uid, stranger.gid)
+    result = stranger.run(["/bin/bash", "-c", f'ulimit {ulimit} && exec "$0" {canopy_args}', stranger.canopy()],
+                          env={"TMPDIR": str(tmpdir)}, timeout=60)
+    wait_until(lambda: not stranger.pids(), 10)
+    assert not stranger.pids(), f"processes left: {stranger.pids()}\n{result.describe()}"
+    assert not [p.name for p in tmpdir.iterdir()], result.describe()
+    return result
 
 
 @pytest.mark.parametrize("limit", [4, 6])
@@ -14,46 +27,25 @@ def test_a_job_at_the_users_process_limit_fails_with_one_line_naming_the_limit(l
     # Issue 38: an ordinary user under `ulimit -u 6` (or 4, 8) got "terminate called ... std::system_error" and a
     # SIGABRT from the launcher. The limit counts threads too, and root is exempt from it: the job runs as a second,
     # unprivileged user.
-    canopy = stranger.canopy()
-    tmpdir = stranger.home / "tmp"
-    tmpdir.mkdir()
-    os.chown(tmpdir, stranger.uid, stranger.gid)
     # Four daemons and four ranks that sleep must all live at once, whatever the machine's speed: more than the limit.
-    result = stranger.run(["/bin/bash", "-c", f'ulimit -u {limit} && exec "$0" --sim-nodes 4 -n 4 sleep 5',
-                           canopy], env={"TMPDIR": str(tmpdir)}, timeout=60)
+    result = run_under_ulimit(stranger, f"-u {limit}", "--sim-nodes 4 -n 4 sleep 5")
     assert result.returncode not in (0, 134) and result.returncode > 0, result.describe()
     assert "terminate called" not in result.stderr and "Aborted" not in result.stderr, result.describe()
     lines = result.canopy_lines()
     assert len(lines) == 1, result.describe()
     assert "Resource temporarily unavailable" in lines[0] and f"ulimit -u is {limit}" in lines[0], result.describe()
     assert result.seconds < 4, f"the job should end as the fork fails, not after its ranks\n{result.describe()}"
-    # Nothing of the job is left: no process of the user's, no temp dir.
-    deadline = time.monotonic() + 10
-    while stranger.pids() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not stranger.pids(), f"processes left: {stranger.pids()}\n{result.describe()}"
-    assert not [p.name for p in tmpdir.iterdir()], result.describe()
 
 
 def test_a_job_at_the_descriptor_limit_fails_with_one_line_naming_the_limit(stranger):
     # Issue 39: the descriptor limit gave "cannot create a pipe: Too many open files", naming neither the limit nor
     # what to raise. 64 nodes at fanout 32: the launcher needs more than 40 descriptors for its children alone.
-    canopy = stranger.canopy()
-    tmpdir = stranger.home / "tmp"
-    tmpdir.mkdir()
-    os.chown(tmpdir, stranger.uid, stranger.gid)
-    result = stranger.run(["/bin/bash", "-c", 'ulimit -n 40 && exec "$0" --sim-nodes 64 sleep 5', canopy],
-                          env={"TMPDIR": str(tmpdir)}, timeout=60)
+    result = run_under_ulimit(stranger, "-n 40", "--sim-nodes 64 sleep 5")
     assert result.returncode == 255, result.describe()
     lines = result.canopy_lines()
     assert len(lines) == 1 and re.search(r"cannot start canopyd on sim\d{4} via local: ", lines[0]), result.describe()
     assert "Too many open files (ulimit -n is 40: " in lines[0], result.describe()
     assert result.seconds < 4, f"the job should end as descriptors run out, not after its ranks\n{result.describe()}"
-    deadline = time.monotonic() + 10
-    while stranger.pids() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not stranger.pids(), f"processes left: {stranger.pids()}\n{result.describe()}"
-    assert not [p.name for p in tmpdir.iterdir()], result.describe()
 
 
 # What a rank may store: every way a rank stores data that the tree carries or a daemon holds (PMI puts, PMIx
