@@ -42,6 +42,16 @@ def host_list(n):
     return ",".join(sim_name(i) for i in range(n))
 
 
+def host_file(directory, n):
+    """directory/hosts-N, written once: sim0000 ... sim{n-1}, one a line, as hostfiles (hydra's -f, pdsh's -w ^FILE,
+    clush's --hostfile) take them; a list on the command line has limits (hydra's -hosts fails at 1,024 names)."""
+    path = os.path.join(directory, "hosts-%d" % n)
+    if not os.path.exists(path):
+        with open(path, "w") as f:
+            f.writelines(sim_name(i) + "\n" for i in range(n))
+    return path
+
+
 def host_slots(n, slots):
     """sim0000:SLOTS,...,sim{n-1}:SLOTS: n fake hosts with `slots` slots each, as mpirun's --host takes them."""
     return ",".join("%s:%d" % (sim_name(i), slots) for i in range(n))
@@ -244,7 +254,8 @@ def machine_info():
         cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), None)
     return {"nproc": os.cpu_count(), "kernel": platform.release(), "cpu": cpu,
             "mpich": dpkg_version("mpich"), "openmpi-bin": dpkg_version("openmpi-bin"),
-            "libpmix": dpkg_version("libpmix2"),
+            "libpmix": dpkg_version("libpmix2"), "pdsh": dpkg_version("pdsh"),
+            "clustershell": dpkg_version("clustershell"),
             "loadavg_start": loadavg(), "canopy_git": git_state()}
 
 

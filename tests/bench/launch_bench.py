@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# Launch benchmark: wall time of canopy vs MPICH hydra vs Open MPI mpirun on N simulated nodes x 1 rank.
+# Launch benchmark: wall time of canopy vs MPICH hydra, Open MPI mpirun, pdsh and clush on N simulated nodes x 1 rank.
 """Times `true` and `hostname` launched on N simulated nodes (one rank each) by:
 
   canopy        canopy --sim-nodes N PROG                      (daemons started directly, agent "local")
@@ -7,14 +7,25 @@
   canopy-nopmi  canopy --sim-nodes N --pmi none PROG      (neither PMIx nor simple PMI: no PMI_FD either)
   canopy-agent  canopy --hosts sim0000,... --agent "exec:local_agent.sh %h" PROG
   canopy-base   CANOPY_BASE --sim-nodes N PROG      (another build, e.g. before a change: --canopy-base PATH)
-  hydra         mpiexec.hydra -launcher ssh -launcher-exec local_agent.sh -hosts sim0000,... -ppn 1 -n N PROG
+  hydra         mpiexec.hydra -launcher ssh -launcher-exec local_agent.sh -f HOSTFILE -ppn 1 -n N PROG
+                (HOSTFILE: sim0000, ... one a line; its -hosts list fails at 1,024 names: "too many hosts listed")
   mpirun        Open MPI mpirun --mca plm_rsh_agent local_agent.sh --host sim0000,... -np N PROG
+  pdsh          pdsh -S -f 32 -R exec -w ^HOSTFILE local_agent.sh %h PROG
+                (flat: at most 32 agents at a time, pdsh's default fanout)
+  clush         clush -S -f 64 --hostfile HOSTFILE -O ssh_path=local_agent.sh PROG
+                (ClusterShell, flat: at most 64 agents at a time, clush.conf's default fanout)
+  clush-tree    clush ... --topology FILE: this host reaches G gateways (--clush-gateways, default 32), each a
+                `python3 -m ClusterShell.Gateway` started through local_agent.sh that runs PROG on its N/G hosts,
+                with the same fanout
   floor         spawn_floor N CANOPYD: posix_spawn of N `canopyd --version` and N `/bin/true`, all at once, then
                 wait (tests/bench/spawn_floor.c): the least this machine can do to start a daemon and a rank per
                 node; PROG is not run. canopy/floor is the launch's ratio to it (issue 39 asks for at most 1.3x)
 
 local_agent.sh stands in for ssh: it drops the host and runs the daemon command on this machine,
 so every launcher really starts N daemons (proxies/orteds/canopyds), one per fake host.
+
+pdsh and clush only run a command on every host: they serve no PMI and give the ranks no job environment
+(no rank, size or node list), so they do less than the MPI launchers and canopy.
 
 canopy serves PMIx and simple PMI (a socketpair per rank, its end given to the rank as PMI_FD) by default;
 canopy-nopmix still serves simple PMI, canopy-nopmi serves neither. Neither program speaks PMI, so canopy vs
@@ -29,26 +40,37 @@ simNNNN to 127.1.X.Y, the same addresses canopy --sim-nodes uses. Nothing outsid
 
 Runs are interleaved (each launcher once per round) so background load hits all launchers alike, and
 each round waits (up to --wait-idle s) for the machine to be idle; the load seen is kept in the JSON.
-Each run must exit 0 and, for `hostname`, print exactly N lines; otherwise the cell is marked failed.
+Each run must exit 0 and, for `hostname`, print exactly N lines (pdsh and clush label each line with its host:
+each fake host exactly once); otherwise the cell is marked failed. CPU is that of everything the launch started
+(a cpuacct cgroup per run, so Open MPI's orteds, which detach from mpirun, count), or where there is no cgroup v1,
+what the launcher waited for.
 """
 
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 
 import benchlib
-from benchlib import AGENT, REPO, host_list, markdown_table, reap_session, run_once, session_pids, summarize
+from benchlib import AGENT, REPO, host_file, host_list, markdown_table, reap_session, session_pids, sim_name, summarize
 
-ALL_LAUNCHERS = ["canopy", "canopy-nopmix", "canopy-nopmi", "canopy-agent", "canopy-base", "hydra", "mpirun", "floor"]
+ALL_LAUNCHERS = ["canopy", "canopy-nopmix", "canopy-nopmi", "canopy-agent", "canopy-base", "hydra", "mpirun",
+                 "pdsh", "clush", "clush-tree", "floor"]
 # what runs without --launchers: the rows of the default run docs/performance.md reports
 DEFAULT_LAUNCHERS = ["canopy", "canopy-nopmix", "canopy-agent", "hydra", "mpirun", "floor"]
 # (numerator, denominator) ratio columns of the wall-time table, each shown when both launchers ran
 RATIO_COLUMNS = [("canopy", "floor"), ("canopy", "hydra"), ("canopy", "mpirun"), ("canopy", "canopy-nopmi"),
-                 ("canopy-nopmix", "canopy-nopmi"), ("canopy-base", "hydra"), ("canopy", "canopy-base")]
+                 ("canopy-nopmix", "canopy-nopmi"), ("canopy-base", "hydra"), ("canopy", "canopy-base"),
+                 ("canopy", "pdsh"), ("canopy", "clush"), ("canopy", "clush-tree")]
+# launchers whose every output line starts "HOST: " (pdsh, clush): check() wants each fake host once
+LABELLED_OUTPUT = ("pdsh", "clush", "clush-tree")
+# what to install for a peer that is missing: (launcher, option holding its command, Debian package)
+PEER_PACKAGES = [("hydra", "hydra", "mpich"), ("mpirun", "mpirun", "openmpi-bin"), ("pdsh", "pdsh", "pdsh"),
+                 ("clush", "clush", "clustershell"), ("clush-tree", "clush", "clustershell")]
 
 
 def command_for(launcher, n, program, args):
@@ -69,16 +91,50 @@ def command_for(launcher, n, program, args):
         return [args.canopy_base, "--sim-nodes", str(n), program]
     if launcher == "hydra":
         return [args.hydra, "-launcher", "ssh", "-launcher-exec", AGENT,
-                "-hosts", host_list(n), "-ppn", "1", "-n", str(n), program]
+                "-f", host_file(args.scratch, n), "-ppn", "1", "-n", str(n), program]
     if launcher == "mpirun":
         return [args.mpirun, "--allow-run-as-root", "--oversubscribe",
                 "--mca", "plm_rsh_agent", AGENT,
                 # keep Open MPI's out-of-band and TCP traffic on loopback
                 "--mca", "oob_tcp_if_include", "lo", "--mca", "btl_tcp_if_include", "lo",
                 "--host", host_list(n), "-np", str(n), program]
+    if launcher == "pdsh":
+        # the exec module runs `local_agent.sh HOST PROG` per host, as its ssh module would run ssh; -S: fail if any did
+        return [args.pdsh, "-S", "-f", str(args.pdsh_fanout), "-R", "exec", "-w", "^" + host_file(args.scratch, n),
+                AGENT, "%h", program]
+    if launcher in ("clush", "clush-tree"):
+        argv = [args.clush, "-S", "-f", str(args.clush_fanout), "--hostfile", host_file(args.scratch, n),
+                "-O", "ssh_path=" + AGENT]
+        if launcher == "clush-tree":
+            argv += ["--topology", clush_topology(args.scratch, n, args.clush_gateways)]
+        return argv + [program]
     if launcher == "floor":
         return [args.spawn_floor, str(n), os.path.join(os.path.dirname(args.canopy), "..", "daemon", "canopyd")]
     raise ValueError(launcher)
+
+
+def clush_topology(directory, n, gateways):
+    """directory/topology-N-G, written once: ClusterShell's routes from this host to G gateways, each with N/G hosts."""
+    path = os.path.join(directory, "topology-%d-%d" % (n, gateways))
+    if os.path.exists(path):
+        return path
+    gateways = min(gateways, n)
+    names = ["clushgw%02d" % g for g in range(gateways)]
+    # clush finds itself in the routes by its short host name
+    lines = ["[routes]", "%s: %s" % (socket.gethostname().split(".")[0], ",".join(names))]
+    for g, name in enumerate(names):
+        hosts = range(g * n // gateways, (g + 1) * n // gateways)
+        lines.append("%s: %s" % (name, ",".join(sim_name(i) for i in hosts)))
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return path
+
+
+def script_interpreter(path):
+    """The interpreter on a script's #! line (clush's gateways must run in the Python that has ClusterShell)."""
+    with open(shutil.which(path) or path, "rb") as f:
+        first = f.readline().decode(errors="replace")
+    return first[2:].split()[0] if first.startswith("#!") else None
 
 
 def check(result, n, program, launcher):
@@ -86,6 +142,10 @@ def check(result, n, program, launcher):
         return "exit %s: %s" % (result["rc"], " | ".join(result["stderr_tail"]))
     if program == "hostname" and result["lines"] != n and launcher != "floor":
         return "printed %d lines, expected %d" % (result["lines"], n)
+    if program == "hostname" and launcher in LABELLED_OUTPUT:
+        labels = sorted(line.split(":", 1)[0] for line in result["stdout"].splitlines())
+        if labels != [sim_name(i) for i in range(n)]:
+            return "output lines labelled with %d distinct hosts, expected each of the %d once" % (len(set(labels)), n)
     return None
 
 
@@ -94,12 +154,11 @@ def bench_cell(n, program, launchers, args, env):
     cells = {}
     for launcher in launchers:
         argv = command_for(launcher, n, program, args)
-        cells[launcher] = {"argv_head": argv[:3] + ["..."], "times": [], "cpu_times": [], "errors": [],
-                           "stragglers": 0, "runs_planned": args.runs}
+        cells[launcher] = {"times": [], "cpu_times": [], "waited_cpu_times": [],
+                           "errors": [], "stragglers": 0, "runs_planned": args.runs}
         for _ in range(args.warmup):
-            r = run_once(argv, env, args.timeout)
+            r, _ = benchlib.run_for_cell(cells[launcher], argv, env, args.timeout)
             problem = check(r, n, program, launcher)
-            cells[launcher]["stragglers"] += r["stragglers"]
             if problem:
                 cells[launcher]["errors"].append("warmup: " + problem)
             elif r["seconds"] > args.slow_threshold:
@@ -111,17 +170,18 @@ def bench_cell(n, program, launchers, args, env):
             cell = cells[launcher]
             if round_ >= cell["runs_planned"] or len(cell["errors"]) >= 2:
                 continue
-            r = run_once(command_for(launcher, n, program, args), env, args.timeout)
-            cell["stragglers"] += r["stragglers"]
+            r, record = benchlib.run_for_cell(cell, command_for(launcher, n, program, args), env, args.timeout)
             problem = check(r, n, program, launcher)
             if problem:
                 cell["errors"].append(problem)
             else:
-                cell["times"].append(r["seconds"])
-                cell["cpu_times"].append(r["cpu_seconds"])
+                cell["times"].append(record["seconds"])
+                cell["cpu_times"].append(record["cpu_seconds"])
+                cell["waited_cpu_times"].append(record["waited_cpu_seconds"])
+                cell["cpu_source"] = record["cpu_source"]
             print("  %-8s %4d nodes  %-12s run %d: %s" % (
                 program, n, launcher, round_ + 1,
-                ("%.3f s (CPU %.3f s)" % (r["seconds"], r["cpu_seconds"])) if not problem
+                ("%.3f s (CPU %.3f s)" % (record["seconds"], record["cpu_seconds"])) if not problem
                 else "FAILED " + problem),
                 file=sys.stderr, flush=True)
     for cell in cells.values():
@@ -216,7 +276,24 @@ def print_cpu_table(results, launchers, out=sys.stdout):
     rows = [[e["program"], str(e["nodes"])] + [fmt_seconds(e["launchers"][c]["cpu_summary"]) for c in launchers]
             for e in results]
     markdown_table(header, rows, out)
-    print("Median user+system CPU of the launcher and the processes it waited for (daemons, ranks).", file=out)
+    print("Median user+system CPU of everything the launch started (launcher, agents, daemons, ranks; a cpuacct "
+          "cgroup per run, else what the launcher waited for).", file=out)
+
+
+def print_relative_table(results, launchers, out=sys.stdout):
+    """Per cell and launcher: median wall and CPU, each also as a multiple of canopy's and of the floor's."""
+    bases = [b for b in ("canopy", "floor") if b in launchers]
+    header = ["program", "nodes", "launcher", "wall [s]"] + ["x %s" % b for b in bases]
+    header += ["CPU [s]"] + ["CPU x %s" % b for b in bases]
+    rows = []
+    for e in results:
+        cells = e["launchers"]
+        for l in launchers:
+            row = [e["program"], str(e["nodes"]), l]
+            for key in ("summary", "cpu_summary"):
+                row += [fmt_seconds(cells[l][key])] + [ratio(cells[l][key], cells[b][key]) for b in bases]
+            rows.append(row)
+    markdown_table(header, rows, out)
 
 
 def print_table(results, launchers, runs, out=sys.stdout):
@@ -253,6 +330,12 @@ def main(argv):
     p.add_argument("--canopy-base", help="another canopy build for the canopy-base row (say, from before a change)")
     p.add_argument("--hydra", default="mpiexec.hydra")
     p.add_argument("--mpirun", default="mpirun.openmpi")
+    p.add_argument("--pdsh", default="pdsh")
+    p.add_argument("--pdsh-fanout", type=int, default=32, help="pdsh -f: agents at a time (default 32, pdsh's)")
+    p.add_argument("--clush", default="clush")
+    p.add_argument("--clush-fanout", type=int, default=64,
+                   help="clush -f: agents at a time, on the head and on each gateway (default 64, clush.conf's)")
+    p.add_argument("--clush-gateways", type=int, default=32, help="gateways of the clush-tree row (default 32)")
     p.add_argument("--cc", default="cc", help="C compiler for spawn_floor.c, the floor row (default cc)")
     benchlib.add_json_option(p, "launch_bench.json")
     p.add_argument("--rss-nodes", type=int, default=4, help="--sim-nodes for the canopyd RSS probe (default 4)")
@@ -271,21 +354,25 @@ def main(argv):
         if not args.canopy_base or not os.access(args.canopy_base, os.X_OK):
             p.error("launcher canopy-base needs --canopy-base PATH, an executable canopy")
         args.canopy_base = os.path.abspath(args.canopy_base)
-    for tool, needed in ((args.hydra, "hydra"), (args.mpirun, "mpirun")):
+    for needed, option, package in PEER_PACKAGES:
+        tool = getattr(args, option)
         if needed in launchers and not shutil.which(tool):
-            p.error("%s not found for launcher %s; install mpich / openmpi-bin or drop it with --launchers"
-                    % (tool, needed))
+            p.error("%s not found for launcher %s; install %s (apt-get install %s) or drop it with --launchers"
+                    % (tool, needed, package, package))
 
     hosts_namespace = benchlib.enter_hosts_namespace(__file__, argv, max(args.nodes), args.no_namespace)
-    node_tmp = tempfile.mkdtemp(prefix="canopy-bench-nodes-")
-    env = benchlib.agent_env(node_tmp)
-    if "floor" in launchers:
-        args.spawn_floor = benchlib.compile_c(args.cc, os.path.join(benchlib.HERE, "spawn_floor.c"),
-                                              os.path.join(node_tmp, "spawn_floor"), __file__)
     report = {**benchlib.report_header("canopy.launch_bench/1", __file__, argv),
               "hosts_namespace": hosts_namespace, "agent": os.path.relpath(AGENT, REPO), "results": []}
-    benchlib.print_machine(report["machine"], [("mpich", "mpich"), ("openmpi", "openmpi-bin")], with_loadavg=False)
-    try:
+    benchlib.print_machine(report["machine"], [("mpich", "mpich"), ("openmpi", "openmpi-bin"), ("pdsh", "pdsh"),
+                                               ("clustershell", "clustershell")], with_loadavg=False)
+    # the hostfiles, clush's topologies and spawn_floor go in args.scratch, the fake hosts' TMPDIRs under it
+    with benchlib.scratch_dir("canopy-bench-launch-") as (args.scratch, env):
+        if "floor" in launchers:
+            args.spawn_floor = benchlib.compile_c(args.cc, os.path.join(benchlib.HERE, "spawn_floor.c"),
+                                                  os.path.join(args.scratch, "spawn_floor"), __file__)
+        if "clush-tree" in launchers:
+            # the gateways are started as `python3 -m ClusterShell.Gateway`: make that the Python clush runs in
+            env["CLUSTERSHELL_GW_PYTHON_EXECUTABLE"] = script_interpreter(args.clush) or "python3"
         for n in args.nodes:
             for program in programs:
                 cells, background = bench_cell(n, program, launchers, args, env)
@@ -296,14 +383,15 @@ def main(argv):
             report["canopyd_rss"] = measure_rss(args, env)
         if "canopy" in launchers and not args.no_timing:
             report["canopy_timing"] = timing_table(args, env, max(args.nodes), "true")
-    finally:
-        shutil.rmtree(node_tmp, ignore_errors=True)
 
     benchlib.write_report(report, args.json)
     print()
     print_table(report["results"], launchers, args.runs)
     print()
     print_cpu_table(report["results"], launchers)
+    if "canopy" in launchers or "floor" in launchers:
+        print()
+        print_relative_table(report["results"], launchers)
     benchlib.print_failures(report["results"], lambda e: "%s %d nodes" % (e["program"], e["nodes"]))
     rss = report.get("canopyd_rss")
     if rss:
