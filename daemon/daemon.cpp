@@ -149,6 +149,9 @@ asio::awaitable<void> Daemon::join_parent()
         if (position_)
             position_->children().broadcast(wire::to_frame(hold.to_wire()));
     });
+    relay_pacing_ = std::make_unique<RelayPacing>(io_, parent_, [this] {
+        return position_ ? position_->children().max_queued_bytes() : std::size_t{0};
+    });
     parent_->start([this](wire::Frame frame) { on_parent_frame(std::move(frame)); },
                    [this](const std::string& reason) { on_parent_closed(reason); });
     // Until the plan names the job's heartbeat timeout, the parent has as long to send it as it had to answer.
@@ -161,6 +164,7 @@ void Daemon::on_parent_frame(wire::Frame frame)
         if (!position_->from_parent(tree().parent(args_.position), frame))
             tree_log().warn("ignored an unexpected or malformed {} message from the parent",
                             wire::message_name(frame.type));
+        relay_pacing_->frame_handled();
         return;
     }
     // Joining: the plan comes first, and makes this daemon a position of the tree.

@@ -26,6 +26,7 @@
 #include "rank_spawner.hpp"
 #include "timing/sketch.hpp"
 #include "tree/link.hpp"
+#include "tree/relay_pacing.hpp"
 #include "tree/tree_position.hpp"
 #include "tree/topology.hpp"
 #include "wire/auth.hpp"
@@ -148,6 +149,7 @@ private:
     asio::signal_set signals_;
     std::shared_ptr<Link> parent_;
     std::unique_ptr<UplinkOutputFlow> output_flow_;   // with parent_
+    std::unique_ptr<RelayPacing> relay_pacing_;       // with parent_
     std::optional<wire::LaunchPlan> plan_;
     std::unique_ptr<TreePosition> position_;   // children, their reports and the collectives, once planned
     std::unique_ptr<RankSpawner> ranks_;

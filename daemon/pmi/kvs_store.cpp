@@ -1,6 +1,7 @@
 // The keys and values PMI barriers brought to a node, indexed in place.
 #include "pmi/kvs_store.hpp"
 
+#include <algorithm>
 #include <functional>
 #include <string>
 
@@ -38,33 +39,39 @@ KvsStore::Bytes KvsStore::node_blob(const std::map<std::string, std::string, std
 
 Status KvsStore::add(Bytes result)
 {
-    // First check the whole result, so that a malformed one leaves the store as it was.
-    std::vector<std::size_t> offsets;
-    wire::Reader reader(result);
-    while (reader.ok() && !reader.at_end()) {
-        std::size_t count = reader.count();
-        for (std::size_t i = 0; i < count && reader.ok(); ++i) {
-            offsets.push_back(result.size() - reader.remaining());
-            (void)reader.bytes_view();
-            (void)reader.bytes_view();
+    // First check and count the whole result, so that a malformed one leaves the store as it was, and the index
+    // grows once: no list of offsets, and no rehash per doubling.
+    std::size_t entries = 0;
+    wire::Reader check(result);
+    while (check.ok() && !check.at_end()) {
+        std::size_t count = check.count();
+        for (std::size_t i = 0; i < count && check.ok(); ++i, ++entries) {
+            (void)check.bytes_view();
+            (void)check.bytes_view();
         }
     }
-    if (!reader.ok())
+    if (!check.ok())
         return make_error("malformed PMI fence result ({} bytes)", result.size());
-    if (offsets.empty())
+    if (entries == 0)
         return {};   // a barrier without puts
     if (results_.size() >= (std::size_t{1} << (64 - offset_bits)) - 1)
         return make_error("too many PMI barriers with puts to index");
     std::uint64_t index = results_.size();
     results_.push_back(std::move(result));
-    for (std::size_t offset : offsets) {
-        std::uint64_t slot = (index << offset_bits) | (offset + 1);
-        if (2 * (count_ + 1) > slots_.size())
-            grow();
-        std::uint64_t* place = slot_for(key_at(slot));
-        if (*place == 0)
-            ++count_;
-        *place = slot;
+    const Bytes& kept = results_.back();
+    reserve(count_ + entries);
+    wire::Reader reader(kept);
+    while (!reader.at_end()) {
+        std::size_t count = reader.count();
+        for (std::size_t i = 0; i < count; ++i) {
+            std::uint64_t slot = (index << offset_bits) | (kept.size() - reader.remaining() + 1);
+            (void)reader.bytes_view();
+            (void)reader.bytes_view();
+            std::uint64_t* place = slot_for(key_at(slot));
+            if (*place == 0)
+                ++count_;
+            *place = slot;
+        }
     }
     return {};
 }
@@ -107,10 +114,15 @@ std::uint64_t* KvsStore::slot_for(std::string_view key)
             return &slots_[i];
 }
 
-void KvsStore::grow()
+void KvsStore::reserve(std::size_t keys)
 {
+    std::size_t size = std::max<std::size_t>(16, slots_.size());
+    while (size < 2 * keys)
+        size *= 2;
+    if (size == slots_.size())
+        return;
     std::vector<std::uint64_t> old = std::move(slots_);
-    slots_.assign(std::max<std::size_t>(16, old.size() * 2), 0);
+    slots_.assign(size, 0);
     for (std::uint64_t slot : old)
         if (slot != 0)
             *slot_for(key_at(slot)) = slot;

@@ -34,7 +34,8 @@ private:
     std::string_view key_at(std::uint64_t slot) const;
     std::string_view value_after_key(std::uint64_t slot) const;
     std::uint64_t* slot_for(std::string_view key);
-    void grow();
+    // Makes room for `keys` keys in all, at most half the slots used.
+    void reserve(std::size_t keys);
 
     std::vector<Bytes> results_;
     std::vector<std::uint64_t> slots_;   // open addressing, linear probing; a power of two long

@@ -44,8 +44,17 @@ std::uint64_t FenceTracker::next_local_sequence(const std::vector<long>& partici
     return local_sequence_[{domain, participants}]++;
 }
 
+void append_chunk(std::vector<std::uint8_t>& blob, const std::vector<std::uint8_t>& chunk, std::uint64_t total)
+{
+    constexpr std::uint64_t most_reserved = std::uint64_t{4} << 30;
+    if (blob.empty() && total > chunk.size() && total <= most_reserved)
+        blob.reserve(static_cast<std::size_t>(total));
+    blob.insert(blob.end(), chunk.begin(), chunk.end());
+}
+
 std::optional<std::vector<std::uint8_t>> FenceTracker::contribute(const FenceId& id, long source,
-                                                                  const std::vector<std::uint8_t>& chunk, bool last)
+                                                                  const std::vector<std::uint8_t>& chunk, bool last,
+                                                                  std::uint64_t announced)
 {
     auto it = pending_.find(id);
     if (it == pending_.end()) {
@@ -59,8 +68,7 @@ std::optional<std::vector<std::uint8_t>> FenceTracker::contribute(const FenceId&
     Pending& fence = it->second;
     if (!fence.expected.contains(source) || fence.finished.contains(source))
         return std::nullopt;   // not a contributor, or a duplicate: ignore rather than corrupt the result
-    auto& part = fence.parts[source];
-    part.insert(part.end(), chunk.begin(), chunk.end());
+    append_chunk(fence.parts[source], chunk, announced);
     if (!last)
         return std::nullopt;
     fence.finished.insert(source);
@@ -71,8 +79,10 @@ std::optional<std::vector<std::uint8_t>> FenceTracker::contribute(const FenceId&
         total += bytes.size();
     std::vector<std::uint8_t> result;
     result.reserve(total);
-    for (const auto& [from, bytes] : fence.parts)
+    for (auto& [from, bytes] : fence.parts) {
         result.insert(result.end(), bytes.begin(), bytes.end());
+        std::vector<std::uint8_t>().swap(bytes);   // freed as it is copied: the result and one part at most
+    }
     pending_.erase(it);
     return result;
 }

@@ -29,6 +29,11 @@ struct FenceRoute {
     std::vector<long> children;      // child positions whose subtrees host participants
 };
 
+// Appends a chunk of a blob whose whole size its sender announced (`total`, 0 if unknown): the first chunk
+// reserves the whole, so a large result is never held twice while a doubling vector grows. An implausible total
+// (smaller than the chunk, or over 4 GiB) reserves nothing.
+void append_chunk(std::vector<std::uint8_t>& blob, const std::vector<std::uint8_t>& chunk, std::uint64_t total);
+
 class FenceTracker {
 public:
     // ranks_per_node: rank counts by node index, ranks placed in blocks starting at node 0.
@@ -43,8 +48,10 @@ public:
     // Records a contribution (source = this position for the local one, else the child's position), which may
     // arrive in chunks: `last` marks a source's final chunk. Returns every source's blob concatenated (each one
     // whole, sources never interleaved) once every expected source has finished; the fence is then forgotten.
+    // `announced` is the source's whole blob as its chunks announce it (0: not known).
     std::optional<std::vector<std::uint8_t>> contribute(const FenceId& id, long source,
-                                                        const std::vector<std::uint8_t>& chunk, bool last = true);
+                                                        const std::vector<std::uint8_t>& chunk, bool last = true,
+                                                        std::uint64_t announced = 0);
 
     // Fences still waiting, for failing them when a participant dies.
     std::vector<FenceId> pending() const;

@@ -24,6 +24,7 @@ void send_chunks(const Message& header, const Bytes& blob, const std::function<v
     do {
         std::size_t size = std::min(TreeCollectives::chunk_bytes, blob.size() - offset);
         Message chunk = header;   // the header carries no blob
+        chunk.total = blob.size();
         chunk.blob.assign(blob.begin() + static_cast<std::ptrdiff_t>(offset),
                           blob.begin() + static_cast<std::ptrdiff_t>(offset + size));
         offset += size;
@@ -100,7 +101,7 @@ void TreeCollectives::on_fence_down(const wire::FenceDown& chunk)
     if (waiter == fence_waiters_.end())
         return;   // only passing through
     auto& result = fence_results_[id];
-    result.insert(result.end(), chunk.blob.begin(), chunk.blob.end());
+    append_chunk(result, chunk.blob, chunk.total);
     if (chunk.more)
         return;
     Done done = std::move(waiter->second);
@@ -277,7 +278,7 @@ bool TreeCollectives::handle(long from, const wire::Frame& frame)
         auto& status = fence_status_[id];
         if (chunk->status != 0)
             status = chunk->status;
-        if (auto blob = tracker_.contribute(id, from, chunk->blob, !chunk->more))
+        if (auto blob = tracker_.contribute(id, from, chunk->blob, !chunk->more, chunk->total))
             subtree_complete(id, fence_status_[id], std::move(*blob));
         return true;
     }

@@ -29,6 +29,15 @@ void Link::start(FrameHandler on_frame, CloseHandler on_close)
     read_more();
 }
 
+void Link::resume_reading()
+{
+    reading_paused_ = false;
+    if (read_parked_ && !closed_) {
+        read_parked_ = false;
+        read_more();
+    }
+}
+
 tcp::endpoint Link::local_endpoint() const
 {
     boost::system::error_code error;
@@ -74,7 +83,10 @@ void Link::read_more()
                 if (self->closed_)
                     return;
             }
-            self->read_more();
+            if (self->reading_paused_)
+                self->read_parked_ = true;
+            else
+                self->read_more();
         });
 }
 
@@ -175,6 +187,7 @@ void Link::end_our_side()
         return;
     }
     our_side_ended_ = true;
+    resume_reading();   // the peer's close must be seen, whatever a pacer wanted
     linger_.expires_after(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(linger_seconds_)));
     linger_.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
         if (!error)

@@ -66,6 +66,11 @@ public:
     // link closes first.
     void when_queued_below(std::size_t bytes, std::function<void()> room);
     bool is_open() const { return !closed_; }
+    // While paused, nothing more is read from the peer (what was read is still handled): TCP then holds the
+    // peer's next frames in its queue and the kernel's buffers. A relay paces its parent this way (RelayPacing).
+    void pause_reading() { reading_paused_ = true; }
+    void resume_reading();
+    bool reading_paused() const { return reading_paused_; }
     tcp::endpoint local_endpoint() const;
     // When bytes last arrived from the peer, and when a write of ours last went out (the link's start before
     // either): any traffic proves a peer alive, so heartbeats are only needed on a quiet link.
@@ -100,6 +105,8 @@ private:
     asio::steady_timer linger_;
     bool closed_ = false;
     bool peer_silent_ = false;
+    bool reading_paused_ = false;
+    bool read_parked_ = false;   // a read would have been started, but reading is paused
     std::unique_ptr<LinkHeartbeat> heartbeat_;
     std::vector<std::pair<std::size_t, std::function<void()>>> waiting_for_room_;   // when_queued_below
     Clock::time_point last_received_ = Clock::now();

@@ -554,9 +554,12 @@ struct FenceChunk {
     // Down only: the result is large, and every chunk of it goes on the bulk route (a fabric where there is one),
     // so that its chunks stay in order.
     bool bulk = false;
+    // The whole blob's size, in every chunk: a receiver reserves it once instead of growing by doubling, which
+    // would hold twice the result at the last growth.
+    std::uint64_t total = 0;
     std::vector<std::uint8_t> blob;
 
-    CANOPY_WIRE_FIELDS(domain, RankRuns{participants}, sequence, status, more, bulk, blob)
+    CANOPY_WIRE_FIELDS(domain, RankRuns{participants}, sequence, status, more, bulk, total, blob)
 };
 
 struct FenceUp : FenceChunk {

@@ -41,6 +41,22 @@ def test_every_synthetic_rank_reads_its_peers_values(run_canopy, tmp_path, path)
         assert messages["max"] <= 2 * 3, messages
 
 
+@pytest.mark.parametrize("path", ["pmi", "pmix"])
+def test_a_large_exchange_costs_every_daemon_at_most_one_and_a_half_times_what_it_holds(run_canopy, tmp_path, path):
+    # 15 MiB on every node (128 nodes x 120 ranks x 1,000 B), through relays of 4 children at two levels: a result
+    # grown by doubling, or queued whole for slow children beside the relay's own copy, would cost twice as much.
+    nodes = 128
+    timing = tmp_path / "timing.json"
+    result = run_canopy(["--sim-nodes", nodes, "--fanout", "4", "--timing=" + str(timing),
+                         "--synthetic-ranks", f"120:1000:{path}"], timeout=120)
+    assert result.returncode == 0, result.describe()
+    phases = {phase["name"]: phase for phase in json.loads(timing.read_text())["phases"]}
+    assert phases["synthetic.result_kib"]["min"] >= nodes * 120 * 1000 / 1024
+    ratio = phases["synthetic.peak_ratio_percent"]
+    assert ratio["count"] == nodes
+    assert ratio["max"] <= 150, f"{ratio['max_who']}'s peak was {ratio['max']:.0f}% of the result it holds"
+
+
 @pytest.mark.parametrize("path", PATHS)
 def test_a_wrong_value_ends_the_job_naming_the_reader(run_canopy, tmp_path, path):
     corrupt = 5 * RANKS + 3   # a rank on node 5, read by its neighbours on nodes 4 and 5

@@ -140,5 +140,37 @@ TEST(FenceTracker, AFenceOverASpawnedNamespaceRoutesToItsNodes)
     }
 }
 
+
+TEST(AppendChunk, AnAnnouncedTotalIsReservedOnceSoALargeBlobIsNeverHeldTwiceWhileItGrows)
+{
+    constexpr std::size_t chunk_size = 256 * 1024, chunks = 12;
+    std::vector<std::uint8_t> blob;
+    append_chunk(blob, std::vector<std::uint8_t>(chunk_size, 0), chunk_size * chunks);
+    EXPECT_EQ(blob.capacity(), chunk_size * chunks);
+    const std::uint8_t* first = blob.data();
+    for (std::size_t i = 1; i < chunks; ++i)
+        append_chunk(blob, std::vector<std::uint8_t>(chunk_size, static_cast<std::uint8_t>(i)), chunk_size * chunks);
+    EXPECT_EQ(blob.data(), first) << "the blob moved: it was held twice while it grew";
+    ASSERT_EQ(blob.size(), chunk_size * chunks);
+    for (std::size_t i = 0; i < chunks; ++i)
+        ASSERT_EQ(blob[i * chunk_size], i) << "chunk " << i << " is not where it belongs";
+}
+
+TEST(AppendChunk, ATotalThatCannotBeTrueReservesNothingAndTheBlobIsStillWhole)
+{
+    std::vector<std::uint8_t> small;
+    append_chunk(small, std::vector<std::uint8_t>(100, 'a'), 10);   // less than the chunk itself
+    EXPECT_LT(small.capacity(), 1000u);
+    std::vector<std::uint8_t> huge;
+    append_chunk(huge, std::vector<std::uint8_t>(100, 'a'), std::uint64_t{1} << 50);   // a peer's wrong word
+    EXPECT_LT(huge.capacity(), 1000u);
+    append_chunk(huge, std::vector<std::uint8_t>(50, 'b'), std::uint64_t{1} << 50);
+    EXPECT_EQ(huge, [] {
+        std::vector<std::uint8_t> whole(100, 'a');
+        whole.insert(whole.end(), 50, 'b');
+        return whole;
+    }());
+}
+
 } // namespace
 } // namespace canopy

@@ -1,17 +1,19 @@
 // How a tree link orders and ends what it sends: an urgent frame overtakes the bulk queued before it, a sender
 // waiting for room hears once the queue is under its mark, and what a daemon sent before leaving reaches its parent
 // whole, even when the parent reads slowly and keeps speaking
-// (heartbeats) while the daemon leaves. A real loopback connection: the Link on one end, a plain blocking socket
-// as the peer on the other.
+// (heartbeats) while the daemon leaves. And how a relay paces what it reads from its parent on its children
+// (RelayPacing). A real loopback connection: the Link on one end, a plain blocking socket as the peer on the other.
 #include <sys/socket.h>
 #include <sys/time.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <future>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -22,6 +24,7 @@
 #include <gtest/gtest.h>
 
 #include "tree/link.hpp"
+#include "tree/relay_pacing.hpp"
 #include "wire/messages.hpp"
 
 namespace canopy {
@@ -204,6 +207,87 @@ TEST(LinkClose, APeerThatNeverClosesIsLeftAfterTheLinger)
     EXPECT_EQ(*closed, "");
     EXPECT_GE(took, 300ms);
     EXPECT_LT(took, 3s);
+}
+
+
+// The parent's frames as a relay sees them, on an io thread of their own: each frame's arrival time.
+struct PacedParent {
+    asio::io_context io;
+    LinkToPeer ends = connect_link(io);
+    std::atomic<std::size_t> children_queued{0};
+    RelayPacing pacing;
+    std::mutex lock;
+    std::vector<std::chrono::steady_clock::time_point> arrivals;
+    std::thread loop;
+
+    explicit PacedParent(RelayPacing::Marks marks)
+        : pacing(io, ends.link, [this] { return children_queued.load(); }, marks)
+    {
+        ends.link->start(
+            [this](wire::Frame) {
+                {
+                    std::lock_guard<std::mutex> hold(lock);
+                    arrivals.push_back(std::chrono::steady_clock::now());
+                }
+                pacing.frame_handled();
+            },
+            [](const std::string&) {});
+        loop = std::thread([this] { io.run_for(20s); });
+    }
+    ~PacedParent()
+    {
+        io.stop();
+        loop.join();
+    }
+    void parent_sends_a_chunk()
+    {
+        auto frame = wire::encode_frame(static_cast<std::uint8_t>(wire::MessageType::fence_down),
+                                        std::vector<std::uint8_t>(1000, 'c'));
+        ASSERT_EQ(::send(ends.far.native_handle(), frame.data(), frame.size(), MSG_NOSIGNAL),
+                  static_cast<ssize_t>(frame.size()));
+    }
+    // Waits up to `wait` for `count` frames to have arrived; returns how many had.
+    std::size_t arrived_within(std::size_t count, std::chrono::milliseconds wait)
+    {
+        auto give_up = std::chrono::steady_clock::now() + wait;
+        for (;;) {
+            {
+                std::lock_guard<std::mutex> hold(lock);
+                if (arrivals.size() >= count || std::chrono::steady_clock::now() >= give_up)
+                    return arrivals.size();
+            }
+            std::this_thread::sleep_for(1ms);
+        }
+    }
+};
+
+TEST(RelayPacing, ARelayStopsReadingItsParentWhileItsChildrenAreBehindAndGoesOnOnceTheyCatchUp)
+{
+    PacedParent relay({/*high=*/1 << 20, /*low=*/256 << 10, /*longest=*/10s});
+    relay.children_queued = 2 << 20;   // the chunks forwarded so far still wait for a slow child
+    relay.parent_sends_a_chunk();
+    ASSERT_EQ(relay.arrived_within(1, 5s), 1u);
+    relay.parent_sends_a_chunk();
+    EXPECT_EQ(relay.arrived_within(2, 300ms), 1u) << "the relay read on although its children were 2 MiB behind";
+    relay.children_queued = 512 << 10;   // under the high mark, over the low one: still paused
+    EXPECT_EQ(relay.arrived_within(2, 100ms), 1u) << "the relay went on before its children were under the low mark";
+    relay.children_queued = 0;
+    EXPECT_EQ(relay.arrived_within(2, 5s), 2u) << "the relay did not read on once its children had caught up";
+    EXPECT_EQ(relay.pacing.pauses(), 1u);
+}
+
+TEST(RelayPacing, AChildThatNeverCatchesUpHoldsTheParentBackNoLongerThanThePausesBound)
+{
+    PacedParent relay({/*high=*/1 << 20, /*low=*/256 << 10, /*longest=*/200ms});
+    relay.children_queued = 8 << 20;   // a hung child: its queue never drains
+    relay.parent_sends_a_chunk();
+    ASSERT_EQ(relay.arrived_within(1, 5s), 1u);
+    auto paused = std::chrono::steady_clock::now();
+    relay.parent_sends_a_chunk();   // what a parent says next (an abort) must still get through
+    ASSERT_EQ(relay.arrived_within(2, 5s), 2u) << "a child that never drains held the parent back for good";
+    auto waited = relay.arrivals[1] - paused;
+    EXPECT_GE(waited, 150ms);
+    EXPECT_LT(waited, 2s);
 }
 
 } // namespace
