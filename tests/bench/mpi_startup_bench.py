@@ -16,7 +16,7 @@ on N simulated nodes x P ranks. The same binary runs under canopy and under its 
     canopy-mpich        canopy --sim-nodes N --ppn P --timeout T --timing=FILE mpi_startup.mpich N*P
     canopy-mpich-agent  canopy --hosts sim0000,... --ppn P --agent "exec:local_agent.sh %h" --timeout T
                         --timing=FILE mpi_startup.mpich N*P
-    hydra               mpiexec.hydra -launcher ssh -launcher-exec local_agent.sh -hosts sim0000,... -ppn P
+    hydra               mpiexec.hydra -launcher ssh -launcher-exec local_agent.sh -f HOSTFILE -ppn P
                         -n N*P mpi_startup.mpich N*P
 
 local_agent.sh stands in for ssh (see launch_bench.py), so every launcher starts N daemons on this machine;
@@ -44,7 +44,7 @@ import shutil
 import sys
 
 import benchlib
-from benchlib import AGENT, host_list, markdown_table, size_cell
+from benchlib import AGENT, host_file, host_list, markdown_table, size_cell
 
 ALL_LAUNCHERS = ["canopy", "canopy-agent", "mpirun", "canopy-mpich", "canopy-mpich-agent", "hydra"]
 # canopy rows: which binary they run, and whether canopy starts its daemons through local_agent.sh
@@ -103,7 +103,7 @@ def command_for(launcher, nodes, ppn, programs, timing_path, args):
                 "sh", "-c", 'OMPI_MCA_btl_vader_backing_directory="$TMPDIR" exec "$0" "$@"',
                 programs["ompi"], str(n)]
     if launcher == "hydra":
-        return [args.hydra, "-launcher", "ssh", "-launcher-exec", AGENT, "-hosts", host_list(nodes),
+        return [args.hydra, "-launcher", "ssh", "-launcher-exec", AGENT, "-f", host_file(args.scratch, nodes),
                 "-ppn", str(ppn), "-n", str(n), programs["mpich"], str(n)]
     raise ValueError(launcher)
 
@@ -288,6 +288,7 @@ def main(argv):
               "results": []}
     benchlib.print_machine(report["machine"], [("mpich", "mpich"), ("openmpi", "openmpi-bin"), ("pmix", "libpmix")])
     with benchlib.scratch_dir("canopy-mpi-startup-") as (tmp, env):
+        args.scratch = tmp   # hydra's hostfiles (its -hosts list fails at 1,024 names)
         programs = build_programs(tmp, args)
         benchlib.bench_sizes(report, sizes, args.json,
                              lambda nodes, ppn: bench_size(nodes, ppn, launchers, programs, args, env, tmp))

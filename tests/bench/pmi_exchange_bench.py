@@ -9,7 +9,7 @@ what the launcher and the PMI exchange cost; this benchmark leaves only those.
     canopy        canopy --sim-nodes N --ppn P --pmi simple --timeout T --timing=FILE pmi_exchange
     canopy-agent  canopy --hosts sim0000,... --ppn P --pmi simple --agent "exec:local_agent.sh %h" --timeout T
                   --timing=FILE pmi_exchange
-    hydra         mpiexec.hydra -launcher ssh -launcher-exec local_agent.sh -hosts sim0000,... -ppn P -n N*P
+    hydra         mpiexec.hydra -launcher ssh -launcher-exec local_agent.sh -f HOSTFILE -ppn P -n N*P
                   pmi_exchange
 
 local_agent.sh stands in for ssh (see launch_bench.py), so hydra starts N proxies on this machine and the
@@ -32,7 +32,7 @@ import shutil
 import sys
 
 import benchlib
-from benchlib import AGENT, REPO, host_list, markdown_table, size_cell
+from benchlib import AGENT, host_file, REPO, host_list, markdown_table, size_cell
 
 ALL_LAUNCHERS = ["canopy", "canopy-agent", "hydra"]
 # canopy rows: whether canopy starts its daemons through local_agent.sh
@@ -79,7 +79,7 @@ def command_for(launcher, nodes, ppn, program, timing_path, args):
         return [args.canopy] + where + ["--pmi", "simple", "--timeout", str(int(args.timeout)),
                                         "--timing=" + timing_path, program]
     if launcher == "hydra":
-        return [args.hydra, "-launcher", "ssh", "-launcher-exec", AGENT, "-hosts", host_list(nodes),
+        return [args.hydra, "-launcher", "ssh", "-launcher-exec", AGENT, "-f", host_file(args.scratch, nodes),
                 "-ppn", str(ppn), "-n", str(nodes * ppn), program]
     raise ValueError(launcher)
 
@@ -260,6 +260,7 @@ def main(argv):
               "hosts_namespace": hosts_namespace, "agent": os.path.relpath(AGENT, REPO), "results": []}
     benchlib.print_machine(report["machine"], [("mpich", "mpich")])
     with benchlib.scratch_dir("canopy-pmi-exchange-") as (tmp, env):
+        args.scratch = tmp   # hydra's hostfiles (its -hosts list fails at 1,024 names)
         program = build_program(tmp, args)
         benchlib.bench_sizes(report, sizes, args.json,
                              lambda nodes, ppn: bench_size(nodes, ppn, launchers, program, args, env, tmp))
