@@ -285,7 +285,11 @@ TEST(RelayPacing, AChildThatNeverCatchesUpHoldsTheParentBackNoLongerThanThePause
     auto paused = std::chrono::steady_clock::now();
     relay.parent_sends_a_chunk();   // what a parent says next (an abort) must still get through
     ASSERT_EQ(relay.arrived_within(2, 5s), 2u) << "a child that never drains held the parent back for good";
-    auto waited = relay.arrivals[1] - paused;
+    std::chrono::steady_clock::duration waited;
+    {
+        std::lock_guard<std::mutex> hold(relay.lock);
+        waited = relay.arrivals[1] - paused;
+    }
     EXPECT_GE(waited, 150ms);
     EXPECT_LT(waited, 2s);
 }
