@@ -1,6 +1,8 @@
 // Expansion and compression of pdsh-style hostlists.
 #include "hosts/hostlist.hpp"
 
+#include <algorithm>
+#include <charconv>
 #include <cstddef>
 #include <optional>
 
@@ -14,7 +16,26 @@ constexpr std::size_t max_number_digits = 18;
 
 std::optional<long> parse_number(std::string_view digits) { return parse_decimal(digits, max_number_digits); }
 
-std::string pad(long value, std::size_t width) { return fmt::format("{:0{}d}", value, width); }
+// Appends `value` with at least `width` digits, zeros in front. Every daemon expands the job's host list, so this
+// runs once per host name per daemon: no formatting library.
+void append_padded(std::string& out, long value, std::size_t width)
+{
+    char digits[24];
+    auto [end, error] = std::to_chars(digits, digits + sizeof digits, value);
+    std::size_t count = static_cast<std::size_t>(end - digits);
+    if (count < width)
+        out.append(width - count, '0');
+    out.append(digits, count);
+}
+
+// How many digits a number of a host name (never negative) has without zeros in front.
+std::size_t decimal_digits(long value)
+{
+    std::size_t count = 1;
+    for (; value >= 10; value /= 10)
+        ++count;
+    return count;
+}
 
 // One element of a bracket group: lo..hi printed with at least `width` digits.
 struct Range {
@@ -176,7 +197,7 @@ private:
         } else {
             for (const Range& r : part.ranges) {
                 for (long v = r.lo; v <= r.hi; ++v) {
-                    name += pad(v, r.width);
+                    append_padded(name, v, r.width);
                     generate(parts, index + 1, name);
                     name.resize(keep);
                 }
@@ -223,7 +244,8 @@ void append_ranges(std::string& out, const std::vector<SplitName>& numbers)
         std::size_t j = i + 1;
         while (j < numbers.size() && numbers[j].value == numbers[j - 1].value + 1 &&
                numbers[j].value - first.value < max_hostlist_hosts &&
-               pad(numbers[j].value, width) == numbers[j].digits)
+               // printed as the range would print it: no more zeros in front than `width` asks for
+               numbers[j].digits.size() == std::max(width, decimal_digits(numbers[j].value)))
             ++j;
         if (i > 0)
             out += ',';

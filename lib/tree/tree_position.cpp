@@ -28,10 +28,9 @@ TreePosition::TreePosition(boost::asio::io_context& io, ProcessReaper& reaper, c
 
     ChildSet::Events events;
     events.connected = [this](long child) {
-        wire::LaunchPlan child_plan = plan_;
-        child_plan.position = static_cast<std::uint64_t>(child);
-        child_plan.root_offset_ns = root_offset_ns_;
-        children_->send(child, wire::to_frame(child_plan));
+        if (!child_plans_)
+            child_plans_.emplace(plan_);
+        children_->send(child, child_plans_->frame_for(static_cast<std::uint64_t>(child), root_offset_ns_));
     };
     events.frame = [this](long child, wire::Frame frame) { on_child_frame(child, std::move(frame)); };
     events.closed = [this](long child, const std::string& reason) { on_child_closed(child, reason); };

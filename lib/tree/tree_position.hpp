@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -110,6 +111,7 @@ private:
     timing::PhaseSet& phases_;
     std::vector<wire::TraceEvent>& trace_;
     std::int64_t root_offset_ns_ = 0;
+    std::optional<wire::ChildPlanFrames> child_plans_;   // made when the first child connects
     std::unique_ptr<ChildSet> children_;
     std::unique_ptr<TreeCollectives> collectives_;
     std::unique_ptr<BulkRoute> bulk_;

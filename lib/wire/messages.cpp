@@ -45,6 +45,27 @@ Status decode(Reader& reader, M& message)
 CANOPY_WIRE_MESSAGES(CANOPY_INSTANTIATE)
 #undef CANOPY_INSTANTIATE
 
+ChildPlanFrames::ChildPlanFrames(const LaunchPlan& plan)
+{
+    Writer whole;
+    encode(whole, plan);
+    Writer tail;
+    Encoding tail_fields(tail);
+    tail_fields(plan.position, plan.root_offset_ns);
+    shared_ = whole.take();
+    shared_.resize(shared_.size() - tail.data().size());
+}
+
+std::vector<std::uint8_t> ChildPlanFrames::frame_for(std::uint64_t position, std::int64_t root_offset_ns) const
+{
+    Writer writer;
+    start_frame(writer, static_cast<std::uint8_t>(LaunchPlan::type));
+    writer.raw(shared_);
+    Encoding child_fields(writer);
+    child_fields(position, root_offset_ns);
+    return finish_frame(writer);
+}
+
 void wire_put(Writer& writer, const HostList& list) { writer.string(compress_hostlist(list.hosts)); }
 
 void wire_get(Decoding& decoding, HostList& list)

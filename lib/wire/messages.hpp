@@ -231,9 +231,11 @@ struct LaunchPlan {
     std::int64_t root_offset_ns = 0;      // the receiver's clock + this = root clock
     JobSpec job;
 
-    CANOPY_WIRE_FIELDS(job_id, position, HostList{hosts}, simulated, agent, ssh_command, ssh_args, rsh_command,
-                       daemon_path, bind_address, fanout, window, connect_timeout, kill_grace, heartbeat_timeout,
-                       tmpdir, verbosity, launcher_start_ns, root_offset_ns, job)
+    // The fields a parent sets for each child come last: the rest is encoded once for all its children
+    // (ChildPlanFrames).
+    CANOPY_WIRE_FIELDS(job_id, HostList{hosts}, simulated, agent, ssh_command, ssh_args, rsh_command, daemon_path,
+                       bind_address, fanout, window, connect_timeout, kill_grace, heartbeat_timeout, tmpdir, verbosity,
+                       launcher_start_ns, job, position, root_offset_ns)
     Status check() const
     {
         if (hosts.size() != job.ranks_per_node.size() || fanout == 0)
@@ -256,6 +258,17 @@ struct LaunchPlan {
             return make_error("launch-plan carries heartbeat timeout {} s", heartbeat_timeout);
         return {};
     }
+};
+
+// The plan a parent sends each child: the same but for the child's position and clock offset. Everything else (the
+// host list, the job) is encoded once, so a parent's work per child does not grow with the job's node count.
+class ChildPlanFrames {
+public:
+    explicit ChildPlanFrames(const LaunchPlan& plan);
+    std::vector<std::uint8_t> frame_for(std::uint64_t position, std::int64_t root_offset_ns) const;
+
+private:
+    std::vector<std::uint8_t> shared_;   // the plan's payload up to its per-child fields
 };
 
 struct StdinData {

@@ -154,6 +154,25 @@ TEST(FrameDecoder, OversizedFrameIsAnError)
     EXPECT_NE(next.error().message.find("exceeds"), std::string::npos);
 }
 
+TEST(Messages, EveryChildsPlanIsTheSameBytesAsThePlanEncodedForItAlone)
+{
+    LaunchPlan plan;
+    plan.job_id = "abc";
+    for (int i = 0; i < 40; ++i)
+        plan.hosts.push_back("nid" + std::to_string(1000 + i));
+    plan.job.ranks_per_node.assign(40, 4);
+    plan.job.apps = {{{"python3", "train.py"}, {"A=1"}, "/w", 160}};
+    plan.position = 3;
+    plan.root_offset_ns = 99;
+    ChildPlanFrames frames(plan);
+    for (auto [position, offset] : {std::pair<std::uint64_t, std::int64_t>{1, 0}, {33, -123456789}, {1u << 20, 1}}) {
+        LaunchPlan alone = plan;
+        alone.position = position;
+        alone.root_offset_ns = offset;
+        EXPECT_EQ(frames.frame_for(position, offset), to_frame(alone)) << "position " << position;
+    }
+}
+
 TEST(Messages, LaunchPlanRoundTripsWithCompressedHosts)
 {
     LaunchPlan plan;
