@@ -36,13 +36,26 @@ import benchlib
 CGROUP_ROOT = "/sys/fs/cgroup/unified"
 
 
-def leftovers(session, node_tmp, before):
-    """What a finished run left: its session's processes, and canopy files that were not there before it."""
+def leftovers(session, node_tmp, before, job_id):
+    """What a finished run left: its session's processes, and canopy files that were not there before it. /dev/shm
+    and the cgroups are the machine's: only names with this run's job id (canopy-JOB-...) are its own, so another
+    user's or session's jobs running meanwhile are not counted (with no id seen, everything new is)."""
+    def ours(names):
+        return sorted(name for name in names if job_id is None or name.split("-")[1:2] == [job_id])
     found = {"processes": [" ".join(cmdline(pid))[:120] for pid in benchlib.session_pids(session)]}
-    found["shm"] = sorted(set(os.listdir("/dev/shm")) - before["shm"])
+    found["shm"] = ours(set(os.listdir("/dev/shm")) - before["shm"])
     found["node_dirs"] = sorted(set(node_dirs(node_tmp)) - before["node_dirs"])
-    found["cgroups"] = sorted(set(cgroups()) - before["cgroups"])
+    found["cgroups"] = ours(set(cgroups()) - before["cgroups"])
     return {key: value for key, value in found.items() if value}
+
+
+def job_id_of(stderr):
+    """The job id canopy's report names ("canopy job 30afdb0f: ..."), or None."""
+    for line in stderr:
+        match = re.match(r"canopy job ([0-9a-f]+):", line)
+        if match:
+            return match.group(1)
+    return None
 
 
 def snapshot(node_tmp):
@@ -171,7 +184,7 @@ def one_run(args, nodes, env, node_tmp, index):
     if stopped:
         result["stopped"] = {"node": stopped["node"], "failed_after_s": round(start + seconds - stopped["at"], 2),
                              "named": any(stopped["node"] in line for line in stderr)}
-    left = leftovers(proc.pid, node_tmp, before)
+    left = leftovers(proc.pid, node_tmp, before, job_id_of(stderr))
     if left:
         result["leftovers"] = left
     try:
