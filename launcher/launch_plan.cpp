@@ -16,6 +16,7 @@
 
 #include "build_config.hpp"
 #include "fabric/endpoint.hpp"
+#include "hosts/host_names.hpp"
 #include "hosts/hostfile.hpp"
 #include "hosts/hostlist.hpp"
 #include "hosts/this_host.hpp"
@@ -237,8 +238,10 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
 
     wire::LaunchPlan& plan = root.plan;
     plan.job_id = new_job_id();
+    std::vector<std::string> hosts;
     for (const auto& node : root.placement.nodes)
-        plan.hosts.push_back(node.host);
+        hosts.push_back(node.host);
+    plan.hosts = HostNames(hosts);
     plan.job.ranks_per_node = root.placement.blocks().counts();
     plan.simulated = simulated;
     plan.agent = agent;
@@ -321,7 +324,7 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
     std::string explicit_addr = explicitly_set("MASTER_ADDR"), explicit_port = explicitly_set("MASTER_PORT");
     job.master_addr = !explicit_addr.empty() ? explicit_addr
                       : simulated            ? simulated_node_address(0)
-                                             : plan.hosts.front();
+                                             : plan.hosts[0];
     job.master_port = 20000 + static_cast<std::uint32_t>(std::hash<std::string>{}(plan.job_id) % 20000);
     if (!explicit_port.empty()) {
         try {

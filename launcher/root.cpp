@@ -750,7 +750,7 @@ timing::JobTiming Root::job_timing() const
     for (const auto& [position, counts] : job_store_.counts()) {
         if (position < 1 || position > timing.nodes)
             continue;
-        const auto& host = plan.hosts[static_cast<std::size_t>(Topology::position_to_node(position))];
+        std::string host = plan.hosts[static_cast<std::size_t>(Topology::position_to_node(position))];
         timing.phases.add("root.store_read_messages", static_cast<double>(counts.reads), host);
         timing.phases.add("root.store_write_messages", static_cast<double>(counts.writes), host);
         timing.phases.add("root.store_invalidate_messages", static_cast<double>(counts.invalidations), host);

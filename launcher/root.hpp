@@ -48,7 +48,7 @@ public:
     timing::JobTiming job_timing() const;
     // Every node's and rank's events, when the job was run with --trace.
     const std::vector<wire::TraceEvent>& trace_events() const { return trace_; }
-    const std::vector<std::string>& hosts() const { return plan_.plan.hosts; }
+    std::vector<std::string> hosts() const { return plan_.plan.hosts.expand(); }
 
 private:
     // What children send that the tree position leaves to the root: output, failures, log lines, stage fetches.

@@ -12,8 +12,8 @@
 namespace canopy {
 
 SpawnService::SpawnService(const wire::LaunchPlan& plan)
-    : job_id_(plan.job_id), hosts_(plan.hosts), slots_per_node_(plan.job.spawn_slots), used_(plan.hosts.size(), 0),
-      tree_ranks_(RankBlocks(plan.job.ranks_per_node).world_size())
+    : job_id_(plan.job_id), hosts_(plan.hosts.expand()), slots_per_node_(plan.job.spawn_slots),
+      used_(plan.hosts.size(), 0), tree_ranks_(RankBlocks(plan.job.ranks_per_node).world_size())
 {
     std::vector<std::uint64_t> ranks_per_app;
     for (const auto& app : plan.job.apps) {

@@ -24,19 +24,21 @@ Result<RankLayout> RankLayout::make(const PmixJob& job)
         return make_error("PMIx job {}: node index {} is outside 0..{}", job.nspace, job.node_index,
                           job.hosts.size() - 1);
     RankLayout layout;
-    layout.hosts_ = job.hosts;
+    // PMIx's node map names every node: made here, when a PMIx server is made, not with every daemon's plan.
+    layout.hosts_ = job.hosts.expand();
+    const auto& hosts = layout.hosts_;
     std::uint64_t next = 0;
-    for (std::size_t i = 0; i < job.hosts.size(); ++i) {
+    for (std::size_t i = 0; i < hosts.size(); ++i) {
         // PMIx_generate_ppn cannot express an empty node, and a daemon without ranks hosts no PMIx clients.
         if (job.ranks_per_node[i] == 0)
             return make_error("PMIx job {}: node {} ({}) has no ranks; give every node at least one rank",
-                              job.nspace, i, job.hosts[i]);
-        if (job.hosts[i].empty() || job.hosts[i].find_first_of(",;") != std::string::npos)
+                              job.nspace, i, hosts[i]);
+        if (hosts[i].empty() || hosts[i].find_first_of(",;") != std::string::npos)
             return make_error("PMIx job {}: node {} has the name '{}', which is empty or contains ',' or ';'",
-                              job.nspace, i, job.hosts[i]);
+                              job.nspace, i, hosts[i]);
         if (job.ranks_per_node[i] > 65535)
             return make_error("PMIx job {}: node {} ({}) has {} ranks; PMIx local ranks stop at 65535",
-                              job.nspace, i, job.hosts[i], job.ranks_per_node[i]);
+                              job.nspace, i, hosts[i], job.ranks_per_node[i]);
         next += job.ranks_per_node[i];
     }
     // pmix_rank_t is 32 bits and its top values are reserved (WILDCARD, UNDEF, ...).
@@ -215,7 +217,7 @@ Result<PmixInfoArray> make_job_info(const PmixJob& job, const RankLayout& layout
     const auto node_id = static_cast<std::uint32_t>(node);
     const pmix_rank_t local_leader = static_cast<pmix_rank_t>(layout.first_rank(node));
     const std::string peers = layout.local_peers(node);
-    const std::string& hostname = job.hosts[static_cast<std::size_t>(node)];
+    const std::string hostname = job.hosts[static_cast<std::size_t>(node)];
     // Job-level copies of this node's facts: Open MPI 4.1 asks for them with the wildcard rank.
     info.add(PMIX_LOCAL_SIZE, &local_size, PMIX_UINT32);
     info.add(PMIX_LOCAL_PEERS, peers.c_str(), PMIX_STRING);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "hosts/host_names.hpp"
 #include "hosts/rank_blocks.hpp"
 #include "util/result.hpp"
 
@@ -13,7 +14,7 @@ namespace canopy {
 
 struct PmixJob {
     std::string nspace;                         // e.g. "canopy.<jobid>"
-    std::vector<std::string> hosts;             // node index -> node name
+    HostNames hosts;                            // node index -> node name
     std::vector<std::uint64_t> ranks_per_node;  // node index -> rank count (ranks in blocks, node 0 first)
     std::vector<std::uint64_t> ranks_per_app;   // an MPMD job's programs' rank counts, in rank order; empty: one
     long node_index = 0;                        // this daemon's node; -1: a spawned namespace with no rank here

@@ -10,7 +10,7 @@ Namespaces::Namespaces(PmixJob job) : job_(job)
     all_.push_back({std::move(job), 0, std::move(blocks)});
 }
 
-PmixNamespace Namespaces::spawned(const wire::NamespaceStart& start, const std::vector<std::string>& job_hosts,
+PmixNamespace Namespaces::spawned(const wire::NamespaceStart& start, const HostNames& job_hosts,
                                   long job_node_index, const std::string& tmpdir)
 {
     PmixNamespace ns;
@@ -18,14 +18,16 @@ PmixNamespace Namespaces::spawned(const wire::NamespaceStart& start, const std::
     ns.job.nspace = start.nspace;
     ns.job.tmpdir = tmpdir;
     ns.job.node_index = -1;
+    std::vector<std::string> hosts;
     for (std::size_t i = 0; i < start.ranks_per_node.size() && i < job_hosts.size(); ++i) {
         if (start.ranks_per_node[i] == 0)
             continue;
         if (static_cast<long>(i) == job_node_index)
-            ns.job.node_index = static_cast<long>(ns.job.hosts.size());
-        ns.job.hosts.push_back(job_hosts[i]);
+            ns.job.node_index = static_cast<long>(hosts.size());
+        hosts.push_back(job_hosts[i]);
         ns.job.ranks_per_node.push_back(start.ranks_per_node[i]);
     }
+    ns.job.hosts = HostNames(hosts);
     ns.blocks = RankBlocks(ns.job.ranks_per_node);
     return ns;
 }

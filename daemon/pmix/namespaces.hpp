@@ -34,7 +34,7 @@ public:
 
     // The namespace the root started (NamespaceStart), as this node sees it: `job_hosts` and `job_node_index` are
     // the job's node names and this node's index among them.
-    static PmixNamespace spawned(const wire::NamespaceStart& start, const std::vector<std::string>& job_hosts,
+    static PmixNamespace spawned(const wire::NamespaceStart& start, const HostNames& job_hosts,
                                  long job_node_index, const std::string& tmpdir);
     Status add(PmixNamespace ns);
 

@@ -37,7 +37,7 @@ std::string library_version()
     return std::string(text.substr(0, text.find(' ')));
 }
 
-const std::string& node_of(const PmixJob& job) { return job.hosts.at(static_cast<std::size_t>(job.node_index)); }
+std::string node_of(const PmixJob& job) { return job.hosts.at(static_cast<std::size_t>(job.node_index)); }
 
 // Starts a PMIx operation that completes through an op callback, `start(cbfunc, cbdata)`: `done` gets its status
 // on PMIx's thread, or at once if PMIx completed it in the call. Returns PMIx's refusal to start it, if it refused.
@@ -132,7 +132,7 @@ pmix_status_t deregister_all(const std::vector<std::string>& nspaces)
 Result<std::string> start_server(const PmixJob& job, const RankLayout& layout, pmix_server_module_t* upcalls,
                                  Registered job_registered)
 {
-    const std::string& node = node_of(job);
+    const std::string node = node_of(job);
 
     // libpmix writes replies to client sockets that may have just closed; that must be an error, not a SIGPIPE
     // that kills the daemon (canopyd already ignores it; this covers any other embedding).

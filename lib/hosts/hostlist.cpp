@@ -16,8 +16,8 @@ constexpr std::size_t max_number_digits = 18;
 
 std::optional<long> parse_number(std::string_view digits) { return parse_decimal(digits, max_number_digits); }
 
-// Appends `value` with at least `width` digits, zeros in front. Every daemon expands the job's host list, so this
-// runs once per host name per daemon: no formatting library.
+// Appends `value` with at least `width` digits, zeros in front. Runs once per host name the launcher expands:
+// no formatting library.
 void append_padded(std::string& out, long value, std::size_t width)
 {
     char digits[24];
@@ -37,24 +37,11 @@ std::size_t decimal_digits(long value)
     return count;
 }
 
-// One element of a bracket group: lo..hi printed with at least `width` digits.
-struct Range {
-    long lo = 0;
-    long hi = 0;
-    std::size_t width = 0;
-};
-
-// A piece of one item: literal text, or a bracket group when `ranges` is non-empty.
-struct Part {
-    std::string literal;
-    std::vector<Range> ranges;
-};
-
 class Expander {
 public:
     explicit Expander(std::string_view input) : input_(input) {}
 
-    Result<std::vector<std::string>> run()
+    Result<std::vector<HostItem>> run()
     {
         if (trim(input_).empty())
             return fail("empty list; give at least one host name");
@@ -81,7 +68,7 @@ public:
             if (i == input_.size() && open_at != closed)
                 return fail("'[' at column {} is never closed", open_at + 1);
         }
-        return std::move(hosts_);
+        return std::move(items_);
     }
 
 private:
@@ -92,7 +79,7 @@ private:
                                  fmt::format(format, std::forward<Args>(args)...))};
     }
 
-    // Parses input_[begin, end) as one item and appends its hosts.
+    // Parses input_[begin, end) as one item and appends it.
     Status add_item(std::size_t begin, std::size_t end)
     {
         std::string_view raw = input_.substr(begin, end - begin);
@@ -101,8 +88,8 @@ private:
             return fail("empty item at column {}; remove the extra ','", begin + 1);
         std::size_t column = begin + static_cast<std::size_t>(item.data() - raw.data()) + 1;
 
-        std::vector<Part> parts;
-        long item_hosts = 1;
+        HostItem parsed;
+        long& item_hosts = parsed.count;
         std::size_t i = 0;
         while (i < item.size()) {
             if (item[i] != '[') {
@@ -113,7 +100,7 @@ private:
                 for (char c : text)
                     if (is_space(c))
                         return fail("unexpected whitespace in \"{}\"; separate hosts with ','", item);
-                parts.push_back(Part{std::string(text), {}});
+                parsed.parts.push_back(HostPart{std::string(text), {}, 1});
                 i = next;
                 continue;
             }
@@ -123,7 +110,8 @@ private:
             if (!ranges)
                 return ranges.error();
             long group_hosts = 0;
-            for (const Range& r : *ranges) {
+            for (HostRange& r : *ranges) {
+                r.before = group_hosts;
                 group_hosts += r.hi - r.lo + 1;
                 if (group_hosts > max_hostlist_hosts)
                     return too_many();
@@ -131,14 +119,13 @@ private:
             if (item_hosts > max_hostlist_hosts / group_hosts)
                 return too_many();
             item_hosts *= group_hosts;
-            parts.push_back(Part{{}, std::move(ranges.value())});
+            parsed.parts.push_back(HostPart{{}, std::move(ranges.value()), group_hosts});
             i = close + 1;
         }
-        if (static_cast<long>(hosts_.size()) + item_hosts > max_hostlist_hosts)
+        if (total_ + item_hosts > max_hostlist_hosts)
             return too_many();
-
-        std::string name;
-        generate(parts, 0, name);
+        total_ += item_hosts;
+        items_.push_back(std::move(parsed));
         return {};
     }
 
@@ -148,9 +135,9 @@ private:
     }
 
     // Parses the inside of "[...]"; `column` is where '[' is, for messages.
-    Result<std::vector<Range>> parse_group(std::string_view group, std::size_t column) const
+    Result<std::vector<HostRange>> parse_group(std::string_view group, std::size_t column) const
     {
-        std::vector<Range> ranges;
+        std::vector<HostRange> ranges;
         std::size_t start = 0;
         while (true) {
             std::size_t comma = group.find(',', start);
@@ -174,7 +161,7 @@ private:
                 return fail("range {} is reversed; write it as {}-{}", element, hi_text, lo_text);
             if (*hi - *lo + 1 > max_hostlist_hosts)
                 return fail("range {} has more than {} hosts", element, max_hostlist_hosts);
-            ranges.push_back(Range{*lo, *hi, lo_text.size()});
+            ranges.push_back(HostRange{*lo, *hi, lo_text.size()});
             if (comma == std::string_view::npos)
                 break;
             start = comma + 1;
@@ -182,32 +169,9 @@ private:
         return ranges;
     }
 
-    // Appends every host the parts from `index` on produce, after the text already in `name`.
-    void generate(const std::vector<Part>& parts, std::size_t index, std::string& name)
-    {
-        if (index == parts.size()) {
-            hosts_.push_back(name);
-            return;
-        }
-        const Part& part = parts[index];
-        std::size_t keep = name.size();
-        if (part.ranges.empty()) {
-            name += part.literal;
-            generate(parts, index + 1, name);
-        } else {
-            for (const Range& r : part.ranges) {
-                for (long v = r.lo; v <= r.hi; ++v) {
-                    append_padded(name, v, r.width);
-                    generate(parts, index + 1, name);
-                    name.resize(keep);
-                }
-            }
-        }
-        name.resize(keep);
-    }
-
     std::string_view input_;
-    std::vector<std::string> hosts_;
+    std::vector<HostItem> items_;
+    long total_ = 0; // hosts in items_
 };
 
 // A name cut around its last run of digits: prefix + digits + suffix.
@@ -260,10 +224,46 @@ void append_ranges(std::string& out, const std::vector<SplitName>& numbers)
 
 } // namespace
 
-Result<std::vector<std::string>> expand_hostlist(std::string_view list)
+Result<std::vector<HostItem>> parse_hostlist(std::string_view list)
 {
     try {
         return Expander(list).run();
+    } catch (const std::exception& e) {
+        return make_error("hostlist \"{}\": {}", list, e.what());
+    }
+}
+
+std::string hostlist_item_name(const HostItem& item, long index)
+{
+    std::string name;
+    long stride = item.count; // hosts per step of the current part
+    for (const HostPart& part : item.parts) {
+        if (part.ranges.empty()) {
+            name += part.literal;
+            continue;
+        }
+        stride /= part.count;
+        long pick = index / stride;
+        index %= stride;
+        auto range = std::upper_bound(part.ranges.begin(), part.ranges.end(), pick,
+                                      [](long value, const HostRange& r) { return value < r.before; });
+        --range;
+        append_padded(name, range->lo + pick - range->before, range->width);
+    }
+    return name;
+}
+
+Result<std::vector<std::string>> expand_hostlist(std::string_view list)
+{
+    auto items = parse_hostlist(list);
+    if (!items)
+        return items.error();
+    try {
+        std::vector<std::string> hosts;
+        for (const HostItem& item : *items)
+            for (long i = 0; i < item.count; ++i)
+                hosts.push_back(hostlist_item_name(item, i));
+        return hosts;
     } catch (const std::exception& e) {
         return make_error("hostlist \"{}\": {}", list, e.what());
     }

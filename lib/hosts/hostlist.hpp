@@ -1,6 +1,7 @@
 // pdsh-style hostlists ("nid[001-004,010],login1"): expand to names and compress names back.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,5 +25,30 @@ Result<std::vector<std::string>> expand_hostlist(std::string_view list);
 // expand_hostlist(compress_hostlist(v)) == v for any v whose names are valid (no brackets, commas or
 // whitespace).
 std::string compress_hostlist(const std::vector<std::string>& hosts);
+
+// The parsed form of a list, for HostNames to name its i-th host without expanding the rest.
+struct HostRange {
+    long lo = 0;
+    long hi = 0;
+    std::size_t width = 0; // digits at least, zeros in front
+    long before = 0;       // hosts in the group's earlier ranges
+};
+// Literal text, or a bracket group when `ranges` is non-empty.
+struct HostPart {
+    std::string literal;
+    std::vector<HostRange> ranges;
+    long count = 1; // hosts it gives
+};
+// One comma-separated item: the product of its parts, the last part varying fastest.
+struct HostItem {
+    std::vector<HostPart> parts;
+    long count = 1;
+};
+
+// Parses and checks a list as expand_hostlist does (the same errors) without making its names.
+Result<std::vector<HostItem>> parse_hostlist(std::string_view list);
+
+// The `index`-th host (0 <= index < item.count) of an item, in expansion order.
+std::string hostlist_item_name(const HostItem& item, long index);
 
 } // namespace canopy

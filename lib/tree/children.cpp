@@ -39,7 +39,7 @@ Result<ChildLaunch> plan_child_launch(const wire::LaunchPlan& plan, long positio
                                       const std::string& daemon_path)
 {
     long index = Topology::position_to_node(position);
-    const std::string& host = plan.hosts.at(static_cast<std::size_t>(index));
+    std::string host = plan.hosts.at(static_cast<std::size_t>(index));
     std::vector<std::string> command{daemon_path, "--parent", parent_endpoint, "--position", std::to_string(position),
                                      "--node", host};
     if (plan.simulated) {

@@ -4,8 +4,6 @@
 
 #include <numeric>
 
-#include "hosts/hostlist.hpp"
-
 namespace canopy::wire {
 
 const char* message_name(std::uint8_t type)
@@ -66,14 +64,14 @@ std::vector<std::uint8_t> ChildPlanFrames::frame_for(std::uint64_t position, std
     return finish_frame(writer);
 }
 
-void wire_put(Writer& writer, const HostList& list) { writer.string(compress_hostlist(list.hosts)); }
+void wire_put(Writer& writer, const HostList& list) { writer.string(list.hosts.compressed()); }
 
 void wire_get(Decoding& decoding, HostList& list)
 {
     std::string text = decoding.reader().string();
     if (!decoding.reader().ok())
         return;
-    auto hosts = expand_hostlist(text);
+    auto hosts = HostNames::parse(text);
     if (!hosts) {
         decoding.fail(make_error("{} carries a bad host list: {}", decoding.message(), hosts.error().message));
         return;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "hosts/host_names.hpp"
 #include "stage/path_facts.h"
 #include "timing/sketch.hpp"
 #include "util/pmix_mode.hpp"
@@ -73,7 +74,7 @@ using Bytes32 = std::array<std::uint8_t, 32>;
 // Fields with an encoding of their own (messages.cpp).
 // A host list, sent compressed ("nid[0001-4096]"); a list that does not expand fails the message.
 struct HostList {
-    std::vector<std::string>& hosts;
+    HostNames& hosts;
 };
 // Sorted ranks, sent as runs (first, length): a whole node's or a contiguous block's ranks cost a few bytes.
 struct RankRuns {
@@ -212,7 +213,7 @@ struct LaunchPlan {
     static constexpr const char* name = "launch-plan";
     std::string job_id;
     std::uint64_t position = 0;          // the receiving daemon's position
-    std::vector<std::string> hosts;      // by node index (compressed hostlist on the wire)
+    HostNames hosts;                     // by node index (compressed hostlist on the wire)
     bool simulated = false;              // sim nodes: each daemon binds its own 127.x address
     std::string agent;
     std::string ssh_command;

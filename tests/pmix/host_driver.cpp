@@ -167,10 +167,12 @@ public:
 
         PmixJob job;
         job.nspace = options_.nspace;
+        std::vector<std::string> hosts;
         for (long n = 0; n < options_.nodes; ++n) {
-            job.hosts.push_back(fmt::format("node{}", n));
+            hosts.push_back(fmt::format("node{}", n));
             job.ranks_per_node.push_back(static_cast<std::uint64_t>(options_.ranks));
         }
+        job.hosts = HostNames(hosts);
         job.node_index = node_;
         job.tmpdir = tmpdir_;
 

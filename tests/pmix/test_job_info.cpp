@@ -10,8 +10,10 @@ PmixJob job_of(std::vector<std::uint64_t> counts, long node = 0)
 {
     PmixJob job;
     job.nspace = "canopy.1";
+    std::vector<std::string> hosts;
     for (std::size_t i = 0; i < counts.size(); ++i)
-        job.hosts.push_back("n" + std::to_string(i));
+        hosts.push_back("n" + std::to_string(i));
+    job.hosts = HostNames(hosts);
     job.ranks_per_node = std::move(counts);
     job.node_index = node;
     job.tmpdir = "/tmp";
@@ -57,7 +59,7 @@ TEST(RankLayout, RejectsMismatchedCountsAndBadNodeIndex)
     EXPECT_FALSE(RankLayout::make(job).ok());
     EXPECT_FALSE(RankLayout::make(job_of({1, 1}, 2)).ok());
     auto comma = job_of({1});
-    comma.hosts[0] = "a,b";
+    comma.hosts = HostNames({"a,b"});
     EXPECT_FALSE(RankLayout::make(comma).ok());
 }
 

@@ -158,8 +158,10 @@ TEST(Messages, EveryChildsPlanIsTheSameBytesAsThePlanEncodedForItAlone)
 {
     LaunchPlan plan;
     plan.job_id = "abc";
+    std::vector<std::string> hosts;
     for (int i = 0; i < 40; ++i)
-        plan.hosts.push_back("nid" + std::to_string(1000 + i));
+        hosts.push_back("nid" + std::to_string(1000 + i));
+    plan.hosts = HostNames(hosts);
     plan.job.ranks_per_node.assign(40, 4);
     plan.job.apps = {{{"python3", "train.py"}, {"A=1"}, "/w", 160}};
     plan.position = 3;
@@ -173,13 +175,35 @@ TEST(Messages, EveryChildsPlanIsTheSameBytesAsThePlanEncodedForItAlone)
     }
 }
 
+TEST(Messages, ADecodedPlanNamesAnyOfAMillionHostsFromItsCompressedList)
+{
+    LaunchPlan plan;
+    plan.job_id = "abc";
+    plan.hosts = HostNames::parse("sim[000000-999999]").value();
+    plan.job.ranks_per_node.assign(1'000'000, 1);
+    plan.job.apps = {{{"true"}, {}, "/w", 1'000'000}};
+    auto frame_bytes = to_frame(plan);
+    Frame frame{static_cast<std::uint8_t>(MessageType::launch_plan),
+                std::vector<std::uint8_t>(frame_bytes.begin() + header_size, frame_bytes.end())};
+    auto decoded = decode_frame<LaunchPlan>(frame);
+    ASSERT_TRUE(decoded.ok()) << decoded.error().message;
+    EXPECT_EQ(decoded->hosts.size(), 1'000'000u);
+    EXPECT_EQ(decoded->hosts[0], "sim000000");
+    EXPECT_EQ(decoded->hosts.at(123456), "sim123456");
+    EXPECT_EQ(decoded->hosts[999'999], "sim999999");
+    // It forwards to its children the list it received.
+    EXPECT_EQ(decoded->hosts.compressed(), "sim[000000-999999]");
+}
+
 TEST(Messages, LaunchPlanRoundTripsWithCompressedHosts)
 {
     LaunchPlan plan;
     plan.job_id = "abc";
     plan.position = 7;
+    std::vector<std::string> hosts;
     for (int i = 0; i < 100; ++i)
-        plan.hosts.push_back("nid" + std::to_string(1000 + i));
+        hosts.push_back("nid" + std::to_string(1000 + i));
+    plan.hosts = HostNames(hosts);
     plan.job.ranks_per_node.assign(100, 12);
     plan.job.apps = {{{"python3", "train.py", "--lr", "0.1"}, {"A=1"}, "/w", 1000},
                      {{"./b"}, {}, "/v", 200}};
@@ -195,7 +219,7 @@ TEST(Messages, LaunchPlanRoundTripsWithCompressedHosts)
                 std::vector<std::uint8_t>(frame_bytes.begin() + header_size, frame_bytes.end())};
     auto decoded = decode_frame<LaunchPlan>(frame);
     ASSERT_TRUE(decoded.ok()) << decoded.error().message;
-    EXPECT_EQ(decoded->hosts, plan.hosts);
+    EXPECT_EQ(decoded->hosts.expand(), hosts);
     EXPECT_EQ(decoded->job.ranks_per_node, plan.job.ranks_per_node);
     ASSERT_EQ(decoded->job.apps.size(), 2u);
     EXPECT_EQ(decoded->job.apps[0].argv, plan.job.apps[0].argv);
@@ -343,7 +367,7 @@ private:
         job.apps.back().ranks = 1;
         job.apps.front().ranks = placed - 1;
     }
-    void fill(HostList& list) { list.hosts = {"nid0001", "nid0002"}; }
+    void fill(HostList& list) { list.hosts = HostNames({"nid0001", "nid0002"}); }
     void fill(RankRuns& runs) { runs.ranks = {3, 4, 9}; }
     void fill(timing::PhaseSet& phases) { phases.add("daemon.started", 0.25, "nid0001"); }
     void fill(canopy_stage_stat& stat)

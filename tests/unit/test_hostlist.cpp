@@ -1,12 +1,15 @@
-// Unit tests for pdsh-style hostlist expansion and compression.
+// Unit tests for pdsh-style hostlist expansion and compression, and for HostNames that names hosts from the
+// compressed form.
 #include <random>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
+#include "hosts/host_names.hpp"
 #include "hosts/hostlist.hpp"
 
 namespace canopy {
@@ -182,8 +185,10 @@ TEST(CompressHostlist, UnsortedNumbersKeepTheirOrder)
     EXPECT_EQ(expand_ok(compress_hostlist(hosts)), hosts);
 }
 
-TEST(CompressHostlist, RoundTripsThousandsOfGeneratedNames)
+// 20 lists of 300-odd names: runs with gaps, zero padding, descending runs, names without digits.
+std::vector<Names> generated_host_lists()
 {
+    std::vector<Names> lists;
     std::mt19937 random(12345);
     const std::vector<std::string> prefixes{"nid", "n", "x1000c0s", "gpu-", "", "login"};
     const std::vector<std::string> suffixes{"", "-ib", "b0n0", "-eth"};
@@ -210,10 +215,79 @@ TEST(CompressHostlist, RoundTripsThousandsOfGeneratedNames)
             if (random() % 10 == 0 && seen.insert(plain).second)
                 hosts.push_back(plain);
         }
+        lists.push_back(std::move(hosts));
+    }
+    return lists;
+}
+
+TEST(CompressHostlist, RoundTripsThousandsOfGeneratedNames)
+{
+    for (const Names& hosts : generated_host_lists()) {
         std::string compressed = compress_hostlist(hosts);
         EXPECT_LT(compressed.size(), fmt::format("{}", fmt::join(hosts, ",")).size());
         EXPECT_EQ(expand_ok(compressed), hosts) << compressed;
     }
+}
+
+HostNames parse_ok(std::string_view list)
+{
+    auto result = HostNames::parse(list);
+    EXPECT_TRUE(result.ok()) << (result.ok() ? "" : result.error().message);
+    return result.ok() ? result.value() : HostNames{};
+}
+
+TEST(HostNames, NamesEachGeneratedHostAsExpansionDoes)
+{
+    for (const Names& hosts : generated_host_lists()) {
+        HostNames built(hosts);
+        HostNames parsed = parse_ok(compress_hostlist(hosts));
+        ASSERT_EQ(built.size(), hosts.size());
+        ASSERT_EQ(parsed.size(), hosts.size());
+        for (std::size_t i = 0; i < hosts.size(); ++i) {
+            EXPECT_EQ(built[i], hosts[i]) << built.compressed();
+            EXPECT_EQ(parsed.at(i), hosts[i]) << parsed.compressed();
+        }
+        EXPECT_EQ(parsed.expand(), hosts);
+        EXPECT_EQ(built.compressed(), compress_hostlist(hosts));
+        EXPECT_TRUE(built == parsed);
+    }
+}
+
+TEST(HostNames, NamesEachHostOfListsWithSeveralGroups)
+{
+    for (std::string_view list : {"a[1-2]b[3-4]", "nid[001-004,010],login1", "x[9-11]y[08-10,7]z,n[0-1],m",
+                                  "c[0-1]s[0-2]b[0-1]n[00-01]"}) {
+        Names expanded = expand_ok(list);
+        HostNames names = parse_ok(list);
+        ASSERT_EQ(names.size(), expanded.size()) << list;
+        for (std::size_t i = 0; i < expanded.size(); ++i)
+            EXPECT_EQ(names[i], expanded[i]) << list << " host " << i;
+    }
+}
+
+TEST(HostNames, RefusesBadListsWithExpansionsMessage)
+{
+    for (std::string_view list : {"", "nid[5-3]", "a[1-2", "n[0-99999999]", "a,,b", "x[1-a]"}) {
+        auto parsed = HostNames::parse(list);
+        ASSERT_FALSE(parsed.ok()) << list;
+        EXPECT_EQ(parsed.error().message, expand_error(list));
+    }
+}
+
+TEST(HostNames, AtPastTheEndThrows)
+{
+    HostNames names = parse_ok("n[1-3]");
+    EXPECT_EQ(names.at(2), "n3");
+    EXPECT_THROW(names.at(3), std::out_of_range);
+    EXPECT_EQ(HostNames().size(), 0u);
+    EXPECT_THROW(HostNames().at(0), std::out_of_range);
+}
+
+TEST(HostNames, ListsSpelledDifferentlyAreEqualWhenTheirNamesAre)
+{
+    EXPECT_TRUE(parse_ok("a1,a2,a3") == parse_ok("a[1-3]"));
+    EXPECT_FALSE(parse_ok("a1,a3") == parse_ok("a[1-2]"));
+    EXPECT_FALSE(parse_ok("a[1-3]") == parse_ok("a[1-2]"));
 }
 
 } // namespace

@@ -18,8 +18,10 @@ wire::LaunchPlan job_plan(int nodes, std::uint64_t slots)
 {
     wire::LaunchPlan plan;
     plan.job_id = "j1";
+    std::vector<std::string> hosts;
     for (int i = 1; i <= nodes; ++i)
-        plan.hosts.push_back("n" + std::to_string(i));
+        hosts.push_back("n" + std::to_string(i));
+    plan.hosts = HostNames(hosts);
     plan.job.ranks_per_node.assign(static_cast<std::size_t>(nodes), 2);
     plan.job.apps = {{{"./job"}, {}, "/job/dir", static_cast<std::uint64_t>(nodes) * 2}};
     plan.job.spawn_slots = slots;
