@@ -10,11 +10,23 @@ namespace canopy {
 
 namespace {
 
+// Whether the parsed list names exactly `names`, in order.
+bool names_exactly(const std::vector<HostItem>& items, const std::vector<std::string>& names)
+{
+    std::size_t next = 0;
+    for (const HostItem& item : items)
+        for (long i = 0; i < item.count; ++i)
+            if (next >= names.size() || hostlist_item_name(item, i) != names[next++])
+                return false;
+    return next == names.size();
+}
+
 std::vector<HostItem> items_of(const std::string& compressed, const std::vector<std::string>& names)
 {
-    if (auto items = parse_hostlist(compressed))
+    // The launcher's names are the user's: if the hostlist syntax cannot carry one as it is, the launcher still
+    // answers with the name as given (sending it fails as it always has).
+    if (auto items = parse_hostlist(compressed); items && names_exactly(*items, names))
         return std::move(*items);
-    // A name the hostlist syntax cannot carry stays itself here; sending it fails as it always has.
     std::vector<HostItem> literal;
     for (const auto& name : names)
         literal.push_back(HostItem{{HostPart{name, {}, 1}}, 1});

@@ -283,6 +283,20 @@ TEST(HostNames, AtPastTheEndThrows)
     EXPECT_THROW(HostNames().at(0), std::out_of_range);
 }
 
+TEST(HostNames, NamesBuiltFromTheUsersListAnswerExactlyThoseNames)
+{
+    // Names the hostlist syntax cannot carry as they are stay the user's own, in order.
+    const std::vector<std::string> odd{"n1", "a,b", "n[2]", " spaced", "n2"};
+    HostNames names(odd);
+    ASSERT_EQ(names.size(), odd.size());
+    for (std::size_t i = 0; i < odd.size(); ++i)
+        EXPECT_EQ(names[i], odd[i]) << "host " << i;
+    EXPECT_EQ(names.expand(), odd);
+    const std::vector<std::string> plain{"nid001", "nid002", "nid010", "login"};
+    EXPECT_EQ(HostNames(plain).expand(), plain);
+    EXPECT_EQ(HostNames(plain).compressed(), "nid[001-002,010],login");
+}
+
 TEST(HostNames, ListsSpelledDifferentlyAreEqualWhenTheirNamesAre)
 {
     EXPECT_TRUE(parse_ok("a1,a2,a3") == parse_ok("a[1-3]"));
