@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "hosts/host_names.hpp"
 #include "hosts/hostfile.hpp"
 #include "hosts/hostlist.hpp"
 
@@ -39,11 +40,23 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (most_hosts(text) > 20000)
         return 0;
 
-    if (auto hosts = canopy::expand_hostlist(text)) {
+    auto hosts = canopy::expand_hostlist(text);
+    if (hosts) {
         // The tree sends host lists compressed; every daemon must expand them back to the same names.
         auto again = canopy::expand_hostlist(canopy::compress_hostlist(*hosts));
         if (!again || *again != *hosts)
             std::abort();
+    }
+    // A daemon keeps the list compressed and names hosts one at a time: the same names, and the same verdict.
+    auto names = canopy::HostNames::parse(text);
+    if (names.ok() != hosts.ok())
+        std::abort();
+    if (names) {
+        if (names->size() != hosts->size() || names->expand() != *hosts)
+            std::abort();
+        for (std::size_t i = 0; i < hosts->size(); i += 1 + hosts->size() / 16)
+            if ((*names)[i] != (*hosts)[i])
+                std::abort();
     }
 
     (void)canopy::parse_hostfile(text, "fuzz-hosts");
