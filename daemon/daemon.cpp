@@ -20,7 +20,6 @@
 #include "pmi/pmi_server.hpp"
 #include "pmix/pmix_node.hpp"
 #include "private_socket.hpp"
-#include "proc/cpubind.hpp"
 #include "proc/node_temp_dir.hpp"
 #include "proc/rank_env.hpp"
 #include "rank_launches.hpp"
@@ -800,12 +799,8 @@ void Daemon::spawn_batch(RankBatch batch)
         ranks_->reject(std::move(batch.launches), batch.refused);
         return;
     }
-    if (plan_->job.report_bindings)
-        for (const auto& launch : batch.launches)
-            send_up(wire::to_frame(wire::DaemonLog{
-                node_, fmt::format("canopy: rank {} on {}: {}", launch.rank, node_,
-                                   launch.cpus.empty() ? std::string("not bound")
-                                                       : "CPUs " + compress_cpu_list(launch.cpus))}));
+    if (!batch.binding_report.empty())
+        send_up(wire::to_frame(wire::DaemonLog{node_, std::move(batch.binding_report)}));
     ranks_->spawn(std::move(batch.launches));
 }
 

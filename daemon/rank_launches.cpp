@@ -10,7 +10,8 @@
 
 #include "error_files.hpp"
 #include "hosts/rank_blocks.hpp"
-#include "proc/cpubind.hpp"
+#include "affinity/binding_report.hpp"
+#include "affinity/binding_request.hpp"
 #include "proc/rank_env.hpp"
 
 namespace canopy {
@@ -49,10 +50,10 @@ RankBatch plan_node_ranks(const wire::JobSpec& job, const NodeSite& site,
     RankBatch batch;
     if (local_size == 0)
         return batch;
-    auto bind = parse_cpu_bind(job.cpu_bind, static_cast<long>(job.depth));
     auto allowed = allowed_cpus();
+    auto bindings = plan_node_bindings(job.binding, local_size, BindingSite{site.node, first_rank});
+    std::vector<bool> applied;   // filled only when a foreign topology may name CPUs this machine lacks
     bool tmpdir_on_tmpfs = !site.simulated && on_tmpfs(site.tmpdir);
-    int unusable_cpu = -1;
     // Each program's environment and path on this node, made when its first rank here is.
     struct Program {
         std::vector<std::string> env;
@@ -122,24 +123,30 @@ RankBatch plan_node_ranks(const wire::JobSpec& job, const NodeSite& site,
             if (ranks_on_host > static_cast<long>(allowed.size()))
                 add_environment_default(launch.env, "OMPI_MCA_mpi_yield_when_idle=1");
         }
-        if (bind)
-            launch.cpus = cpus_for_local_rank(*bind, local, allowed);
-        for (int cpu : launch.cpus)
-            if (!std::binary_search(allowed.begin(), allowed.end(), cpu) && unusable_cpu < 0)
-                unusable_cpu = cpu;
+        if (bindings) {
+            const RankBinding& binding = bindings->ranks[static_cast<std::size_t>(local)];
+            add_binding_environment(launch.env, binding);
+            // A topology from a file plans for another node type: bind only what this machine can honour.
+            bool honoured = !bindings->foreign || std::ranges::all_of(binding.cpus, [&](int cpu) {
+                return std::binary_search(allowed.begin(), allowed.end(), cpu);
+            });
+            if (bindings->foreign)
+                applied.push_back(honoured);
+            if (honoured) {
+                launch.cpus = binding.cpus;
+                if (!bindings->foreign)
+                    launch.numa_nodes = binding.numa;
+            }
+        }
         launch.takes_stdin = launch.rank == 0;   // the job's rank 0 only
         batch.launches.push_back(std::move(launch));
     }
-    auto shared = bind && !job.cpus_shared_ok ? find_shared_cpu(*bind, local_size, allowed) : std::nullopt;
-    if (unusable_cpu >= 0)
-        batch.refused = {exit_cannot_run,
-                         fmt::format("--cpu-bind asks for CPU {}, which {} does not offer (allowed: {})", unusable_cpu,
-                                     site.node, compress_cpu_list(allowed))};
-    else if (shared)
-        batch.refused = {exit_cannot_run,
-                         shared_cpu_refusal(job.cpu_bind, *shared, first_rank, local_size, site.node, allowed)};
+    if (!bindings)
+        batch.refused = {exit_cannot_run, bindings.error().message};
     else if (not_found)
         batch.refused = *not_found;
+    else if (job.binding.report_bindings)
+        batch.binding_report = binding_table(site.node, *bindings, first_rank, applied);
     return batch;
 }
 

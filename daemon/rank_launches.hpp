@@ -26,6 +26,7 @@ struct NodeSite {
 struct RankBatch {
     std::vector<RankLaunch> launches;  // empty: no ranks on this node; each with its program found on this node
     StartFailure refused;              // a message: none of them can start, and why (names the node)
+    std::string binding_report;        // --report-bindings: this node's table
 };
 
 // `report_error` gets a service's failure to prepare a rank (the rank still starts). `first_tree_rank` is where

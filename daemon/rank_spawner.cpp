@@ -108,6 +108,7 @@ void RankSpawner::spawn(std::vector<RankLaunch> ranks)
         request.stderr_fd = err->write_end.get();
         request.stdin_fd = in ? in->read_end.get() : -1;
         request.cpus = std::move(launch.cpus);
+        request.numa_nodes = std::move(launch.numa_nodes);
         request.inherit_fds = std::move(launch.inherit_fds);
         request.parent_death_signal = SIGKILL;
         // Fork them all without waiting for each exec; the report pipes tell how each start went.

@@ -33,6 +33,7 @@ struct RankLaunch {
     std::string wdir;
     std::vector<std::string> env;   // the rank's complete environment
     std::vector<int> cpus;          // empty: not bound
+    std::vector<int> numa_nodes;    // its memory's NUMA nodes; empty: not bound
     bool takes_stdin = false;       // rank 0 reads the launcher's stdin
     std::vector<int> inherit_fds;   // descriptors the rank keeps (its PMI_FD); their owner closes its copies
 };

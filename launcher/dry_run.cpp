@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "proc/cpubind.hpp"
+#include "affinity/binding_report.hpp"
 #include "tree/agent.hpp"
 #include "tree/children.hpp"
 #include "tree/topology.hpp"
@@ -22,26 +22,26 @@ std::string rank_range(long first, long count)
 
 void describe_bindings(std::string& out, const RootPlan& root)
 {
-    const wire::JobSpec& job = root.plan.job;
-    out += fmt::format("\nBinding (--cpu-bind {}", job.cpu_bind);
-    auto bind = parse_cpu_bind(job.cpu_bind, static_cast<long>(job.depth));
-    if (!bind || bind->kind == CpuBind::Kind::none) {
+    const wire::BindingSpec& spec = root.plan.job.binding;
+    out += fmt::format("\nBinding (--cpu-bind {}, --gpu-bind {}, --mem-bind {}", spec.cpu_bind, spec.gpu_bind,
+                       spec.mem_bind);
+    if (spec.cpu_bind == "none" && spec.gpu_bind == "none" && spec.mem_bind == "none") {
         out += "): ranks are not bound\n";
         return;
     }
-    long most = 0;
+    const NodeRanks* busiest = &root.placement.nodes.front();
     for (const auto& node : root.placement.nodes)
-        most = std::max(most, node.count);
-    std::vector<int> allowed = allowed_cpus();
-    // Each node binds from the CPUs canopyd may use there; this machine's stand in for simulated nodes and as an
-    // example for others.
-    out += fmt::format(", from the CPUs each node's canopyd may use; with this machine's {}):\n",
-                       compress_cpu_list(allowed));
-    for (long local = 0; local < std::min(most, shown_local_ranks); ++local)
-        out += fmt::format("  local rank {}: CPUs {}\n", local,
-                           compress_cpu_list(cpus_for_local_rank(*bind, local, allowed)));
-    if (most > shown_local_ranks)
-        out += fmt::format("  ... and {} more local ranks\n", most - shown_local_ranks);
+        if (node.count > busiest->count)
+            busiest = &node;
+    // Each node binds from its own topology; --topology's file, or this machine's, stands in for all of them here.
+    out += spec.topology_file.empty() ? "; each node plans from its own topology, shown here with this machine's):\n"
+                                      : "; every node planned from --topology):\n";
+    auto bindings = plan_node_bindings(spec, busiest->count, BindingSite{busiest->host, busiest->first_rank});
+    if (!bindings) {
+        out += fmt::format("  {}\n", bindings.error().message);
+        return;
+    }
+    out += binding_table(busiest->host, *bindings, busiest->first_rank, {}, shown_local_ranks) + "\n";
 }
 
 void describe_tree(std::string& out, const RootPlan& root)

@@ -11,16 +11,17 @@
 #include <filesystem>
 #include <functional>
 #include <random>
+#include <set>
 
 #include <fmt/format.h>
 
+#include "affinity/binding_request.hpp"
 #include "build_config.hpp"
 #include "fabric/endpoint.hpp"
 #include "hosts/host_names.hpp"
 #include "hosts/hostfile.hpp"
 #include "hosts/hostlist.hpp"
 #include "hosts/this_host.hpp"
-#include "proc/cpubind.hpp"
 #include "proc/rank_env.hpp"
 #include "report_files.hpp"
 #include "synthetic/synthetic_exchange.hpp"
@@ -179,6 +180,50 @@ std::string new_job_id()
 
 } // namespace
 
+namespace {
+
+// The job's binding: the command line's, else the config's [bind] (a site profile's); a count per rank alone
+// means --gpu-bind closest, as Hydra's -gpus-per-proc and Slurm's --gpus-per-task do.
+Result<wire::BindingSpec> binding_spec(const Options& options, const Config& config)
+{
+    wire::BindingSpec spec;
+    spec.cpu_bind = options.cpu_bind.value_or(config.cpu_bind);
+    spec.depth = static_cast<std::uint64_t>(options.depth);
+    bool counted = options.gpus_per_rank || options.gpu_tiles_per_rank;
+    spec.gpu_bind = options.gpu_bind.value_or(counted ? "closest" : config.gpu_bind);
+    spec.gpus_optional = !options.gpu_bind && !counted;
+    spec.gpus_per_rank = static_cast<std::uint64_t>(options.gpus_per_rank.value_or(0));
+    spec.gpu_tiles_per_rank = static_cast<std::uint64_t>(options.gpu_tiles_per_rank.value_or(0));
+    spec.mem_bind = options.mem_bind.value_or(config.mem_bind);
+    spec.reserved_cpus = config.reserved_cpus;
+    spec.cpus_shared_ok = options.oversubscribe;
+    spec.report_bindings = options.report_bindings;
+    if (options.topology_file) {
+        std::error_code error;
+        auto absolute = std::filesystem::absolute(*options.topology_file, error);
+        spec.topology_file = error ? *options.topology_file : absolute.string();
+        if (::access(spec.topology_file.c_str(), R_OK) != 0)
+            return make_error("--topology {}: {}", *options.topology_file, std::strerror(errno));
+    }
+    if (auto request = binding_request(spec); !request)
+        return request.error();
+    return spec;
+}
+
+// Plans each distinct number of ranks a node gets once, on the first node that has it.
+Status check_bindings(const wire::BindingSpec& spec, const Placement& placement)
+{
+    std::set<long> planned;
+    for (const auto& node : placement.nodes)
+        if (planned.insert(node.count).second)
+            if (auto bindings = plan_node_bindings(spec, node.count, BindingSite{node.host, node.first_rank});
+                !bindings)
+                return bindings.error();
+    return {};
+}
+
+} // namespace
+
 Result<RootPlan> make_root_plan(const Options& options, const Config& config,
                                 const std::vector<std::string>& environment, const std::string& daemon_path)
 {
@@ -195,9 +240,9 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
     auto placement = place_ranks({options.total_ranks(), options.ppn, resolved->hosts});
     if (!placement)
         return placement.error();
-    auto bind = parse_cpu_bind(options.cpu_bind, options.depth);
-    if (!bind)
-        return bind.error();
+    auto binding = binding_spec(options, config);
+    if (!binding)
+        return binding.error();
     auto env = job_environment(options, environment);
     if (!env)
         return env.error();
@@ -287,20 +332,14 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
             return make_error("--wdir {}: {}", spec.wdir,
                               std::filesystem::exists(spec.wdir, error) ? "not a directory" : "no such directory");
     }
-    job.cpu_bind = options.cpu_bind;
-    job.depth = static_cast<std::uint64_t>(options.depth);
-    job.cpus_shared_ok = options.oversubscribe;
-    job.report_bindings = options.report_bindings;
+    job.binding = std::move(*binding);
     job.line_buffer = options.line_buffer;
-    // Nodes on this machine bind from its CPUs: a binding that shares them is known before anything starts.
-    // Elsewhere each node finds out from its own, and the job ends with 126 naming the node.
-    if ((simulated || on_this_machine) && !options.oversubscribe) {
-        std::vector<int> allowed = allowed_cpus();
-        for (const auto& node : root.placement.nodes)
-            if (auto shared = find_shared_cpu(*bind, node.count, allowed))
-                return make_error("{}", shared_cpu_refusal(options.cpu_bind, *shared, node.first_rank, node.count,
-                                                           node.host, allowed));
-    }
+    // Nodes on this machine, or nodes the user described with --topology: a binding they cannot honour is known
+    // before anything starts. Elsewhere each node finds out from its own topology, and the job ends with 126
+    // naming the node.
+    if (simulated || on_this_machine || !job.binding.topology_file.empty())
+        if (Status honoured = check_bindings(job.binding, root.placement); !honoured)
+            return honoured.error();
     job.spawn_slots = static_cast<std::uint64_t>(options.spawn_slots);
     job.rank_store_limit = options.rank_store_limit.value_or(config.rank_store_limit);
     if (options.synthetic_ranks) {

@@ -143,6 +143,22 @@ Result<double> parse_seconds(std::string_view spelling, std::string_view text)
     return seconds;
 }
 
+// A binding spec, with Slurm's map_gpu:0,1,2 or map_mem:0,1 (one per task, in order) stored as canopy's list:0:1:2.
+Status store_binding(std::optional<std::string>& field, ArgCursor& cursor, std::string_view slurm_prefix)
+{
+    auto spec = take_value(cursor);
+    if (!spec)
+        return spec.error();
+    if (spec->starts_with(slurm_prefix)) {
+        std::string list = "list:" + spec->substr(slurm_prefix.size());
+        std::replace(list.begin() + 5, list.end(), ',', ':');
+        field = std::move(list);
+    } else {
+        field = std::move(*spec);
+    }
+    return {};
+}
+
 Status store_count(std::optional<long>& field, ArgCursor& cursor, long minimum = 1,
                    long maximum = std::numeric_limits<long>::max())
 {
@@ -441,24 +457,39 @@ const std::vector<OptionSpec>& option_table()
 
         // Binding
         {{"--cpu-bind", "-cpu-bind"}, Takes::value, "SPEC", "Binding",
-         "bind ranks to CPUs: none (default), core, depth, list:0-3:4-7, ...",
-         [](ParseState& s, ArgCursor& c) {
-             auto spec = take_value(c);
-             if (!spec) {
-                 return Status{spec.error()};
-             }
-             s.options.cpu_bind = std::move(*spec);
-             return Status{};
-         }},
+         "bind ranks to CPUs: none (default), core (a core each), depth (--depth CPUs each), numa or socket (a "
+         "whole domain each, ranks in blocks), gpu (the cores nearest the rank's GPUs, shared out), or "
+         "list:0-3:4-7 (a list per local rank). Each node binds from its own topology (hwloc)",
+         [](ParseState& s, ArgCursor& c) { return store_string(s.options.cpu_bind, c); }},
+        {{"--gpu-bind", "-gpu-bind"}, Takes::value, "SPEC", "Binding",
+         "bind ranks to GPUs: none (default), closest (those nearest the rank's CPUs, else spread over the node's "
+         "packages and NUMA domains by where they sit), or list:0,1:2,3 (tiles as 0.1); sets CUDA_VISIBLE_DEVICES, "
+         "ROCR_VISIBLE_DEVICES or ZE_AFFINITY_MASK, and CANOPY_GPUS. Slurm's map_gpu:0,1 is list:0:1",
+         [](ParseState& s, ArgCursor& c) { return store_binding(s.options.gpu_bind, c, "map_gpu:"); }},
+        {{"--gpus-per-rank", "-gpus-per-proc", "--gpus-per-task"}, Takes::value, "N", "Binding",
+         "whole GPUs per rank (default 1 when binding GPUs); implies --gpu-bind closest when that is not given",
+         [](ParseState& s, ArgCursor& c) { return store_count(s.options.gpus_per_rank, c); }},
+        {{"--gpu-tiles-per-rank", "-gpu-subdevs-per-proc"}, Takes::value, "N", "Binding",
+         "GPU tiles per rank, on nodes whose GPUs have tiles (their default: one tile each); implies --gpu-bind "
+         "closest when that is not given",
+         [](ParseState& s, ArgCursor& c) { return store_count(s.options.gpu_tiles_per_rank, c); }},
+        {{"--mem-bind", "-mem-bind"}, Takes::value, "SPEC", "Binding",
+         "bind ranks' memory: none (default), local (the NUMA domains of the rank's CPUs) or list:0:0:1:1 (NUMA "
+         "nodes per local rank); Slurm's map_mem:0,1 is list:0:1",
+         [](ParseState& s, ArgCursor& c) { return store_binding(s.options.mem_bind, c, "map_mem:"); }},
+        {{"--topology", "-topology"}, Takes::value, "FILE", "Binding",
+         "plan every node's bindings from this hwloc XML file (lstopo --of xml), as HWLOC_XMLFILE does for hwloc's "
+         "tools: for a node type this machine is not. Every variable is set; CPUs this machine lacks are not bound",
+         [](ParseState& s, ArgCursor& c) { return store_string(s.options.topology_file, c); }},
         {{"--depth", "-d", "-depth"}, Takes::value, "D", "Binding",
          "CPUs per rank, used by --cpu-bind depth (default 1)",
          [](ParseState& s, ArgCursor& c) { return store_count(s.options.depth, c); }},
         {{"--oversubscribe", "-oversubscribe"}, Takes::nothing, "", "Binding",
-         "let a binding put more than one rank on a CPU (refused otherwise: a wrapped core or depth binding, "
-         "overlapping lists)",
+         "let a binding put more than one rank on a CPU or GPU (refused otherwise: a wrapped core or depth binding, "
+         "overlapping lists, more ranks than GPUs)",
          [](ParseState& s, ArgCursor&) { s.options.oversubscribe = true; return Status{}; }},
         {{"--report-bindings", "-report-bindings"}, Takes::nothing, "", "Binding",
-         "print each rank's CPUs as its node starts it",
+         "print a table per node as it starts its ranks: each rank's CPUs, NUMA nodes, GPUs and NICs",
          [](ParseState& s, ArgCursor&) { s.options.report_bindings = true; return Status{}; }},
 
         // Job
@@ -628,7 +659,7 @@ Error unknown_option(std::string_view name)
         {"--ntasks-per-node", "--ppn N"},
         {"--nodelist", "--hosts LIST"},
         {"--chdir", "--wdir DIR"},
-        {"--bind-to", "--cpu-bind none|core|depth|list:..."},
+        {"--bind-to", "--cpu-bind none|core|depth|numa|socket|gpu|list:..."},
         {"--time", "--timeout SECONDS"},
         {"--export", "--env K=V, --envlist K1,K2 or --envall"},
         // torchrun's, where canopy's tree does the work (torchrun also spells each with underscores).

@@ -42,8 +42,12 @@ struct Options {
     EnvMode env_mode = EnvMode::all;
     std::vector<std::string> env_list;
     bool label = false, line_buffer = false;
-    std::string cpu_bind = "none";
+    std::optional<std::string> cpu_bind;   // unset: the config's [bind] cpu_bind
     long depth = 1;
+    std::optional<std::string> gpu_bind;   // unset: closest when a count per rank is given, else [bind] gpu_bind
+    std::optional<long> gpus_per_rank, gpu_tiles_per_rank;
+    std::optional<std::string> mem_bind;   // unset: the config's [bind] mem_bind
+    std::optional<std::string> topology_file;   // --topology: plan bindings from this hwloc XML
     bool oversubscribe = false;     // a binding may put two ranks on one CPU
     bool report_bindings = false;
     std::optional<double> timeout_seconds;

@@ -10,6 +10,8 @@ packages=(
   libopenmpi-dev libpmix-dev libmpich-dev
   # libfabric's headers (canopy loads the library itself at run time) and fi_info for looking around
   libfabric-dev libfabric-bin
+  # hwloc: each node's topology for binding (canopy loads libhwloc15 at run time); lstopo for looking at one
+  libhwloc-dev libhwloc15 hwloc-nox
   # unit tests, and the fuzzing harnesses (clang-14; libclang-rt-14-dev holds the libFuzzer they link)
   libgtest-dev libgmock-dev clang-14 libclang-rt-14-dev
   # integration tests: a real sshd on loopback, MPI stacks, process and socket inspection, pytest

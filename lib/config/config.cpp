@@ -1,5 +1,8 @@
 // canopy.toml: reads and validates config layers with toml++, reporting problems as file:line:col.
 #include "config/config.hpp"
+
+#include "affinity/cpubind.hpp"
+#include "affinity/device_bind.hpp"
 #include "util/byte_size.hpp"
 #include "util/read_file.hpp"
 #include "util/suggest.hpp"
@@ -49,7 +52,7 @@ struct KeySpec {
     Applier apply;
 };
 
-constexpr std::string_view tables[] = {"launch", "tree", "job", "stage", "fabric"};
+constexpr std::string_view tables[] = {"launch", "tree", "job", "bind", "stage", "fabric"};
 
 std::optional<Problem> problem(const toml::node& node, std::string message)
 {
@@ -233,6 +236,20 @@ std::optional<Problem> apply_rank_store_limit(const toml::node& node, Config& co
     return std::nullopt;
 }
 
+// A [bind] setting: a string the same parser as its command-line option accepts.
+std::optional<Problem> read_binding(const toml::node& node, std::string_view key, std::string& field,
+                                    bool (*valid)(const std::string&))
+{
+    std::string value;
+    if (auto bad = read_string(node, key, value))
+        return bad;
+    if (!valid(value))
+        return problem(node, fmt::format("{} \"{}\" is not a binding canopy knows; see --{} in canopy --help", key,
+                                         value, key == "reserved_cpus" ? "cpu-bind" : std::string(key.substr(0, 3)) + "-bind"));
+    field = std::move(value);
+    return std::nullopt;
+}
+
 // "[launch], [tree], [job], [stage] or [fabric]": every table there is, for messages that list them.
 std::string table_list(std::string_view last_joiner)
 {
@@ -289,6 +306,20 @@ const KeySpec key_table[] = {
          return problem(n, "pmix must be true, false or \"eager\"");
      }},
     {"job", "rank_store_limit", apply_rank_store_limit},
+    {"bind", "cpu_bind", [](const Node& n, Config& c) {
+         return read_binding(n, "cpu_bind", c.cpu_bind, [](const std::string& v) { return parse_cpu_bind(v, 1).ok(); });
+     }},
+    {"bind", "gpu_bind", [](const Node& n, Config& c) {
+         return read_binding(n, "gpu_bind", c.gpu_bind, [](const std::string& v) { return parse_gpu_bind(v, 0, 0).ok(); });
+     }},
+    {"bind", "mem_bind", [](const Node& n, Config& c) {
+         return read_binding(n, "mem_bind", c.mem_bind, [](const std::string& v) { return parse_mem_bind(v).ok(); });
+     }},
+    {"bind", "reserved_cpus", [](const Node& n, Config& c) {
+         return read_binding(n, "reserved_cpus", c.reserved_cpus, [](const std::string& v) {
+             return v.empty() || parse_cpu_set(v, "reserved_cpus", v).ok();
+         });
+     }},
     {"stage", "prefixes", apply_stage_prefixes},
     {"stage", "manifest", [](const Node& n, Config& c) { return read_absolute_path(n, "manifest", c.stage_manifest, true); }},
     {"stage", "cache_dir", [](const Node& n, Config& c) { return read_absolute_path(n, "cache_dir", c.stage_cache_dir, false); }},

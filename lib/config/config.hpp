@@ -30,6 +30,12 @@ struct Config {
     PmixMode pmix = PmixMode::on_demand;  // [job] pmix: a PMIx server on every node for MPI and PMIx programs
     // [job] rank_store_limit: bytes one rank may keep in the job's key-value stores; 0 for no limit
     std::uint64_t rank_store_limit = default_rank_store_limit;
+    // [bind]: how ranks are bound when the command line does not say (site profiles turn on what their job
+    // scripts do by hand), and the CPUs the site keeps for the system, out of every binding.
+    std::string cpu_bind = "none";
+    std::string gpu_bind = "none";
+    std::string mem_bind = "none";
+    std::string reserved_cpus;            // a CPU list such as "0,52,104,156"
     std::vector<std::string> stage_prefixes;   // [stage] prefixes: absolute paths the ranks read from
     std::string stage_manifest;           // [stage] manifest: from `canopy stage record`; empty = none
     std::string stage_cache_dir = "/dev/shm";   // [stage] cache_dir: node-local base of the stage cache

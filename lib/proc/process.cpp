@@ -4,12 +4,14 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <linux/close_range.h>
+#include <linux/mempolicy.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,6 +28,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 extern char** environ;
 
@@ -66,7 +69,7 @@ namespace {
 
 // What the child writes back when it fails before exec (it may run on our borrowed stack: see spawn_process).
 struct ChildFailure {
-    int stage;   // 0 chdir, 1 exec, 2 affinity, 3 stdio, 4 cgroup
+    int stage;   // 0 chdir, 1 exec, 2 affinity, 3 stdio, 4 cgroup, 5 memory binding
     int error;
 };
 static_assert(sizeof(ChildFailure) == exec_report_size);
@@ -178,6 +181,12 @@ Result<pid_t> spawn_process(const SpawnRequest& request)
     CPU_ZERO(&cpus);
     for (int cpu : request.cpus)
         CPU_SET(cpu, &cpus);
+    // set_mempolicy's node mask, for the NUMA nodes Linux numbers (at most max_numa_node).
+    constexpr std::size_t mask_bits = 8 * sizeof(unsigned long);
+    std::array<unsigned long, (max_numa_node + 1) / mask_bits> numa_mask{};
+    for (int node : request.numa_nodes)
+        if (node >= 0 && node <= max_numa_node)
+            numa_mask[static_cast<std::size_t>(node) / mask_bits] |= 1UL << (static_cast<std::size_t>(node) % mask_bits);
     int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
     if (null_fd < 0) {
         int error = errno;
@@ -220,6 +229,9 @@ Result<pid_t> spawn_process(const SpawnRequest& request)
         }
         if (!request.cpus.empty() && ::sched_setaffinity(0, sizeof cpus, &cpus) != 0)
             fail_in_child(report_fd, 2);
+        if (!request.numa_nodes.empty() &&
+            ::syscall(SYS_set_mempolicy, MPOL_BIND, numa_mask.data(), numa_mask.size() * mask_bits + 1) != 0)
+            fail_in_child(report_fd, 5);
         for (int target = 0; target < 3; ++target)
             if (::dup2(std_fds[target], target) < 0)
                 fail_in_child(report_fd, 3);
@@ -286,6 +298,8 @@ StartFailure describe_exec_failure(std::span<const std::uint8_t> record, const S
                 fmt::format("cannot execute {}: {}", request.argv[0], reason)};
     case 2: return {exit_cannot_run, fmt::format("cannot bind to the requested CPUs: {}", reason)};
     case 4: return {exit_cannot_run, fmt::format("cannot join the node's cgroup for ranks: {}", reason)};
+    case 5: return {exit_cannot_run, fmt::format("cannot bind memory to NUMA nodes {}: {}",
+                                                 fmt::join(request.numa_nodes, ","), reason)};
     default: return {exit_cannot_run, fmt::format("cannot set up standard streams: {}", reason)};
     }
 }

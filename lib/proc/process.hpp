@@ -46,6 +46,9 @@ struct Pipe {
 // Both ends close-on-exec; spawn_process dup2s the ends a child needs.
 Result<Pipe> make_pipe();
 
+// The highest NUMA node number a memory binding may name (Linux's MAX_NUMNODES on the largest configs).
+inline constexpr int max_numa_node = 1023;
+
 struct SpawnRequest {
     std::vector<std::string> argv;                 // argv[0] is the path to execute
     std::optional<std::vector<std::string>> env;   // NAME=VALUE; nullopt inherits ours
@@ -56,6 +59,7 @@ struct SpawnRequest {
     std::vector<int> inherit_fds;    // kept open, at the same numbers, across exec (a rank's PMI_FD)
     bool own_process_group = true;   // so a whole rank (and what it forks) can be signalled at once
     std::vector<int> cpus;           // sched_setaffinity set; empty: unchanged
+    std::vector<int> numa_nodes;     // set_mempolicy(MPOL_BIND) to these NUMA nodes; empty: unchanged
     int parent_death_signal = 0;     // PR_SET_PDEATHSIG, 0 for none
     bool keep_signals_blocked = false;   // start the program with every signal blocked (a node guard)
     int cgroup_procs_fd = -1;            // a cgroup's cgroup.procs, open for writing: the child joins it first

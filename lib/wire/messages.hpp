@@ -160,11 +160,29 @@ struct AppSpec {
     CANOPY_WIRE_FIELDS(argv, env, wdir, ranks)
 };
 
+// How every node binds its ranks (lib/affinity): the options as given, parsed again by each daemon and planned from
+// that node's own topology.
+struct BindingSpec {
+    std::string cpu_bind = "none";
+    std::uint64_t depth = 1;
+    std::string gpu_bind = "none";
+    bool gpus_optional = false;   // gpu_bind is a site default ([bind]): a node without GPUs binds none
+    std::uint64_t gpus_per_rank = 0;        // 0: not given
+    std::uint64_t gpu_tiles_per_rank = 0;   // 0: not given
+    std::string mem_bind = "none";
+    std::string topology_file;   // --topology: plan from this hwloc XML, not the node's own topology
+    std::string reserved_cpus;   // [bind] reserved_cpus: CPUs the site keeps for the system, never bound
+    bool cpus_shared_ok = false;   // --oversubscribe: a binding may put two ranks on one CPU or GPU
+    bool report_bindings = false;  // --report-bindings: each node says what each of its ranks got
+
+    CANOPY_WIRE_FIELDS(cpu_bind, depth, gpu_bind, gpus_optional, gpus_per_rank, gpu_tiles_per_rank, mem_bind, topology_file,
+                       reserved_cpus, cpus_shared_ok, report_bindings)
+};
+
 struct JobSpec {
     std::vector<AppSpec> apps;
     std::vector<std::string> env;          // NAME=VALUE, the ranks' base environment
-    std::string cpu_bind = "none";
-    std::uint64_t depth = 1;
+    BindingSpec binding;
     std::vector<std::uint64_t> ranks_per_node;   // by node index
     std::string master_addr;
     std::uint32_t master_port = 0;
@@ -180,8 +198,6 @@ struct JobSpec {
     std::vector<std::pair<std::string, std::string>> output_marks;   // (regex, name)
     // --spawn-slots: ranks PMIx_Spawn may start on each node beyond the job's own.
     std::uint64_t spawn_slots = 0;
-    bool cpus_shared_ok = false;   // --oversubscribe: a binding may put two ranks on one CPU
-    bool report_bindings = false;  // --report-bindings: each node says what each of its ranks got
     bool line_buffer = false;      // --line-buffer: a partial line waits for its newline
     // --fabric: how bulk data (staged files, large fence results and replies) moves parent to child: "off" (the
     // tree's TCP links), "auto" (the best libfabric provider every node offers, else TCP) or a provider's name
@@ -196,9 +212,9 @@ struct JobSpec {
     // instead of starting them; empty for a real job.
     std::string synthetic_ranks;
 
-    CANOPY_WIRE_FIELDS(apps, env, cpu_bind, depth, ranks_per_node, master_addr, master_port, pmix, simple_pmi,
-                       trace, stage, stage_cache_base, stage_interposer, output_marks, spawn_slots, cpus_shared_ok,
-                       report_bindings, line_buffer, fabric, timing_top, rank_store_limit, synthetic_ranks)
+    CANOPY_WIRE_FIELDS(apps, env, binding, ranks_per_node, master_addr, master_port, pmix, simple_pmi, trace, stage,
+                       stage_cache_base, stage_interposer, output_marks, spawn_slots, line_buffer, fabric, timing_top,
+                       rank_store_limit, synthetic_ranks)
 };
 
 // The heartbeat timeout's range, in seconds: the config refuses anything outside it, and so does a daemon's plan.

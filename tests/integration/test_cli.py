@@ -143,7 +143,8 @@ def test_dry_run_prints_the_plan_and_starts_nothing(run_canopy, sandbox):
     out = result.stdout
     assert "Job: 10 ranks on 5 nodes (hosts from --sim-nodes)" in out, out
     assert "  node 4 sim0004: ranks 8-9\n" in out, out
-    assert "  local rank 1: CPUs " in out, out
+    assert re.search(r"^canopy: bindings on sim000\d \(topology: this machine\):\n  rank CPUs NUMA GPUs NICs\n"
+                     r"  0    \d+\s+-    -    -\n  1    \d+\s+-    -    -$", out, re.M), out
     # fanout 2: the launcher starts sim0000 and sim0001, sim0000 starts sim0002 and sim0003, sim0001 sim0004.
     assert "  launcher -> sim0000 sim0001\n  sim0000 -> sim0002 sim0003\n  sim0001 -> sim0004\n" in out, out
     commands = [line for line in out.splitlines() if "canopyd --parent" in line]

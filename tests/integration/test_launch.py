@@ -371,7 +371,9 @@ def test_oversubscribe_allows_shared_cpus_and_report_bindings_says_what_each_ran
     result = run_canopy(["--sim-nodes", "2", "--ppn", str(more), "--cpu-bind", "core", "--oversubscribe",
                          "--report-bindings", "-l", "grep", "Cpus_allowed_list", "/proc/self/status"])
     assert result.returncode == 0, result.describe()
-    reported = dict(re.findall(r"^canopy: rank (\d+) on sim000\d: CPUs (\S+)$", result.stderr, re.M))
+    # A table per node: "canopy: bindings on sim0000 (...):", a header, then "  RANK  CPUS  NUMA  GPUS  NICS".
+    reported = dict(re.findall(r"^  (\d+)\s+(\S+)\s+-\s+-\s+-$", result.stderr, re.M))
+    assert result.stderr.count("canopy: bindings on sim000") == 2, result.describe()
     seen = {str(rank): cpus_allowed(lines[0]) for rank, lines in parse_labelled(result.stdout).items()}
     assert len(seen) == 2 * more and reported == seen, result.describe()
 

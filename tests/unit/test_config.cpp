@@ -207,12 +207,26 @@ TEST(ApplyConfig, UnknownTableSuggestsSpelling)
 TEST(ApplyConfig, AnUnknownTableOrTopLevelKeyNamesEveryTable)
 {
     EXPECT_EQ(apply_error("[x]\na = 1\n"), "config /x/canopy.toml:1:2: unknown table [x]; canopy.toml has [launch], "
-                                           "[tree], [job], [stage] and [fabric]");
+                                           "[tree], [job], [bind], [stage] and [fabric]");
     EXPECT_EQ(apply_error("zzz = 1\n"), "config /x/canopy.toml:1:1: unknown key 'zzz' at the top level; settings go "
-                                        "in [launch], [tree], [job], [stage] or [fabric]");
+                                        "in [launch], [tree], [job], [bind], [stage] or [fabric]");
 }
 
 // Issue 38: a bind_address that is no address passed, and the launcher failed with 255 once it tried to listen.
+TEST(ApplyConfig, BindSettingsAreCheckedByTheOptionsParsers)
+{
+    auto applied = apply_config("[bind]\ncpu_bind = \"gpu\"\ngpu_bind = \"closest\"\nreserved_cpus = \"0,52\"\n", "/x/canopy.toml",
+                                Config{});
+    ASSERT_TRUE(applied.ok()) << applied.error().message;
+    EXPECT_EQ(applied->cpu_bind, "gpu");
+    EXPECT_EQ(applied->gpu_bind, "closest");
+    EXPECT_EQ(applied->reserved_cpus, "0,52");
+    EXPECT_EQ(apply_error("[bind]\ngpu_bind = \"nearest\"\n"),
+              "config /x/canopy.toml:2:12: gpu_bind \"nearest\" is not a binding canopy knows; see --gpu-bind in canopy "
+              "--help");
+    EXPECT_NE(apply_error("[bind]\nreserved_cpus = \"0-x\"\n").find("reserved_cpus"), std::string::npos);
+}
+
 TEST(ApplyConfig, BindAddressMustBeAnIpAddress)
 {
     EXPECT_EQ(apply_error("[tree]\nbind_address = \"not-an-address\"\n"),

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 
-#include "proc/cpubind.hpp"
+#include "affinity/cpubind.hpp"
 
 namespace canopy {
 namespace {
@@ -68,8 +68,8 @@ TEST(ParseCpuBind, NonNumericOrTooLargeCpusAreErrors)
 
 TEST(ParseCpuBind, UnknownKindIsAnError)
 {
-    EXPECT_EQ(parse_error("socket"), "--cpu-bind \"socket\": unknown binding; use none, core, depth or "
-                                     "list:CPUS[:CPUS...]");
+    EXPECT_EQ(parse_error("sockets"), "--cpu-bind \"sockets\": unknown binding; use none, core, depth, numa, "
+                                      "socket, gpu or list:CPUS[:CPUS...]");
     EXPECT_NE(parse_error("").find("unknown binding"), std::string::npos);
 }
 

@@ -133,7 +133,7 @@ TEST(Options, LabelAndLineBufferSpellings)
 
 TEST(Options, BindingSpellings)
 {
-    EXPECT_EQ(parse_ok({"prog"}).cpu_bind, "none");
+    EXPECT_FALSE(parse_ok({"prog"}).cpu_bind);   // the config's [bind] cpu_bind
     EXPECT_EQ(parse_ok({"--cpu-bind", "depth", "prog"}).cpu_bind, "depth");
     EXPECT_EQ(parse_ok({"-cpu-bind", "list:0-3:4-7", "prog"}).cpu_bind, "list:0-3:4-7");
     for (const char* spelling : {"--depth", "-d", "-depth"}) {

@@ -1,5 +1,5 @@
 // Parsing of --cpu-bind and the CPU set each local rank gets.
-#include "proc/cpubind.hpp"
+#include "affinity/cpubind.hpp"
 
 #include <sched.h>
 
@@ -22,10 +22,11 @@ std::optional<int> parse_cpu(std::string_view text)
     return static_cast<int>(*value);
 }
 
-// Parses one list entry such as "0-3,8" into a sorted set.
-Result<std::vector<int>> parse_cpu_set(std::string_view entry, std::string_view spec)
+} // namespace
+
+Result<std::vector<int>> parse_cpu_set(std::string_view entry, std::string_view option, std::string_view spec)
 {
-    auto fail = [&](std::string_view why) { return make_error("--cpu-bind \"{}\": {}", spec, why); };
+    auto fail = [&](std::string_view why) { return make_error("{} \"{}\": {}", option, spec, why); };
     if (entry.empty())
         return fail("empty CPU list; write list:CPUS[:CPUS...] such as list:0-3,8:4-7");
     std::vector<int> cpus;
@@ -55,8 +56,6 @@ Result<std::vector<int>> parse_cpu_set(std::string_view entry, std::string_view 
     return cpus;
 }
 
-} // namespace
-
 Result<CpuBind> parse_cpu_bind(std::string_view spec, long depth)
 {
     try {
@@ -66,6 +65,12 @@ Result<CpuBind> parse_cpu_bind(std::string_view spec, long depth)
             bind.kind = CpuBind::Kind::none;
         } else if (spec == "core") {
             bind.kind = CpuBind::Kind::core;
+        } else if (spec == "numa") {
+            bind.kind = CpuBind::Kind::numa;
+        } else if (spec == "socket") {
+            bind.kind = CpuBind::Kind::socket;
+        } else if (spec == "gpu") {
+            bind.kind = CpuBind::Kind::gpu;
         } else if (spec == "depth") {
             if (depth < 1)
                 return make_error("--cpu-bind \"depth\" with --depth {}: depth must be at least 1", depth);
@@ -77,7 +82,7 @@ Result<CpuBind> parse_cpu_bind(std::string_view spec, long depth)
             while (true) {
                 std::size_t colon = rest.find(':', start);
                 auto cpus = parse_cpu_set(
-                    rest.substr(start, colon == std::string_view::npos ? colon : colon - start), spec);
+                    rest.substr(start, colon == std::string_view::npos ? colon : colon - start), "--cpu-bind", spec);
                 if (!cpus)
                     return cpus.error();
                 bind.lists.push_back(std::move(cpus.value()));
@@ -86,8 +91,8 @@ Result<CpuBind> parse_cpu_bind(std::string_view spec, long depth)
                 start = colon + 1;
             }
         } else {
-            return make_error("--cpu-bind \"{}\": unknown binding; use none, core, depth or "
-                              "list:CPUS[:CPUS...]",
+            return make_error("--cpu-bind \"{}\": unknown binding; use none, core, depth, numa, socket, "
+                              "gpu or list:CPUS[:CPUS...]",
                               spec);
         }
         return bind;
@@ -104,6 +109,9 @@ std::vector<int> cpus_for_local_rank(const CpuBind& bind, long local_rank, const
     long n = static_cast<long>(allowed.size());
     switch (bind.kind) {
     case CpuBind::Kind::none:
+    case CpuBind::Kind::numa:
+    case CpuBind::Kind::socket:
+    case CpuBind::Kind::gpu:
         break;
     case CpuBind::Kind::core:
         if (n > 0)
@@ -126,6 +134,22 @@ std::vector<int> cpus_for_local_rank(const CpuBind& bind, long local_rank, const
         break;
     }
     return cpus;
+}
+
+bool needs_topology(const CpuBind& bind)
+{
+    switch (bind.kind) {
+    case CpuBind::Kind::none:
+    case CpuBind::Kind::depth:
+    case CpuBind::Kind::list:
+        return false;
+    case CpuBind::Kind::core:
+    case CpuBind::Kind::numa:
+    case CpuBind::Kind::socket:
+    case CpuBind::Kind::gpu:
+        return true;
+    }
+    return true;
 }
 
 std::optional<SharedCpu> find_shared_cpu(const CpuBind& bind, long local_size, const std::vector<int>& allowed)

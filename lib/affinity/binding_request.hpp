@@ -1,0 +1,28 @@
+// From the job's binding options (wire::BindingSpec) to a BindingRequest, and from a rank's binding to the variables
+// its software stacks read. The launcher and every daemon go through here, so both read the options alike.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "affinity/binding_plan.hpp"
+#include "util/result.hpp"
+#include "wire/messages.hpp"
+
+namespace canopy {
+
+Result<BindingRequest> binding_request(const wire::BindingSpec& spec);
+
+// Plans a node's ranks from its own topology (or the --topology file), loading hwloc only when the request needs
+// it; otherwise from the CPUs this process may use.
+struct NodeBindings {
+    std::vector<RankBinding> ranks;
+    std::string topology_source;   // for --report-bindings
+    bool foreign = false;          // planned from a file: CPUs this machine lacks are not applied
+};
+Result<NodeBindings> plan_node_bindings(const wire::BindingSpec& spec, long local_size, const BindingSite& site);
+
+// CANOPY_CPUS, CANOPY_GPUS, CANOPY_NICS and each vendor's and fabric's own variables (docs/affinity.md).
+void add_binding_environment(std::vector<std::string>& env, const RankBinding& binding);
+
+} // namespace canopy

@@ -1,0 +1,175 @@
+"""GPU, CPU, memory and NIC binding from each node's topology (docs/affinity.md), checked from inside the ranks.
+
+The GPU node types come as hwloc XML files (tests/topologies): with --topology a node plans as that node type, sets
+every variable, and binds only the CPUs this machine has. This machine's own topology binds for real."""
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import parse_labelled
+
+TOPOLOGIES = Path(__file__).resolve().parent.parent / "topologies"
+SHOW = ["sh", "-c", 'echo "$CANOPY_NODE|$LOCAL_RANK|${CANOPY_CPUS-}|${CANOPY_GPUS-}|${CUDA_VISIBLE_DEVICES-}|'
+                    '${ROCR_VISIBLE_DEVICES-}|${ZE_AFFINITY_MASK-}|${CANOPY_NICS-}"']
+
+
+def shown(result):
+    """{rank: {node, local, cpus, gpus, cuda, rocr, ze, nics}} from ranks running SHOW."""
+    fields = ["node", "local", "cpus", "gpus", "cuda", "rocr", "ze", "nics"]
+    ranks = {}
+    for rank, lines in parse_labelled(result.stdout).items():
+        assert len(lines) == 1, f"rank {rank} printed {lines}"
+        ranks[rank] = dict(zip(fields, lines[0].split("|")))
+    return ranks
+
+
+def by_local_rank(ranks, key):
+    """The value each local rank got, checked to be the same on every node."""
+    seen = {}
+    for rank in ranks.values():
+        seen.setdefault(int(rank["local"]), set()).add(rank[key])
+    assert all(len(values) == 1 for values in seen.values()), f"nodes disagree on {key}: {seen}"
+    return [seen[local].pop() for local in sorted(seen)]
+
+
+@pytest.mark.parametrize("node_type, ppn, cpu_bind, expected_gpus, vendor_key, expected_vendor", [
+    # Perlmutter's trap: GPU 0 is next to the last NUMA domain.
+    ("perlmutter-gpu", 4, "numa", ["3", "2", "1", "0"], "cuda", ["3", "2", "1", "0"]),
+    ("polaris", 4, "gpu", ["3", "2", "1", "0"], "cuda", ["3", "2", "1", "0"]),
+    # Frontier's GCDs by L3 (OLCF's map), ROCm's variable.
+    ("frontier", 8, "gpu", ["4", "5", "2", "3", "6", "7", "0", "1"], "rocr", ["4", "5", "2", "3", "6", "7", "0", "1"]),
+    # Aurora: a tile each, Level Zero's FLAT numbering (tile t of GPU g is 2g+t).
+    ("aurora", 12, "gpu", ["0.0", "0.1", "1.0", "1.1", "2.0", "2.1", "3.0", "3.1", "4.0", "4.1", "5.0", "5.1"], "ze",
+     [str(i) for i in range(12)]),
+])
+def test_gpu_bind_closest_on_each_node_type_from_inside_the_ranks(run_canopy, node_type, ppn, cpu_bind,
+                                                                   expected_gpus, vendor_key, expected_vendor):
+    result = run_canopy(["--sim-nodes", "3", "--ppn", str(ppn), "--topology", TOPOLOGIES / f"{node_type}.xml",
+                         "--cpu-bind", cpu_bind, "--gpu-bind", "closest", "-l"] + SHOW)
+    assert result.returncode == 0, result.describe()
+    ranks = shown(result)
+    assert len(ranks) == 3 * ppn, result.describe()
+    assert by_local_rank(ranks, "gpus") == expected_gpus
+    assert by_local_rank(ranks, vendor_key) == expected_vendor
+    assert all(rank["cpus"] and rank["nics"] for rank in ranks.values()), result.describe()
+
+
+def test_each_cpu_binding_mode_plans_from_the_topology(run_canopy):
+    aurora = TOPOLOGIES / "aurora.xml"
+    expected = {
+        "core": ["0,104", "1,105", "2,106", "3,107"],
+        "numa": ["0-51,104-155", "0-51,104-155", "52-103,156-207", "52-103,156-207"],
+        "socket": ["0-51,104-155", "0-51,104-155", "52-103,156-207", "52-103,156-207"],
+        "depth": ["0-3", "4-7", "8-11", "12-15"],
+        "list:1-8:9-16:53-60:61-68": ["1-8", "9-16", "53-60", "61-68"],
+    }
+    for mode, cpus in expected.items():
+        result = run_canopy(["--sim-nodes", "2", "--ppn", "4", "--topology", aurora, "--cpu-bind", mode, "--depth", "4",
+                             "-l"] + SHOW)
+        assert result.returncode == 0, result.describe()
+        assert by_local_rank(shown(result), "cpus") == cpus, mode
+
+
+def test_a_foreign_topology_binds_no_cpu_this_machine_lacks_and_says_so(run_canopy):
+    result = run_canopy(["--sim-nodes", "2", "--ppn", "2", "--topology", TOPOLOGIES / "polaris.xml", "--cpu-bind",
+                         "gpu", "--gpu-bind", "closest", "--report-bindings", "-l", "grep", "Cpus_allowed_list",
+                         "/proc/self/status"])
+    assert result.returncode == 0, result.describe()
+    own = [line for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("Cpus_allowed_list")]
+    for rank, lines in parse_labelled(result.stdout).items():
+        assert lines == own, f"rank {rank} was bound: {lines} (this process: {own})"
+    assert result.stderr.count("no: not this machine's CPUs") == 4, result.describe()
+    assert "topology: " + str(TOPOLOGIES / "polaris.xml") in result.stderr
+
+
+def test_this_machines_topology_binds_cpus_and_memory_for_real(run_canopy):
+    # get_mempolicy from inside the rank: MPOL_BIND (2) to NUMA node 0, as --mem-bind local asked.
+    probe = ("import ctypes,os;libc=ctypes.CDLL(None,use_errno=True);mode=ctypes.c_int();mask=(ctypes.c_ulong*16)();"
+             "assert libc.syscall(239,ctypes.byref(mode),mask,1024,None,0)==0;"
+             "print(os.environ['CANOPY_CPUS'],sorted(os.sched_getaffinity(0)),mode.value,mask[0])")
+    result = run_canopy(["--sim-nodes", "2", "--ppn", "1", "--cpu-bind", "numa", "--mem-bind", "local", "-l",
+                         "python3", "-c", probe])
+    assert result.returncode == 0, result.describe()
+    own = sorted(os.sched_getaffinity(0))
+    for rank, lines in parse_labelled(result.stdout).items():
+        cpus, _, rest = lines[0].partition(" ")
+        assert rest == f"{own} 2 1", f"rank {rank}: {lines[0]}"
+
+
+def test_gpu_binding_on_a_node_without_gpus_is_refused_before_any_rank_runs(run_canopy, sandbox):
+    marker = sandbox.root / "ran"
+    result = run_canopy(["--sim-nodes", "2", "--gpu-bind", "closest", "touch", marker])
+    assert result.returncode == 2, result.describe()
+    lines = result.canopy_lines()
+    assert lines == ["canopy: --gpu-bind closest: sim0000 has no GPUs (topology: this machine)"], result.describe()
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--ppn", "5", "--gpu-bind", "closest"], "--gpu-bind closest: 5 ranks on sim0000 need 5 GPUs, it has 4"),
+    (["--ppn", "2", "--gpu-bind", "list:0:7"], "--gpu-bind list:0:7: sim0000 has no GPU 7 (it has 0,1,2,3"),
+    (["--ppn", "2", "--gpu-bind", "list:1:1"], "--gpu-bind list:1:1 gives GPU 1 of sim0000 to ranks 0 and 1"),
+    (["--ppn", "1", "--gpu-tiles-per-rank", "2"], "--gpu-tiles-per-rank 2: the GPUs of sim0000 have no tiles"),
+    (["--ppn", "1", "--mem-bind", "list:7"], "--mem-bind list:7: sim0000 has no NUMA node 7"),
+    (["--ppn", "1", "--cpu-bind", "gpu"], "--cpu-bind gpu binds each rank to the cores nearest its GPUs"),
+])
+def test_each_binding_that_cannot_be_honoured_is_one_line_before_launch(run_canopy, sandbox, args, expected):
+    marker = sandbox.root / "ran"
+    result = run_canopy(["--sim-nodes", "2", "--topology", TOPOLOGIES / "polaris.xml"] + args + ["touch", marker])
+    assert result.returncode == 2, result.describe()
+    lines = result.canopy_lines()
+    assert len(lines) == 1 and expected in lines[0], result.describe()
+    assert not marker.exists()
+
+
+def test_oversubscribe_lets_ranks_share_gpus(run_canopy):
+    result = run_canopy(["--sim-nodes", "1", "--ppn", "6", "--topology", TOPOLOGIES / "polaris.xml", "--gpu-bind",
+                         "closest", "--oversubscribe", "-l"] + SHOW)
+    assert result.returncode == 0, result.describe()
+    # In the order of the cores they sit next to (GPU 3 first on Polaris), then round again.
+    assert by_local_rank(shown(result), "cuda") == ["3", "2", "1", "0", "3", "2"], result.describe()
+
+
+def test_peer_spellings_of_gpu_options_mean_the_same(run_canopy):
+    base = ["--sim-nodes", "1", "--ppn", "2", "--topology", TOPOLOGIES / "perlmutter-gpu.xml", "-l"] + SHOW
+    for spelling in (["-gpus-per-proc", "2"], ["--gpus-per-task", "2"], ["--gpus-per-rank", "2"]):
+        result = run_canopy(spelling + base)
+        assert result.returncode == 0, result.describe()
+        assert sorted(len(gpus.split(",")) for gpus in by_local_rank(shown(result), "gpus")) == [2, 2], spelling
+    result = run_canopy(["--gpu-bind", "map_gpu:2,0"] + base)
+    assert by_local_rank(shown(result), "cuda") == ["2", "0"], result.describe()
+    aurora = ["--sim-nodes", "1", "--ppn", "2", "--topology", TOPOLOGIES / "aurora.xml", "-l"] + SHOW
+    result = run_canopy(["-gpu-subdevs-per-proc", "3"] + aurora)
+    assert result.returncode == 0, result.describe()
+    assert [len(gpus.split(",")) for gpus in by_local_rank(shown(result), "gpus")] == [3, 3]
+
+
+def test_a_node_refuses_what_it_cannot_honour_naming_itself(run_canopy, loopback_config):
+    # Fake hosts: the launcher does not know their topology, so each node checks its own and the job ends with 126.
+    result = run_canopy(["--config", loopback_config, "--agent", "exec:env CANOPY_IT_HOST=%h", "--hosts",
+                         "nodeA,nodeB", "--gpu-bind", "closest", "true"])
+    assert result.returncode == 126, result.describe()
+    lines = result.canopy_lines()
+    assert lines and re.search(r"--gpu-bind closest: node[AB] has no GPUs", lines[0]), result.describe()
+
+
+def test_dry_run_shows_the_plan_of_a_topology(run_canopy):
+    result = run_canopy(["--sim-nodes", "4", "--ppn", "4", "--topology", TOPOLOGIES / "perlmutter-gpu.xml",
+                         "--cpu-bind", "gpu", "--gpu-bind", "closest", "--mem-bind", "local", "--dry-run", "true"])
+    assert result.returncode == 0, result.describe()
+    rows = re.findall(r"^  (\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)$", result.stdout, re.M)
+    assert rows[:4] == [("0", "0-15,64-79", "0", "3", "cxi3"), ("1", "16-31,80-95", "1", "2", "cxi2"),
+                        ("2", "32-47,96-111", "2", "1", "cxi1"), ("3", "48-63,112-127", "3", "0", "cxi0")], \
+        result.stdout
+
+
+def test_a_site_profile_binds_gpus_only_where_a_node_has_them(run_canopy):
+    # Perlmutter's profile (its job dir is /tmp, which this machine has): CPU nodes and GPU nodes alike.
+    result = run_canopy(["--profile", "perlmutter", "--sim-nodes", "2", "--ppn", "2", "-l"] + SHOW)
+    assert result.returncode == 0, result.describe()
+    assert by_local_rank(shown(result), "gpus") == ["", ""]
+    result = run_canopy(["--profile", "perlmutter", "--sim-nodes", "2", "--ppn", "4", "--topology",
+                         TOPOLOGIES / "perlmutter-gpu.xml", "-l"] + SHOW)
+    assert by_local_rank(shown(result), "cuda") == ["3", "2", "1", "0"], result.describe()
