@@ -89,8 +89,10 @@ Result<NodeBindings> plan_node_bindings(const wire::BindingSpec& spec, long loca
         return request.error();
     NodeBindings result;
     Result<NodeTopology> topology = NodeTopology{};
+    // GPUs and NICs only when GPUs are bound, or a file describes the node (reading one costs nothing more).
+    bool with_devices = request->gpu.kind != GpuBind::Kind::none || !spec.topology_file.empty();
     if (needs_topology(*request) || !spec.topology_file.empty())
-        topology = load_node_topology(spec.topology_file);
+        topology = load_node_topology(spec.topology_file, with_devices);
     else
         topology = flat_topology(allowed_cpus());
     if (!topology)
