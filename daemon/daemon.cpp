@@ -19,6 +19,7 @@
 #include "hosts/rank_blocks.hpp"
 #include "pmi/pmi_server.hpp"
 #include "pmix/pmix_node.hpp"
+#include "pmix/rank_locality.hpp"
 #include "private_socket.hpp"
 #include "proc/node_temp_dir.hpp"
 #include "proc/rank_env.hpp"
@@ -413,6 +414,7 @@ void Daemon::start_pmi_servers()
     job.tmpdir = tmpdir_.path();
     // MPI_UNIVERSE_SIZE: the job and the ranks it may spawn on its nodes.
     job.universe_size = RankBlocks(job.ranks_per_node).world_size() + plan.job.spawn_slots * plan.hosts.size();
+    add_rank_locality(job, plan.job.binding, node_);
     PmixNode::Hooks hooks;
     hooks.report_error = [this](const std::string& message) { report_error(node_, message); };
     hooks.ready = [this] { node_phase("daemon.pmix_ready", since_launch(timing::now_ns())); };

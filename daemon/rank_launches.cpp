@@ -52,7 +52,6 @@ RankBatch plan_node_ranks(const wire::JobSpec& job, const NodeSite& site,
         return batch;
     auto allowed = allowed_cpus();
     auto bindings = plan_node_bindings(job.binding, local_size, BindingSite{site.node, first_rank});
-    std::vector<bool> applied;   // filled only when a foreign topology may name CPUs this machine lacks
     bool tmpdir_on_tmpfs = !site.simulated && on_tmpfs(site.tmpdir);
     // Each program's environment and path on this node, made when its first rank here is.
     struct Program {
@@ -126,13 +125,7 @@ RankBatch plan_node_ranks(const wire::JobSpec& job, const NodeSite& site,
         if (bindings) {
             const RankBinding& binding = bindings->ranks[static_cast<std::size_t>(local)];
             add_binding_environment(launch.env, binding);
-            // A topology from a file plans for another node type: bind only what this machine can honour.
-            bool honoured = !bindings->foreign || std::ranges::all_of(binding.cpus, [&](int cpu) {
-                return std::binary_search(allowed.begin(), allowed.end(), cpu);
-            });
-            if (bindings->foreign)
-                applied.push_back(honoured);
-            if (honoured) {
+            if (bindings->applied[static_cast<std::size_t>(local)]) {
                 launch.cpus = binding.cpus;
                 if (!bindings->foreign)
                     launch.numa_nodes = binding.numa;
@@ -146,7 +139,8 @@ RankBatch plan_node_ranks(const wire::JobSpec& job, const NodeSite& site,
     else if (not_found)
         batch.refused = *not_found;
     else if (job.binding.report_bindings)
-        batch.binding_report = binding_table(site.node, *bindings, first_rank, applied);
+        batch.binding_report =
+            binding_table(site.node, *bindings, first_rank, bindings->foreign ? bindings->applied : std::vector<bool>{});
     return batch;
 }
 

@@ -253,6 +253,12 @@ Result<PmixInfoArray> make_job_info(const PmixJob& job, const RankLayout& layout
         proc.add(PMIX_NODE_RANK, &local_rank, PMIX_UINT16);
         proc.add(PMIX_HOSTNAME, hostname.c_str(), PMIX_STRING);
         proc.add(PMIX_NODEID, &node_id, PMIX_UINT32);
+        auto local = static_cast<std::size_t>(local_rank);
+        if (local < job.local_cpusets.size() && !job.local_cpusets[local].empty()) {
+            proc.add(PMIX_CPUSET, job.local_cpusets[local].c_str(), PMIX_STRING);
+            if (local < job.local_localities.size() && !job.local_localities[local].empty())
+                proc.add(PMIX_LOCALITY_STRING, job.local_localities[local].c_str(), PMIX_STRING);
+        }
         proc.add_to(info, PMIX_PROC_DATA);
     }
 

@@ -22,6 +22,11 @@ struct PmixJob {
     std::uint64_t universe_size = 0;            // PMIX_UNIV_SIZE: the job and what it may spawn; 0: the job's size
     std::string parent_nspace;                  // a spawned namespace: who spawned it (PMIX_PARENT_ID)
     long parent_rank = -1;
+    // By local rank, for ranks bound to CPUs here (lib/affinity): PMIX_CPUSET ("hwloc:0-7") and
+    // PMIX_LOCALITY_STRING, which Open MPI compares to place shared memory and collectives. Empty: not bound, and
+    // the keys are left out, since Open MPI takes a PMIX_CPUSET to mean the rank is bound.
+    std::vector<std::string> local_cpusets;
+    std::vector<std::string> local_localities;
 };
 
 // Where each rank lives; pure arithmetic on PmixJob, no PMIx calls, so it is unit-tested on its own.

@@ -82,6 +82,8 @@ public:
             if (!step)
                 return step.error();
         plan_nics();
+        for (auto& rank : ranks_)
+            rank.locality = locality_string(topology_, rank.cpus);
         return std::move(ranks_);
     }
 

@@ -33,6 +33,7 @@ struct RankBinding {
     std::vector<int> numa;          // NUMA nodes its memory is bound to; empty: not bound
     std::vector<TopologyGpu> gpus;  // empty: none bound
     std::vector<TopologyNic> nics;  // the nearest, when the node has fabric NICs and the rank a place
+    std::string locality;           // PMIX_LOCALITY_STRING of its CPUs; empty when not bound
 };
 
 // Where the ranks are, for messages: "--gpu-bind closest: 8 ranks on nid0003 need 8 GPUs ...".

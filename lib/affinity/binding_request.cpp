@@ -103,6 +103,15 @@ Result<NodeBindings> plan_node_bindings(const wire::BindingSpec& spec, long loca
     result.ranks = std::move(*ranks);
     result.topology_source = topology->source;
     result.foreign = topology->foreign;
+    CpuList here = result.foreign ? allowed_cpus() : CpuList{};
+    for (auto& rank : result.ranks) {
+        bool honoured = !result.foreign || std::ranges::all_of(rank.cpus, [&](int cpu) {
+            return std::binary_search(here.begin(), here.end(), cpu);
+        });
+        result.applied.push_back(honoured);
+        if (!honoured || result.foreign)
+            rank.locality.clear();   // PMIx would describe CPUs the rank does not run on
+    }
     return result;
 }
 

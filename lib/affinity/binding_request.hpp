@@ -19,6 +19,9 @@ struct NodeBindings {
     std::vector<RankBinding> ranks;
     std::string topology_source;   // for --report-bindings
     bool foreign = false;          // planned from a file: CPUs this machine lacks are not applied
+    // By local rank: whether its CPUs are bound here. A foreign topology plans for another node type, so only what
+    // this machine can honour is bound, and its memory binding never is.
+    std::vector<bool> applied;
 };
 Result<NodeBindings> plan_node_bindings(const wire::BindingSpec& spec, long local_size, const BindingSite& site);
 

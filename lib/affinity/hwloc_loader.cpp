@@ -187,6 +187,7 @@ public:
             core.numa = holder(node.numa_domains, core.cpus.front());
             core.package = holder(node.packages, core.cpus.front());
         }
+        read_places(node);
         read_devices(node);
     }
 
@@ -242,6 +243,36 @@ private:
         }
         std::sort(node.cores.begin(), node.cores.end(),
                   [](const TopologyCore& a, const TopologyCore& b) { return a.cpus.front() < b.cpus.front(); });
+    }
+
+    void read_places(NodeTopology& node)
+    {
+        for (hwloc_obj_t pu : objects(HWLOC_OBJ_PU)) {
+            if (!std::binary_search(allowed_.begin(), allowed_.end(), static_cast<int>(pu->os_index)))
+                continue;
+            PuPlace place;
+            place.cpu = static_cast<int>(pu->os_index);
+            place.pu = static_cast<int>(pu->logical_index);
+            for (hwloc_obj_t above = pu->parent; above != nullptr; above = above->parent) {
+                int index = static_cast<int>(above->logical_index);
+                switch (above->type) {
+                case HWLOC_OBJ_PACKAGE: place.package = index; break;
+                case HWLOC_OBJ_L3CACHE: place.l3 = index; break;
+                case HWLOC_OBJ_L2CACHE: place.l2 = index; break;
+                case HWLOC_OBJ_L1CACHE: place.l1 = index; break;
+                case HWLOC_OBJ_CORE: place.core = index; break;
+                default: break;
+                }
+                // NUMA nodes hang beside the objects they serve, as memory children.
+                for (hwloc_obj_t memory = above->memory_first_child; memory != nullptr && place.numa < 0;
+                     memory = memory->next_sibling)
+                    if (memory->type == HWLOC_OBJ_NUMANODE)
+                        place.numa = static_cast<int>(memory->logical_index);
+            }
+            node.places.push_back(place);
+        }
+        std::sort(node.places.begin(), node.places.end(),
+                  [](const PuPlace& a, const PuPlace& b) { return a.cpu < b.cpu; });
     }
 
     void read_devices(NodeTopology& node)
@@ -330,9 +361,7 @@ private:
     CpuList allowed_;
 };
 
-} // namespace
-
-Result<NodeTopology> load_node_topology(const std::string& xml_file, bool with_devices)
+Result<NodeTopology> read_node_topology(const std::string& xml_file, bool with_devices)
 {
     auto hwloc = hwloc_functions(with_devices);
     if (!hwloc)
@@ -359,6 +388,20 @@ Result<NodeTopology> load_node_topology(const std::string& xml_file, bool with_d
         return make_error("{}: the topology has no CPUs {}", node.source,
                           xml_file.empty() ? "this process may use" : "");
     return node;
+}
+
+} // namespace
+
+Result<NodeTopology> load_node_topology(const std::string& xml_file, bool with_devices)
+{
+    // A daemon plans its ranks and its PMIx server's locality from one read.
+    static std::map<std::pair<std::string, bool>, Result<NodeTopology>> loaded;
+    auto key = std::pair(xml_file, with_devices);
+    if (auto found = loaded.find(key); found != loaded.end())
+        return found->second;
+    auto topology = read_node_topology(xml_file, with_devices);
+    loaded.emplace(key, topology);
+    return topology;
 }
 
 } // namespace canopy

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "affinity/cpubind.hpp"
+
 namespace canopy {
 
 CpuList NodeTopology::all_cpus() const
@@ -12,6 +14,33 @@ CpuList NodeTopology::all_cpus() const
         cpus.insert(cpus.end(), core.cpus.begin(), core.cpus.end());
     std::sort(cpus.begin(), cpus.end());
     return cpus;
+}
+
+std::string locality_string(const NodeTopology& topology, const CpuList& cpus)
+{
+    if (topology.places.empty() || cpus.empty())
+        return {};
+    struct Level {
+        const char* prefix;
+        int PuPlace::*index;
+    };
+    static constexpr Level levels[] = {{"SK", &PuPlace::package}, {"L3", &PuPlace::l3}, {"L2", &PuPlace::l2},
+                                       {"L1", &PuPlace::l1},      {"CR", &PuPlace::core}, {"HT", &PuPlace::pu},
+                                       {"NM", &PuPlace::numa}};
+    std::string out;
+    for (const auto& level : levels) {
+        std::vector<int> indexes;
+        for (int cpu : cpus)
+            for (const auto& place : topology.places)
+                if (place.cpu == cpu && place.*level.index >= 0)
+                    indexes.push_back(place.*level.index);
+        if (indexes.empty())
+            continue;
+        std::sort(indexes.begin(), indexes.end());
+        indexes.erase(std::unique(indexes.begin(), indexes.end()), indexes.end());
+        out += (out.empty() ? "" : ":") + std::string(level.prefix) + compress_cpu_list(indexes);
+    }
+    return out;
 }
 
 const char* vendor_name(GpuVendor vendor)

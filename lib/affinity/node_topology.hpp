@@ -40,6 +40,13 @@ struct TopologyNic {
     CpuList near_cpus;
 };
 
+// Where one hardware thread sits: hwloc's logical index of each object above it, -1 where the node has none. What
+// PMIx's locality string is made of.
+struct PuPlace {
+    int cpu = 0;   // the kernel's number
+    int package = -1, l3 = -1, l2 = -1, l1 = -1, core = -1, pu = -1, numa = -1;
+};
+
 struct NodeTopology {
     std::string source;   // "this machine" or the XML file's path, for messages
     bool foreign = false; // planned from a file: the machine running the ranks may not be this node type
@@ -49,9 +56,15 @@ struct NodeTopology {
     std::vector<TopologyGpu> gpus;     // whole GPUs, by vendor then ordinal
     std::vector<TopologyGpu> tiles;    // every GPU's tiles, when its GPUs have them
     std::vector<TopologyNic> nics;
+    std::vector<PuPlace> places;       // by CPU number; empty for a flat topology
 
     CpuList all_cpus() const;
 };
+
+// PMIX_LOCALITY_STRING for a process bound to `cpus`, as PMIx's server makes it ("SK0:L30:L20-1:L10-1:CR0-1:HT0-3:NM0":
+// the logical indexes of the packages, caches, cores, threads and NUMA nodes it touches), so that Open MPI can tell
+// which peers share what. Empty when the topology has no places.
+std::string locality_string(const NodeTopology& topology, const CpuList& cpus);
 
 const char* vendor_name(GpuVendor vendor);
 // "3" for a whole GPU, "3.1" for its tile 1: how ZE_AFFINITY_MASK and CANOPY_GPUS name them.

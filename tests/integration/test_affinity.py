@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import parse_labelled
+from conftest import BUILD_DIR, parse_labelled
 
 TOPOLOGIES = Path(__file__).resolve().parent.parent / "topologies"
 SHOW = ["sh", "-c", 'echo "$CANOPY_NODE|$LOCAL_RANK|${CANOPY_CPUS-}|${CANOPY_GPUS-}|${CUDA_VISIBLE_DEVICES-}|'
@@ -173,3 +173,21 @@ def test_a_site_profile_binds_gpus_only_where_a_node_has_them(run_canopy):
     result = run_canopy(["--profile", "perlmutter", "--sim-nodes", "2", "--ppn", "4", "--topology",
                          TOPOLOGIES / "perlmutter-gpu.xml", "-l"] + SHOW)
     assert by_local_rank(shown(result), "cuda") == ["3", "2", "1", "0"], result.describe()
+
+
+def test_pmix_tells_a_bound_rank_its_cpuset_and_locality_and_an_unbound_one_nothing(run_canopy):
+    client = BUILD_DIR / "tests" / "pmix" / "client_locality"
+    assert client.exists(), f"{client} is missing; build first"
+    result = run_canopy(["--sim-nodes", "2", "--ppn", "2", "--cpu-bind", "core", client], timeout=60)
+    assert result.returncode == 0, result.describe()
+    said = dict(re.findall(r"^locality rank (\d+) (cpuset .*)$", result.stdout, re.M))
+    allowed = sorted(os.sched_getaffinity(0))
+    assert len(said) == 4, result.describe()
+    for rank, text in said.items():
+        cpu = allowed[int(rank) % 2 % len(allowed)]
+        cpuset, locality = re.match(r"cpuset (\S+) locality (\S+)", text).groups()
+        assert cpuset == f"hwloc:{cpu}", text
+        assert locality.startswith("SK") and f"CR" in locality and ":NM" in locality, text
+    result = run_canopy(["--sim-nodes", "1", "--ppn", "2", client], timeout=60)
+    assert result.returncode == 0, result.describe()
+    assert sorted(re.findall(r"cpuset (\S+) locality (\S+)", result.stdout)) == [("-", "-")] * 2, result.describe()

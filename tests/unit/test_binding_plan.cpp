@@ -180,6 +180,19 @@ TEST(BindingPlan, ListsNameGpusAndNumaNodes)
     EXPECT_EQ(cpus_of(plan)[1], "53-60");
 }
 
+// PMIx's locality string: logical indexes (a core's two threads are HT 2k and 2k+1), as PMIx's server writes it
+// (tests/pmix/test_locality_string.cpp holds canopy to that on this machine).
+TEST(BindingPlan, LocalityNamesTheObjectsARankTouches)
+{
+    auto aurora = node_type("aurora");
+    EXPECT_EQ(locality_string(aurora, {1, 2, 3, 4, 5, 6, 7, 8, 105, 106, 107, 108, 109, 110, 111, 112}),
+              "SK0:L30:L21-8:L11-8:CR1-8:HT2-17:NM0");
+    EXPECT_EQ(locality_string(aurora, {53}), "SK1:L31:L253:L153:CR53:HT106:NM1");
+    auto plan = plan_ok(aurora, request("core"), 2);
+    EXPECT_EQ(plan[1].locality, "SK0:L30:L21:L11:CR1:HT2-3:NM0");
+    EXPECT_TRUE(plan_ok(aurora, request("none"), 1)[0].locality.empty());
+}
+
 TEST(BindingRefusals, EachNamesTheNodeAndTheReason)
 {
     auto polaris = node_type("polaris");
