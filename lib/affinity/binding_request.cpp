@@ -2,6 +2,7 @@
 #include "affinity/binding_request.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 
 #include <fmt/format.h>
@@ -97,6 +98,8 @@ Result<NodeBindings> plan_node_bindings(const wire::BindingSpec& spec, long loca
         topology = flat_topology(allowed_cpus());
     if (!topology)
         return make_error("cannot bind the ranks of {}: {}", site.node, topology.error().message);
+    if (!topology->foreign)
+        keep_visible_gpus(*topology, [](const char* name) { return std::getenv(name); });
     auto ranks = plan_bindings(*topology, *request, local_size, site);
     if (!ranks)
         return ranks.error();
@@ -113,6 +116,43 @@ Result<NodeBindings> plan_node_bindings(const wire::BindingSpec& spec, long loca
             rank.locality.clear();   // PMIx would describe CPUs the rank does not run on
     }
     return result;
+}
+
+void keep_visible_gpus(NodeTopology& topology, const std::function<const char*(const char*)>& value_of)
+{
+    static constexpr std::pair<GpuVendor, const char*> variables[] = {
+        {GpuVendor::nvidia, "CUDA_VISIBLE_DEVICES"}, {GpuVendor::amd, "ROCR_VISIBLE_DEVICES"},
+        {GpuVendor::intel, "ZE_AFFINITY_MASK"}};
+    for (auto [vendor, variable] : variables) {
+        const char* value = value_of(variable);
+        if (value == nullptr)
+            continue;
+        std::vector<std::string> names;   // "2" for a GPU, "2.1" for a tile
+        bool numbers = true;
+        for (std::string_view rest = value; !rest.empty();) {
+            std::size_t comma = rest.find(',');
+            std::string name(rest.substr(0, comma));
+            numbers = numbers && !name.empty() && name.find_first_not_of("0123456789.") == std::string::npos;
+            names.push_back(std::move(name));
+            rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+        }
+        if (!numbers)
+            continue;
+        auto visible = [&](const TopologyGpu& gpu) {
+            if (gpu.vendor != vendor)
+                return true;
+            std::string whole = std::to_string(gpu.index);
+            return std::find(names.begin(), names.end(), whole) != names.end() ||
+                   std::find(names.begin(), names.end(), gpu_name(gpu)) != names.end();
+        };
+        // A GPU stays when it, or any tile of it, is visible; a tile when it or its GPU is.
+        std::erase_if(topology.tiles, [&](const TopologyGpu& tile) { return !visible(tile); });
+        std::erase_if(topology.gpus, [&](const TopologyGpu& gpu) {
+            return !visible(gpu) && std::none_of(topology.tiles.begin(), topology.tiles.end(), [&](const auto& tile) {
+                return tile.vendor == gpu.vendor && tile.index == gpu.index;
+            });
+        });
+    }
 }
 
 void add_binding_environment(std::vector<std::string>& env, const RankBinding& binding)

@@ -2,6 +2,7 @@
 // its software stacks read. The launcher and every daemon go through here, so both read the options alike.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,12 @@ struct NodeBindings {
     std::vector<bool> applied;
 };
 Result<NodeBindings> plan_node_bindings(const wire::BindingSpec& spec, long local_size, const BindingSite& site);
+
+// Keeps only the GPUs the allocation left this node's daemon: a batch system that gives a job some of a node's GPUs
+// says which in CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES or ZE_AFFINITY_MASK (by the vendor's numbers, or "2.1"
+// for a tile). A variable that names GPUs otherwise (UUIDs) leaves that vendor's list whole. `value_of` reads the
+// daemon's environment.
+void keep_visible_gpus(NodeTopology& topology, const std::function<const char*(const char*)>& value_of);
 
 // CANOPY_CPUS, CANOPY_GPUS, CANOPY_NICS and each vendor's and fabric's own variables (docs/affinity.md).
 void add_binding_environment(std::vector<std::string>& env, const RankBinding& binding);

@@ -193,6 +193,23 @@ TEST(BindingPlan, LocalityNamesTheObjectsARankTouches)
     EXPECT_TRUE(plan_ok(aurora, request("none"), 1)[0].locality.empty());
 }
 
+// A batch system that gives the job two of a node's GPUs says so in the daemon's environment: bind among those.
+TEST(BindingPlan, OnlyTheGpusTheAllocationLeftAreBound)
+{
+    auto polaris = node_type("polaris");
+    keep_visible_gpus(polaris, [](const char* name) { return std::string(name) == "CUDA_VISIBLE_DEVICES" ? "1,2" : nullptr; });
+    EXPECT_EQ(gpus_of(plan_ok(polaris, request("none", "closest"), 2)), (std::vector<std::string>{"2", "1"}));
+    EXPECT_NE(refusal(polaris, request("none", "closest"), 3).find("it has 2 (1,2)"), std::string::npos);
+    auto aurora = node_type("aurora");
+    keep_visible_gpus(aurora, [](const char* name) { return std::string(name) == "ZE_AFFINITY_MASK" ? "0.1,4" : nullptr; });
+    EXPECT_EQ(gpus_of(plan_ok(aurora, request("none", "closest"), 3)), (std::vector<std::string>{"0.1", "4.0", "4.1"}));
+    auto named_otherwise = node_type("polaris");
+    keep_visible_gpus(named_otherwise, [](const char* name) {
+        return std::string(name) == "CUDA_VISIBLE_DEVICES" ? "GPU-a1000000-0000-4000-8000-000000000003" : nullptr;
+    });
+    EXPECT_EQ(named_otherwise.gpus.size(), 4u);
+}
+
 TEST(BindingRefusals, EachNamesTheNodeAndTheReason)
 {
     auto polaris = node_type("polaris");
