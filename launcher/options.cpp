@@ -464,8 +464,23 @@ const std::vector<OptionSpec>& option_table()
         {{"--gpu-bind", "-gpu-bind"}, Takes::value, "SPEC", "Binding",
          "bind ranks to GPUs: none (default), closest (those nearest the rank's CPUs, else spread over the node's "
          "packages and NUMA domains by where they sit), or list:0,1:2,3 (tiles as 0.1); sets CUDA_VISIBLE_DEVICES, "
-         "ROCR_VISIBLE_DEVICES or ZE_AFFINITY_MASK, and CANOPY_GPUS. Slurm's map_gpu:0,1 is list:0:1",
-         [](ParseState& s, ArgCursor& c) { return store_binding(s.options.gpu_bind, c, "map_gpu:"); }},
+         "ROCR_VISIBLE_DEVICES or ZE_AFFINITY_MASK, and CANOPY_GPUS. Slurm's spellings work: map_gpu:0,1 is "
+         "list:0:1, per_task:2 is closest with 2 GPUs a rank, and verbose, in front adds --report-bindings",
+         [](ParseState& s, ArgCursor& c) {
+             Status stored = store_binding(s.options.gpu_bind, c, "map_gpu:");
+             if (stored && s.options.gpu_bind->starts_with("verbose,")) {
+                 s.options.gpu_bind->erase(0, 8);
+                 s.options.report_bindings = true;
+             }
+             if (stored && s.options.gpu_bind->starts_with("per_task:")) {
+                 auto count = parse_count("--gpu-bind per_task", s.options.gpu_bind->substr(9), 1, 4096);
+                 if (!count)
+                     return Status{count.error()};
+                 s.options.gpus_per_rank = *count;
+                 s.options.gpu_bind = "closest";
+             }
+             return stored;
+         }},
         {{"--gpus-per-rank", "-gpus-per-proc", "--gpus-per-task"}, Takes::value, "N", "Binding",
          "whole GPUs per rank (default 1 when binding GPUs); implies --gpu-bind closest when that is not given",
          [](ParseState& s, ArgCursor& c) { return store_count(s.options.gpus_per_rank, c); }},

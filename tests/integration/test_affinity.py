@@ -3,6 +3,7 @@
 The GPU node types come as hwloc XML files (tests/topologies): with --topology a node plans as that node type, sets
 every variable, and binds only the CPUs this machine has. This machine's own topology binds for real."""
 import os
+import subprocess
 import re
 from pathlib import Path
 
@@ -140,6 +141,9 @@ def test_peer_spellings_of_gpu_options_mean_the_same(run_canopy):
         assert sorted(len(gpus.split(",")) for gpus in by_local_rank(shown(result), "gpus")) == [2, 2], spelling
     result = run_canopy(["--gpu-bind", "map_gpu:2,0"] + base)
     assert by_local_rank(shown(result), "cuda") == ["2", "0"], result.describe()
+    result = run_canopy(["--gpu-bind", "verbose,per_task:2"] + base)
+    assert result.returncode == 0 and "canopy: bindings on sim0000" in result.stderr, result.describe()
+    assert sorted(len(gpus.split(",")) for gpus in by_local_rank(shown(result), "gpus")) == [2, 2]
     aurora = ["--sim-nodes", "1", "--ppn", "2", "--topology", TOPOLOGIES / "aurora.xml", "-l"] + SHOW
     result = run_canopy(["-gpu-subdevs-per-proc", "3"] + aurora)
     assert result.returncode == 0, result.describe()
@@ -191,3 +195,49 @@ def test_pmix_tells_a_bound_rank_its_cpuset_and_locality_and_an_unbound_one_noth
     result = run_canopy(["--sim-nodes", "1", "--ppn", "2", client], timeout=60)
     assert result.returncode == 0, result.describe()
     assert sorted(re.findall(r"cpuset (\S+) locality (\S+)", result.stdout)) == [("-", "-")] * 2, result.describe()
+
+
+def hwloc_pus(topology, location):
+    """The CPUs (kernel numbers) hwloc's own hwloc-calc gives for a location such as core:3, numa:1 or os=cuda0."""
+    out = subprocess.run(["hwloc-calc", "-i", str(topology), "--po", "-I", "pu", location], capture_output=True,
+                         text=True, timeout=30, check=True).stdout
+    return sorted(int(cpu) for cpu in out.strip().split(","))
+
+
+def cpu_list(text):
+    cpus = []
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        cpus.extend(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+GPU_DEVICE = {"polaris": "nvml", "perlmutter-gpu": "nvml", "frontier": "rsmi", "aurora": "ze"}
+
+
+@pytest.mark.parametrize("node_type", ["polaris", "aurora", "perlmutter-gpu", "frontier"])
+def test_every_cpu_mode_on_every_node_type_agrees_with_hwloc_calc(run_canopy, node_type):
+    topology = TOPOLOGIES / f"{node_type}.xml"
+    ppn = 4
+    numa, packages = (int(subprocess.run(["hwloc-calc", "-i", str(topology), "-N", kind, "all"], capture_output=True,
+                                         text=True, timeout=30, check=True).stdout) for kind in ("numa", "package"))
+    expected = {
+        "core": [hwloc_pus(topology, f"core:{local}") for local in range(ppn)],
+        "numa": [hwloc_pus(topology, f"numa:{local * numa // ppn}") for local in range(ppn)],
+        "socket": [hwloc_pus(topology, f"package:{local * packages // ppn}") for local in range(ppn)],
+    }
+    for mode, cpus in expected.items():
+        result = run_canopy(["--sim-nodes", "2", "--ppn", str(ppn), "--topology", topology, "--cpu-bind", mode, "-l"]
+                            + SHOW)
+        assert result.returncode == 0, result.describe()
+        assert [cpu_list(text) for text in by_local_rank(shown(result), "cpus")] == cpus, mode
+    # gpu: each rank's cores lie next to its GPU (as hwloc-calc places the GPU), and no two ranks share one.
+    result = run_canopy(["--sim-nodes", "2", "--ppn", str(ppn), "--topology", topology, "--cpu-bind", "gpu",
+                         "--gpu-bind", "closest", "--gpus-per-rank", "1", "-l"] + SHOW)
+    assert result.returncode == 0, result.describe()
+    seen = set()
+    for cpus, gpu in zip(by_local_rank(shown(result), "cpus"), by_local_rank(shown(result), "gpus")):
+        near = hwloc_pus(topology, f"os={GPU_DEVICE[node_type]}{gpu}")
+        assert set(cpu_list(cpus)) <= set(near), f"{node_type}: CPUs {cpus} are not next to GPU {gpu} ({near})"
+        assert not seen & set(cpu_list(cpus)), f"{node_type}: CPUs {cpus} given twice"
+        seen |= set(cpu_list(cpus))
