@@ -8,10 +8,10 @@
 
 #include <fmt/format.h>
 
-#include "error_files.hpp"
-#include "hosts/rank_blocks.hpp"
 #include "affinity/binding_report.hpp"
 #include "affinity/binding_request.hpp"
+#include "error_files.hpp"
+#include "hosts/rank_blocks.hpp"
 #include "proc/rank_env.hpp"
 
 namespace canopy {

@@ -178,10 +178,6 @@ std::string new_job_id()
     return auth::to_hex(std::span(nonce.data(), 4));
 }
 
-} // namespace
-
-namespace {
-
 // The job's binding: the command line's, else the config's [bind] (a site profile's); a count per rank alone
 // means --gpu-bind closest, as Hydra's -gpus-per-proc and Slurm's --gpus-per-task do.
 Result<wire::BindingSpec> binding_spec(const Options& options, const Config& config)

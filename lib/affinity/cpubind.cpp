@@ -152,24 +152,6 @@ bool needs_topology(const CpuBind& bind)
     return true;
 }
 
-std::optional<SharedCpu> find_shared_cpu(const CpuBind& bind, long local_size, const std::vector<int>& allowed)
-{
-    if (bind.kind == CpuBind::Kind::none)
-        return std::nullopt;
-    std::vector<long> owner(static_cast<std::size_t>(max_cpu_id) + 1, -1);
-    for (long local = 0; local < local_size; ++local) {
-        for (int cpu : cpus_for_local_rank(bind, local, allowed)) {
-            if (cpu < 0 || cpu > max_cpu_id)
-                continue;   // not a CPU this node has: refused on its own, by name
-            long& first = owner[static_cast<std::size_t>(cpu)];
-            if (first >= 0)
-                return SharedCpu{first, local, cpu};
-            first = local;
-        }
-    }
-    return std::nullopt;
-}
-
 std::string shared_cpu_refusal(std::string_view spec, const SharedCpu& shared, long first_rank, long local_size,
                                const std::string& node, const std::vector<int>& allowed)
 {

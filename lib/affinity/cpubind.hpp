@@ -38,15 +38,13 @@ bool needs_topology(const CpuBind& bind);
 // topology. Pure function, no syscalls.
 std::vector<int> cpus_for_local_rank(const CpuBind& bind, long local_rank, const std::vector<int>& allowed);
 
-// Two local ranks that `bind` gives a CPU in common: a wrapped core or depth binding (more ranks than CPUs), or
-// lists that overlap. canopy refuses such a binding unless --oversubscribe allows it.
+// Two local ranks that a binding gives a CPU in common: a wrapped core or depth binding (more ranks than CPUs), or
+// lists that overlap. canopy refuses such a binding unless --oversubscribe allows it (binding_plan.cpp).
 struct SharedCpu {
     long first_local_rank = 0;
     long second_local_rank = 0;
     int cpu = 0;
 };
-// The first such pair among local ranks 0..local_size-1; nullopt when each rank's CPUs are its own.
-std::optional<SharedCpu> find_shared_cpu(const CpuBind& bind, long local_size, const std::vector<int>& allowed);
 // The one-line refusal: `spec` as given, the node's first rank (for global rank numbers) and its allowed CPUs.
 std::string shared_cpu_refusal(std::string_view spec, const SharedCpu& shared, long first_rank, long local_size,
                                const std::string& node, const std::vector<int>& allowed);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 
+#include "affinity/binding_plan.hpp"
 #include "affinity/cpubind.hpp"
 
 namespace canopy {
@@ -167,41 +168,40 @@ TEST(CompressCpuList, PrintsRunsLikeLinux)
 namespace canopy {
 namespace {
 
-TEST(FindSharedCpu, NoneWhenEveryRankHasItsOwnCpus)
+// Why a plan of `ranks` local ranks (the node's first rank is 8) refuses a binding that shares CPUs; empty if it
+// does not.
+std::string shared_cpu_plan(std::string_view spec, long depth, long ranks, const std::vector<int>& cpus)
+{
+    BindingRequest request;
+    request.cpu_spec = spec;
+    request.cpu = *parse_cpu_bind(spec, depth);
+    auto plan = plan_bindings(flat_topology(cpus), request, ranks, {"nid001", 8});
+    return plan.ok() ? std::string() : plan.error().message;
+}
+
+TEST(SharedCpus, NoneWhenEveryRankHasItsOwnCpus)
 {
     std::vector<int> four{0, 1, 2, 3};
-    EXPECT_FALSE(find_shared_cpu(*parse_cpu_bind("core", 1), 4, four));
-    EXPECT_FALSE(find_shared_cpu(*parse_cpu_bind("depth", 2), 2, four));
-    EXPECT_FALSE(find_shared_cpu(*parse_cpu_bind("list:0-1:2-3", 1), 2, four));
-    EXPECT_FALSE(find_shared_cpu(*parse_cpu_bind("none", 1), 64, four));   // unbound ranks share nothing
+    EXPECT_EQ(shared_cpu_plan("core", 1, 4, four), "");
+    EXPECT_EQ(shared_cpu_plan("depth", 2, 2, four), "");
+    EXPECT_EQ(shared_cpu_plan("list:0-1:2-3", 1, 2, four), "");
+    EXPECT_EQ(shared_cpu_plan("none", 1, 64, four), "");   // unbound ranks share nothing
 }
 
-TEST(FindSharedCpu, NamesTheFirstPairWhenABindingWraps)
+TEST(SharedCpus, NamesTheFirstPairWhenABindingWraps)
 {
-    std::vector<int> two{0, 1};
-    auto core = find_shared_cpu(*parse_cpu_bind("core", 1), 3, two);   // rank 2 wraps onto CPU 0
-    ASSERT_TRUE(core);
-    EXPECT_EQ(core->first_local_rank, 0);
-    EXPECT_EQ(core->second_local_rank, 2);
-    EXPECT_EQ(core->cpu, 0);
-    auto depth = find_shared_cpu(*parse_cpu_bind("depth", 2), 3, std::vector<int>{0, 1, 2, 3});
-    ASSERT_TRUE(depth);
-    EXPECT_EQ(depth->second_local_rank, 2);
+    EXPECT_NE(shared_cpu_plan("core", 1, 3, {0, 1}).find("puts ranks 8 and 10 on CPU 0 of nid001"), std::string::npos);
+    EXPECT_NE(shared_cpu_plan("depth", 2, 3, {0, 1, 2, 3}).find("puts ranks 8 and 10 on CPU 0"), std::string::npos);
 }
 
-TEST(FindSharedCpu, FindsListsThatOverlapOrRepeat)
+TEST(SharedCpus, FindsListsThatOverlapOrRepeat)
 {
     std::vector<int> four{0, 1, 2, 3};
-    auto overlap = find_shared_cpu(*parse_cpu_bind("list:0-1:1-2", 1), 2, four);
-    ASSERT_TRUE(overlap);
-    EXPECT_EQ(overlap->cpu, 1);
-    auto repeated = find_shared_cpu(*parse_cpu_bind("list:0:1", 1), 3, four);   // 3 ranks, 2 entries
-    ASSERT_TRUE(repeated);
-    EXPECT_EQ(repeated->first_local_rank, 0);
-    EXPECT_EQ(repeated->second_local_rank, 2);
+    EXPECT_NE(shared_cpu_plan("list:0-1:1-2", 1, 2, four).find("puts ranks 8 and 9 on CPU 1"), std::string::npos);
+    EXPECT_NE(shared_cpu_plan("list:0:1", 1, 3, four).find("puts ranks 8 and 10 on CPU 0"), std::string::npos);
 }
 
-TEST(FindSharedCpu, TheRefusalNamesRanksCpuNodeAndTheWayOut)
+TEST(SharedCpus, TheRefusalNamesRanksCpuNodeAndTheWayOut)
 {
     SharedCpu shared{0, 2, 0};
     EXPECT_EQ(shared_cpu_refusal("core", shared, 8, 3, "nid001", {0, 1}),
