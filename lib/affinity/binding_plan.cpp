@@ -274,7 +274,9 @@ private:
                 near = united(std::move(near), gpu.near_cpus);
             sharing[without(near, request_.reserved)].push_back(local);
         }
-        for (const auto& [near, locals] : sharing) {
+        for (const auto& entry : sharing) {
+            const CpuList& near = entry.first;
+            const std::vector<long>& locals = entry.second;
             std::vector<const TopologyCore*> here;
             for (const auto& core : cores_)
                 if (std::any_of(core.cpus.begin(), core.cpus.end(), [&](int cpu) { return holds(near, cpu); }))

@@ -123,7 +123,9 @@ void keep_visible_gpus(NodeTopology& topology, const std::function<const char*(c
     static constexpr std::pair<GpuVendor, const char*> variables[] = {
         {GpuVendor::nvidia, "CUDA_VISIBLE_DEVICES"}, {GpuVendor::amd, "ROCR_VISIBLE_DEVICES"},
         {GpuVendor::intel, "ZE_AFFINITY_MASK"}};
-    for (auto [vendor, variable] : variables) {
+    for (const auto& entry : variables) {
+        GpuVendor vendor = entry.first;
+        const char* variable = entry.second;
         const char* value = value_of(variable);
         if (value == nullptr)
             continue;
