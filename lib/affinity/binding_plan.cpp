@@ -78,9 +78,11 @@ public:
         if (usable_cpus_.empty())
             return make_error("{} has no CPUs to bind once the reserved ones ({}) are left out", site_.node,
                               compress_cpu_list(request_.reserved));
-        for (Status step : {plan_cpus(), plan_gpus(), plan_cpus_near_gpus(), check_shared_cpus(), plan_memory()})
-            if (!step)
-                return step.error();
+        using Step = Status (Planner::*)();
+        for (Step step : {&Planner::plan_cpus, &Planner::plan_gpus, &Planner::plan_cpus_near_gpus,
+                          &Planner::check_shared_cpus, &Planner::plan_memory})
+            if (Status done = (this->*step)(); !done)
+                return done.error();
         plan_nics();
         for (auto& rank : ranks_)
             rank.locality = locality_string(topology_, rank.cpus);
