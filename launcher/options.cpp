@@ -503,6 +503,21 @@ const std::vector<OptionSpec>& option_table()
          "let a binding put more than one rank on a CPU or GPU (refused otherwise: a wrapped core or depth binding, "
          "overlapping lists, more ranks than GPUs)",
          [](ParseState& s, ArgCursor&) { s.options.oversubscribe = true; return Status{}; }},
+        {{"--bind-to", "-bind-to"}, Takes::value, "WHAT", "Binding",
+         "Open MPI's and Hydra's spelling of --cpu-bind: none, core, numa or socket (package)",
+         [](ParseState& s, ArgCursor& c) {
+             auto what = take_value(c);
+             if (!what)
+                 return Status{what.error()};
+             if (*what == "package")
+                 *what = "socket";
+             if (*what != "none" && *what != "core" && *what != "numa" && *what != "socket")
+                 return Status{make_error("{} {}: canopy binds to none, core, numa or socket (package); for other "
+                                          "shapes use --cpu-bind depth or list:...",
+                                          c.spelling, *what)};
+             s.options.cpu_bind = std::move(*what);
+             return Status{};
+         }},
         {{"--report-bindings", "-report-bindings"}, Takes::nothing, "", "Binding",
          "print a table per node as it starts its ranks: each rank's CPUs, NUMA nodes, GPUs and NICs",
          [](ParseState& s, ArgCursor&) { s.options.report_bindings = true; return Status{}; }},
@@ -674,7 +689,6 @@ Error unknown_option(std::string_view name)
         {"--ntasks-per-node", "--ppn N"},
         {"--nodelist", "--hosts LIST"},
         {"--chdir", "--wdir DIR"},
-        {"--bind-to", "--cpu-bind none|core|depth|numa|socket|gpu|list:..."},
         {"--time", "--timeout SECONDS"},
         {"--export", "--env K=V, --envlist K1,K2 or --envall"},
         // torchrun's, where canopy's tree does the work (torchrun also spells each with underscores).

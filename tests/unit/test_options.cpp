@@ -139,6 +139,19 @@ TEST(Options, BindingSpellings)
     for (const char* spelling : {"--depth", "-d", "-depth"}) {
         EXPECT_EQ(parse_ok({spelling, "8", "prog"}).depth, 8) << spelling;
     }
+    // Open MPI's and Hydra's --bind-to, and Slurm's GPU and memory spellings.
+    EXPECT_EQ(parse_ok({"--bind-to", "core", "prog"}).cpu_bind, "core");
+    EXPECT_EQ(parse_ok({"-bind-to", "package", "prog"}).cpu_bind, "socket");
+    EXPECT_NE(parse_error({"--bind-to", "hwthread", "prog"}).find("--cpu-bind depth"), std::string::npos);
+    EXPECT_EQ(parse_ok({"--gpu-bind", "map_gpu:3,2,1,0", "prog"}).gpu_bind, "list:3:2:1:0");
+    Options per_task = parse_ok({"--gpu-bind", "verbose,per_task:2", "prog"});
+    EXPECT_EQ(per_task.gpu_bind, "closest");
+    EXPECT_EQ(per_task.gpus_per_rank, 2);
+    EXPECT_TRUE(per_task.report_bindings);
+    EXPECT_EQ(parse_ok({"--mem-bind", "map_mem:0,0,1,1", "prog"}).mem_bind, "list:0:0:1:1");
+    for (const char* spelling : {"--gpus-per-rank", "-gpus-per-proc", "--gpus-per-task"})
+        EXPECT_EQ(parse_ok({spelling, "2", "prog"}).gpus_per_rank, 2) << spelling;
+    EXPECT_EQ(parse_ok({"-gpu-subdevs-per-proc", "1", "prog"}).gpu_tiles_per_rank, 1);
 }
 
 TEST(Options, WorkingDirectoryAndTimeout)
