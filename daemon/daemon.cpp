@@ -769,6 +769,9 @@ void Daemon::start_namespace(const wire::NamespaceStart& start)
     app.wdir = start.wdir.empty() ? plan_->job.apps.front().wdir : start.wdir;
     app.ranks = static_cast<std::uint64_t>(RankBlocks(start.ranks_per_node).world_size());
     spawned.apps = {std::move(app)};
+    // Not bound: the node's cores and GPUs are the job's ranks' already. They run with the spawner's environment,
+    // its GPU variables included (docs/affinity.md).
+    spawned.binding = wire::BindingSpec{};
     for (const auto& setting : start.env) {
         auto name = setting.substr(0, setting.find('='));
         auto value = setting.substr(std::min(setting.size(), setting.find('=') + 1));

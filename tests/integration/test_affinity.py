@@ -241,3 +241,28 @@ def test_every_cpu_mode_on_every_node_type_agrees_with_hwloc_calc(run_canopy, no
         assert set(cpu_list(cpus)) <= set(near), f"{node_type}: CPUs {cpus} are not next to GPU {gpu} ({near})"
         assert not seen & set(cpu_list(cpus)), f"{node_type}: CPUs {cpus} given twice"
         seen |= set(cpu_list(cpus))
+
+
+SPAWN_AND_REPORT = """
+import os, sys
+from mpi4py import MPI
+parent = MPI.Comm.Get_parent()
+if parent != MPI.COMM_NULL:
+    parent.send((sorted(os.sched_getaffinity(0)), os.environ.get("CANOPY_CPUS")), dest=0, tag=7)
+    parent.Disconnect()
+else:
+    comm = MPI.COMM_SELF.Spawn(sys.executable, args=[__file__], maxprocs=1)
+    child = comm.recv(source=0, tag=7)
+    comm.Disconnect()
+    print("parent", sorted(os.sched_getaffinity(0)), os.environ.get("CANOPY_CPUS"), "child", *child)
+"""
+
+
+def test_spawned_ranks_are_not_bound_where_the_jobs_ranks_are(run_canopy, sandbox):
+    script = sandbox.root / "spawn.py"
+    script.write_text(SPAWN_AND_REPORT)
+    result = run_canopy(["--sim-nodes", "1", "--ppn", "1", "--cpu-bind", "core", "--spawn-slots", "1",
+                         "/usr/bin/python3", script], timeout=90)
+    assert result.returncode == 0, result.describe()
+    own = sorted(os.sched_getaffinity(0))
+    assert f"parent [{own[0]}] {own[0]} child {own} None" in result.stdout, result.describe()
