@@ -125,6 +125,8 @@ RankBatch plan_node_ranks(const wire::JobSpec& job, const NodeSite& site,
         if (bindings) {
             const RankBinding& binding = bindings->ranks[static_cast<std::size_t>(local)];
             add_binding_environment(launch.env, binding);
+            if (binding.cpus.empty())   // every rank learns where it may run: an unbound one, all the node offers
+                set_environment_value(launch.env, "CANOPY_CPUS", compress_cpu_list(allowed));
             if (bindings->applied[static_cast<std::size_t>(local)]) {
                 launch.cpus = binding.cpus;
                 if (!bindings->foreign)

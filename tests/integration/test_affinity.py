@@ -265,4 +265,12 @@ def test_spawned_ranks_are_not_bound_where_the_jobs_ranks_are(run_canopy, sandbo
                          "/usr/bin/python3", script], timeout=90)
     assert result.returncode == 0, result.describe()
     own = sorted(os.sched_getaffinity(0))
-    assert f"parent [{own[0]}] {own[0]} child {own} None" in result.stdout, result.describe()
+    every = f"{own[0]}-{own[-1]}" if own == list(range(own[0], own[-1] + 1)) else ",".join(map(str, own))
+    assert f"parent [{own[0]}] {own[0]} child {own} {every}" in result.stdout, result.describe()
+
+
+def test_every_rank_learns_its_cpus_an_unbound_one_all_it_may_use(run_canopy):
+    result = run_canopy(["--sim-nodes", "2", "--ppn", "2", "-l"] + SHOW)
+    assert result.returncode == 0, result.describe()
+    own = [line for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("Cpus_allowed_list")]
+    assert by_local_rank(shown(result), "cpus") == [own[0].split(":", 1)[1].strip()] * 2, result.describe()
