@@ -264,11 +264,10 @@ private:
     // --cpu-bind gpu: the cores next to a rank's GPUs, split evenly among the ranks whose GPUs sit at the same place.
     Status plan_cpus_near_gpus()
     {
+        // binding_request refuses --cpu-bind gpu without GPU binding; ranks without GPUs (a site profile on a CPU
+        // node) share out all the node's cores.
         if (request_.cpu.kind != CpuBind::Kind::gpu)
             return {};
-        if (request_.gpu.kind == GpuBind::Kind::none)
-            return make_error("--cpu-bind gpu binds each rank to the cores nearest its GPUs; give --gpu-bind closest "
-                              "or a list");
         std::map<CpuList, std::vector<long>> sharing;   // near CPUs -> local ranks, in order
         for (long local = 0; local < local_size_; ++local) {
             CpuList near;

@@ -112,8 +112,8 @@ Result<NodeBindings> plan_node_bindings(const wire::BindingSpec& spec, long loca
             return std::binary_search(here.begin(), here.end(), cpu);
         });
         result.applied.push_back(honoured);
-        if (!honoured || result.foreign)
-            rank.locality.clear();   // PMIx would describe CPUs the rank does not run on
+        if (result.foreign)
+            rank.locality.clear();   // PMIx would describe another node type's objects
     }
     return result;
 }
