@@ -35,7 +35,8 @@ struct Hwloc {
     decltype(&hwloc_bitmap_next) bitmap_next = nullptr;
 };
 
-// Loaded once per process; RTLD_GLOBAL because hwloc's plugins (PCI discovery) take their symbols from it.
+// Loaded once per process; RTLD_GLOBAL because hwloc's plugins (PCI discovery) take their symbols from it. The first
+// call decides which plugins load: a process binds one job's ranks, so every later call wants the same devices.
 Result<const Hwloc*> hwloc_functions(bool with_devices)
 {
     static std::optional<Result<const Hwloc*>> loaded;
