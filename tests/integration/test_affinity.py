@@ -4,6 +4,7 @@ The GPU node types come as hwloc XML files (tests/topologies): with --topology a
 every variable, and binds only the CPUs this machine has. This machine's own topology binds for real."""
 import os
 import subprocess
+import sys
 import re
 from pathlib import Path
 
@@ -274,3 +275,9 @@ def test_every_rank_learns_its_cpus_an_unbound_one_all_it_may_use(run_canopy):
     assert result.returncode == 0, result.describe()
     own = [line for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("Cpus_allowed_list")]
     assert by_local_rank(shown(result), "cpus") == [own[0].split(":", 1)[1].strip()] * 2, result.describe()
+
+
+def test_the_checked_in_topologies_are_what_their_generator_writes():
+    result = subprocess.run([sys.executable, TOPOLOGIES / "make_topologies.py", "--check"], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
