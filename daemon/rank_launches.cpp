@@ -141,8 +141,7 @@ RankBatch plan_node_ranks(const wire::JobSpec& job, const NodeSite& site,
     else if (not_found)
         batch.refused = *not_found;
     else if (job.binding.report_bindings)
-        batch.binding_report =
-            binding_table(site.node, *bindings, first_rank, bindings->foreign ? bindings->applied : std::vector<bool>{});
+        batch.binding_report = binding_table(site.node, *bindings, first_rank, bindings->foreign);
     return batch;
 }
 

@@ -41,7 +41,7 @@ void describe_bindings(std::string& out, const RootPlan& root)
         out += fmt::format("  {}\n", bindings.error().message);
         return;
     }
-    out += binding_table(busiest->host, *bindings, busiest->first_rank, {}, shown_local_ranks) + "\n";
+    out += binding_table(busiest->host, *bindings, busiest->first_rank, false, shown_local_ranks) + "\n";
 }
 
 void describe_tree(std::string& out, const RootPlan& root)

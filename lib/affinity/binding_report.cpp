@@ -19,11 +19,11 @@ std::string names(const std::vector<T>& items, Name name)
 
 } // namespace
 
-std::string binding_table(const std::string& node, const NodeBindings& bindings, long first_rank,
-                          const std::vector<bool>& applied, std::size_t max_rows)
+std::string binding_table(const std::string& node, const NodeBindings& bindings, long first_rank, bool show_applied,
+                          std::size_t max_rows)
 {
     std::vector<std::vector<std::string>> rows{{"rank", "CPUs", "NUMA", "GPUs", "NICs"}};
-    if (!applied.empty())
+    if (show_applied)
         rows.front().push_back("applied");
     std::size_t shown = std::min(bindings.ranks.size(), max_rows);
     for (std::size_t local = 0; local < shown; ++local) {
@@ -33,8 +33,8 @@ std::string binding_table(const std::string& node, const NodeBindings& bindings,
                         rank.numa.empty() ? "-" : compress_cpu_list(rank.numa),
                         names(rank.gpus, [](const TopologyGpu& gpu) { return gpu_name(gpu); }),
                         names(rank.nics, [](const TopologyNic& nic) { return nic.device; })});
-        if (!applied.empty())
-            rows.back().push_back(applied[local] ? "yes" : "no: not this machine's CPUs");
+        if (show_applied)
+            rows.back().push_back(bindings.applied[local] ? "yes" : "no: not this machine's CPUs");
     }
     std::vector<std::size_t> width(rows.front().size(), 0);
     for (const auto& row : rows)

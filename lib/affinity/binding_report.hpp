@@ -8,9 +8,9 @@
 
 namespace canopy {
 
-// `applied[i]`: whether local rank i's CPUs and memory binding are applied on this machine (a foreign topology's
-// may not be); empty when all are. Rows past `max_rows` are counted, not shown.
-std::string binding_table(const std::string& node, const NodeBindings& bindings, long first_rank,
-                          const std::vector<bool>& applied, std::size_t max_rows = 1 << 20);
+// `show_applied`: a column saying whether each rank's binding is applied on this machine (bindings.applied), for a
+// node that planned from a foreign topology. Rows past `max_rows` are counted, not shown.
+std::string binding_table(const std::string& node, const NodeBindings& bindings, long first_rank, bool show_applied,
+                          std::size_t max_rows = 1 << 20);
 
 } // namespace canopy

@@ -27,13 +27,19 @@ std::string locality_string(const NodeTopology& topology, const CpuList& cpus)
     static constexpr Level levels[] = {{"SK", &PuPlace::package}, {"L3", &PuPlace::l3}, {"L2", &PuPlace::l2},
                                        {"L1", &PuPlace::l1},      {"CR", &PuPlace::core}, {"HT", &PuPlace::pu},
                                        {"NM", &PuPlace::numa}};
+    std::vector<const PuPlace*> touched;   // places are sorted by CPU
+    for (int cpu : cpus) {
+        auto place = std::lower_bound(topology.places.begin(), topology.places.end(), cpu,
+                                      [](const PuPlace& p, int wanted) { return p.cpu < wanted; });
+        if (place != topology.places.end() && place->cpu == cpu)
+            touched.push_back(&*place);
+    }
     std::string out;
     for (const auto& level : levels) {
         std::vector<int> indexes;
-        for (int cpu : cpus)
-            for (const auto& place : topology.places)
-                if (place.cpu == cpu && place.*level.index >= 0)
-                    indexes.push_back(place.*level.index);
+        for (const PuPlace* place : touched)
+            if (place->*level.index >= 0)
+                indexes.push_back(place->*level.index);
         if (indexes.empty())
             continue;
         std::sort(indexes.begin(), indexes.end());

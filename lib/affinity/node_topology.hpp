@@ -56,7 +56,7 @@ struct NodeTopology {
     std::vector<TopologyGpu> gpus;     // whole GPUs, by vendor then ordinal
     std::vector<TopologyGpu> tiles;    // every GPU's tiles, when its GPUs have them
     std::vector<TopologyNic> nics;
-    std::vector<PuPlace> places;       // by CPU number; empty for a flat topology
+    std::vector<PuPlace> places;       // sorted by CPU number; empty for a flat topology
 
     CpuList all_cpus() const;
 };
