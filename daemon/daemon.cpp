@@ -330,6 +330,12 @@ void Daemon::remove_abandoned_temp_dirs_later()
     });
 }
 
+void Daemon::add_rank_service(std::unique_ptr<RankService> service)
+{
+    service->serve_requests(position_->collectives().services());
+    rank_services_.push_back(std::move(service));
+}
+
 void Daemon::start_rank_socket()
 {
     if (tmpdir_.path().empty())
@@ -348,14 +354,14 @@ void Daemon::start_rank_socket()
         trace(mark.rank, mark.name, since_launch(mark.time_ns),
               mark.duration_ns >= 0 ? static_cast<double>(mark.duration_ns) / 1e9 : -1);
     };
-    hooks.to_root = [this](Bytes request, RankService::Done done) {
-        position_->collectives().request(0, wire::RoutedOp::store, std::move(request), std::move(done));
+    hooks.to_root = [this](wire::StoreRequest request, RoutedServices::Reply<wire::StoreRequest> done) {
+        position_->collectives().request<wire::StoreRequest>(0, std::move(request), std::move(done));
     };
     hooks.store_limit = plan_->job.rank_store_limit;
     hooks.keep = keep_in_limit();
     hooks.drop = drop_from_limit();
     if (auto socket = RankSocket::start(io_, *path, node_, std::move(hooks)))
-        rank_services_.push_back(std::move(socket));
+        add_rank_service(std::move(socket));
 }
 
 void Daemon::start_stage_node()
@@ -394,7 +400,7 @@ void Daemon::start_stage_node()
     StageNode::Hooks hooks;
     hooks.report_error = [this](const std::string& message) { report_error(node_, message); };
     hooks.installed = [this] { node_phase("daemon.stage_ready", since_launch(timing::now_ns())); };
-    rank_services_.push_back(std::make_unique<StageNode>(io_, *position_, std::move(paths), node_, std::move(hooks)));
+    add_rank_service(std::make_unique<StageNode>(io_, *position_, std::move(paths), node_, std::move(hooks)));
 }
 
 void Daemon::start_pmi_servers()
@@ -422,7 +428,7 @@ void Daemon::start_pmi_servers()
     hooks.watch_cleanup = [this](const std::string& path) { return guard_ && guard_->watch_path(path); };
     auto relay_address = plan.simulated ? simulated_node_address(job.node_index) : std::string("127.0.0.1");
     if (auto node = PmixNode::start(io_, plan.job.pmix, std::move(job), pmix_tree(), relay_address, std::move(hooks)))
-        rank_services_.push_back(std::move(node));
+        add_rank_service(std::move(node));
 }
 
 void Daemon::start_simple_pmi_server()
@@ -458,7 +464,7 @@ void Daemon::start_simple_pmi_server()
     tree.mark = [this](long rank, const std::string& what, std::int64_t time_ns) {
         phases_.add("rank." + what, since_launch(time_ns), rank_label(rank));
     };
-    rank_services_.push_back(std::make_unique<PmiServer>(io_, std::move(job), std::move(tree)));
+    add_rank_service(std::make_unique<PmiServer>(io_, std::move(job), std::move(tree)));
 }
 
 void Daemon::start_synthetic_ranks()
@@ -482,7 +488,7 @@ void Daemon::start_synthetic_ranks()
     tree.direct_modex = pmix.direct_modex;
     tree.fail = [this](long rank, std::string message) { report_abort(rank, 1, message); };
     tree.now = [this] { return since_launch(timing::now_ns()); };
-    rank_services_.push_back(std::make_unique<SyntheticRanks>(io_, *spec, std::move(node), std::move(tree)));
+    add_rank_service(std::make_unique<SyntheticRanks>(io_, *spec, std::move(node), std::move(tree)));
 }
 
 PmixTree Daemon::pmix_tree()
@@ -502,9 +508,12 @@ PmixTree Daemon::pmix_tree()
             done(make_error("the job has no rank {}", rank), {});
             return;
         }
-        wire::Writer writer;
-        writer.varint(static_cast<std::uint64_t>(rank));
-        position_->collectives().request(target, wire::RoutedOp::direct_modex, writer.take(), std::move(done));
+        position_->collectives().request<wire::DirectModexRequest>(
+            target, {static_cast<std::uint64_t>(rank)}, [done = std::move(done)](Result<wire::ModexData> reply) {
+                if (!reply)
+                    return done(reply.error(), {});
+                done(Status{}, std::move(reply->blob));
+            });
     };
     tree.publish = [this](KeyValues data, std::function<void(Status)> done) {
         position_->collectives().publish(std::move(data), std::move(done));
@@ -518,16 +527,11 @@ PmixTree Daemon::pmix_tree()
     };
     tree.abort = [this](long rank, int status, std::string message) { report_abort(rank, status, message); };
     tree.spawn = [this](wire::SpawnRequest request, std::function<void(Status, wire::SpawnReply)> done) {
-        position_->collectives().request(
-            0, wire::RoutedOp::spawn, wire::to_frame(request), [done = std::move(done)](Status status, Bytes reply) {
-                if (!status.ok())
-                    return done(status, {});
-                auto frame = wire::read_frame(reply);
-                auto answer = frame ? wire::decode_frame<wire::SpawnReply>(*frame)
-                                    : Result<wire::SpawnReply>(make_error("the root's spawn reply is malformed"));
-                if (!answer)
-                    return done(answer.error(), {});
-                done(Status{}, std::move(*answer));
+        position_->collectives().request<wire::SpawnRequest>(
+            0, std::move(request), [done = std::move(done)](Result<wire::SpawnReply> reply) {
+                if (!reply)
+                    return done(reply.error(), {});
+                done(Status{}, std::move(*reply));
             });
     };
     tree.rank_output = [this](long rank, bool to_stderr, std::string text) {
@@ -582,15 +586,9 @@ void Daemon::join_tree_position()
         if (!position_->leaving())   // children cut off by a teardown complain; the root already knows why
             send_up(wire::to_frame(wire::DaemonLog{position_->children().host_of(position), line}));
     };
-    auto serve = [this](long from, wire::RoutedOp op, Bytes payload, TreeCollectives::Done reply) {
-        for (auto& service : rank_services_)
-            if (service->serve_request(from, op, payload, reply))
-                return;
-        reply(make_error("{} cannot serve this {}-byte request", node_, payload.size()), {});
-    };
     position_ = std::make_unique<TreePosition>(io_, reaper_, key_, args_.position, plan,
                                                [this](std::vector<std::uint8_t> frame) { send_up(std::move(frame)); },
-                                               std::move(serve), std::move(hooks), phases_, trace_);
+                                               std::move(hooks), phases_, trace_);
     register_parent_handlers();
     register_child_handlers();
 
@@ -812,7 +810,7 @@ void Daemon::spawn_batch(RankBatch batch)
 void Daemon::report_late_ranks(bool started, std::size_t count)
 {
     wire::LateRanks late{started, count, started ? timing::PhaseSet{} : phases_.take()};
-    position_->collectives().request(0, wire::RoutedOp::late_ranks, wire::to_frame(late), [](Status, Bytes) {});
+    position_->collectives().request<wire::LateRanks>(0, std::move(late), [](auto) {});
 }
 
 bool Daemon::ranks_drained()

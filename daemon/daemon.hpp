@@ -27,7 +27,7 @@
 #include "timing/sketch.hpp"
 #include "tree/link.hpp"
 #include "tree/relay_pacing.hpp"
-#include "tree/tree_position.hpp"
+#include "position/tree_position.hpp"
 #include "tree/topology.hpp"
 #include "wire/auth.hpp"
 #include "wire/messages.hpp"
@@ -92,6 +92,8 @@ private:
     void start_simple_pmi_server();
     void make_rank_spawner();
     // The socket the ranks' libcanopy uses for phase marks and the job store, registered as a rank service.
+    // Keeps a service for the node's ranks, with the routed requests it answers registered.
+    void add_rank_service(std::unique_ptr<RankService> service);
     void start_rank_socket();
     // A staged job's node cache and on-demand lookups, registered as a rank service.
     void start_stage_node();

@@ -7,10 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "collective/routed_services.hpp"
 #include "rank_spawner.hpp"
 #include "timing/sketch.hpp"
 #include "util/result.hpp"
 #include "wire/messages.hpp"
+#include "wire/routed.hpp"
 
 namespace canopy {
 
@@ -36,12 +38,8 @@ public:
     // Every rank of the node has been started (or failed to).
     virtual void ranks_started() {}
     virtual void rank_exited(long rank, int wait_status) = 0;
-    // A request routed over the tree to this node (from tree position `from`): true if this service takes it,
-    // and then calls `reply` exactly once.
-    virtual bool serve_request(long /*from*/, wire::RoutedOp /*op*/, Bytes /*payload*/, Done /*reply*/)
-    {
-        return false;
-    }
+    // Registers the requests routed over the tree to this node that the service answers (wire/routed.hpp).
+    virtual void serve_requests(RoutedServices& /*services*/) {}
     // Whether the service has taken in everything the node's ranks sent it, now that they have all exited;
     // if not, it calls `wake` once it has (or has waited long enough).
     virtual bool drained(std::function<void()> /*wake*/) { return true; }

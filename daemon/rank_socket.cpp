@@ -94,9 +94,10 @@ RankSocket::RankSocket(boost::asio::io_context& io, Hooks hooks, std::string nod
 {
     // Store requests go through the node's cache (store_cache.*): known keys are read here, the rest goes to the
     // root's JobStore.
-    store_cache_ = std::make_unique<StoreCache>([this](Bytes request, Done done) {
-        hooks_.to_root(std::move(request), std::move(done));
-    });
+    store_cache_ = std::make_unique<StoreCache>(
+        [this](wire::StoreRequest request, RoutedServices::Reply<wire::StoreRequest> done) {
+            hooks_.to_root(std::move(request), std::move(done));
+        });
 }
 
 Status RankSocket::prepare_rank(RankLaunch& launch)
@@ -170,12 +171,14 @@ void RankSocket::oversized_request(pid_t peer, std::uint32_t length)
                             length);
 }
 
-bool RankSocket::serve_request(long from, wire::RoutedOp op, Bytes payload, Done reply)
+void RankSocket::serve_requests(RoutedServices& services)
 {
-    if (op != wire::RoutedOp::store || from != 0)
-        return false;
-    reply(store_cache_->from_root(payload), {});
-    return true;
+    services.serve<wire::StoreInvalidation>([this](long from, wire::StoreInvalidation request, auto reply) {
+        if (from != 0)
+            return reply(make_error("only the launcher invalidates {}'s store cache, not tree position {}", node_, from));
+        store_cache_->invalidate(request.key);
+        reply(wire::Acknowledged{});
+    });
 }
 
 bool RankSocket::drained(std::function<void()> wake)

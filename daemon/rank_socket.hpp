@@ -25,7 +25,7 @@ public:
     struct Hooks {
         std::function<void(AppServer::Mark mark)> mark;
         // A store request for the root's job store; `done` gets its reply.
-        std::function<void(Bytes request, Done done)> to_root;
+        std::function<void(wire::StoreRequest request, RoutedServices::Reply<wire::StoreRequest> done)> to_root;
         // The job's limit on what a rank stores (collective/store_limit.hpp), counting each rank's writes: `keep` is
         // false once one takes the rank past it, which has ended the job, and the write is refused. Unset: no limit.
         std::uint64_t store_limit = 0;
@@ -44,7 +44,7 @@ public:
     void rank_spawned(long rank, pid_t pid) override { rank_pids_[pid] = rank; }
     void rank_exited(long rank, int) override;
     // The root invalidating a key this node may cache.
-    bool serve_request(long from, wire::RoutedOp op, Bytes payload, Done reply) override;
+    void serve_requests(RoutedServices& services) override;
     bool drained(std::function<void()> wake) override;
     void record(timing::PhaseSet& phases, const std::string& node) override;
     void stop() override;

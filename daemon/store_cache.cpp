@@ -136,14 +136,14 @@ void StoreCache::send(std::uint8_t op, Bytes payload, Reply reply)
             shared_.emplace(request, *read);
         }
     }
-    auto done = [this, read, reply = mergeable ? Reply{} : std::move(reply)](Status status, Bytes answer) mutable {
+    auto done = [this, read, reply = mergeable ? Reply{} : std::move(reply)](Result<wire::StoreReply> answer) mutable {
         std::uint8_t code = answer_error;
         Bytes body;
-        if (!status.ok()) {
-            body.assign(status.error().message.begin(), status.error().message.end());
-        } else if (!answer.empty()) {
-            code = answer[0];
-            body.assign(answer.begin() + 1, answer.end());
+        if (!answer) {
+            body.assign(answer.error().message.begin(), answer.error().message.end());
+        } else {
+            code = static_cast<std::uint8_t>(answer->answer);
+            body = std::move(answer->body);
         }
         std::vector<Reply> waiting;
         if (read) {
@@ -160,7 +160,7 @@ void StoreCache::send(std::uint8_t op, Bytes payload, Reply reply)
         for (auto& each : waiting)
             each(code, body);
     };
-    to_root_(std::move(request), std::move(done));
+    to_root_(wire::StoreRequest{op, Bytes(request.begin() + 1, request.end())}, std::move(done));
 }
 
 void StoreCache::invalidate(const std::string& key)
@@ -175,15 +175,6 @@ void StoreCache::invalidate(const std::string& key)
         read.stale = true;
         shared_.erase(read.request);
     }
-}
-
-Status StoreCache::from_root(const Bytes& payload)
-{
-    auto key = decode_invalidate(payload);
-    if (!key)
-        return key.error();
-    invalidate(*key);
-    return {};
 }
 
 } // namespace canopy

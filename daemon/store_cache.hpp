@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "collective/routed_services.hpp"
 #include "util/result.hpp"
+#include "wire/routed.hpp"
 
 namespace canopy {
 
@@ -29,18 +31,15 @@ public:
     using Bytes = std::vector<std::uint8_t>;
     // The answer to a rank, as the socket carries it: status (JobStore::Answer) and payload.
     using Reply = std::function<void(std::uint8_t answer, Bytes payload)>;
-    // Sends one request (op byte, then the rank's payload) to the root; `done` gets the root's answer (status
-    // byte, then payload) or a transport error.
-    using ToRoot = std::function<void(Bytes request, std::function<void(Status, Bytes)> done)>;
+    // Sends one request to the root's job store; `done` gets the root's answer or a transport error.
+    using ToRoot = std::function<void(wire::StoreRequest request, RoutedServices::Reply<wire::StoreRequest> done)>;
 
     explicit StoreCache(ToRoot to_root) : to_root_(std::move(to_root)) {}
 
     // One store request from a rank (op and payload as the socket carried them); `reply` is called once.
     void request(std::uint8_t op, Bytes payload, Reply reply);
 
-    // The root's invalidation of one key (the payload of a RoutedOp::store request addressed to this node):
-    // forgets the key. An error if the payload is not an invalidation.
-    Status from_root(const Bytes& payload);
+    // The root's invalidation of one key (wire::StoreInvalidation): forgets the key.
     void invalidate(const std::string& key);
 
     std::size_t size() const { return entries_.size(); }

@@ -15,6 +15,8 @@
 #include <fmt/format.h>
 
 #include "fabric/fabric_plane.hpp"
+#include "services/job_store_service.hpp"
+#include "services/name_service.hpp"
 #include "proc/rank_env.hpp"
 #include "timing/clock.hpp"
 #include "tree/agent.hpp"
@@ -28,7 +30,6 @@ namespace canopy {
 namespace {
 
 spdlog::logger& tree_log() { return area_logger("tree"); }
-spdlog::logger& spawn_log() { return area_logger("spawn"); }
 
 // After teardown starts, daemons get this long beyond the kill grace to leave before we SIGKILL their agents.
 constexpr double teardown_slack_seconds = 5.0;
@@ -43,8 +44,8 @@ std::chrono::milliseconds millis(double seconds) { return std::chrono::milliseco
 Root::Root(asio::io_context& io, ProcessReaper& reaper, RootPlan plan, std::int64_t started_ns,
            std::int64_t hosts_resolved_ns, InProcessStarter in_process)
     : io_(io), plan_(std::move(plan)), key_(auth::generate_key()), reaper_(reaper), in_process_(std::move(in_process)),
-      spawn_(plan_.plan), signals_(io, SIGINT, SIGTERM, SIGHUP), suspension_(io), timeout_timer_(io), grace_timer_(io),
-      teardown_deadline_(io), stage_progress_timer_(io), job_store_timer_(io), started_ns_(started_ns),
+      signals_(io, SIGINT, SIGTERM, SIGHUP), suspension_(io), timeout_timer_(io), grace_timer_(io),
+      teardown_deadline_(io), stage_progress_timer_(io), started_ns_(started_ns),
       lines_(plan_.label), output_wait_timer_(io)
 {
     signals_.add(SIGUSR1);
@@ -80,38 +81,18 @@ int Root::run()
             stamp("ranks_spawned");
         } else if (step == S::done) {
             stamp("ranks_exited");
-            if (late_ranks_ == 0)
-                end_job(false, exit_code_);   // else when the last of them ends (serve_late_ranks)
+            if (late_ranks_->running() == 0)
+                end_job(false, exit_code_);   // else when the last of them ends (LateRankCount)
         } else if (step == S::left) {
             finish();
         }
     };
     hooks.child_failed = [this](long, const std::string& line) { fail(exit_infrastructure, line); };
     hooks.log_line = [this](long, const std::string& line) { print_daemon_line(line); };
-    auto serve = [this](long from, wire::RoutedOp op, Bytes payload, TreeCollectives::Done reply) {
-        if (op == wire::RoutedOp::store) {
-            serve_job_store(from, std::move(payload), std::move(reply));
-            return;
-        }
-        if (op == wire::RoutedOp::spawn) {
-            serve_spawn(payload, std::move(reply));
-            return;
-        }
-        if (op == wire::RoutedOp::late_ranks) {
-            serve_late_ranks(payload, std::move(reply));
-            return;
-        }
-        store_.serve(op, payload, std::move(reply));
-    };
-    position_ = std::make_unique<TreePosition>(io_, reaper_, key_, 0, plan, nullptr, std::move(serve),
-                                               std::move(hooks), phases_, trace_);
+    position_ = std::make_unique<TreePosition>(io_, reaper_, key_, 0, plan, nullptr, std::move(hooks), phases_,
+                                               trace_);
     register_child_handlers();
-    // Daemons cache what the job store answered them; a write reaches its caller only once every daemon
-    // holding the key has dropped it (or left the job: the request then fails, which is as good).
-    job_store_.set_invalidator([this](long position, const std::string& key, std::function<void()> acked) {
-        position_->collectives().request(position, wire::RoutedOp::store, encode_invalidate(key),
-                                         [acked = std::move(acked)](Status, Bytes) { acked(); });
-    });
+    start_services();
     // Before anything that starts a thread or a process of its own, so that a failure returns cleanly. Nothing
     // the children send is read before io_.run().
     if (auto started = position_->start_children(plan_.listen_address, plan.daemon_path, 0, in_process_); !started) {
@@ -182,86 +163,21 @@ void Root::note_signal_at_end(int signo)
     signalled_ = true;
 }
 
-namespace {
-std::int64_t steady_ms()
+void Root::start_services()
 {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
-} // namespace
-
-void Root::serve_job_store(long from, Bytes payload, TreeCollectives::Done reply)
-{
-    if (payload.empty()) {
-        reply(make_error("empty store request"), {});
-        return;
-    }
-    std::uint8_t op = payload[0];
-    payload.erase(payload.begin());
-    job_store_.serve(
-        op, payload,
-        [reply = std::move(reply)](JobStore::Reply answer) {
-            answer.payload.insert(answer.payload.begin(), static_cast<std::uint8_t>(answer.answer));
-            reply(Status{}, std::move(answer.payload));
-        },
-        steady_ms(), from);
-    arm_job_store_timer();
-}
-
-void Root::serve_spawn(const Bytes& payload, TreeCollectives::Done reply)
-{
-    if (position_->leaving()) {
-        reply(make_error("PMIx_Spawn refused: the job is ending"), {});
-        return;
-    }
-    auto request = wire::decode_frame_bytes<wire::SpawnRequest>(payload);
-    auto started = request ? spawn_.start(*request) : Result<SpawnService::Started>(request.error());
-    if (!started) {
-        spawn_log().info("spawn refused: {}", started.error().message);
-        reply(started.error(), {});
-        return;
-    }
-    const auto& start = started->start;
-    if (auto added = position_->collectives().add_namespace(static_cast<long>(start.first), start.ranks_per_node);
-        !added) {
-        reply(added.error(), {});
-        return;
-    }
-    spawn_log().info("namespace {}: {} ranks from tree rank {}, spawned by tree rank {}", start.nspace,
-                     started->reply.size, start.first, start.parent_rank);
-    // Replies and broadcasts travel the same links in order: every daemon learns the namespace before the
-    // caller's node hears that it exists.
-    position_->children().broadcast(wire::to_frame(start));
-    reply(Status{}, wire::to_frame(started->reply));
-}
-
-// Ranks spawned onto nodes that had reported done: the job is done only once they have ended too.
-void Root::serve_late_ranks(const Bytes& payload, TreeCollectives::Done reply)
-{
-    auto late = wire::decode_frame_bytes<wire::LateRanks>(payload);
-    if (!late || late->count > static_cast<std::uint64_t>(std::numeric_limits<long>::max())) {
-        reply(make_error("malformed late-ranks notice ({} bytes)", payload.size()), {});
-        return;
-    }
-    auto count = static_cast<long>(late->count);
-    late_ranks_ = std::max(0L, late_ranks_ + (late->started ? count : -count));
-    phases_.merge(late->phases);
-    reply(Status{}, {});
-    if (late_ranks_ == 0 && position_->state() == TreePosition::State::done)
-        end_job(false, exit_code_);
-}
-
-void Root::arm_job_store_timer()
-{
-    auto next = job_store_.expire(steady_ms());
-    job_store_timer_.cancel();
-    if (!next)
-        return;
-    job_store_timer_.expires_after(std::chrono::milliseconds(std::max<std::int64_t>(1, *next - steady_ms())));
-    job_store_timer_.async_wait([this](const boost::system::error_code& error) {
-        if (!error)
-            arm_job_store_timer();
+    auto spawn = std::make_unique<SpawnRequests>(*position_, plan_.plan);
+    spawn_ = spawn.get();
+    auto late = std::make_unique<LateRankCount>(phases_, [this] {
+        if (position_->state() == TreePosition::State::done)
+            end_job(false, exit_code_);
     });
+    late_ranks_ = late.get();
+    services_.push_back(std::move(spawn));
+    services_.push_back(std::move(late));
+    services_.push_back(std::make_unique<JobStoreService>(io_, position_->collectives(), plan_.plan.hosts));
+    services_.push_back(std::make_unique<NameService>());
+    for (auto& service : services_)
+        service->serve_requests(position_->collectives().services());
 }
 
 void Root::start_stage_preparation()
@@ -485,7 +401,7 @@ void Root::on_rank_failed(const wire::RankFailed& failed)
         return;
     failure_reported_ = true;
     std::string line;
-    std::string who = spawn_.rank_name(static_cast<long>(failed.rank));
+    std::string who = spawn_->rank_name(static_cast<long>(failed.rank));
     int code;
     if (failed.kind == wire::RankFailure::aborted) {
         line = failed.message;
@@ -590,8 +506,8 @@ void Root::end_job(bool abort, int exit_code)
     if (position_->leaving())
         return;
     exit_code_ = exit_code;
-    job_store_timer_.cancel();
-    store_.fail_waiting("the job is ending");
+    for (auto& service : services_)
+        service->stop("the job is ending");
     if (stage_sender_) {
         stage_sender_->stop();
         stage_progress_timer_.cancel();
@@ -746,15 +662,8 @@ timing::JobTiming Root::job_timing() const
                                                                     position_->collectives().frames_sent()),
                           "launcher");
     timing.failure = failure_;
-    // What the root's job store served each node, and the invalidations it sent them (counts, not times).
-    for (const auto& [position, counts] : job_store_.counts()) {
-        if (position < 1 || position > timing.nodes)
-            continue;
-        std::string host = plan.hosts[static_cast<std::size_t>(Topology::position_to_node(position))];
-        timing.phases.add("root.store_read_messages", static_cast<double>(counts.reads), host);
-        timing.phases.add("root.store_write_messages", static_cast<double>(counts.writes), host);
-        timing.phases.add("root.store_invalidate_messages", static_cast<double>(counts.invalidations), host);
-    }
+    for (const auto& service : services_)
+        service->record(timing.phases);
     return timing;
 }
 

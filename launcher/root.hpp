@@ -12,21 +12,22 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "collective/job_store.hpp"
 #include "launch_plan.hpp"
 #include "job_suspension.hpp"
 #include "output_backpressure.hpp"
 #include "output_lines.hpp"
 #include "output_writer.hpp"
-#include "spawn_service.hpp"
+#include "services/late_ranks.hpp"
+#include "services/root_service.hpp"
+#include "services/spawn_requests.hpp"
 #include "stage_source.hpp"
 #include "stdin_forwarder.hpp"
-#include "stage/fetch_tree.hpp"
+#include "stage_tree/fetch_tree.hpp"
 #include "proc/node_guard.hpp"
 #include "proc/process.hpp"
 #include "timing/report.hpp"
 #include "timing/sketch.hpp"
-#include "tree/tree_position.hpp"
+#include "position/tree_position.hpp"
 #include "wire/auth.hpp"
 
 namespace canopy {
@@ -77,12 +78,8 @@ private:
     void maybe_start_staging();
     void show_stage_progress(bool final);
 
-    // The root's job store, which canopy_store_* and canopy.torch.Store reach through the tree.
-    void serve_job_store(long from, Bytes payload, TreeCollectives::Done reply);
-    void arm_job_store_timer();
-    // PMIx_Spawn: places the namespace, tells every daemon, then answers the caller.
-    void serve_spawn(const Bytes& payload, TreeCollectives::Done reply);
-    void serve_late_ranks(const Bytes& payload, TreeCollectives::Done reply);
+    // Starts the root's services (job store, name service, spawn, late ranks), each answering its own requests.
+    void start_services();
 
     asio::io_context& io_;
     RootPlan plan_;
@@ -90,9 +87,9 @@ private:
     ProcessReaper& reaper_;
     InProcessStarter in_process_;
     std::unique_ptr<TreePosition> position_;   // the root turns fences around and keeps the stores
-    PublishStore store_;
-    JobStore job_store_;
-    SpawnService spawn_;
+    std::vector<std::unique_ptr<RootService>> services_;
+    SpawnRequests* spawn_ = nullptr;        // in services_: names spawned ranks in the user's lines
+    LateRankCount* late_ranks_ = nullptr;   // in services_: spawned ranks that keep the job from ending
     std::vector<wire::TraceEvent> trace_;
     std::thread stage_thread_;
     std::optional<PreparedStage> stage_;
@@ -113,7 +110,6 @@ private:
     asio::steady_timer grace_timer_;
     asio::steady_timer teardown_deadline_;
     asio::steady_timer stage_progress_timer_;
-    asio::steady_timer job_store_timer_;             // answers blocking gets and waits that time out
     std::int64_t started_ns_;
     std::int64_t stage_started_ns_ = 0;
     bool stage_progress_shown_ = false;
@@ -130,7 +126,6 @@ private:
     StdinForwarder stdin_{io_};   // rank 0's stdin, no faster than rank 0 takes it
 
     bool signalled_ = false;
-    long late_ranks_ = 0;   // spawned ranks running on nodes that had reported done
     bool failure_reported_ = false;
     bool output_failure_reported_[2] = {false, false};   // stdout, stderr
     std::optional<timing::JobTiming::Failure> failure_;   // the rank failure that ended the job, for the report

@@ -20,6 +20,7 @@
 #include "pmix/namespaces.hpp"
 #include "util/result.hpp"
 #include "wire/messages.hpp"
+#include "wire/routed.hpp"
 
 namespace canopy {
 

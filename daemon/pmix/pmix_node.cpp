@@ -176,21 +176,20 @@ void PmixNode::rank_exited(long rank, int wait_status)
         exits_before_server_.emplace(rank, wait_status);   // judged by the server if another rank starts it
 }
 
-bool PmixNode::serve_request(long, wire::RoutedOp op, Bytes payload, Done reply)
+void PmixNode::serve_requests(RoutedServices& services)
 {
-    if (op != wire::RoutedOp::direct_modex)
-        return false;
-    wire::Reader reader(payload);
-    auto rank = static_cast<long>(reader.varint());
-    // Another node's rank wants one of ours: the server must run for it even if no rank here connected yet.
-    if (!host_ && relay_)
-        (void)relay_->start_server();
-    if (!reader.ok() || !reader.at_end() || !host_) {
-        reply(make_error("{} cannot serve this {}-byte request", node(), payload.size()), {});
-        return true;
-    }
-    host_->serve_direct_modex(rank, std::move(reply));
-    return true;
+    services.serve<wire::DirectModexRequest>([this](long, wire::DirectModexRequest request, auto reply) {
+        // Another node's rank wants one of ours: the server must run for it even if no rank here connected yet.
+        if (!host_ && relay_)
+            (void)relay_->start_server();
+        if (!host_)
+            return reply(make_error("{} has no PMIx server to answer for rank {}", node(), request.rank));
+        host_->serve_direct_modex(static_cast<long>(request.rank), [reply = std::move(reply)](Status status, Bytes blob) {
+            if (!status)
+                return reply(status.error());
+            reply(wire::ModexData{std::move(blob)});
+        });
+    });
 }
 
 Status PmixNode::namespace_started(const wire::NamespaceStart& start)

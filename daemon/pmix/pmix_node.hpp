@@ -43,7 +43,7 @@ public:
     Status prepare_rank(RankLaunch& launch) override;
     void rank_exited(long rank, int wait_status) override;
     // Another node asks for one of this node's ranks' data: the server starts for it if need be.
-    bool serve_request(long from, wire::RoutedOp op, Bytes payload, Done reply) override;
+    void serve_requests(RoutedServices& services) override;
     void stop() override;
 
     // A namespace spawned into the job (the root's namespace-start): the server learns it now, or when it starts.

@@ -8,7 +8,7 @@
 #include <boost/asio/local/stream_protocol.hpp>
 
 #include "stage/answer_board.hpp"
-#include "stage/fetch_tree.hpp"
+#include "stage_tree/fetch_tree.hpp"
 #include "private_socket.hpp"
 #include "util/result.hpp"
 

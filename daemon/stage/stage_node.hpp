@@ -15,10 +15,10 @@
 #include <boost/asio/io_context.hpp>
 
 #include "rank_service.hpp"
-#include "stage/fetch_tree.hpp"
+#include "stage_tree/fetch_tree.hpp"
 #include "stage_fetcher.hpp"
 #include "stage_receiver.hpp"
-#include "tree/tree_position.hpp"
+#include "position/tree_position.hpp"
 
 namespace canopy {
 

@@ -243,19 +243,15 @@ void SyntheticRanks::finish()
         asio::post(io_, [wake = std::move(wake_)] { wake(); });
 }
 
-bool SyntheticRanks::serve_request(long, wire::RoutedOp op, Bytes payload, Done reply)
+void SyntheticRanks::serve_requests(RoutedServices& services)
 {
-    if (op != wire::RoutedOp::direct_modex)
-        return false;
-    wire::Reader reader(payload);
-    long rank = static_cast<long>(reader.varint());
-    if (!reader.ok() || rank < node_.first_rank || rank >= node_.first_rank + node_.local_size) {
-        reply(make_error("{} hosts no synthetic rank {}", node_.name, rank), {});
-        return true;
-    }
-    std::string value = local_value(rank);
-    reply(Status{}, Bytes(value.begin(), value.end()));
-    return true;
+    services.serve<wire::DirectModexRequest>([this](long, wire::DirectModexRequest request, auto reply) {
+        auto rank = static_cast<long>(request.rank);
+        if (rank < node_.first_rank || rank >= node_.first_rank + node_.local_size)
+            return reply(make_error("{} hosts no synthetic rank {}", node_.name, request.rank));
+        std::string value = local_value(rank);
+        reply(wire::ModexData{Bytes(value.begin(), value.end())});
+    });
 }
 
 bool SyntheticRanks::drained(std::function<void()> wake)

@@ -51,7 +51,7 @@ public:
     void ranks_started() override;
     void rank_exited(long, int) override {}
     // Direct modex: answers for this node's ranks, as PMIx_server_dmodex_request would.
-    bool serve_request(long from, wire::RoutedOp op, Bytes payload, Done reply) override;
+    void serve_requests(RoutedServices& services) override;
     // The node is done once every synthetic rank has read and checked its peers' values.
     bool drained(std::function<void()> wake) override;
     void record(timing::PhaseSet& phases, const std::string& node) override;

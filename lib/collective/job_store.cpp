@@ -366,19 +366,4 @@ Bytes encode_store_integer(std::int64_t value)
     return out.take();
 }
 
-Bytes encode_invalidate(const std::string& key)
-{
-    Bytes out(1 + key.size());
-    out[0] = static_cast<std::uint8_t>(JobStore::Op::invalidate);
-    std::copy(key.begin(), key.end(), out.begin() + 1);
-    return out;
-}
-
-Result<std::string> decode_invalidate(const Bytes& payload)
-{
-    if (payload.empty() || payload[0] != static_cast<std::uint8_t>(JobStore::Op::invalidate))
-        return make_error("not a store invalidation ({} bytes)", payload.size());
-    return std::string(payload.begin() + 1, payload.end());
-}
-
 } // namespace canopy

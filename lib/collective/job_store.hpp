@@ -22,8 +22,7 @@ namespace canopy {
 // drop its copy: a write returns only once every invalidation of its key sent so far has been acknowledged.
 class JobStore {
 public:
-    // The ranks' socket numbering; invalidate goes root -> daemon only (encode_invalidate), a rank sending it
-    // gets an error, and so does mark, which never leaves a daemon.
+    // The ranks' socket numbering; mark never leaves a daemon, and the root answers it with an error.
     using Op = wire::RankSocketOp;
     using Answer = wire::RankSocketAnswer;
     struct Reply {
@@ -120,10 +119,5 @@ std::optional<StoreWrite> store_write(std::uint8_t op, const std::vector<std::ui
 // new count, 8 bytes little-endian). A daemon that answers add(key, 0) itself reads and answers the same way.
 std::optional<std::int64_t> store_integer(const std::vector<std::uint8_t>& value);
 std::vector<std::uint8_t> encode_store_integer(std::int64_t value);
-
-// The root's invalidation of one key, carried to a daemon as a RoutedOp::store request addressed to it (a store
-// request addressed to the root is a rank's; one addressed to a daemon is this).
-std::vector<std::uint8_t> encode_invalidate(const std::string& key);
-Result<std::string> decode_invalidate(const std::vector<std::uint8_t>& payload);
 
 } // namespace canopy

@@ -36,9 +36,9 @@ void send_chunks(const Message& header, const Bytes& blob, const std::function<v
 } // namespace
 
 TreeCollectives::TreeCollectives(Topology topology, std::vector<std::uint64_t> ranks_per_node, long position,
-                                 Links links, Server server)
+                                 Links links, std::string where)
     : topology_(topology), tracker_(topology, std::move(ranks_per_node), position), position_(position),
-      server_(std::move(server))
+      services_(std::move(where))
 {
     if (links.to_parent)
         links_.to_parent = [this, send = std::move(links.to_parent)](std::vector<std::uint8_t> frame) {
@@ -114,10 +114,10 @@ void TreeCollectives::on_fence_down(const wire::FenceDown& chunk)
         done(Status{}, std::move(blob));
 }
 
-void TreeCollectives::request(long target, wire::RoutedOp op, Bytes payload, Done done)
+void TreeCollectives::send_request(long target, wire::RoutedOp op, Bytes payload, Done done)
 {
     if (target == position_) {
-        server_(position_, op, std::move(payload), std::move(done));
+        services_.dispatch(position_, op, payload, std::move(done));
         return;
     }
     std::uint64_t id = next_request_id_++;
@@ -135,27 +135,26 @@ void TreeCollectives::request(long target, wire::RoutedOp op, Bytes payload, Don
 
 void TreeCollectives::publish(KeyValues entries, std::function<void(Status)> done)
 {
-    request(0, wire::RoutedOp::publish, encode_key_values(entries),
-            [done = std::move(done)](Status status, Bytes) { done(status); });
+    request<wire::PublishRequest>(0, {std::move(entries)}, [done = std::move(done)](auto reply) {
+        done(reply ? Status{} : Status{reply.error()});
+    });
 }
 
 void TreeCollectives::lookup(std::vector<std::string> keys, std::function<void(Status, KeyValues)> done,
                              std::size_t wait_for)
 {
-    request(0, wire::RoutedOp::lookup, encode_lookup({std::move(keys), wait_for}),
-            [done = std::move(done)](Status status, Bytes reply) {
-        auto found = status ? decode_key_values(reply) : Result<KeyValues>(status.error());
-        if (!found)
-            done(found.error(), {});
-        else
-            done(Status{}, std::move(*found));
+    request<wire::LookupRequest>(0, {wait_for, std::move(keys)}, [done = std::move(done)](auto reply) {
+        if (!reply)
+            return done(reply.error(), {});
+        done(Status{}, std::move(reply->entries));
     });
 }
 
 void TreeCollectives::unpublish(std::vector<std::string> keys, std::function<void(Status)> done)
 {
-    request(0, wire::RoutedOp::unpublish, encode_keys(keys),
-            [done = std::move(done)](Status status, Bytes) { done(status); });
+    request<wire::UnpublishRequest>(0, {std::move(keys)}, [done = std::move(done)](auto reply) {
+        done(reply ? Status{} : Status{reply.error()});
+    });
 }
 
 void TreeCollectives::on_request(wire::RoutedRequest request)
@@ -173,7 +172,7 @@ void TreeCollectives::on_request(wire::RoutedRequest request)
             sent_down_[{from, id}] = hop;
         return;
     }
-    server_(from, request.op, std::move(request.payload), [this, from, id](Status status, Bytes reply) {
+    services_.dispatch(from, request.op, request.payload, [this, from, id](Status status, Bytes reply) {
         wire::RoutedReply message{id, static_cast<std::uint64_t>(from), status.ok() ? 0 : wire_failed,
                                   status.ok() ? std::move(reply) : text_bytes(status.error().message)};
         send_toward(from, wire::to_frame(message));
@@ -320,147 +319,6 @@ void TreeCollectives::fail_all(const std::string& why)
         done(Error{why}, {});
     for (auto& [id, done] : requests)
         done(Error{why}, {});
-}
-
-Bytes encode_key_values(const KeyValues& entries)
-{
-    wire::Writer writer;
-    writer.varint(entries.size());
-    for (const auto& [key, value] : entries) {
-        writer.string(key);
-        writer.bytes(value);
-    }
-    return writer.take();
-}
-
-Result<KeyValues> decode_key_values(const Bytes& payload)
-{
-    wire::Reader reader(payload);
-    KeyValues entries;
-    std::size_t count = reader.count();
-    for (std::size_t i = 0; i < count && reader.ok(); ++i) {
-        std::string key = reader.string();
-        Bytes value = reader.bytes();
-        entries.emplace_back(std::move(key), std::move(value));
-    }
-    if (!reader.ok() || !reader.at_end())
-        return make_error("malformed key-value list ({} bytes)", payload.size());
-    return entries;
-}
-
-Bytes encode_keys(const std::vector<std::string>& keys)
-{
-    wire::Writer writer;
-    writer.strings(keys);
-    return writer.take();
-}
-
-Result<std::vector<std::string>> decode_keys(const Bytes& payload)
-{
-    wire::Reader reader(payload);
-    auto keys = reader.strings();
-    if (!reader.ok() || !reader.at_end())
-        return make_error("malformed key list ({} bytes)", payload.size());
-    return keys;
-}
-
-Bytes encode_lookup(const LookupRequest& request)
-{
-    wire::Writer writer;
-    writer.varint(request.wait_for);
-    writer.strings(request.keys);
-    return writer.take();
-}
-
-Result<LookupRequest> decode_lookup(const Bytes& payload)
-{
-    wire::Reader reader(payload);
-    LookupRequest request;
-    request.wait_for = static_cast<std::size_t>(reader.varint());
-    request.keys = reader.strings();
-    if (!reader.ok() || !reader.at_end())
-        return make_error("malformed lookup ({} bytes)", payload.size());
-    request.wait_for = std::min(request.wait_for, request.keys.size());
-    return request;
-}
-
-KeyValues PublishStore::found(const std::vector<std::string>& keys) const
-{
-    KeyValues entries;
-    for (const auto& key : keys)
-        if (auto it = values_.find(key); it != values_.end())
-            entries.emplace_back(key, it->second);
-    return entries;
-}
-
-void PublishStore::answer_waiting()
-{
-    std::vector<WaitingLookup> still;
-    std::vector<std::pair<Reply, KeyValues>> ready;
-    for (auto& lookup : waiting_) {
-        auto entries = found(lookup.keys);
-        if (entries.size() >= lookup.wait_for)
-            ready.emplace_back(std::move(lookup.reply), std::move(entries));
-        else
-            still.push_back(std::move(lookup));
-    }
-    waiting_ = std::move(still);
-    for (auto& [reply, entries] : ready)   // after the list is whole again: a reply may serve another request
-        reply(Status{}, encode_key_values(entries));
-}
-
-void PublishStore::serve(wire::RoutedOp op, const Bytes& payload, Reply reply)
-{
-    switch (op) {
-    case wire::RoutedOp::publish: {
-        auto entries = decode_key_values(payload);
-        if (!entries)
-            return reply(entries.error(), {});
-        // All or nothing: a publish that names a taken key changes nothing.
-        for (const auto& [key, value] : *entries)
-            if (values_.contains(key))
-                return reply(make_error("key '{}' is already published in this job", key), {});
-        for (auto& [key, value] : *entries)
-            values_[key] = std::move(value);
-        reply(Status{}, {});
-        answer_waiting();
-        return;
-    }
-    case wire::RoutedOp::lookup: {
-        auto request = decode_lookup(payload);
-        if (!request)
-            return reply(request.error(), {});
-        auto entries = found(request->keys);
-        if (entries.size() >= request->wait_for)
-            return reply(Status{}, encode_key_values(entries));
-        waiting_.push_back({std::move(request->keys), request->wait_for, std::move(reply)});
-        return;
-    }
-    case wire::RoutedOp::unpublish: {
-        auto keys = decode_keys(payload);
-        if (!keys)
-            return reply(keys.error(), {});
-        // PMIx_Unpublish without keys would mean "all the caller published"; the store does not know callers,
-        // and removing every rank's data would be worse, so it removes nothing.
-        for (const auto& key : *keys)
-            values_.erase(key);
-        return reply(Status{}, {});
-    }
-    case wire::RoutedOp::direct_modex:
-    case wire::RoutedOp::store:
-    case wire::RoutedOp::spawn:
-    case wire::RoutedOp::late_ranks:
-        break;
-    }
-    reply(make_error("the publish store cannot serve operation {}", static_cast<int>(op)), {});
-}
-
-void PublishStore::fail_waiting(const std::string& why)
-{
-    auto waiting = std::move(waiting_);
-    waiting_.clear();
-    for (auto& lookup : waiting)
-        lookup.reply(make_error("{}", why), {});
 }
 
 } // namespace canopy

@@ -10,15 +10,17 @@
 #include <vector>
 
 #include "collective/fence.hpp"
+#include "collective/routed_services.hpp"
 #include "tree/topology.hpp"
 #include "util/result.hpp"
 #include "wire/codec.hpp"
 #include "wire/messages.hpp"
+#include "wire/routed.hpp"
 
 namespace canopy {
 
 using Bytes = std::vector<std::uint8_t>;
-using KeyValues = std::vector<std::pair<std::string, Bytes>>;
+using KeyValues = wire::KeyValues;
 
 // Every position runs one of these; it only ever talks to its parent and its children. A fence goes up as one
 // message stream per child and comes down as one per child, so a daemon handles O(fanout) messages per fence
@@ -26,9 +28,6 @@ using KeyValues = std::vector<std::pair<std::string, Bytes>>;
 class TreeCollectives {
 public:
     using Done = std::function<void(Status, Bytes)>;
-    // Answers a request addressed to this position from the position `from` (this one for its own requests);
-    // must call `reply` exactly once (now or later).
-    using Server = std::function<void(long from, wire::RoutedOp op, Bytes payload, Done reply)>;
 
     struct Links {
         std::function<void(std::vector<std::uint8_t> frame)> to_parent;   // empty at the root
@@ -42,8 +41,9 @@ public:
     // Smaller results and replies stay on the links: for them a fabric's per-message cost outweighs its bandwidth.
     static constexpr std::size_t bulk_bytes = 64 * 1024;
 
+    // `where` names the position in errors ("the launcher", its host).
     TreeCollectives(Topology topology, std::vector<std::uint64_t> ranks_per_node, long position, Links links,
-                    Server server);
+                    std::string where);
 
     // This node's part of a fence (participants: sorted ranks, or empty for the whole job). `done` gets every
     // participating node's blob concatenated, or an error if a participant failed: `local_failed` says one of
@@ -51,8 +51,19 @@ public:
     void fence(std::vector<long> participants, Bytes local, Done done,
                wire::FenceDomain domain = wire::FenceDomain::pmix, bool local_failed = false);
 
-    // Sends a request to the position `target` (or serves it here) and calls `done` with its reply.
-    void request(long target, wire::RoutedOp op, Bytes payload, Done done);
+    // What this position serves: every component registers its own requests' handlers here.
+    RoutedServices& services() { return services_; }
+
+    // Sends a request (wire/routed.hpp) to the position `target`, or serves it here, and calls `reply` with the
+    // answer or an error.
+    template <typename Request>
+    void request(long target, Request request, RoutedServices::Reply<Request> reply)
+    {
+        RoutedServices::call(std::move(request), std::move(reply), [this, target](wire::RoutedOp op, Bytes payload,
+                                                                                 Done done) {
+            send_request(target, op, std::move(payload), std::move(done));
+        });
+    }
 
     // The job's name service, kept at the root (PublishStore): PMIx_Publish, MPI_Publish_name and friends.
     // Keys are unique job-wide; a lookup gets the entries found, and none found is not an error. A lookup with
@@ -95,6 +106,7 @@ public:
     std::uint64_t frames_sent() const { return frames_sent_; }
 
 private:
+    void send_request(long target, wire::RoutedOp op, Bytes payload, Done done);
     void subtree_complete(const FenceId& id, std::int32_t status, Bytes blob);
     void on_fence_down(const wire::FenceDown& chunk);
     void on_request(wire::RoutedRequest request);
@@ -110,7 +122,7 @@ private:
     FenceTracker tracker_;
     long position_;
     Links links_;
-    Server server_;
+    RoutedServices services_;
     std::map<FenceId, std::int32_t> fence_status_;   // worst status seen so far for fences in progress
     std::map<FenceId, Done> fence_waiters_;          // fences this node takes part in locally
     std::map<FenceId, Bytes> fence_results_;         // down-sweep chunks gathered for a local waiter
@@ -122,43 +134,5 @@ private:
     std::map<std::pair<long, std::uint64_t>, long> sent_down_;
     std::set<long> lost_children_;
 };
-
-// The job-wide publish/lookup store kept at the root (PMIx_Publish, MPI_Publish_name and friends).
-class PublishStore {
-public:
-    using Reply = std::function<void(Status, Bytes)>;
-
-    // Serves one routed store operation (payloads are encoded with the functions below) and calls `reply`
-    // exactly once: at once, or for a waiting lookup when enough of its keys are published.
-    void serve(wire::RoutedOp op, const Bytes& payload, Reply reply);
-    // Answers every waiting lookup with an error: the job is ending.
-    void fail_waiting(const std::string& why);
-    std::size_t size() const { return values_.size(); }
-    std::size_t waiting() const { return waiting_.size(); }
-
-private:
-    struct WaitingLookup {
-        std::vector<std::string> keys;
-        std::size_t wait_for = 0;
-        Reply reply;
-    };
-    KeyValues found(const std::vector<std::string>& keys) const;
-    void answer_waiting();
-
-    std::map<std::string, Bytes> values_;
-    std::vector<WaitingLookup> waiting_;
-};
-
-struct LookupRequest {
-    std::vector<std::string> keys;
-    std::size_t wait_for = 0;   // 0: answer at once
-};
-
-Bytes encode_key_values(const KeyValues& entries);
-Result<KeyValues> decode_key_values(const Bytes& payload);
-Bytes encode_keys(const std::vector<std::string>& keys);
-Bytes encode_lookup(const LookupRequest& request);
-Result<LookupRequest> decode_lookup(const Bytes& payload);
-Result<std::vector<std::string>> decode_keys(const Bytes& payload);
 
 } // namespace canopy

@@ -6,7 +6,7 @@
 #include "util/byte_size.hpp"
 #include "util/read_file.hpp"
 #include "util/suggest.hpp"
-#include "wire/messages.hpp"
+#include "wire/timeouts.hpp"
 
 #include <arpa/inet.h>
 

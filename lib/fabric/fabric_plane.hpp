@@ -23,7 +23,7 @@
 #include "fabric/endpoint.hpp"
 #include "fabric/sealed_message.hpp"
 #include "tree/bulk_route.hpp"
-#include "tree/tree_position.hpp"
+#include "position/tree_position.hpp"
 #include "wire/auth.hpp"
 #include "wire/messages.hpp"
 

@@ -102,11 +102,6 @@ void keep_freed_memory_for_reuse();
 // and say so, as they would to the closed descriptor; true: they take and drop them (the daemon's log lines).
 void occupy_standard_descriptors(bool writable_output);
 
-// Which limit a failure with `error` hit: for EAGAIN from a fork or a thread's clone, this user's process limit
-// (`ulimit -u`, which counts threads too) or the system's process table; for EMFILE, this process's descriptor
-// limit (`ulimit -n`); for ENFILE, the system's file table; "" for other errors. Appended to "cannot start a
-// process: <strerror>", "cannot create a pipe: <strerror>" and the like.
-std::string limit_note(int error);
 
 // vfork/exec; returns the pid, or the reason the child could not start (bad wdir, exec error) when waiting.
 Result<pid_t> spawn_process(const SpawnRequest& request);

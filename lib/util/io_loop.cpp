@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "proc/process.hpp"
+#include "util/limit_note.hpp"
 
 namespace canopy {
 

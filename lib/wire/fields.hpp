@@ -182,4 +182,34 @@ private:
     std::optional<Error> error_;
 };
 
+// A struct's fields as bytes on their own, with no frame around them: a routed request's or reply's payload.
+template <HasFields T>
+std::vector<std::uint8_t> encode_fields(const T& value)
+{
+    Writer writer;
+    Encoding encoding(writer);
+    encoding(value);
+    return writer.take();
+}
+
+// Reads what encode_fields wrote; a short input, trailing bytes or a value a field refuses is an error naming
+// `what`. The struct's own check(), if it has one, runs last. Views (BytesView fields) point into `bytes`.
+template <HasFields T>
+Result<T> decode_fields(std::span<const std::uint8_t> bytes, const char* what)
+{
+    T value;
+    Reader reader(bytes);
+    Decoding decoding(reader, what);
+    decoding(value);
+    if (decoding.error())
+        return *decoding.error();
+    if (!reader.ok() || !reader.at_end())
+        return make_error("malformed {} ({} bytes)", what, bytes.size());
+    if constexpr (requires { value.check(); }) {
+        if (auto checked = value.check(); !checked)
+            return checked.error();
+    }
+    return value;
+}
+
 } // namespace canopy::wire

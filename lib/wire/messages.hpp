@@ -14,6 +14,7 @@
 #include "util/result.hpp"
 #include "wire/codec.hpp"
 #include "wire/fields.hpp"
+#include "wire/timeouts.hpp"
 
 namespace canopy::wire {
 
@@ -58,11 +59,9 @@ enum class MessageType : std::uint8_t {
     fence_down = 31,
     routed_request = 32,
     routed_reply = 33,
-    // Dynamic processes (PMIx_Spawn): a rank's node asks the root, the root answers and starts the namespace.
-    spawn_request = 40,
-    spawn_reply = 41,
+    // Dynamic processes (PMIx_Spawn): the root starts the namespace on every node.
+    // (40, 41 and 43 were spawn requests, replies and late ranks: routed requests now, wire/routed.hpp.)
     namespace_start = 42,
-    late_ranks = 43,
     // Either way on every tree link: proof of life when nothing else was sent (lib/tree/heartbeat).
     heartbeat = 50,
 };
@@ -216,12 +215,6 @@ struct JobSpec {
                        stage_cache_base, stage_interposer, output_marks, spawn_slots, line_buffer, fabric, timing_top,
                        rank_store_limit, synthetic_ranks)
 };
-
-// The heartbeat timeout's range, in seconds: the config refuses anything outside it, and so does a daemon's plan.
-// How long a parent waits for a child daemon it started to join, and the child for its parent to let it in.
-inline constexpr double default_connect_timeout = 30;
-inline constexpr double min_heartbeat_timeout = 0.5;
-inline constexpr double max_heartbeat_timeout = 86400;
 
 // Everything a daemon needs to build its part of the tree and run its ranks.
 struct LaunchPlan {
@@ -602,14 +595,15 @@ struct FenceDown : FenceChunk {
     static constexpr const char* name = "fence-down";
 };
 
-// What a routed request asks for.
-// store: a JobStore request (payload: u8 operation, then its payload); the reply carries u8 answer + payload.
-// spawn: a SpawnRequest frame for the root; the reply carries a SpawnReply frame.
-// late_ranks: a LateRanks frame for the root.
+// What a routed request asks for: each operation's request and reply are described in wire/routed.hpp.
 enum class RoutedOp : std::uint8_t {
-    direct_modex = 1, publish = 2, lookup = 3, unpublish = 4, store = 5, spawn = 6, late_ranks = 7
+    direct_modex = 1, publish = 2, lookup = 3, unpublish = 4, store = 5, spawn = 6, late_ranks = 7,
+    store_invalidate = 8
 };
-constexpr EnumLimit wire_limit(RoutedOp) { return {static_cast<std::uint8_t>(RoutedOp::late_ranks), "operation", 1}; }
+constexpr EnumLimit wire_limit(RoutedOp)
+{
+    return {static_cast<std::uint8_t>(RoutedOp::store_invalidate), "operation", 1};
+}
 
 // A request for one position (the root for the job-wide store, a rank's node for direct modex), carried hop by
 // hop along tree links; the reply goes back to `from` the same way.
@@ -636,33 +630,6 @@ struct RoutedReply {
     CANOPY_WIRE_FIELDS(id, to, status, payload)
 };
 
-// PMIx_Spawn as the caller's node asks the root for it: one application, its ranks placed on the job's nodes.
-struct SpawnRequest {
-    static constexpr MessageType type = MessageType::spawn_request;
-    static constexpr const char* name = "spawn-request";
-    std::uint64_t parent_rank = 0;         // the caller's tree rank
-    std::vector<std::string> argv;
-    std::vector<std::string> env;          // NAME=VALUE, set over the job's environment
-    std::string wdir;                      // empty: the job's
-    std::uint64_t count = 0;               // ranks to start
-    std::vector<std::string> hosts;        // PMIX_HOST: only these of the job's nodes (empty: any)
-    std::string map_by;                    // PMIX_MAPBY: "node" (spread, the default) or "slot" (fill)
-    std::uint64_t per_node = 0;            // PMIX_PPR "N:node": exactly N on each node used (0: no such rule)
-
-    CANOPY_WIRE_FIELDS(parent_rank, argv, env, wdir, count, hosts, map_by, per_node)
-};
-
-// The root's answer: the new namespace, or why it could not start (the error names the limit).
-struct SpawnReply {
-    static constexpr MessageType type = MessageType::spawn_reply;
-    static constexpr const char* name = "spawn-reply";
-    std::string nspace;
-    std::uint64_t first = 0;               // its first tree rank
-    std::uint64_t size = 0;
-
-    CANOPY_WIRE_FIELDS(nspace, first, size)
-};
-
 // Down the tree from the root to every daemon, before the root answers the spawn: every position adds the
 // namespace's ranks to its tree ranks, every PMIx server learns the namespace, and the nodes it uses start ranks.
 struct NamespaceStart {
@@ -685,18 +652,6 @@ struct NamespaceStart {
     }
 };
 
-// From a node that had reported done (its subtree-done went up) to the root: it starts, or has finished, ranks
-// spawned onto it since. The root must not end the job while they run, and their timing phases come with the end.
-struct LateRanks {
-    static constexpr MessageType type = MessageType::late_ranks;
-    static constexpr const char* name = "late-ranks";
-    bool started = false;        // else ended
-    std::uint64_t count = 0;
-    timing::PhaseSet phases;     // with an end: what the node recorded since its subtree-done or last such end
-
-    CANOPY_WIRE_FIELDS(started, count, phases)
-};
-
 // Sent on a tree link by a side that has sent nothing else for a while (a quarter of the heartbeat timeout), so
 // that the peer can tell a quiet link from a hung node. The link itself takes it; no owner sees it.
 struct Heartbeat {
@@ -712,7 +667,7 @@ struct Heartbeat {
     X(Challenge) X(Hello) X(Welcome) X(ClockPing) X(ClockPong) X(LaunchPlan) X(StdinData) X(Signal) X(Shutdown)     \
     X(StageIndex) X(StageContent) X(StageFetchReply) X(SubtreeUp) X(SubtreeSpawned) X(SubtreeDone) X(Output)       \
     X(RankFailed) X(DaemonError) X(DaemonLog) X(StageFetch) X(FenceUp) X(FenceDown) X(RoutedRequest) X(RoutedReply) \
-    X(SpawnRequest) X(SpawnReply) X(NamespaceStart) X(LateRanks) X(Heartbeat) X(OutputFlow) X(FabricHello)         \
+    X(NamespaceStart) X(Heartbeat) X(OutputFlow) X(FabricHello)         \
     X(StageFetchPush) X(StdinTaken)
 
 // A listing name takes at least 3 bytes on the wire (two empty strings and its type).

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "wire/fields.hpp"
+
 namespace canopy::wire {
 
 enum class RankSocketOp : std::uint8_t {
@@ -16,9 +18,13 @@ enum class RankSocketOp : std::uint8_t {
     delete_key = 7,
     num_keys = 8,
     wait = 9,
-    invalidate = 10,   // the root to a daemon only, never from a rank
+    // 10 was the root's invalidation of a daemon's cached key: a routed request now (wire::StoreInvalidation).
 };
 
 enum class RankSocketAnswer : std::uint8_t { ok = 0, not_found = 1, error = 2, timeout = 3 };
+constexpr EnumLimit wire_limit(RankSocketAnswer)
+{
+    return {static_cast<std::uint8_t>(RankSocketAnswer::timeout), "store answer"};
+}
 
 } // namespace canopy::wire

@@ -19,6 +19,9 @@ REPO = Path(__file__).resolve().parents[2]
 BUILD_DIR = Path(os.environ.get("CANOPY_BUILD_DIR", REPO / "build")).resolve()
 CANOPY = BUILD_DIR / "launcher" / "canopy"
 CANOPYD = BUILD_DIR / "daemon" / "canopyd"
+# Message, routed-request and frame-size numbers, from their one definition in lib/wire (tests/tools/protocol_numbers).
+PROTOCOL = json.loads(subprocess.run([BUILD_DIR / "tests" / "protocol-numbers"], check=True, capture_output=True,
+                                     text=True, timeout=30).stdout)
 
 # Every test gets this long in total; a hang anywhere fails the test instead of stalling the suite.
 TEST_DEADLINE_SECONDS = 120

@@ -8,12 +8,12 @@ import time
 
 import pytest
 
-from conftest import BUILD_DIR, daemon_for_node, daemon_pids, listening_ports, parse_labelled, read_proc
+from conftest import BUILD_DIR, PROTOCOL, daemon_for_node, daemon_pids, listening_ports, parse_labelled, read_proc
 
 MPI_HELLO = BUILD_DIR / "tests" / "pmix" / "mpi_hello"
 
-HELLO = 2
-CHALLENGE = 1
+HELLO = PROTOCOL["messages"]["hello"]
+CHALLENGE = PROTOCOL["messages"]["challenge"]
 
 
 def frame(kind, payload):

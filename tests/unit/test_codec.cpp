@@ -9,6 +9,7 @@
 
 #include "wire/codec.hpp"
 #include "wire/messages.hpp"
+#include "wire/routed.hpp"
 
 namespace canopy::wire {
 namespace {
@@ -512,22 +513,73 @@ TEST(Messages, RoutedRequestsAndRepliesRoundTrip)
 
 TEST(Messages, AFrameCarriedAsBytesDecodesOnlyWhole)
 {
-    LateRanks late{true, 3, {}};
-    auto bytes = to_frame(late);
-    auto decoded = decode_frame_bytes<LateRanks>(bytes);
+    StdinTaken taken{3, true};
+    auto bytes = to_frame(taken);
+    auto decoded = decode_frame_bytes<StdinTaken>(bytes);
     ASSERT_TRUE(decoded.ok()) << decoded.error().message;
-    EXPECT_TRUE(decoded->started);
-    EXPECT_EQ(decoded->count, 3u);
+    EXPECT_TRUE(decoded->closed);
+    EXPECT_EQ(decoded->bytes, 3u);
 
     auto truncated = bytes;
     truncated.pop_back();
     auto trailing = bytes;
     trailing.push_back(0);
-    EXPECT_FALSE(decode_frame_bytes<LateRanks>({}).ok());
-    EXPECT_FALSE(decode_frame_bytes<LateRanks>(std::vector<std::uint8_t>{1, 2, 3}).ok());
-    EXPECT_FALSE(decode_frame_bytes<LateRanks>(truncated).ok());
-    EXPECT_FALSE(decode_frame_bytes<LateRanks>(trailing).ok());
-    EXPECT_FALSE(decode_frame_bytes<LateRanks>(to_frame(SpawnReply{"x", 0, 1})).ok());
+    EXPECT_FALSE(decode_frame_bytes<StdinTaken>({}).ok());
+    EXPECT_FALSE(decode_frame_bytes<StdinTaken>(std::vector<std::uint8_t>{1, 2, 3}).ok());
+    EXPECT_FALSE(decode_frame_bytes<StdinTaken>(truncated).ok());
+    EXPECT_FALSE(decode_frame_bytes<StdinTaken>(trailing).ok());
+    EXPECT_FALSE(decode_frame_bytes<StdinTaken>(to_frame(Signal{9})).ok());
+}
+
+// A routed request's (or reply's) fields, filled and encoded on their own, decode to the same bytes.
+template <typename T>
+void expect_routed_fields_travel()
+{
+    SCOPED_TRACE(T::name);
+    T value;
+    Filler filler;
+    value.fields(filler);
+    auto bytes = encode_fields(value);
+    auto decoded = decode_fields<T>(bytes, T::name);
+    ASSERT_TRUE(decoded.ok()) << decoded.error().message;
+    EXPECT_EQ(encode_fields(*decoded), bytes);
+    if (!bytes.empty()) {
+        auto truncated = bytes;
+        truncated.pop_back();
+        EXPECT_FALSE((decode_fields<T>(truncated, T::name).ok()));
+    }
+    auto trailing = bytes;
+    trailing.push_back(0);
+    auto refused = decode_fields<T>(trailing, T::name);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().message.find(T::name), std::string::npos) << refused.error().message;
+}
+
+TEST(Routed, EveryRequestAndReplyRoundTripsWithEveryFieldSet)
+{
+#define CANOPY_ROUTED_ROUND_TRIP(R)                                                                             \
+    expect_routed_fields_travel<R>();                                                                            \
+    expect_routed_fields_travel<R::Reply>();
+    CANOPY_ROUTED_REQUESTS(CANOPY_ROUTED_ROUND_TRIP)
+#undef CANOPY_ROUTED_ROUND_TRIP
+}
+
+TEST(Routed, EveryOperationHasOneRequestAndAName)
+{
+    std::set<RoutedOp> ops;
+    std::set<std::string> names;
+    std::size_t listed = 0;
+#define CANOPY_ROUTED_COLLECT(R)                                                                                \
+    ops.insert(R::op);                                                                                         \
+    names.insert(R::name);                                                                                     \
+    EXPECT_STREQ(routed_name(R::op), R::name);                                                                 \
+    ++listed;
+    CANOPY_ROUTED_REQUESTS(CANOPY_ROUTED_COLLECT)
+#undef CANOPY_ROUTED_COLLECT
+    EXPECT_EQ(ops.size(), listed);
+    EXPECT_EQ(names.size(), listed);
+    // Every operation the wire accepts has its request: the enum's range and the list agree.
+    EXPECT_EQ(listed, wire_limit(RoutedOp{}).max - wire_limit(RoutedOp{}).min + 1u);
 }
 
 } // namespace

@@ -1,6 +1,6 @@
 // Unit tests for reading what an ELF file needs from the loader: this test program's own dynamic section, as the
 // loader mapped it, is the expected answer; files that are not ELF or are cut short give none, and never crash.
-#include "stage/elf_needs.hpp"
+#include "stage_tree/elf_needs.hpp"
 
 #include <elf.h>
 #include <link.h>

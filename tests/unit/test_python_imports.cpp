@@ -1,7 +1,7 @@
 // What a compiled module imports as it runs, read from .pyc files this machine's Python compiled; and what a
 // Python command line imports first.
-#include "stage/python_command.hpp"
-#include "stage/python_imports.hpp"
+#include "stage_tree/python_command.hpp"
+#include "stage_tree/python_imports.hpp"
 
 #include "stage_fetch_helpers.hpp"
 

@@ -40,14 +40,9 @@ protected:
     {
         RankSocket::Hooks hooks;
         hooks.mark = [](AppServer::Mark) {};
-        hooks.to_root = [this](Bytes request, RankService::Done done) {
-            Bytes payload(request.begin() + 1, request.end());
-            auto answer = [done](JobStore::Reply reply) {
-                Bytes bytes = reply.payload;
-                bytes.insert(bytes.begin(), static_cast<std::uint8_t>(reply.answer));
-                done(Status{}, bytes);
-            };
-            root_.serve(request[0], payload, answer, 0);
+        hooks.to_root = [this](wire::StoreRequest request, RoutedServices::Reply<wire::StoreRequest> done) {
+            auto answer = [done](JobStore::Reply reply) { done(wire::StoreReply{reply.answer, reply.payload}); };
+            root_.serve(request.operation, request.body, answer, 0);
         };
         hooks.store_limit = 4096;
         hooks.keep = [this](long rank, const std::string& key, std::uint64_t bytes, std::string_view how) {

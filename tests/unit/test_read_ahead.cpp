@@ -3,10 +3,10 @@
 // reading a directory's entries ahead on its reader threads, the libraries a library needs and the modules a module
 // imports.
 #include "stage/fetch_cache.hpp"
-#include "stage/elf_needs.hpp"
-#include "stage/fetch_tree.hpp"
-#include "stage/import_follower.hpp"
-#include "stage/read_ahead.hpp"
+#include "stage_tree/elf_needs.hpp"
+#include "stage_tree/fetch_tree.hpp"
+#include "stage_tree/import_follower.hpp"
+#include "stage_tree/read_ahead.hpp"
 
 #include "child_link.hpp"
 #include "stage_fetch_helpers.hpp"

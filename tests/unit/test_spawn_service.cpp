@@ -6,7 +6,7 @@
 
 #include "config/config.hpp"
 #include "launch_plan.hpp"
-#include "spawn_service.hpp"
+#include "services/spawn_service.hpp"
 
 namespace canopy {
 namespace {
@@ -111,7 +111,8 @@ TEST(SpawnService, ProgramIsRequired)
 
 TEST(SpawnService, ASpawnRequestCrossesTheTreeWhole)
 {
-    auto decoded = wire::decode_frame_bytes<wire::SpawnRequest>(wire::to_frame(request(5, "slot")));
+    auto bytes = wire::encode_fields(request(5, "slot"));
+    auto decoded = wire::decode_fields<wire::SpawnRequest>(bytes, wire::SpawnRequest::name);
     ASSERT_TRUE(decoded.ok()) << decoded.error().message;
     EXPECT_EQ(decoded->count, 5u);
     EXPECT_EQ(decoded->map_by, "slot");

@@ -1,7 +1,7 @@
 // Unit tests for on-demand staging: the fetch cache (merging, caching, inferred misses, chunked content), the
 // root's filesystem reader, the stage-fetch messages, and a root fetch tree answering through its reader threads.
 #include "stage/fetch_cache.hpp"
-#include "stage/fetch_tree.hpp"
+#include "stage_tree/fetch_tree.hpp"
 
 #include "stage_fetch_helpers.hpp"
 

@@ -1,7 +1,7 @@
 // A parent's view of its children's reports: in order, once each, complete only when every child is there.
 #include <gtest/gtest.h>
 
-#include "tree/subtree_progress.hpp"
+#include "position/subtree_progress.hpp"
 
 namespace canopy {
 namespace {

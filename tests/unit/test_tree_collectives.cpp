@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 
+#include "collective/publish_store.hpp"
 #include "collective/tree_collectives.hpp"
 
 namespace canopy {
@@ -16,6 +17,8 @@ namespace {
 // are delivered only when no link frame is waiting, so link frames overtake them.
 class Tree {
 public:
+    static constexpr std::uint64_t large_blob = 1000;
+
     Tree(long nodes, long fanout, std::vector<std::uint64_t> ranks_per_node, bool bulk_route = false)
         : topology_(nodes, fanout)
     {
@@ -37,19 +40,20 @@ public:
                         bulk_queue_.push_back({child, position, frame});
                     }
                 };
-            auto server = [this, position](long from, wire::RoutedOp op, Bytes payload, TreeCollectives::Done reply) {
-                served_from_[position].push_back(from);
-                if (position == 0) {
-                    store_.serve(op, payload, std::move(reply));
-                    return;
-                }
-                // Direct modex stand-in: the node answers with its own name and the rank asked for.
-                Bytes answer = {static_cast<std::uint8_t>('n'), static_cast<std::uint8_t>(position)};
-                answer.insert(answer.end(), payload.begin(), payload.end());
-                reply(Status{}, answer);
-            };
             nodes_.push_back(std::make_unique<TreeCollectives>(topology_, ranks_per_node, position, std::move(links),
-                                                               std::move(server)));
+                                                               "position " + std::to_string(position)));
+            // Direct modex stand-in: the node answers with its own name and the rank asked for, or with a blob of
+            // `rank` bytes for a rank of large_blob or more.
+            at(position).services().serve<wire::DirectModexRequest>(
+                [this, position](long from, wire::DirectModexRequest request, auto reply) {
+                    served_from_[position].push_back(from);
+                    if (request.rank >= large_blob)
+                        return reply(wire::ModexData{Bytes(request.rank, 7)});
+                    reply(wire::ModexData{{'n', static_cast<std::uint8_t>(position),
+                                           static_cast<std::uint8_t>(request.rank)}});
+                });
+            if (position == 0)
+                store_.serve_on(at(position).services());
         }
     }
 
@@ -103,6 +107,16 @@ private:
     std::map<std::pair<std::uint8_t, bool>, int> down_frames_;
     PublishStore store_;
 };
+
+// Asks `target` for a rank's modex data; `done` gets the status and the blob.
+void ask_modex(TreeCollectives& from, long target, std::uint64_t rank, std::function<void(Status, Bytes)> done)
+{
+    from.request<wire::DirectModexRequest>(target, {rank}, [done = std::move(done)](Result<wire::ModexData> reply) {
+        if (!reply)
+            return done(reply.error(), {});
+        done(Status{}, std::move(reply->blob));
+    });
+}
 
 Bytes node_blob(long position, std::size_t size = 3)
 {
@@ -248,7 +262,7 @@ TEST(TreeCollectives, SmallFenceResultsAndRepliesStayOnTheLinks)
     int done = 0;
     for (long position = 1; position <= 5; ++position)
         tree.at(position).fence({}, node_blob(position, 1000), [&](Status status, Bytes) { done += status.ok(); });
-    tree.at(4).request(5, wire::RoutedOp::direct_modex, Bytes{1}, [&](Status status, Bytes) { done += status.ok(); });
+    ask_modex(tree.at(4), 5, 1, [&](Status status, Bytes) { done += status.ok(); });
     tree.run();
     EXPECT_EQ(done, 6);
     EXPECT_EQ(tree.down_frames(wire::MessageType::fence_down, false), 5);
@@ -260,16 +274,14 @@ TEST(TreeCollectives, ALargeReplyGoesDownTheBulkRoute)
 {
     Tree tree(5, 2, std::vector<std::uint64_t>(5, 1), true);
     Bytes answer;
-    // The direct-modex stand-in echoes the request: a large request gets a large reply. From a leaf under the
-    // root's second child (5) to one under its first (3): up to the root, then down over the bulk route.
-    Bytes asked(TreeCollectives::bulk_bytes, 7);
-    tree.at(5).request(3, wire::RoutedOp::direct_modex, asked, [&](Status status, Bytes reply) {
+    // The direct-modex stand-in answers a large rank number with as many bytes. From a leaf under the root's
+    // second child (5) to one under its first (3): up to the root, then down over the bulk route.
+    ask_modex(tree.at(5), 3, TreeCollectives::bulk_bytes, [&](Status status, Bytes reply) {
         ASSERT_TRUE(status.ok());
         answer = std::move(reply);
     });
     tree.run();
-    ASSERT_EQ(answer.size(), asked.size() + 2);
-    EXPECT_TRUE(std::equal(asked.begin(), asked.end(), answer.begin() + 2));
+    EXPECT_EQ(answer, Bytes(TreeCollectives::bulk_bytes, 7));
     EXPECT_GE(tree.down_frames(wire::MessageType::routed_reply, true), 1);
     EXPECT_EQ(tree.down_frames(wire::MessageType::routed_reply, false), 0);
 }
@@ -279,7 +291,7 @@ TEST(TreeCollectives, RequestsReachTheirTargetAndRepliesComeBack)
     Tree tree(13, 3, std::vector<std::uint64_t>(13, 1));
     Bytes answer;
     // From a leaf under one child of the root (position 13) to a leaf under another (position 5).
-    tree.at(13).request(5, wire::RoutedOp::direct_modex, Bytes{42}, [&](Status status, Bytes reply) {
+    ask_modex(tree.at(13), 5, 42, [&](Status status, Bytes reply) {
         ASSERT_TRUE(status.ok());
         answer = std::move(reply);
     });
@@ -292,14 +304,13 @@ TEST(TreeCollectives, PublishAndLookupGoThroughTheRootStore)
 {
     Tree tree(7, 2, std::vector<std::uint64_t>(7, 1));
     bool published = false;
-    tree.at(7).request(0, wire::RoutedOp::publish, encode_key_values({{"port", Bytes{1, 2}}}),
-                       [&](Status status, Bytes) { published = status.ok(); });
+    tree.at(7).publish({{"port", Bytes{1, 2}}}, [&](Status status) { published = status.ok(); });
     tree.run();
     ASSERT_TRUE(published);
 
     std::string duplicate_error;
-    tree.at(3).request(0, wire::RoutedOp::publish, encode_key_values({{"port", Bytes{9}}}),
-                       [&](Status status, Bytes) { duplicate_error = status.ok() ? "" : status.error().message; });
+    tree.at(3).publish({{"port", Bytes{9}}},
+                       [&](Status status) { duplicate_error = status.ok() ? "" : status.error().message; });
     KeyValues found;
     tree.at(5).lookup({"port", "missing"}, [&](Status status, KeyValues values) {
         ASSERT_TRUE(status.ok());
@@ -336,7 +347,9 @@ TEST(TreeCollectives, WaitingLookupsFailWhenTheJobEnds)
 {
     PublishStore store;
     std::optional<Status> answer;
-    store.serve(wire::RoutedOp::lookup, encode_lookup({{"never"}, 1}), [&](Status status, Bytes) { answer = status; });
+    store.lookup({1, {"never"}}, [&](Result<wire::LookupReply> reply) {
+        answer = reply ? Status{} : Status{reply.error()};
+    });
     EXPECT_FALSE(answer);
     EXPECT_EQ(store.waiting(), 1u);
     store.fail_waiting("the job is ending");
@@ -350,9 +363,7 @@ TEST(TreeCollectives, FailAllAnswersEveryWaiter)
     Tree tree(3, 2, std::vector<std::uint64_t>(3, 1));
     int failures = 0;
     tree.at(1).fence({}, Bytes{1}, [&](Status status, Bytes) { failures += !status.ok(); });
-    tree.at(1).request(0, wire::RoutedOp::lookup, encode_keys({"x"}), [&](Status status, Bytes) {
-        failures += !status.ok();
-    });
+    tree.at(1).lookup({"x"}, [&](Status status, KeyValues) { failures += !status.ok(); }, 1);
     tree.at(1).fail_all("the job is ending");
     EXPECT_EQ(failures, 2);
     EXPECT_EQ(tree.at(1).waiting(), 0u);
@@ -363,9 +374,9 @@ TEST(TreeCollectives, FailAllAnswersEveryWaiter)
 TEST(TreeCollectives, TheServerLearnsWhichPositionAsked)
 {
     Tree tree(13, 3, std::vector<std::uint64_t>(13, 1));
-    tree.at(13).request(0, wire::RoutedOp::lookup, encode_keys({"x"}), [](Status, Bytes) {});
-    tree.at(0).request(5, wire::RoutedOp::direct_modex, Bytes{1}, [](Status, Bytes) {});
-    tree.at(5).request(5, wire::RoutedOp::direct_modex, Bytes{2}, [](Status, Bytes) {});
+    ask_modex(tree.at(13), 0, 1, [](Status, Bytes) {});
+    ask_modex(tree.at(0), 5, 1, [](Status, Bytes) {});
+    ask_modex(tree.at(5), 5, 2, [](Status, Bytes) {});
     tree.run();
     EXPECT_EQ(tree.served_from_[0], std::vector<long>{13});
     EXPECT_EQ(tree.served_from_[5], (std::vector<long>{5, 0}));   // its own request is served at once
@@ -377,7 +388,7 @@ TEST(TreeCollectives, ARequestIntoASubtreeThatLeftFailsInsteadOfHanging)
     Tree tree(13, 3, std::vector<std::uint64_t>(13, 1));
     tree.dead_.insert(5);
     std::optional<Status> answer;
-    tree.at(0).request(5, wire::RoutedOp::direct_modex, Bytes{1}, [&](Status status, Bytes) { answer = status; });
+    ask_modex(tree.at(0), 5, 1, [&](Status status, Bytes) { answer = status; });
     tree.run();   // the request reached 1, which passed it into the closed link to 5
     EXPECT_FALSE(answer);
     tree.at(1).child_lost(5);   // 1 sees the link close and answers for it
@@ -389,29 +400,54 @@ TEST(TreeCollectives, ARequestIntoASubtreeThatLeftFailsInsteadOfHanging)
 
     // Later requests toward it fail at once, from the root itself when the lost child is its own.
     std::optional<Status> later, own;
-    tree.at(0).request(5, wire::RoutedOp::direct_modex, Bytes{2}, [&](Status status, Bytes) { later = status; });
+    ask_modex(tree.at(0), 5, 2, [&](Status status, Bytes) { later = status; });
     tree.at(0).child_lost(2);
-    tree.at(0).request(8, wire::RoutedOp::direct_modex, Bytes{3}, [&](Status status, Bytes) { own = status; });
+    ask_modex(tree.at(0), 8, 3, [&](Status status, Bytes) { own = status; });
     tree.run();
     ASSERT_TRUE(later && own);
     EXPECT_FALSE(later->ok());
     EXPECT_FALSE(own->ok());
     // Requests elsewhere still work, and a lost child does not disturb the replies already on their way.
     std::optional<Status> fine;
-    tree.at(0).request(6, wire::RoutedOp::direct_modex, Bytes{4}, [&](Status status, Bytes) { fine = status; });
+    ask_modex(tree.at(0), 6, 4, [&](Status status, Bytes) { fine = status; });
     tree.run();
     ASSERT_TRUE(fine);
     EXPECT_TRUE(fine->ok());
 }
 
-TEST(TreeCollectives, MalformedStorePayloadIsAnError)
+TEST(TreeCollectives, AMalformedRequestIsAnErrorNamingIt)
 {
-    PublishStore store;
+    Tree tree(3, 2, std::vector<std::uint64_t>(3, 1));
     std::optional<Status> result;
-    store.serve(wire::RoutedOp::publish, Bytes{0xff, 0xff, 0xff}, [&](Status status, Bytes) { result = status; });
+    tree.at(0).services().dispatch(2, wire::RoutedOp::publish, Bytes{0xff, 0xff, 0xff},
+                                   [&](Status status, Bytes) { result = status; });
     ASSERT_TRUE(result);
     ASSERT_FALSE(result->ok());
-    EXPECT_NE(result->error().message.find("malformed"), std::string::npos);
+    EXPECT_NE(result->error().message.find("publish request"), std::string::npos) << result->error().message;
+}
+
+TEST(TreeCollectives, ARequestNoServiceTakesIsAnErrorNamingThePosition)
+{
+    Tree tree(3, 2, std::vector<std::uint64_t>(3, 1));
+    std::optional<Status> answer;
+    // Only the root keeps the publish store.
+    tree.at(3).request<wire::LookupRequest>(2, {0, {"x"}}, [&](Result<wire::LookupReply> reply) {
+        answer = reply ? Status{} : Status{reply.error()};
+    });
+    tree.run();
+    ASSERT_TRUE(answer);
+    ASSERT_FALSE(answer->ok());
+    EXPECT_NE(answer->error().message.find("position 2 serves no lookup requests"), std::string::npos)
+        << answer->error().message;
+}
+
+TEST(TreeCollectives, AnOperationHasOneServicePerPosition)
+{
+    Tree tree(3, 2, std::vector<std::uint64_t>(3, 1));
+    EXPECT_THROW(tree.at(1).services().serve<wire::DirectModexRequest>([](long, auto, auto reply) {
+        reply(wire::ModexData{});
+    }),
+                 std::logic_error);
 }
 
 } // namespace

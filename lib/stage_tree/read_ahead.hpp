@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "stage/elf_needs.hpp"
+#include "stage_tree/elf_needs.hpp"
 #include "stage/fetch_cache.hpp"
-#include "stage/import_follower.hpp"
+#include "stage_tree/import_follower.hpp"
 
 namespace canopy::stage {
 

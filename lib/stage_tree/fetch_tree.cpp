@@ -1,5 +1,5 @@
 // On-demand staging over the tree: misses go to the parent (or the root's readers), answers to the children.
-#include "stage/fetch_tree.hpp"
+#include "stage_tree/fetch_tree.hpp"
 
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -11,7 +11,7 @@
 
 #include <boost/asio/post.hpp>
 
-#include "stage/elf_needs.hpp"
+#include "stage_tree/elf_needs.hpp"
 #include "util/log.hpp"
 #include "util/read_file.hpp"
 #include "util/worker_thread.hpp"

@@ -1,5 +1,5 @@
 // What a Python command line imports first: its -c code's top-level import statements, or its -m module.
-#include "stage/python_command.hpp"
+#include "stage_tree/python_command.hpp"
 
 #include <optional>
 #include <regex>

@@ -1,5 +1,5 @@
 // A parent's view of its children's reports.
-#include "tree/subtree_progress.hpp"
+#include "position/subtree_progress.hpp"
 
 namespace canopy {
 

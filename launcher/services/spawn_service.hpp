@@ -9,6 +9,7 @@
 #include "hosts/rank_blocks.hpp"
 #include "util/result.hpp"
 #include "wire/messages.hpp"
+#include "wire/routed.hpp"
 
 namespace canopy {
 

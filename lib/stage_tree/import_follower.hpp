@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "stage/fetch_cache.hpp"
-#include "stage/python_imports.hpp"
+#include "stage_tree/python_imports.hpp"
 
 namespace canopy::stage {
 

@@ -1,5 +1,5 @@
 // What a program or shared library asks the dynamic loader for: DT_NEEDED and its search path.
-#include "stage/elf_needs.hpp"
+#include "stage_tree/elf_needs.hpp"
 
 #include <elf.h>
 #include <fcntl.h>

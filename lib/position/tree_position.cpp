@@ -1,5 +1,5 @@
 // One position of the daemon tree: its children, their reports, the collectives, and the frame handler table.
-#include "tree/tree_position.hpp"
+#include "position/tree_position.hpp"
 
 #include <signal.h>
 
@@ -18,7 +18,7 @@ spdlog::logger& tree_log() { return area_logger("tree"); }
 
 TreePosition::TreePosition(boost::asio::io_context& io, ProcessReaper& reaper, const auth::Key& key, long position,
                            const wire::LaunchPlan& plan, std::function<void(std::vector<std::uint8_t>)> to_parent,
-                           TreeCollectives::Server serve, Hooks hooks, timing::PhaseSet& phases,
+                           Hooks hooks, timing::PhaseSet& phases,
                            std::vector<wire::TraceEvent>& trace)
     : plan_(plan), position_(position),
       topology_(static_cast<long>(plan.hosts.size()), static_cast<long>(plan.fanout)), hooks_(std::move(hooks)),
@@ -49,8 +49,10 @@ TreePosition::TreePosition(boost::asio::io_context& io, ProcessReaper& reaper, c
     links.to_children_bulk = [this](const std::vector<long>& children, std::vector<std::uint8_t> frame) {
         bulk_->send(children, std::move(frame));
     };
+    std::string where = position_ == 0 ? std::string("the launcher")
+                                       : plan.hosts.at(static_cast<std::size_t>(Topology::position_to_node(position_)));
     collectives_ = std::make_unique<TreeCollectives>(topology_, plan.job.ranks_per_node, position_, std::move(links),
-                                                     std::move(serve));
+                                                     std::move(where));
 }
 
 void TreePosition::send_to_parent(std::vector<std::uint8_t> frame)

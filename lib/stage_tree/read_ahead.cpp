@@ -1,5 +1,5 @@
 // Which paths the root reads before any rank asks for them.
-#include "stage/read_ahead.hpp"
+#include "stage_tree/read_ahead.hpp"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -9,9 +9,9 @@
 #include <filesystem>
 #include <regex>
 
-#include "stage/elf_needs.hpp"
+#include "stage_tree/elf_needs.hpp"
 #include "stage/loader_subdirs.h"
-#include "stage/python_command.hpp"
+#include "stage_tree/python_command.hpp"
 
 namespace canopy::stage {
 namespace {

@@ -18,7 +18,7 @@
 #include "timing/sketch.hpp"
 #include "tree/bulk_route.hpp"
 #include "tree/children.hpp"
-#include "tree/subtree_progress.hpp"
+#include "position/subtree_progress.hpp"
 #include "tree/topology.hpp"
 #include "wire/auth.hpp"
 #include "wire/messages.hpp"
@@ -53,7 +53,7 @@ public:
     // receive what the children's subtrees report when done. `to_parent` is empty at the root.
     TreePosition(boost::asio::io_context& io, ProcessReaper& reaper, const auth::Key& key, long position,
                  const wire::LaunchPlan& plan, std::function<void(std::vector<std::uint8_t>)> to_parent,
-                 TreeCollectives::Server serve, Hooks hooks, timing::PhaseSet& phases,
+                 Hooks hooks, timing::PhaseSet& phases,
                  std::vector<wire::TraceEvent>& trace);
 
     // Registers the handler for one type of frame from children (fences and routed requests never get here).

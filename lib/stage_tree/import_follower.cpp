@@ -1,5 +1,5 @@
 // Which Python modules the root reads ahead because a module that runs imports them.
-#include "stage/import_follower.hpp"
+#include "stage_tree/import_follower.hpp"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "stage/python_imports.hpp"
+#include "stage_tree/python_imports.hpp"
 
 namespace canopy::stage {
 namespace {

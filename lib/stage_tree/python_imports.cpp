@@ -1,6 +1,6 @@
 // What a compiled Python module imports as it runs: its code objects read from marshal's format, and their
 // bytecode searched for IMPORT_NAME.
-#include "stage/python_imports.hpp"
+#include "stage_tree/python_imports.hpp"
 
 #include <algorithm>
 #include <cstdint>

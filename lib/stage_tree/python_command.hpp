@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "stage/python_imports.hpp"
+#include "stage_tree/python_imports.hpp"
 
 namespace canopy::stage {
 

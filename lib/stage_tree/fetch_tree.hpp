@@ -17,7 +17,7 @@
 
 #include "proc/process.hpp"
 #include "stage/fetch_cache.hpp"
-#include "stage/read_ahead.hpp"
+#include "stage_tree/read_ahead.hpp"
 #include "tree/children.hpp"
 #include "util/result.hpp"
 #include "wire/messages.hpp"
