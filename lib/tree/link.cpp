@@ -11,6 +11,11 @@
 #include "wire/messages.hpp"
 
 namespace canopy {
+namespace {
+
+spdlog::logger& tree_log() { return area_logger("tree"); }
+
+} // namespace
 
 Link::Link(tcp::socket socket, std::string peer_name)
     : socket_(std::move(socket)), peer_name_(std::move(peer_name)),
@@ -29,13 +34,29 @@ void Link::start(FrameHandler on_frame, CloseHandler on_close)
     read_more();
 }
 
+bool Link::move_to(LinkState next)
+{
+    if (!link_may_move(state_, next)) {
+        tree_log().error("link to {}: refused to move from {} to {} (a bug in canopy)", peer_name_,
+                         link_state_name(state_), link_state_name(next));
+        return false;
+    }
+    state_ = next;
+    return true;
+}
+
+void Link::pause_reading()
+{
+    if (reading_ == Reading::on)
+        reading_ = Reading::paused;
+}
+
 void Link::resume_reading()
 {
-    reading_paused_ = false;
-    if (read_parked_ && !closed_) {
-        read_parked_ = false;
+    bool parked = reading_ == Reading::parked;
+    reading_ = Reading::on;
+    if (parked && is_open())
         read_more();
-    }
 }
 
 tcp::endpoint Link::local_endpoint() const
@@ -53,14 +74,14 @@ void Link::read_more()
                              : asio::buffer(read_buffer_.get(), read_buffer_size);
     socket_.async_read_some(buffer,
         [self = shared_from_this(), into_frame](const boost::system::error_code& error, std::size_t size) {
-            if (self->closed_)
+            if (!self->is_open())
                 return;
             if (error) {
-                self->finish(error == asio::error::eof ? std::string() : error.message());
+                self->finish(LinkState::closed, error == asio::error::eof ? std::string() : error.message());
                 return;
             }
             self->last_received_ = Clock::now();
-            if (self->our_side_ended_) {   // we said goodbye: what comes now means nothing
+            if (self->state_ == LinkState::our_side_ended) {   // we said goodbye: what comes now means nothing
                 self->read_more();
                 return;
             }
@@ -71,7 +92,7 @@ void Link::read_more()
             for (;;) {
                 auto frame = self->decoder_.next();
                 if (!frame) {
-                    self->finish(frame.error().message);
+                    self->finish(LinkState::closed, frame.error().message);
                     return;
                 }
                 if (!frame->has_value())
@@ -80,11 +101,11 @@ void Link::read_more()
                 if ((*frame)->type == static_cast<std::uint8_t>(wire::MessageType::heartbeat))
                     continue;
                 self->on_frame_(std::move(**frame));
-                if (self->closed_)
+                if (!self->is_open())
                     return;
             }
-            if (self->reading_paused_)
-                self->read_parked_ = true;
+            if (self->reading_ == Reading::paused)
+                self->reading_ = Reading::parked;
             else
                 self->read_more();
         });
@@ -92,14 +113,14 @@ void Link::read_more()
 
 void Link::send(std::vector<std::uint8_t> frame, bool urgent)
 {
-    if (closed_ || close_when_flushed_)
+    if (state_ != LinkState::open)
         return;
     send(std::make_shared<const std::vector<std::uint8_t>>(std::move(frame)), urgent);
 }
 
 void Link::send(SharedFrame frame, bool urgent)
 {
-    if (closed_ || close_when_flushed_)
+    if (state_ != LinkState::open)
         return;
     queued_bytes_ += frame->size();
     if (urgent && writing_) {
@@ -117,17 +138,17 @@ void Link::write_next()
 {
     if (write_queue_.empty()) {
         writing_ = false;
-        if (close_when_flushed_)
+        if (state_ == LinkState::flushing)
             end_our_side();
         return;
     }
     writing_ = true;
     asio::async_write(socket_, asio::buffer(*write_queue_.front()),
         [self = shared_from_this()](const boost::system::error_code& error, std::size_t) {
-            if (self->closed_)
+            if (!self->is_open())
                 return;
             if (error) {
-                self->finish(error.message());
+                self->finish(LinkState::closed, error.message());
                 return;
             }
             self->last_sent_ = Clock::now();
@@ -142,7 +163,7 @@ void Link::write_next()
 
 void Link::when_queued_below(std::size_t bytes, std::function<void()> room)
 {
-    if (closed_)
+    if (!is_open())
         return;
     if (queued_bytes_ < bytes) {
         room();
@@ -168,9 +189,9 @@ void Link::tell_room()
 
 void Link::close_after_flush(double linger_seconds)
 {
-    if (closed_ || close_when_flushed_)
+    if (state_ != LinkState::open)
         return;
-    close_when_flushed_ = true;
+    move_to(LinkState::flushing);
     linger_seconds_ = linger_seconds;
     if (!writing_)
         end_our_side();
@@ -186,7 +207,7 @@ void Link::end_our_side()
         close();
         return;
     }
-    our_side_ended_ = true;
+    move_to(LinkState::our_side_ended);
     resume_reading();   // the peer's close must be seen, whatever a pacer wanted
     linger_.expires_after(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(linger_seconds_)));
     linger_.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
@@ -195,14 +216,16 @@ void Link::end_our_side()
     });
 }
 
-void Link::close(const std::string& reason)
+void Link::close(const std::string& reason) { close_as(LinkState::closed, reason); }
+
+void Link::close_as(LinkState how, const std::string& reason)
 {
-    if (closed_)
+    if (!is_open())
         return;
     boost::system::error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
-    finish(reason);
+    finish(how, reason);
 }
 
 void Link::keep_alive(double timeout_seconds)
@@ -214,8 +237,7 @@ void Link::keep_alive(double timeout_seconds)
     // The heartbeat dies with the link, so it may call back into it.
     heartbeat_ = std::make_unique<LinkHeartbeat>(socket_.get_executor(), shared_from_this(), timeout_seconds,
                                                  [this](const std::string& reason) {
-                                                     peer_silent_ = true;
-                                                     close(reason);
+                                                     close_as(LinkState::peer_silent, reason);
                                                  });
 }
 
@@ -228,16 +250,15 @@ void Link::hold_heartbeat_checks(bool held)
 bool Link::has_unread_bytes() const
 {
     boost::system::error_code error;
-    return !closed_ && socket_.available(error) > 0 && !error;
+    return is_open() && socket_.available(error) > 0 && !error;
 }
 
-void Link::finish(const std::string& reason)
+void Link::finish(LinkState how, const std::string& reason)
 {
-    if (!closed_) {
-        boost::system::error_code ignored;
-        socket_.close(ignored);
-    }
-    closed_ = true;
+    if (!move_to(how))
+        return;
+    boost::system::error_code ignored;
+    socket_.close(ignored);
     write_queue_.clear();
     urgent_queued_ = 0;
     waiting_for_room_.clear();

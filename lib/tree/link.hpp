@@ -14,6 +14,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "timing/clock.hpp"
+#include "tree/link_state.hpp"
 #include "util/result.hpp"
 #include "wire/auth.hpp"
 #include "wire/codec.hpp"
@@ -58,19 +59,20 @@ public:
     // While held, the peer's silence is not a loss (LinkHeartbeat::hold); beats still go out.
     void hold_heartbeat_checks(bool held);
     // The peer fell silent for the heartbeat timeout: hung, stopped or cut off, so it will not leave by itself.
-    bool peer_silent() const { return peer_silent_; }
+    bool peer_silent() const { return state_ == LinkState::peer_silent; }
     const std::string& peer_name() const { return peer_name_; }
     // Bytes waiting to be written: a bulk sender paces itself on this.
     std::size_t queued_bytes() const { return queued_bytes_; }
     // `room` runs once, as soon as fewer than `bytes` wait to be written (at once if that is so now); never if the
     // link closes first.
     void when_queued_below(std::size_t bytes, std::function<void()> room);
-    bool is_open() const { return !closed_; }
+    bool is_open() const { return !link_ended(state_); }
+    LinkState state() const { return state_; }
     // While paused, nothing more is read from the peer (what was read is still handled): TCP then holds the
     // peer's next frames in its queue and the kernel's buffers. A relay paces its parent this way (RelayPacing).
-    void pause_reading() { reading_paused_ = true; }
+    void pause_reading();
     void resume_reading();
-    bool reading_paused() const { return reading_paused_; }
+    bool reading_paused() const { return reading_ != Reading::on; }
     tcp::endpoint local_endpoint() const;
     // When bytes last arrived from the peer, and when a write of ours last went out (the link's start before
     // either): any traffic proves a peer alive, so heartbeats are only needed on a quiet link.
@@ -85,7 +87,10 @@ private:
     void write_next();
     void tell_room();   // runs the when_queued_below callbacks whose mark the queue is now under
     void end_our_side();
-    void finish(const std::string& reason);
+    void close_as(LinkState how, const std::string& reason);
+    void finish(LinkState how, const std::string& reason);
+    // The one place state_ changes: a move link_transitions does not list is refused and logged.
+    bool move_to(LinkState next);
 
     tcp::socket socket_;
     std::string peer_name_;
@@ -98,15 +103,18 @@ private:
     std::deque<SharedFrame> write_queue_;
     std::size_t queued_bytes_ = 0;
     std::size_t urgent_queued_ = 0;   // urgent frames behind the front of write_queue_
+    LinkState state_ = LinkState::open;
+    // Apart from state_: a write is in flight in open and flushing alike (flushing ends when none is).
     bool writing_ = false;
-    bool close_when_flushed_ = false;
+    // Apart from state_: a pacer pauses reading whatever the lifecycle; only our FIN resumes it.
+    enum class Reading {
+        on,
+        paused,   // the read in flight is handled, then no next one starts
+        parked,   // paused, and no read is in flight: resuming starts one
+    };
+    Reading reading_ = Reading::on;
     double linger_seconds_ = 0;
-    bool our_side_ended_ = false;   // FIN sent: we only wait for the peer's
     asio::steady_timer linger_;
-    bool closed_ = false;
-    bool peer_silent_ = false;
-    bool reading_paused_ = false;
-    bool read_parked_ = false;   // a read would have been started, but reading is paused
     std::unique_ptr<LinkHeartbeat> heartbeat_;
     std::vector<std::pair<std::size_t, std::function<void()>>> waiting_for_room_;   // when_queued_below
     Clock::time_point last_received_ = Clock::now();
