@@ -27,6 +27,21 @@ constexpr auto bulk_partial_line_wait = std::chrono::seconds(1);
 // After a rank exits, a background process it left may still hold its pipes; stop waiting after this.
 constexpr auto drain_grace = std::chrono::seconds(1);
 
+spdlog::logger& spawn_log() { return area_logger("spawn"); }
+
+// Moves `state` to `next` where its table allows; otherwise leaves it and logs the bug.
+template <typename State>
+bool move_state(State& state, State next, const std::string& what)
+{
+    if (!may_move(state, next)) {
+        spawn_log().error("{}: refused to move from {} to {} (a bug in canopy)", what, state_name(state),
+                          state_name(next));
+        return false;
+    }
+    state = next;
+    return true;
+}
+
 } // namespace
 
 RankSpawner::RankSpawner(asio::io_context& io, ProcessReaper& reaper, Events events)
@@ -69,9 +84,38 @@ void RankSpawner::end_group(pid_t group)
         events_.group_ended(group);
 }
 
+bool RankSpawner::move_to(Rank& rank, RankPhase next)
+{
+    if (!move_state(rank.phase, next, fmt::format("rank {}", rank.rank)))
+        return false;
+    if (next == RankPhase::start_known)
+        ++started_known_;
+    else if (next == RankPhase::finished)
+        ++finished_;
+    return true;
+}
+
+void RankSpawner::move_to(SpawnerPhase next) { move_state(phase_, next, "the rank spawner"); }
+
+void RankSpawner::move_to(StdinState next) { move_state(stdin_, next, "rank 0's stdin"); }
+
+// all_started waits until a batch's every rank has been forked (or rejected); once reported, it is not again.
+void RankSpawner::begin_batch()
+{
+    if (phase_ != SpawnerPhase::all_started)
+        move_to(SpawnerPhase::forking);
+}
+
+void RankSpawner::end_batch()
+{
+    if (phase_ == SpawnerPhase::forking)
+        move_to(SpawnerPhase::starting);
+    check_all_started();
+}
+
 void RankSpawner::spawn(std::vector<RankLaunch> ranks)
 {
-    forking_ = true;
+    begin_batch();
     for (auto& launch : ranks) {
         auto rank = std::make_unique<Rank>();
         rank->rank = launch.rank;
@@ -87,8 +131,7 @@ void RankSpawner::spawn(std::vector<RankLaunch> ranks)
                 in = std::move(*pipe);
         }
         if (!out || !err) {
-            r.finished = true;
-            ++finished_;
+            move_to(r, RankPhase::finished);
             events_.failed_to_start(r.rank, {exit_cannot_run, (out ? err.error() : out.error()).message});
             continue;
         }
@@ -116,13 +159,11 @@ void RankSpawner::spawn(std::vector<RankLaunch> ranks)
         request.exec_report = &report;
         auto pid = spawn_process(request);
         if (!pid) {
-            r.finished = true;
-            ++finished_;
-            start_known(r, {exit_cannot_run, pid.error().message});
-            events_.failed_to_start(r.rank, {exit_cannot_run, pid.error().message});
+            fail_without_process(r, {exit_cannot_run, pid.error().message});
             continue;
         }
         r.pid = *pid;
+        move_to(r, RankPhase::forked);
         rank_of_leader_.emplace(r.pid, r.rank);
         request.env.reset();   // only argv and wdir are needed to describe a failed exec
         r.request = std::move(request);
@@ -141,7 +182,7 @@ void RankSpawner::spawn(std::vector<RankLaunch> ranks)
             if (!*alive)
                 return;
             Rank& rank = *ranks_.at(id);
-            if (!rank.start_known) {
+            if (rank.phase == RankPhase::forked) {
                 // The exit can overtake the exec report: read what the child left in the pipe now.
                 ssize_t got = ::read(rank.exec_report->native_handle(), rank.report_record.data(),
                                      rank.report_record.size());
@@ -149,7 +190,7 @@ void RankSpawner::spawn(std::vector<RankLaunch> ranks)
                                       ? describe_exec_failure(rank.report_record, rank.request)
                                       : StartFailure{});
             }
-            rank.reaped = true;
+            move_to(rank, RankPhase::reaped);
             if (rank.group_ended)
                 end_group(rank.pid);
             rank.wait_status = status;
@@ -158,8 +199,7 @@ void RankSpawner::spawn(std::vector<RankLaunch> ranks)
             maybe_finish(rank);
         });
     }
-    forking_ = false;
-    check_all_started();
+    end_batch();
 }
 
 void RankSpawner::await_exec(Rank& rank)
@@ -170,7 +210,7 @@ void RankSpawner::await_exec(Rank& rank)
             if (!*alive)
                 return;
             Rank& rank = *ranks_.at(id);
-            if (rank.start_known)
+            if (rank.phase != RankPhase::forked)
                 return;
             bool failed = !error && size == rank.report_record.size();
             start_known(rank, failed ? describe_exec_failure(rank.report_record, rank.request) : StartFailure{});
@@ -179,41 +219,44 @@ void RankSpawner::await_exec(Rank& rank)
 
 void RankSpawner::start_known(Rank& rank, StartFailure failure)
 {
-    if (rank.start_known)
+    if (!move_to(rank, RankPhase::start_known))
         return;
-    rank.start_known = true;
     rank.start_failure = std::move(failure);
     rank.exec_report.reset();
     if (rank.start_failure.message.empty())
         events_.spawned(rank.rank, rank.pid, timing::now_ns());
-    ++started_known_;
     check_all_started();
+}
+
+// A rank that has no process (it could not be forked, or was rejected) is finished as soon as its start is known.
+void RankSpawner::fail_without_process(Rank& rank, const StartFailure& failure)
+{
+    start_known(rank, failure);
+    if (move_to(rank, RankPhase::finished))
+        events_.failed_to_start(rank.rank, failure);
 }
 
 void RankSpawner::check_all_started()
 {
-    if (forking_ || all_started_reported_ || started_known_ < ranks_.size())
+    bool waiting = phase_ == SpawnerPhase::idle || phase_ == SpawnerPhase::starting;
+    if (!waiting || started_known_ < ranks_.size())
         return;
-    all_started_reported_ = true;
+    move_to(SpawnerPhase::all_started);
     if (events_.all_started)
         events_.all_started();
 }
 
 void RankSpawner::reject(std::vector<RankLaunch> ranks, const StartFailure& failure)
 {
-    forking_ = true;
+    begin_batch();
     for (auto& launch : ranks) {
         auto rank = std::make_unique<Rank>();
         rank->rank = launch.rank;
-        rank->finished = true;
         Rank& r = *rank;
         ranks_.emplace(launch.rank, std::move(rank));
-        ++finished_;
-        events_.failed_to_start(launch.rank, failure);
-        start_known(r, failure);
+        fail_without_process(r, failure);
     }
-    forking_ = false;
-    check_all_started();
+    end_batch();
 }
 
 // A rank has exited: what is left in its pipes is read for drain_grace, then they close, so a background process
@@ -327,10 +370,9 @@ void RankSpawner::forward_partial_line_later(long rank_id, Stream& stream, std::
 
 void RankSpawner::maybe_finish(Rank& rank)
 {
-    if (rank.finished || !rank.reaped || rank.out.pipe || rank.err.pipe)
+    if (rank.phase != RankPhase::reaped || rank.out.pipe || rank.err.pipe)
         return;
-    rank.finished = true;
-    ++finished_;
+    move_to(rank, RankPhase::finished);
     if (rank.drain_timer)
         rank.drain_timer->cancel();
     if (!rank.start_failure.message.empty())
@@ -341,7 +383,7 @@ void RankSpawner::maybe_finish(Rank& rank)
 
 void RankSpawner::write_stdin(const std::string& data)
 {
-    if (stdin_closed_) {
+    if (stdin_ == StdinState::rank_closed) {
         if (events_.stdin_taken)
             events_.stdin_taken(data.size(), true);
         return;
@@ -352,7 +394,8 @@ void RankSpawner::write_stdin(const std::string& data)
 
 void RankSpawner::close_stdin()
 {
-    stdin_eof_ = true;
+    if (stdin_ == StdinState::open)
+        move_to(StdinState::ending);
     write_next_stdin();
 }
 
@@ -361,8 +404,10 @@ void RankSpawner::write_next_stdin()
     if (!stdin_pipe_ || stdin_writing_)
         return;
     if (stdin_queue_.empty()) {
-        if (stdin_eof_)
+        if (stdin_ == StdinState::ending) {
             stdin_pipe_.reset();
+            move_to(StdinState::ended);
+        }
         return;
     }
     stdin_writing_ = true;
@@ -378,7 +423,7 @@ void RankSpawner::write_next_stdin()
                     dropped += data.size();
                 stdin_queue_.clear();
                 stdin_pipe_.reset();
-                stdin_closed_ = true;
+                move_to(StdinState::rank_closed);
                 if (events_.stdin_taken)
                     events_.stdin_taken(dropped, true);
                 return;
@@ -394,7 +439,7 @@ void RankSpawner::write_next_stdin()
 void RankSpawner::signal_all(int signo)
 {
     for (auto& [id, rank] : ranks_)
-        if (rank->pid > 0 && !rank->reaped)
+        if (rank->unreaped())
             ::kill(-rank->pid, signo);
 }
 
@@ -425,7 +470,7 @@ bool RankSpawner::in_a_ranks_group(pid_t pid) const
 void RankSpawner::kill_all()
 {
     for (auto& [id, rank] : ranks_)
-        if (rank->pid > 0 && !rank->reaped)
+        if (rank->unreaped())
             ::kill(-rank->pid, SIGKILL);
     // Exited ranks' groups too while processes remain in them: background processes must not outlive the job.
     for (pid_t group : leaderless_groups_)
@@ -451,7 +496,7 @@ void RankSpawner::make_cgroup(const std::vector<std::string>& env)
         if (events_.cgroup_made)
             events_.cgroup_made(cgroup_->path());
     } else   // most clusters delegate no cgroup to their users: the process groups and the subreaper still serve
-        area_logger("spawn").debug("ranks run without a cgroup of their own: {}", made.error().message);
+        spawn_log().debug("ranks run without a cgroup of their own: {}", made.error().message);
 }
 
 namespace {
@@ -474,7 +519,7 @@ void RankSpawner::wait_killed(std::chrono::milliseconds bound) const
 {
     auto deadline = std::chrono::steady_clock::now() + bound;
     for (const auto& [id, rank] : ranks_)
-        while (rank->pid > 0 && !rank->reaped && !has_exited(rank->pid) && std::chrono::steady_clock::now() < deadline)
+        while (rank->unreaped() && !has_exited(rank->pid) && std::chrono::steady_clock::now() < deadline)
             std::this_thread::sleep_for(std::chrono::milliseconds(2));
 }
 

@@ -21,6 +21,7 @@
 #include "output_flow.hpp"
 #include "proc/process.hpp"
 #include "proc/rank_cgroup.hpp"
+#include "spawn_phases.hpp"
 
 namespace canopy {
 
@@ -101,7 +102,7 @@ public:
     std::size_t finished() const { return finished_; }
     bool all_finished() const { return finished_ == ranks_.size(); }
     // spawn() or reject() has been called and every rank is known to have started or failed to.
-    bool all_started() const { return all_started_reported_; }
+    bool all_started() const { return phase_ == SpawnerPhase::all_started; }
 
 private:
     struct Stream {
@@ -116,12 +117,11 @@ private:
     struct Rank {
         long rank = 0;
         pid_t pid = -1;
-        bool reaped = false;
+        RankPhase phase = RankPhase::planned;
+        // Apart from phase: a fact about its process group, learned just before the reap and acted on at it.
         bool group_ended = false;        // when reaped: no process was left in its group
-        bool finished = false;
         int wait_status = 0;
         std::int64_t exit_ns = 0;
-        bool start_known = false;        // exec'd, or known to have failed
         StartFailure start_failure;      // why the program could not start: a message
         std::unique_ptr<asio::posix::stream_descriptor> exec_report;
         std::array<std::uint8_t, exec_report_size> report_record;
@@ -129,6 +129,9 @@ private:
         Stream out, err;
         std::unique_ptr<asio::steady_timer> drain_timer;
         bool drain_due = false;          // the drain grace ended while its output was held
+
+        // A process that may still run: signalling its group reaches it, not a stranger that took its id.
+        bool unreaped() const { return pid > 0 && (phase == RankPhase::forked || phase == RankPhase::start_known); }
     };
 
     void read(Rank& rank, Stream& stream, std::uint8_t id);
@@ -140,8 +143,16 @@ private:
     void start_drain_timer(Rank& rank);
     void await_exec(Rank& rank);
     void start_known(Rank& rank, StartFailure failure);
+    void fail_without_process(Rank& rank, const StartFailure& failure);
+    void begin_batch();
+    void end_batch();
     void check_all_started();
     void maybe_finish(Rank& rank);
+    // The only places the states change: a move their table (spawn_phases.hpp) does not list is refused and logged.
+    // A rank's move keeps started_known_ and finished_ counting the ranks that entered those phases.
+    bool move_to(Rank& rank, RankPhase next);
+    void move_to(SpawnerPhase next);
+    void move_to(StdinState next);
     void write_next_stdin();
     void before_reap(pid_t pid);
     void end_group(pid_t group);
@@ -157,15 +168,15 @@ private:
     std::map<long, std::unique_ptr<Rank>> ranks_;
     std::size_t finished_ = 0;
     std::size_t started_known_ = 0;
-    bool forking_ = false;               // all_started waits until every rank has been forked
+    SpawnerPhase phase_ = SpawnerPhase::idle;
     OutputHold output_hold_;
     std::optional<std::chrono::milliseconds> partial_line_wait_;
-    bool all_started_reported_ = false;
+    // Rank 0's stdin moves on its own, as the launcher's stdin comes and ends, whatever the spawner's phase.
+    StdinState stdin_ = StdinState::open;
     std::unique_ptr<asio::posix::stream_descriptor> stdin_pipe_;
     std::deque<std::string> stdin_queue_;
+    // Apart from stdin_: a write is in flight in open and ending alike (ending ends when none is, the queue empty).
     bool stdin_writing_ = false;
-    bool stdin_eof_ = false;
-    bool stdin_closed_ = false;   // the rank closed its end: what comes is dropped
     std::unique_ptr<asio::steady_timer> kill_timer_;
     // Ranks' groups whose leader has exited while other processes of the rank stay in them (its background
     // children, which we inherit as a subreaper): signalled by kill_all until the last of them exits.
@@ -174,6 +185,7 @@ private:
     std::vector<std::string> job_variables_;   // CANOPY_JOBID=, CANOPY_NODE=: what every rank's process starts with
     // The ranks' cgroup, where the kernel lets this user make one (proc/rank_cgroup.hpp); tried at the first spawn.
     std::optional<RankCgroup> cgroup_;
+    // Apart from phase_: made once, at the first batch that forks, or given up on before any (go_without_cgroup).
     bool cgroup_tried_ = false;
     int before_reap_hook_ = -1;
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
