@@ -14,6 +14,17 @@ namespace {
 
 spdlog::logger& tree_log() { return area_logger("tree"); }
 
+// The report every child's subtree must have sent before this position may enter readiness step `step`.
+SubtreeStep subtree_step_for(TreePosition::State step)
+{
+    switch (step) {
+    case TreePosition::State::up: return SubtreeStep::up;
+    case TreePosition::State::spawned: return SubtreeStep::spawned;
+    case TreePosition::State::done: return SubtreeStep::done;
+    default: return SubtreeStep::none;   // not a readiness step: nothing to wait for
+    }
+}
+
 } // namespace
 
 TreePosition::TreePosition(boost::asio::io_context& io, ProcessReaper& reaper, const auth::Key& key, long position,
@@ -166,8 +177,7 @@ void TreePosition::advance()
     for (;;) {
         if (state_ < State::done) {
             auto next = static_cast<State>(static_cast<int>(state_) + 1);
-            auto step = static_cast<SubtreeStep>(static_cast<int>(next));   // up, spawned, done in both
-            if (!progress_.all(step) || !hooks_.local_ready(next))
+            if (!progress_.all(subtree_step_for(next)) || !hooks_.local_ready(next))
                 break;
             state_ = reached_ = next;
             hooks_.entered(next);
