@@ -131,8 +131,8 @@ void RankSpawner::spawn(std::vector<RankLaunch> ranks)
                 in = std::move(*pipe);
         }
         if (!out || !err) {
-            move_to(r, RankPhase::finished);
-            events_.failed_to_start(r.rank, {exit_cannot_run, (out ? err.error() : out.error()).message});
+            // Counted as started (it failed to), so that the node still reports all started and the job ends.
+            fail_without_process(r, {exit_cannot_run, (out ? err.error() : out.error()).message});
             continue;
         }
         UniqueFd report;

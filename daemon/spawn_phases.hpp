@@ -34,11 +34,10 @@ enum class RankPhase {
     finished,      // its exit or failure to start has been reported
 };
 
-inline constexpr std::array<Transition<RankPhase>, 7> rank_transitions{{
+inline constexpr std::array<Transition<RankPhase>, 6> rank_transitions{{
     {RankPhase::planned, RankPhase::forked},
-    {RankPhase::planned, RankPhase::start_known},   // could not be forked, or rejected: there is no process
-    // Its pipes could not be made: reported as failed, but never counted as started (as before the states).
-    {RankPhase::planned, RankPhase::finished},
+    // Its pipes could not be made, it could not be forked, or it was rejected: there is no process.
+    {RankPhase::planned, RankPhase::start_known},
     {RankPhase::forked, RankPhase::start_known},
     {RankPhase::start_known, RankPhase::reaped},
     {RankPhase::start_known, RankPhase::finished},   // no process: nothing to reap or drain
