@@ -5,74 +5,38 @@
 #include <functional>
 #include <string>
 
-#include "wire/codec.hpp"
+#include "pmi/node_puts.hpp"
 
 namespace canopy {
 namespace {
 
-struct Entry {
-    std::string_view key, value;
-};
-
-// The key and value whose key's length prefix is at `offset`.
-Entry entry_at(const std::vector<std::uint8_t>& result, std::size_t offset)
+std::string_view text(std::span<const std::uint8_t> bytes)
 {
-    wire::Reader reader(std::span<const std::uint8_t>(result).subspan(offset));
-    auto key = reader.bytes_view();
-    auto value = reader.bytes_view();
-    return {{reinterpret_cast<const char*>(key.data()), key.size()},
-            {reinterpret_cast<const char*>(value.data()), value.size()}};
+    return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
 
 } // namespace
-
-KvsStore::Bytes KvsStore::node_blob(const std::map<std::string, std::string, std::less<>>& puts)
-{
-    wire::Writer writer;
-    writer.varint(puts.size());
-    for (const auto& [key, value] : puts) {
-        writer.string(key);
-        writer.string(value);
-    }
-    return writer.take();
-}
 
 Status KvsStore::add(Bytes result)
 {
     // First check and count the whole result, so that a malformed one leaves the store as it was, and the index
     // grows once: no list of offsets, and no rehash per doubling.
     std::size_t entries = 0;
-    wire::Reader check(result);
-    while (check.ok() && !check.at_end()) {
-        std::size_t count = check.count();
-        for (std::size_t i = 0; i < count && check.ok(); ++i, ++entries) {
-            (void)check.bytes_view();
-            (void)check.bytes_view();
-        }
-    }
-    if (!check.ok())
-        return make_error("malformed PMI fence result ({} bytes)", result.size());
+    if (auto checked = pmi::for_each_put(result, [&](std::size_t, const pmi::PutView&) { ++entries; }); !checked)
+        return checked;
     if (entries == 0)
         return {};   // a barrier without puts
     if (results_.size() >= (std::size_t{1} << (64 - offset_bits)) - 1)
         return make_error("too many PMI barriers with puts to index");
     std::uint64_t index = results_.size();
     results_.push_back(std::move(result));
-    const Bytes& kept = results_.back();
     reserve(count_ + entries);
-    wire::Reader reader(kept);
-    while (!reader.at_end()) {
-        std::size_t count = reader.count();
-        for (std::size_t i = 0; i < count; ++i) {
-            std::uint64_t slot = (index << offset_bits) | (kept.size() - reader.remaining() + 1);
-            (void)reader.bytes_view();
-            (void)reader.bytes_view();
-            std::uint64_t* place = slot_for(key_at(slot));
-            if (*place == 0)
-                ++count_;
-            *place = slot;
-        }
-    }
+    (void)pmi::for_each_put(results_.back(), [&](std::size_t offset, const pmi::PutView& put) {
+        std::uint64_t* place = slot_for(text(put.key));
+        if (*place == 0)
+            ++count_;
+        *place = (index << offset_bits) | (offset + 1);
+    });
     return {};
 }
 
@@ -83,7 +47,7 @@ std::optional<std::string_view> KvsStore::find(std::string_view key) const
     std::uint64_t* place = const_cast<KvsStore*>(this)->slot_for(key);
     if (*place == 0)
         return std::nullopt;
-    return value_after_key(*place);
+    return text(put_at(*place).value);
 }
 
 std::size_t KvsStore::held_bytes() const
@@ -94,23 +58,16 @@ std::size_t KvsStore::held_bytes() const
     return bytes;
 }
 
-std::string_view KvsStore::key_at(std::uint64_t slot) const
+pmi::PutView KvsStore::put_at(std::uint64_t slot) const
 {
-    const auto& result = results_[slot >> offset_bits];
-    return entry_at(result, (slot & ((std::uint64_t{1} << offset_bits) - 1)) - 1).key;
-}
-
-std::string_view KvsStore::value_after_key(std::uint64_t slot) const
-{
-    const auto& result = results_[slot >> offset_bits];
-    return entry_at(result, (slot & ((std::uint64_t{1} << offset_bits) - 1)) - 1).value;
+    return pmi::put_at(results_[slot >> offset_bits], (slot & ((std::uint64_t{1} << offset_bits) - 1)) - 1);
 }
 
 std::uint64_t* KvsStore::slot_for(std::string_view key)
 {
     std::size_t mask = slots_.size() - 1;
     for (std::size_t i = std::hash<std::string_view>{}(key) & mask;; i = (i + 1) & mask)
-        if (slots_[i] == 0 || key_at(slots_[i]) == key)
+        if (slots_[i] == 0 || text(put_at(slots_[i]).key) == key)
             return &slots_[i];
 }
 
@@ -125,7 +82,7 @@ void KvsStore::reserve(std::size_t keys)
     slots_.assign(size, 0);
     for (std::uint64_t slot : old)
         if (slot != 0)
-            *slot_for(key_at(slot)) = slot;
+            *slot_for(text(put_at(slot).key)) = slot;
 }
 
 } // namespace canopy

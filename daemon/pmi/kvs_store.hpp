@@ -4,7 +4,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,14 +13,16 @@
 
 namespace canopy {
 
+namespace pmi {
+struct PutView;
+}
+
 class KvsStore {
 public:
     using Bytes = std::vector<std::uint8_t>;
 
-    // One node's puts as its blob in a barrier: the form add() takes, concatenated over the nodes.
-    static Bytes node_blob(const std::map<std::string, std::string, std::less<>>& puts);
-    // Takes a barrier's result: node blobs concatenated, each a count, then key and value strings (wire codec). A
-    // key already here takes its new value. Malformed input changes nothing.
+    // Takes a barrier's result: node blobs concatenated (pmi/node_puts.hpp). A key already here takes its new
+    // value. Malformed input changes nothing.
     Status add(Bytes result);
     std::optional<std::string_view> find(std::string_view key) const;
     std::size_t size() const { return count_; }
@@ -29,10 +30,9 @@ public:
     std::size_t held_bytes() const;
 
 private:
-    // A slot is 0 (empty) or (result index << 40 | offset of the key's length prefix + 1).
+    // A slot is 0 (empty) or (result index << 40 | offset of the put's entry + 1).
     static constexpr int offset_bits = 40;
-    std::string_view key_at(std::uint64_t slot) const;
-    std::string_view value_after_key(std::uint64_t slot) const;
+    pmi::PutView put_at(std::uint64_t slot) const;
     std::uint64_t* slot_for(std::string_view key);
     // Makes room for `keys` keys in all, at most half the slots used.
     void reserve(std::size_t keys);

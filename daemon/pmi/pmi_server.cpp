@@ -16,6 +16,7 @@
 
 #include "hosts/rank_blocks.hpp"
 #include "pmi/abandoned_segments.hpp"
+#include "pmi/node_puts.hpp"
 #include "pmi/process_mapping.hpp"
 #include "pmi/wire.hpp"
 #include "proc/process.hpp"
@@ -495,7 +496,7 @@ void PmiServer::maybe_start_fence()
     if (fence_running_ || failed_ || static_cast<long>(in_barrier_.size()) < local_size_)
         return;
     fence_running_ = true;
-    Bytes local = KvsStore::node_blob(pending_puts_);
+    Bytes local = pmi::encode_node_puts(pending_puts_);
     pending_puts_.clear();
     tree_.fence(std::move(local), [this, alive = alive_](Status status, Bytes result) {
         if (*alive)

@@ -5,12 +5,11 @@
 #include <string>
 
 #include "pmi/kvs_store.hpp"
-#include "wire/codec.hpp"
+#include "pmi/node_puts.hpp"
 
 using namespace canopy;
 
 namespace {
-
 
 KvsStore::Bytes concatenated(std::initializer_list<KvsStore::Bytes> blobs)
 {
@@ -25,13 +24,13 @@ KvsStore::Bytes concatenated(std::initializer_list<KvsStore::Bytes> blobs)
 TEST(KvsStore, FindsEveryNodesKeysAndLaterBarriersReplaceValues)
 {
     KvsStore store;
-    ASSERT_TRUE(store.add(concatenated({KvsStore::node_blob({{"a", "1"}, {"b", "2"}}),
-                                        KvsStore::node_blob({{"c", "3"}})}))
+    ASSERT_TRUE(store.add(concatenated({pmi::encode_node_puts({{"a", "1"}, {"b", "2"}}),
+                                        pmi::encode_node_puts({{"c", "3"}})}))
                     .ok());
     EXPECT_EQ(store.find("a"), "1");
     EXPECT_EQ(store.find("c"), "3");
     EXPECT_FALSE(store.find("d"));
-    ASSERT_TRUE(store.add(KvsStore::node_blob({{"a", "one"}, {"d", ""}})).ok());
+    ASSERT_TRUE(store.add(pmi::encode_node_puts({{"a", "one"}, {"d", ""}})).ok());
     EXPECT_EQ(store.find("a"), "one");
     EXPECT_EQ(store.find("b"), "2");
     EXPECT_EQ(store.find("d"), "");
@@ -43,7 +42,7 @@ TEST(KvsStore, HoldsManyKeysInLittleMoreThanTheirBytes)
     std::map<std::string, std::string, std::less<>> puts;
     for (int i = 0; i < 100000; ++i)
         puts["ep" + std::to_string(i)] = std::string(100, static_cast<char>('a' + i % 26));
-    auto blob = KvsStore::node_blob(puts);
+    auto blob = pmi::encode_node_puts(puts);
     std::size_t blob_bytes = blob.size();
     KvsStore store;
     ASSERT_TRUE(store.add(std::move(blob)).ok());
@@ -57,12 +56,12 @@ TEST(KvsStore, HoldsManyKeysInLittleMoreThanTheirBytes)
 TEST(KvsStore, AMalformedResultChangesNothing)
 {
     KvsStore store;
-    ASSERT_TRUE(store.add(KvsStore::node_blob({{"a", "1"}})).ok());
-    auto bad = KvsStore::node_blob({{"a", "2"}, {"b", "3"}});
+    ASSERT_TRUE(store.add(pmi::encode_node_puts({{"a", "1"}})).ok());
+    auto bad = pmi::encode_node_puts({{"a", "2"}, {"b", "3"}});
     bad.pop_back();
     EXPECT_NE(store.add(bad).error().message.find("malformed PMI fence result"), std::string::npos);
     EXPECT_EQ(store.find("a"), "1");
     EXPECT_FALSE(store.find("b"));
-    EXPECT_TRUE(store.add(KvsStore::node_blob({})).ok());   // a barrier without puts
+    EXPECT_TRUE(store.add(pmi::encode_node_puts({})).ok());   // a barrier without puts
     EXPECT_EQ(store.size(), 1u);
 }
