@@ -1,5 +1,6 @@
 // One node's simple PMI server for MPICH-family MPIs: each rank speaks PMI-1 or PMI-2 over its own socketpair
-// (PMI_FD), and barriers and kvs-fences run as fences over the daemon tree (docs/pmi.md).
+// (PMI_FD), and barriers and kvs-fences run as fences over the daemon tree (docs/pmi.md). This is the socket layer;
+// the protocol is PmiProtocolServer's.
 #pragma once
 
 #include <chrono>
@@ -8,32 +9,20 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
 
-#include "pmi/kvs_store.hpp"
+#include "pmi/pmi_protocol_ops.hpp"
+#include "pmi/pmi_protocol_server.hpp"
 #include "rank_service.hpp"
 #include "util/result.hpp"
 
 namespace canopy {
 
-namespace pmi {
-struct Command;
-}
-
 using Bytes = std::vector<std::uint8_t>;
-
-struct PmiJob {
-    std::string kvsname;                        // the job's name for PMI (PMI-1 kvsname, PMI-2 jobid)
-    std::vector<std::uint64_t> ranks_per_node;  // block placement, node by node
-    long node_index = 0;
-    std::string node;                           // for messages
-};
 
 // What the server needs from its daemon and the tree.
 struct PmiTree {
@@ -55,16 +44,16 @@ struct PmiTree {
     std::function<void(long rank, const std::string& key)> drop;
 };
 
-class PmiServer : public RankService {
+class PmiServer : public RankService, private PmiProtocolOps {
 public:
-    // What the server allows a rank, and what it tells MPICH's client in get_maxes.
-    static constexpr std::size_t max_kvsname = 256, max_key = 64, max_value = 1024;
-    static constexpr std::size_t max_pending_puts = 16 * 1024;   // per rank between two barriers
+    static constexpr std::size_t max_kvsname = PmiProtocolServer::max_kvsname;
+    static constexpr std::size_t max_key = PmiProtocolServer::max_key, max_value = PmiProtocolServer::max_value;
+    static constexpr std::size_t max_pending_puts = PmiProtocolServer::max_pending_puts;
     // How long a rank whose PMI connection closed early has to exit and be reported by its exit status instead.
     static constexpr std::chrono::milliseconds exit_grace{500};
 
     PmiServer(boost::asio::io_context& io, PmiJob job, PmiTree tree);
-    ~PmiServer();
+    ~PmiServer() override;
     PmiServer(const PmiServer&) = delete;
     PmiServer& operator=(const PmiServer&) = delete;
 
@@ -78,71 +67,39 @@ public:
     // that ranks made here and left behind are removed (abandoned_segments.hpp).
     void stop() override;
 
-    struct Connection;   // one rank's socket and protocol state (pmi_server.cpp)
+    struct Connection;   // one rank's socket (pmi_server.cpp)
 
 private:
-    using Handler = void (PmiServer::*)(Connection&, const pmi::Command&);
-    static const std::map<std::string, Handler, std::less<>>& handlers(bool v2);
+    using Bytes = canopy::Bytes;   // RankService's and PmiProtocolOps' alike
 
     void read_next(const std::shared_ptr<Connection>& connection);
-    void on_command(Connection& connection, const pmi::Command& command);
-    void reply(Connection& connection, const pmi::Command& response);
     void flush(const std::shared_ptr<Connection>& connection);
-    // A reply to send when the tree answers; dropped if the rank or the server is gone by then.
-    std::function<void(const pmi::Command&)> reply_later(long rank);
-    // Answers a command that cannot be served with rc != 0, and says so once in the log, naming the rank.
-    void refuse(Connection& connection, const pmi::Command& command, const std::string& why);
-    // Whether the rank may keep `bytes` under `key` within the job's limit (PmiTree::keep); if not, refuses the
-    // command.
-    bool within_limit(Connection& connection, const pmi::Command& command, const std::string& key, std::uint64_t bytes);
-    void on_closed(Connection& connection, const std::string& why);
-    // The rank has said init (PMI-1) or fullinit (PMI-2): stamped as rank.pmi_init.
-    void initialized(Connection& connection);
-    // Fails the job if a barrier waits on a rank that can never join it.
-    void check_barrier();
-    void fail(long rank, std::string message, int exit_code = 1);
-    std::string rank_name(long rank) const;
-    std::optional<std::string> job_attribute(std::string_view key) const;
+    void close(Connection& connection);
+    void sweep_abandoned_segments() const;
 
-    // PMI-1 and PMI-2 commands; each answers in the connection's own protocol.
-    void on_init(Connection&, const pmi::Command&);
-    void on_fullinit(Connection&, const pmi::Command&);
-    void on_get_maxes(Connection&, const pmi::Command&);
-    void on_get_appnum(Connection&, const pmi::Command&);
-    void on_get_kvsname(Connection&, const pmi::Command&);
-    void on_get_universe_size(Connection&, const pmi::Command&);
-    void on_job_getid(Connection&, const pmi::Command&);
-    void on_put(Connection&, const pmi::Command&);
-    void on_get(Connection&, const pmi::Command&);
-    void on_barrier(Connection&, const pmi::Command&);
-    void on_get_job_attr(Connection&, const pmi::Command&);
-    void on_put_node_attr(Connection&, const pmi::Command&);
-    void on_get_node_attr(Connection&, const pmi::Command&);
-    void on_publish(Connection&, const pmi::Command&);
-    void on_unpublish(Connection&, const pmi::Command&);
-    void on_lookup(Connection&, const pmi::Command&);
-    void on_abort(Connection&, const pmi::Command&);
-    void on_finalize(Connection&, const pmi::Command&);
-    void on_not_supported(Connection&, const pmi::Command&);
+    // PmiProtocolOps: the connections here, the rest through the tree, each callback dropped once the server is gone.
+    void send(long rank, std::string answer) override;
+    void hang_up(long rank, std::string last_words) override;
+    void await_exit(long rank) override;
+    void fence(Bytes local, std::function<void(Status, Bytes)> done) override;
+    void publish(std::string name, std::string port, std::function<void(Status)> done) override;
+    void unpublish(std::string name, std::function<void(Status)> done) override;
+    void lookup(std::string name, std::function<void(Status, std::optional<std::string>)> done) override;
+    void fail(long rank, int exit_code, std::string message) override;
+    void mark(long rank, std::string_view what) override;
+    bool keep(long rank, const std::string& key, std::uint64_t bytes, std::string_view how) override;
+    void drop(long rank, const std::string& key) override;
 
-    void maybe_start_fence();
-    void fence_done(Status status, Bytes result);
+    // Wraps a tree callback so that it does nothing once the server is gone.
+    template <typename... Args>
+    std::function<void(Args...)> while_alive(std::function<void(Args...)> done) const;
 
     boost::asio::io_context& io_;
-    PmiJob job_;
+    std::string node_;   // for messages
     PmiTree tree_;
-    long first_rank_ = 0, local_size_ = 0, world_size_ = 0;
-    std::string process_mapping_;
+    PmiProtocolServer protocol_;
     std::map<long, std::shared_ptr<Connection>> connections_;   // by rank
-    KvsStore kvs_;                                              // every key the fences brought
-    std::map<std::string, std::string, std::less<>> pending_puts_;          // this node's puts since the last fence
-    std::map<std::string, std::string, std::less<>> node_attrs_;            // PMI-2 info-putnodeattr
-    std::set<long> in_barrier_;                                 // ranks waiting for barrier_out
-    std::multimap<std::string, long> node_attr_waiters_;        // info-getnodeattr wait=TRUE, by key
-    bool fence_running_ = false;
-    bool failed_ = false;
-    bool closed_ = false;
-    bool rank_left_in_mpi_ = false;   // a rank ended between PMI init and finalize: sweep its MPICH segments
+    bool stopped_ = false;
     // Files MPICH makes on this node from now on may be its ranks' (abandoned_segments.hpp).
     std::chrono::system_clock::time_point started_ = std::chrono::system_clock::now();
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
