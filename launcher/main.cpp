@@ -30,7 +30,6 @@ extern char** environ;
 
 namespace {
 
-constexpr int exit_usage = 2;
 
 std::vector<std::string> own_environment()
 {
@@ -81,7 +80,7 @@ void count_late_interrupts()
 int usage_error(const std::string& message)
 {
     fmt::print(stderr, "canopy: {}\n", message);
-    return exit_usage;
+    return canopy::exit_usage;
 }
 
 } // namespace

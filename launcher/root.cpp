@@ -7,24 +7,21 @@
 
 #include <cerrno>
 #include <cstring>
-#include <limits>
-#include <thread>
 #include <utility>
 
 #include <boost/asio/post.hpp>
 #include <fmt/format.h>
 
-#include "fabric/fabric_plane.hpp"
+#include "proc/rank_env.hpp"
+#include "services/fabric_service.hpp"
 #include "services/job_store_service.hpp"
 #include "services/name_service.hpp"
-#include "proc/rank_env.hpp"
+#include "services/staging_service.hpp"
 #include "timing/clock.hpp"
 #include "tree/agent.hpp"
 #include "tree/topology.hpp"
 #include "util/io_loop.hpp"
 #include "util/log.hpp"
-#include "util/remove_tree.h"
-#include "util/worker_thread.hpp"
 
 namespace canopy {
 namespace {
@@ -45,7 +42,7 @@ Root::Root(asio::io_context& io, ProcessReaper& reaper, RootPlan plan, std::int6
            std::int64_t hosts_resolved_ns, InProcessStarter in_process)
     : io_(io), plan_(std::move(plan)), key_(auth::generate_key()), reaper_(reaper), in_process_(std::move(in_process)),
       signals_(io, SIGINT, SIGTERM, SIGHUP), suspension_(io), timeout_timer_(io), grace_timer_(io),
-      teardown_deadline_(io), stage_progress_timer_(io), started_ns_(started_ns),
+      teardown_deadline_(io), started_ns_(started_ns),
       lines_(plan_.label), output_wait_timer_(io)
 {
     signals_.add(SIGUSR1);
@@ -76,7 +73,8 @@ int Root::run()
             stamp("tree_up");
             tree_log().info("{} daemons up", position_->daemons_below());
             start_stdin_forwarding();
-            maybe_start_staging();
+            for (auto& service : services_)
+                service->tree_up();
         } else if (step == S::spawned) {
             stamp("ranks_spawned");
         } else if (step == S::done) {
@@ -92,7 +90,7 @@ int Root::run()
     position_ = std::make_unique<TreePosition>(io_, reaper_, key_, 0, plan, nullptr, std::move(hooks), phases_,
                                                trace_);
     register_child_handlers();
-    start_services();
+    make_services();
     // Before anything that starts a thread or a process of its own, so that a failure returns cleanly. Nothing
     // the children send is read before io_.run().
     if (auto started = position_->start_children(plan_.listen_address, plan.daemon_path, 0, in_process_); !started) {
@@ -113,10 +111,9 @@ int Root::run()
         });
     }
 
-    // These two fork the launcher's guard when they have something for it, best before any other thread runs.
-    start_stage_fetch();
-    start_fabric_plane();
-    start_stage_preparation();
+    // Fabric and staging fork the launcher's guard when they have something for it, before any thread runs.
+    for (auto& service : services_)
+        service->start();
     run_io_loop(io_, [this](const std::string& why) { fail(exit_infrastructure, "the launcher " + why); });
     // A signal that comes as the job ends still counts (README: exit codes). From here on it stays pending rather
     // than killing us; what was caught but not yet handled is handled by the poll below.
@@ -125,9 +122,8 @@ int Root::run()
     for (int signo : {SIGINT, SIGTERM, SIGHUP})
         sigaddset(&ending, signo);
     ::pthread_sigmask(SIG_BLOCK, &ending, nullptr);
-    if (stage_thread_.joinable())
-        stage_thread_.join();
-    end_stage_fetch();
+    for (auto& service : services_)
+        service->after_run();
     if (guard_)
         guard_->finish();   // what it watched is gone already; this only reaps the guard
     io_.restart();
@@ -163,8 +159,13 @@ void Root::note_signal_at_end(int signo)
     signalled_ = true;
 }
 
-void Root::start_services()
+void Root::make_services()
 {
+    // In the order they start: fabric and staging before the rest, as both may fork the launcher's guard.
+    RootControl& control = *this;
+    services_.push_back(std::make_unique<FabricService>(io_, key_, plan_.plan, *position_, control));
+    if (plan_.stage)
+        services_.push_back(std::make_unique<StagingService>(io_, plan_, *position_, output_, control));
     auto spawn = std::make_unique<SpawnRequests>(*position_, plan_.plan);
     spawn_ = spawn.get();
     auto late = std::make_unique<LateRankCount>(phases_, [this] {
@@ -180,29 +181,6 @@ void Root::start_services()
         service->serve_requests(position_->collectives().services());
 }
 
-void Root::start_stage_preparation()
-{
-    if (!plan_.stage)
-        return;
-    stage_thread_ = worker_thread([this, settings = *plan_.stage] {
-        auto prepared = prepare_stage(settings);
-        asio::post(io_, [this, prepared = std::move(prepared)]() mutable { on_stage_prepared(std::move(prepared)); });
-    });
-}
-
-void Root::start_fabric_plane()
-{
-    const auto& plan = plan_.plan;
-    if (!fabric::uses_fabric(plan))
-        return;
-    auto own = fabric::start_fabric_plane(io_, key_, plan, 0, "the launcher", *position_,
-                                          {[](const wire::Frame&) {},   // the root has no parent
-                                           [this](const std::string& line) { fail(exit_infrastructure, line); },
-                                           [this](const std::string& path) { watch_path(path, "fabric endpoint"); }});
-    if (!own.why_not.empty() && plan.job.fabric == "auto")
-        area_logger("fabric").info("--fabric auto: {}; bulk data goes over the tree's TCP links", own.why_not);
-}
-
 void Root::watch_path(const std::string& path, const char* what)
 {
     if (!guard_) {
@@ -214,140 +192,6 @@ void Root::watch_path(const std::string& path, const char* what)
         guard_ = std::move(*guard);
     }
     guard_->watch_path(path);
-}
-
-void Root::start_stage_fetch()
-{
-    if (!plan_.stage)
-        return;
-    // The cache can hold gigabytes of /dev/shm: a SIGKILL of the launcher must not leave it behind. A dir made
-    // fresh, never one another user put in its place (lib/util/private_dir.hpp).
-    auto cache = stage::NodeCache::create_unique(plan_.plan.job.stage_cache_base,
-                                                 node_dir_prefix(plan_.plan.job_id, "launcher"),
-                                                 [this](const std::string& path) { watch_path(path, "stage cache"); });
-    if (!cache) {
-        tree_log().warn("{}; ranks read what the stage index lacks from the shared filesystem", cache.error().message);
-        return;
-    }
-    auto tree = StageFetchTree::for_root(io_, cache->dir(), position_->children(), plan_.stage->prefixes);
-    if (!tree) {
-        tree_log().warn("{}; ranks read what the stage index lacks from the shared filesystem", tree.error().message);
-        return;
-    }
-    stage_fetch_ = std::move(*tree);
-    // While the tree starts: the ranks' first questions are their program and the libraries it loads. (A
-    // manifest's index has them: the root would read and push them twice.)
-    if (!stages_on_demand(*plan_.stage))
-        return;
-    for (const auto& app : plan_.plan.job.apps) {
-        auto env = environment_with(plan_.plan.job.env, app.env);
-        stage_fetch_->read_ahead_program(app.argv, environment_value(env, "PATH"),
-                                         environment_value(env, "LD_LIBRARY_PATH"));
-    }
-}
-
-void Root::end_stage_fetch()
-{
-    if (!stage_fetch_)
-        return;
-    const auto& counts = stage_fetch_->counters();
-    // Counts: lookups the root answered from its cache, and those it read from the filesystem (once each).
-    phases_.add("root.stage_local_messages", static_cast<double>(counts.answered_here()), "launcher");
-    phases_.add("root.stage_read_messages", static_cast<double>(counts.sent_up), "launcher");
-    phases_.add("root.stage_read_ahead_messages", static_cast<double>(counts.read_ahead), "launcher");
-    if (stage_ && !stage_->learn.empty())
-        write_learned_manifest();
-    std::string dir = stage_fetch_->cache_dir();
-    stage_fetch_.reset();   // joins the reader threads
-    canopy_remove_tree(dir.c_str());
-}
-
-void Root::write_learned_manifest()
-{
-    const auto& answers = stage_fetch_->answers();
-    if (answers.empty()) {
-        print_own_line(fmt::format("canopy: no rank looked anything up under the staged prefixes; stage manifest "
-                                      "{} not written\n", stage_->learn));
-        return;
-    }
-    auto learned = learn_manifest(stage_->learn, plan_.stage->prefixes, answers);
-    if (!learned) {
-        print_own_line(fmt::format("canopy: {}\n", learned.error().message));
-        return;
-    }
-    print_own_line(fmt::format("canopy: wrote stage manifest {}: {} paths, {} files ({:.1f} MiB) that jobs naming "
-                                  "it stage up front\n",
-                                  stage_->learn, learned->size(), learned->content_files().size(),
-                                  static_cast<double>(learned->content_bytes()) / (1 << 20)));
-}
-
-void Root::on_stage_prepared(Result<PreparedStage> prepared)
-{
-    if (position_->leaving())
-        return;
-    if (!prepared) {
-        fail(exit_usage, prepared.error().message);
-        return;
-    }
-    stamp("stage_indexed");
-    if (!prepared->warning.empty())
-        print_own_line(fmt::format("canopy: {}\n", prepared->warning));
-    if (!prepared->learn.empty())
-        tree_log().info("stage manifest {} does not exist yet: staging on demand, and writing it at the end",
-                        prepared->learn);
-    stage_.emplace(std::move(*prepared));
-    tree_log().info("stage index: {} entries, {} files, {} bytes of content", stage_->index.size(),
-                    stage_->index.content_files().size(), stage_->index.content_bytes());
-    maybe_start_staging();
-}
-
-void Root::maybe_start_staging()
-{
-    if (!stage_ || !position_->reached(TreePosition::State::up) || stage_sender_ || position_->leaving())
-        return;
-    stage_started_ns_ = timing::now_ns();
-    stage_sender_ = std::make_unique<StageSender>(io_, position_->bulk(), stage_->index);
-    stage_sending_ = true;
-    show_stage_progress(false);
-    stage_sender_->start([this](Status status) {
-        stage_progress_timer_.cancel();
-        stage_sending_ = false;
-        show_stage_progress(true);
-        if (!status.ok()) {
-            fail(exit_infrastructure, status.error().message);
-            return;
-        }
-        stamp("stage_sent");
-    });
-}
-
-void Root::show_stage_progress(bool final)
-{
-    // A bar on a terminal; elsewhere (job logs) a line every few seconds, and none for quick staging.
-    static const bool tty = ::isatty(STDERR_FILENO) == 1;
-    const auto& progress = stage_sender_->progress();
-    double elapsed = static_cast<double>(timing::now_ns() - stage_started_ns_) / 1e9;
-    auto mib = [](std::uint64_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
-    if (tty && (stage_progress_shown_ || !final)) {
-        double fraction = progress.bytes_total ? static_cast<double>(progress.bytes_sent) / progress.bytes_total : 1;
-        int filled = static_cast<int>(fraction * 30);
-        output_.to_stderr(fmt::format("\rcanopy: staging [{:<30}] {:.0f}/{:.0f} MiB, {}/{} files{}",
-                                      std::string(static_cast<std::size_t>(filled), '#'), mib(progress.bytes_sent),
-                                      mib(progress.bytes_total), progress.files_sent, progress.files_total,
-                                      final ? "\r\033[K" : ""));
-        stage_progress_shown_ = !final;
-    } else if (!tty && !final && elapsed >= 5.0) {
-        print_own_line(fmt::format("canopy: staging: {:.0f}/{:.0f} MiB, {}/{} files sent after {:.0f} s\n",
-                                      mib(progress.bytes_sent), mib(progress.bytes_total), progress.files_sent,
-                                      progress.files_total, elapsed));
-    }
-    if (final || !stage_sending_)
-        return;
-    stage_progress_timer_.expires_after(std::chrono::milliseconds(tty ? 200 : 5000));
-    stage_progress_timer_.async_wait([this](const boost::system::error_code& error) {
-        if (!error && stage_sending_ && !position_->leaving())
-            show_stage_progress(false);
-    });
 }
 
 void Root::register_child_handlers()
@@ -389,10 +233,6 @@ void Root::register_child_handlers()
             print_daemon_line(log->line);
         return log.ok();
     });
-    position_->on(wire::MessageType::stage_fetch, [this](long position, const wire::Frame& frame) {
-        StageFetchTree::serve_child(stage_fetch_.get(), position_->children(), position, frame);
-        return true;
-    });
 }
 
 void Root::on_rank_failed(const wire::RankFailed& failed)
@@ -432,9 +272,6 @@ void Root::fail(int exit_code, const std::string& line)
 {
     if (position_->leaving())
         return;
-    if (stage_progress_shown_)
-        output_.to_stderr("\r\033[K");   // the error goes on a clean line, not after the progress bar
-    stage_progress_shown_ = false;
     print_own_line(fmt::format("canopy: {}\n", line));
     if (!failure_)
         failure_ = timing::JobTiming::Failure{line, {}};
@@ -508,12 +345,6 @@ void Root::end_job(bool abort, int exit_code)
     exit_code_ = exit_code;
     for (auto& service : services_)
         service->stop("the job is ending");
-    if (stage_sender_) {
-        stage_sender_->stop();
-        stage_progress_timer_.cancel();
-        if (stage_progress_shown_)
-            output_.to_stderr("\r\033[K");
-    }
     timeout_timer_.cancel();
     grace_timer_.cancel();
     teardown_deadline_.expires_after(millis(plan_.plan.kill_grace + teardown_slack_seconds));
@@ -548,6 +379,8 @@ void Root::print_daemon_line(const std::string& line)
 
 void Root::print_own_line(std::string line)
 {
+    for (auto& service : services_)
+        service->before_own_line();
     output_.to_stderr(lines_.end_open_line(2) + line);
     hold_lines();   // what waited on stderr has gone: the others may go on
 }

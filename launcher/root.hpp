@@ -6,12 +6,12 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "exit_codes.hpp"
 #include "launch_plan.hpp"
 #include "job_suspension.hpp"
 #include "output_backpressure.hpp"
@@ -20,9 +20,7 @@
 #include "services/late_ranks.hpp"
 #include "services/root_service.hpp"
 #include "services/spawn_requests.hpp"
-#include "stage_source.hpp"
 #include "stdin_forwarder.hpp"
-#include "stage_tree/fetch_tree.hpp"
 #include "proc/node_guard.hpp"
 #include "proc/process.hpp"
 #include "timing/report.hpp"
@@ -32,12 +30,7 @@
 
 namespace canopy {
 
-// Exit codes for endings that are not a rank's own exit code.
-inline constexpr int exit_timeout = 124;
-inline constexpr int exit_infrastructure = 255;
-inline constexpr int exit_usage = 2;
-
-class Root {
+class Root : private RootControl {
 public:
     // `reaper` is the process's one reaper. `in_process`, if set, starts the top daemons instead of the agent
     // (a tree inside one process, in tests).
@@ -66,20 +59,17 @@ private:
     void print_daemon_line(const std::string& line);
     // One of canopy's own lines on stderr, on a line of its own even when a rank's partial line is open there.
     void print_own_line(std::string line);
+    void print_line(std::string line) override { print_own_line(std::move(line)); }
     // Ends the job: orderly (all ranks done) or abort (failure, signal, timeout). The tree position leaves.
     void end_job(bool abort, int exit_code);
     // Every daemon has left (or was killed for not leaving in time).
     void finish();
-    void stamp(const std::string& name);
-    void fail(int exit_code, const std::string& line);
-    // File staging: the index is prepared on a thread while the tree starts, streamed once every daemon is up.
-    void start_stage_preparation();
-    void on_stage_prepared(Result<PreparedStage> prepared);
-    void maybe_start_staging();
-    void show_stage_progress(bool final);
+    void stamp(const std::string& name) override;
+    void fail(int exit_code, const std::string& line) override;
 
-    // Starts the root's services (job store, name service, spawn, late ranks), each answering its own requests.
-    void start_services();
+    // Makes the root's services (fabric, staging, job store, name service, spawn, late ranks), each answering its
+    // own requests.
+    void make_services();
 
     asio::io_context& io_;
     RootPlan plan_;
@@ -91,29 +81,16 @@ private:
     SpawnRequests* spawn_ = nullptr;        // in services_: names spawned ranks in the user's lines
     LateRankCount* late_ranks_ = nullptr;   // in services_: spawned ranks that keep the job from ending
     std::vector<wire::TraceEvent> trace_;
-    std::thread stage_thread_;
-    std::optional<PreparedStage> stage_;
-    std::unique_ptr<StageSender> stage_sender_;
-    // On-demand staging: the daemons' misses, read from this machine's filesystem into the launcher's cache.
-    std::unique_ptr<StageFetchTree> stage_fetch_;
     // Removes the launcher's stage cache and its fabric endpoint's file even if the launcher is killed.
     std::optional<NodeGuard> guard_;
     // Has the guard remove `path` (what it is, for a line if there can be no guard), starting the guard if need be.
-    void watch_path(const std::string& path, const char* what);
-    void start_stage_fetch();
-    void start_fabric_plane();
-    void end_stage_fetch();
-    void write_learned_manifest();   // the on-demand answers, as the manifest the job was told to learn
+    void watch_path(const std::string& path, const char* what) override;
     asio::signal_set signals_;
     JobSuspension suspension_;   // Ctrl-Z
     asio::steady_timer timeout_timer_;
     asio::steady_timer grace_timer_;
     asio::steady_timer teardown_deadline_;
-    asio::steady_timer stage_progress_timer_;
     std::int64_t started_ns_;
-    std::int64_t stage_started_ns_ = 0;
-    bool stage_progress_shown_ = false;
-    bool stage_sending_ = false;
     std::vector<timing::Stamp> timeline_;
     timing::PhaseSet phases_;
     OutputWriter output_;   // the ranks' output and our own lines, never written on the io thread

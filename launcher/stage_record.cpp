@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "exit_codes.hpp"
 #include "launch_plan.hpp"
 #include "options.hpp"
 #include "proc/process.hpp"
@@ -20,7 +21,6 @@ extern char** environ;
 namespace canopy {
 namespace {
 
-constexpr int exit_usage = 2;
 
 constexpr const char* record_usage =
     "usage: canopy stage record --stage DIR[,DIR...] [-o MANIFEST] -- PROGRAM [ARGS...]\n"
