@@ -2,7 +2,6 @@
 #include "daemon.hpp"
 
 #include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -15,18 +14,8 @@
 
 #include "error_files.hpp"
 #include "fabric/fabric_plane.hpp"
-#include "hosts/namespace_names.hpp"
-#include "hosts/rank_blocks.hpp"
-#include "pmi/pmi_server.hpp"
-#include "pmix/pmix_node.hpp"
-#include "pmix/rank_locality.hpp"
-#include "private_socket.hpp"
 #include "proc/node_temp_dir.hpp"
-#include "proc/rank_env.hpp"
 #include "rank_launches.hpp"
-#include "rank_socket.hpp"
-#include "stage/stage_node.hpp"
-#include "synthetic/synthetic_ranks.hpp"
 #include "timing/clock.hpp"
 #include "tree/agent.hpp"
 #include "tree/topology.hpp"
@@ -43,28 +32,6 @@ spdlog::logger& spawn_log() { return area_logger("spawn"); }
 constexpr auto partial_line_wait = std::chrono::milliseconds(50);
 // Failure teardown: ranks get this long after SIGTERM before SIGKILL, so the job ends within about a second.
 constexpr double abort_grace_seconds = 0.5;
-
-// What is wrong with the base a node temp dir could not be made in, and where it came from, if that is the
-// trouble: the user fixes the setting that named it.
-std::string temp_base_problem(const TempBase& base)
-{
-    struct stat info {};
-    if (::stat(base.path.c_str(), &info) != 0)
-        return fmt::format("; {} ({}) does not exist", base.path, base.source);
-    if (!S_ISDIR(info.st_mode))
-        return fmt::format("; {} ({}) is not a directory", base.path, base.source);
-    return "";
-}
-
-// Simulated nodes share one kernel, whose cgroup lock serialises every cgroup made, joined or removed: 10-50 ms each
-// on the test VM. At 4,096 nodes most daemons sat blocked in mkdir for longer than the heartbeat timeout and were
-// declared lost. A real node makes one; a small simulated job still makes one per node, so the tests cover them.
-constexpr std::size_t max_simulated_nodes_with_cgroups = 64;
-
-bool wants_rank_cgroup(const wire::LaunchPlan& plan)
-{
-    return !plan.simulated || plan.hosts.size() <= max_simulated_nodes_with_cgroups;
-}
 
 } // namespace
 
@@ -293,10 +260,9 @@ void Daemon::on_plan(wire::LaunchPlan plan)
     position_->advance();   // a leaf is up as soon as it has its plan
     store_limit_.emplace(plan_->job.rank_store_limit, node_,
                          [this](long rank, const std::string& line) { report_abort(rank, 1, line); });
-    start_stage_node();
-    start_pmi_servers();
-    start_synthetic_ranks();
-    start_rank_socket();
+    services_.emplace(io_, *plan_, args_.position, node_, tmpdir_, *position_, *store_limit_, phases_,
+                      static_cast<NodeControl&>(*this));
+    services_->start();
     if (!plan_->job.output_marks.empty())
         output_marks_.emplace(plan_->job.output_marks);
     start_ranks_when_ready();
@@ -328,239 +294,6 @@ void Daemon::remove_abandoned_temp_dirs_later()
         if (int removed = remove_abandoned_temp_dirs(base, std::chrono::seconds(60)); removed > 0)
             spawn_log().debug("removed {} temp dir(s) in {} that ended jobs left behind", removed, base);
     });
-}
-
-void Daemon::add_rank_service(std::unique_ptr<RankService> service)
-{
-    service->serve_requests(position_->collectives().services());
-    rank_services_.push_back(std::move(service));
-}
-
-void Daemon::start_rank_socket()
-{
-    if (tmpdir_.path().empty())
-        return;
-    auto path = tmpdir_.socket_path("app.sock", watch_for_guard());
-    if (!path) {
-        tree_log().warn("{}; libcanopy marks and store are unavailable on {}", path.error().message, node_);
-        return;
-    }
-    RankSocket::Hooks hooks;
-    hooks.mark = [this](AppServer::Mark mark) {
-        auto label = rank_label(mark.rank);
-        phases_.add("app." + mark.name, since_launch(mark.time_ns), label);
-        if (mark.duration_ns >= 0)
-            phases_.add("app." + mark.name + ".duration", static_cast<double>(mark.duration_ns) / 1e9, label);
-        trace(mark.rank, mark.name, since_launch(mark.time_ns),
-              mark.duration_ns >= 0 ? static_cast<double>(mark.duration_ns) / 1e9 : -1);
-    };
-    hooks.to_root = [this](wire::StoreRequest request, RoutedServices::Reply<wire::StoreRequest> done) {
-        position_->collectives().request<wire::StoreRequest>(0, std::move(request), std::move(done));
-    };
-    hooks.store_limit = plan_->job.rank_store_limit;
-    hooks.keep = keep_in_limit();
-    hooks.drop = drop_from_limit();
-    if (auto socket = RankSocket::start(io_, *path, node_, std::move(hooks)))
-        add_rank_service(std::move(socket));
-}
-
-void Daemon::start_stage_node()
-{
-    if (!plan_->job.stage || setup_failed_)
-        return;
-    // In the node temp dir when that is where the cache's base is anyway (the default): one dir per node, which
-    // the sweep of abandoned dirs covers too. Elsewhere, a dir made fresh as the temp dir is.
-    const std::string& cache_base = plan_->job.stage_cache_base;
-    std::error_code ignored;
-    bool in_temp_dir = !tmpdir_.path().empty() &&
-                       std::filesystem::equivalent(std::filesystem::path(tmpdir_.path()).parent_path(), cache_base,
-                                                   ignored);
-    auto cache = in_temp_dir ? stage::NodeCache::create(tmpdir_.path() + "/stage")
-                             : stage::NodeCache::create_unique(cache_base, node_dir_prefix(plan_->job_id, node_),
-                                                               watch_for_guard());
-    if (!cache) {
-        fail_setup(fmt::format("cannot stage files on {}: {}", node_, cache.error().message));
-        return;
-    }
-    StageNode::Paths paths;
-    paths.cache_dir = cache->dir();
-    paths.interposer = plan_->job.stage_interposer;
-    for (const auto& app : plan_->job.apps) {
-        const std::string& program = app.argv.at(0);
-        if (program.find('/') != std::string::npos)   // else found in PATH, as the daemon looks for it
-            paths.programs.push_back(from_working_dir(program, app.wdir));
-    }
-    if (!tmpdir_.path().empty()) {
-        if (auto socket = tmpdir_.socket_path("stage.sock", watch_for_guard()))
-            paths.socket = std::move(*socket);
-        else
-            tree_log().warn("{}; ranks on {} read what the stage index lacks from the shared filesystem",
-                            socket.error().message, node_);
-    }
-    StageNode::Hooks hooks;
-    hooks.report_error = [this](const std::string& message) { report_error(node_, message); };
-    hooks.installed = [this] { node_phase("daemon.stage_ready", since_launch(timing::now_ns())); };
-    add_rank_service(std::make_unique<StageNode>(io_, *position_, std::move(paths), node_, std::move(hooks)));
-}
-
-void Daemon::start_pmi_servers()
-{
-    const auto& plan = *plan_;
-    if (plan.job.simple_pmi)
-        start_simple_pmi_server();
-    if (plan.job.pmix == PmixMode::off)
-        return;
-    PmixJob job;
-    job.nspace = job_nspace(plan_->job_id);
-    job.hosts = plan_->hosts;
-    job.ranks_per_node = plan_->job.ranks_per_node;
-    for (const auto& app : plan.job.apps)
-        job.ranks_per_app.push_back(app.ranks);
-    job.node_index = Topology::position_to_node(args_.position);
-    job.tmpdir = tmpdir_.path();
-    // MPI_UNIVERSE_SIZE: the job and the ranks it may spawn on its nodes.
-    job.universe_size = RankBlocks(job.ranks_per_node).world_size() + plan.job.spawn_slots * plan.hosts.size();
-    add_rank_locality(job, plan.job.binding, node_);
-    PmixNode::Hooks hooks;
-    hooks.report_error = [this](const std::string& message) { report_error(node_, message); };
-    hooks.ready = [this] { node_phase("daemon.pmix_ready", since_launch(timing::now_ns())); };
-    hooks.ending = [this] { return position_->leaving(); };
-    hooks.watch_cleanup = [this](const std::string& path) { return guard_ && guard_->watch_path(path); };
-    auto relay_address = plan.simulated ? simulated_node_address(job.node_index) : std::string("127.0.0.1");
-    if (auto node = PmixNode::start(io_, plan.job.pmix, std::move(job), pmix_tree(), relay_address, std::move(hooks)))
-        add_rank_service(std::move(node));
-}
-
-void Daemon::start_simple_pmi_server()
-{
-    PmiJob job;
-    job.kvsname = job_nspace(plan_->job_id);
-    job.ranks_per_node = plan_->job.ranks_per_node;
-    job.node_index = Topology::position_to_node(args_.position);
-    job.node = node_;
-    PmiTree tree;
-    tree.fence = [this](Bytes local, std::function<void(Status, Bytes)> done) {
-        position_->collectives().fence({}, std::move(local), std::move(done), wire::FenceDomain::pmi);
-    };
-    // PMI's service names share the root's publish store with PMIx under a prefix of their own: the two never
-    // see each other's entries, whose values they encode differently.
-    tree.publish = [this](std::string name, std::string port, std::function<void(Status)> done) {
-        position_->collectives().publish({{"pmi/" + name, Bytes(port.begin(), port.end())}}, std::move(done));
-    };
-    tree.unpublish = [this](std::string name, std::function<void(Status)> done) {
-        position_->collectives().unpublish({"pmi/" + name}, std::move(done));
-    };
-    tree.lookup = [this](std::string name, std::function<void(Status, std::optional<std::string>)> done) {
-        position_->collectives().lookup({"pmi/" + name}, [done = std::move(done)](Status status, KeyValues found) {
-            if (!status.ok() || found.empty())
-                done(status, std::nullopt);
-            else
-                done(status, std::string(found.front().second.begin(), found.front().second.end()));
-        });
-    };
-    tree.fail = [this](long rank, int exit_code, std::string message) { report_abort(rank, exit_code, message); };
-    tree.keep = keep_in_limit();
-    tree.drop = drop_from_limit();
-    tree.mark = [this](long rank, const std::string& what, std::int64_t time_ns) {
-        phases_.add("rank." + what, since_launch(time_ns), rank_label(rank));
-    };
-    add_rank_service(std::make_unique<PmiServer>(io_, std::move(job), std::move(tree)));
-}
-
-void Daemon::start_synthetic_ranks()
-{
-    if (plan_->job.synthetic_ranks.empty())
-        return;
-    auto spec = synthetic::parse_spec(plan_->job.synthetic_ranks);
-    if (!spec) {
-        fail_setup(fmt::format("--synthetic-ranks on {}: {}", node_, spec.error().message));
-        return;
-    }
-    RankBlocks blocks(plan_->job.ranks_per_node);
-    long index = Topology::position_to_node(args_.position);
-    SyntheticNode node{blocks.first_rank(index), blocks.local_size(index), blocks.world_size(), node_};
-    // The PMIx paths take the tree as the PMIx host's upcalls do (pmix_tree()).
-    SyntheticTree tree;
-    auto pmix = pmix_tree();
-    tree.fence = [fence = pmix.fence](Bytes local, std::function<void(Status, Bytes)> done) {
-        fence({}, true, std::move(local), std::move(done));
-    };
-    tree.direct_modex = pmix.direct_modex;
-    tree.fail = [this](long rank, std::string message) { report_abort(rank, 1, message); };
-    tree.now = [this] { return since_launch(timing::now_ns()); };
-    add_rank_service(std::make_unique<SyntheticRanks>(io_, *spec, std::move(node), std::move(tree)));
-}
-
-PmixTree Daemon::pmix_tree()
-{
-    PmixTree tree;
-    tree.fence = [this](std::vector<long> participants, bool, Bytes local, std::function<void(Status, Bytes)> done) {
-        position_->collectives().fence(std::move(participants), std::move(local), std::move(done));
-    };
-    tree.connect = [this](std::vector<long> participants, bool failed, std::function<void(Status)> done) {
-        position_->collectives().fence(
-            std::move(participants), {}, [done = std::move(done)](Status status, Bytes) { done(std::move(status)); },
-            wire::FenceDomain::pmix_connect, failed);
-    };
-    tree.direct_modex = [this](long rank, std::function<void(Status, Bytes)> done) {
-        long target = position_->collectives().position_of_rank(rank);
-        if (target < 0) {
-            done(make_error("the job has no rank {}", rank), {});
-            return;
-        }
-        position_->collectives().request<wire::DirectModexRequest>(
-            target, {static_cast<std::uint64_t>(rank)}, [done = std::move(done)](Result<wire::ModexData> reply) {
-                if (!reply)
-                    return done(reply.error(), {});
-                done(Status{}, std::move(reply->blob));
-            });
-    };
-    tree.publish = [this](KeyValues data, std::function<void(Status)> done) {
-        position_->collectives().publish(std::move(data), std::move(done));
-    };
-    tree.lookup = [this](std::vector<std::string> keys, std::size_t wait_for,
-                         std::function<void(Status, KeyValues)> done) {
-        position_->collectives().lookup(std::move(keys), std::move(done), wait_for);
-    };
-    tree.unpublish = [this](std::vector<std::string> keys, std::function<void(Status)> done) {
-        position_->collectives().unpublish(std::move(keys), std::move(done));
-    };
-    tree.abort = [this](long rank, int status, std::string message) { report_abort(rank, status, message); };
-    tree.spawn = [this](wire::SpawnRequest request, std::function<void(Status, wire::SpawnReply)> done) {
-        position_->collectives().request<wire::SpawnRequest>(
-            0, std::move(request), [done = std::move(done)](Result<wire::SpawnReply> reply) {
-                if (!reply)
-                    return done(reply.error(), {});
-                done(Status{}, std::move(*reply));
-            });
-    };
-    tree.rank_output = [this](long rank, bool to_stderr, std::string text) {
-        send_up(wire::to_frame(
-            wire::Output{static_cast<std::uint64_t>(rank), static_cast<std::uint8_t>(to_stderr ? 2 : 1), std::move(text)}));
-    };
-    tree.keep = keep_in_limit();
-    tree.drop = drop_from_limit();
-    if (plan_->job.rank_store_limit > 0)
-        tree.within_limit = [this](const std::vector<long>& ranks, std::uint64_t bytes, std::string_view how) {
-            return store_limit_->allows(ranks, bytes, how);
-        };
-    return tree;
-}
-
-std::function<bool(long, const std::string&, std::uint64_t, std::string_view)> Daemon::keep_in_limit()
-{
-    if (plan_->job.rank_store_limit == 0)
-        return {};
-    return [this](long rank, const std::string& key, std::uint64_t bytes, std::string_view how) {
-        return store_limit_->keep(rank, key, bytes, how);
-    };
-}
-
-std::function<void(long, const std::string&)> Daemon::drop_from_limit()
-{
-    if (plan_->job.rank_store_limit == 0)
-        return {};
-    return [this](long rank, const std::string& key) { store_limit_->drop(rank, key); };
 }
 
 void Daemon::join_tree_position()
@@ -650,7 +383,7 @@ void Daemon::make_rank_spawner()
     events.spawned = [this](long rank, pid_t pid, std::int64_t time_ns) {
         if (guard_)
             guard_->watch_process_group(pid);
-        for (auto& service : rank_services_)
+        for (auto& service : rank_services())
             service->rank_spawned(rank, pid);
         phases_.add(rank_phase(rank, "spawned"), since_launch(time_ns), rank_label(rank));
         rank_spawn_ns_[rank] = time_ns;
@@ -658,7 +391,7 @@ void Daemon::make_rank_spawner()
     events.exited = [this](long rank, int status, std::int64_t time_ns) {
         // The services first: PMIx names a rank that left without PMIx_Finalize more precisely than its exit
         // status does; the simple PMI server leaves a failing exit to the line below.
-        for (auto& service : rank_services_)
+        for (auto& service : rank_services())
             service->rank_exited(rank, status);
         phases_.add(rank_phase(rank, "exited"), since_launch(time_ns), rank_label(rank));
         phases_.add(rank_phase(rank, "runtime"), static_cast<double>(time_ns - rank_spawn_ns_[rank]) / 1e9,
@@ -718,7 +451,7 @@ void Daemon::start_ranks_when_ready()
         ranks_->start_none();
         return;
     }
-    for (auto& service : rank_services_)
+    for (auto& service : rank_services())
         if (!service->ready_for_ranks([this] { start_ranks_when_ready(); }))
             return;
     start_ranks();
@@ -728,17 +461,17 @@ void Daemon::start_ranks()
 {
     NodeSite site{node_, tmpdir_.path(), Topology::position_to_node(args_.position),
                   static_cast<long>(plan_->hosts.size()), plan_->simulated, plan_->job_id};
-    auto batch = plan_node_ranks(plan_->job, site, rank_services_,
+    auto batch = plan_node_ranks(plan_->job, site, rank_services(),
                                  [this](const std::string& message) { report_error(node_, message); });
     if (batch.launches.empty() || !plan_->job.synthetic_ranks.empty()) {
         if (!batch.launches.empty())   // synthetic ranks run in this process: nothing to spawn
-            for (auto& service : rank_services_)
+            for (auto& service : rank_services())
                 service->ranks_started();
         ranks_->start_none();
         return;
     }
     spawn_batch(std::move(batch));
-    for (auto& service : rank_services_)
+    for (auto& service : rank_services())
         service->ranks_started();
     // all_started carries on
 }
@@ -750,7 +483,7 @@ void Daemon::start_namespace(const wire::NamespaceStart& start)
         report_error(node_, fmt::format("spawned namespace {}: {}", start.nspace, added.error().message));
         return;
     }
-    for (auto& service : rank_services_)
+    for (auto& service : rank_services())
         if (auto learned = service->namespace_started(start); !learned)
             report_error(node_, fmt::format("spawned namespace {}: {}", start.nspace, learned.error().message));
     long index = Topology::position_to_node(args_.position);
@@ -760,31 +493,11 @@ void Daemon::start_namespace(const wire::NamespaceStart& start)
         spawn_log().info("not starting ranks of spawned namespace {}: the job is ending", start.nspace);
         return;
     }
-    // Its ranks run as the job's do, with the spawner's program, environment and directory.
-    wire::JobSpec spawned = plan_->job;
-    wire::AppSpec app;
-    app.argv = start.argv;
-    app.wdir = start.wdir.empty() ? plan_->job.apps.front().wdir : start.wdir;
-    app.ranks = static_cast<std::uint64_t>(RankBlocks(start.ranks_per_node).world_size());
-    spawned.apps = {std::move(app)};
-    // Not bound: the node's cores and GPUs are the job's ranks' already. They run with the spawner's environment,
-    // its GPU variables included (docs/affinity.md).
-    spawned.binding = wire::BindingSpec{};
-    for (const auto& setting : start.env) {
-        auto name = setting.substr(0, setting.find('='));
-        auto value = setting.substr(std::min(setting.size(), setting.find('=') + 1));
-        // The spawner's own PMI and canopy identity, and its node's temp dir, are not the new ranks': each node
-        // sets those for its ranks.
-        bool node_dir = value.find("/canopy-" + plan_->job_id + "-") != std::string::npos;
-        if (name.starts_with("PMIX_") || name.starts_with("PMI_") || name.starts_with("CANOPY_") || node_dir)
-            continue;
-        set_environment_value(spawned.env, name, value);
-    }
-    spawned.ranks_per_node = start.ranks_per_node;
+    auto spawned = spawned_job(plan_->job, start, plan_->job_id);
     NodeSite site{node_, tmpdir_.path(), index, static_cast<long>(plan_->hosts.size()), plan_->simulated,
                   plan_->job_id};
     auto batch = plan_node_ranks(
-        spawned, site, rank_services_, [this](const std::string& message) { report_error(node_, message); },
+        spawned, site, rank_services(), [this](const std::string& message) { report_error(node_, message); },
         static_cast<long>(start.first));
     spawn_log().info("starting {} ranks of spawned namespace {}", batch.launches.size(), start.nspace);
     // This node told its parent it was done already: the root learns of these ranks, and of their end, apart.
@@ -818,7 +531,7 @@ bool Daemon::ranks_drained()
     if (!ranks_->all_finished())
         return false;
     bool drained = true;
-    for (auto& service : rank_services_)
+    for (auto& service : rank_services())
         drained = service->drained([this] { position_->advance(); }) && drained;
     return drained;
 }
@@ -836,7 +549,7 @@ void Daemon::on_entered(TreePosition::State step)
         send_up(wire::to_frame(wire::SubtreeSpawned{ranks_->total() + position_->spawned_below()}));
         break;
     case S::done: {
-        for (auto& service : rank_services_)
+        for (auto& service : rank_services())
             service->record(phases_, node_);
         const auto& collectives = position_->collectives();
         if (collectives.frames_received() > 0)
@@ -899,7 +612,7 @@ void Daemon::clean_up_node()
         ranks_->kill_all();
         ranks_->wait_killed(std::chrono::milliseconds(500));
     }
-    for (auto& service : rank_services_)
+    for (auto& service : rank_services())
         service->stop();   // before the temp dir goes: PMIx keeps its rendezvous files there
     tmpdir_.remove();
     if (guard_)
@@ -959,6 +672,12 @@ void Daemon::trace(std::int64_t rank, std::string name, double end, double durat
         return;
     auto node = static_cast<std::uint32_t>(Topology::position_to_node(args_.position));
     trace_.push_back({node, rank, std::move(name), end, duration});
+}
+
+std::vector<std::unique_ptr<RankService>>& Daemon::rank_services()
+{
+    static std::vector<std::unique_ptr<RankService>> none;   // before the plan: never added to
+    return services_ ? services_->all() : none;
 }
 
 Topology Daemon::tree() const

@@ -22,6 +22,7 @@
 #include "proc/node_guard.hpp"
 #include "proc/node_temp_dir.hpp"
 #include "proc/process.hpp"
+#include "node_services.hpp"
 #include "rank_service.hpp"
 #include "rank_spawner.hpp"
 #include "timing/sketch.hpp"
@@ -54,7 +55,7 @@ struct InProcessDaemon {
     std::function<void()> stop;     // it is done: instead of stopping the io_context, which the others share
 };
 
-class Daemon {
+class Daemon : private NodeControl {
 public:
     // `reaper` is the process's one reaper. `guard` was started before anything it guards exists; without one,
     // ranks may outlive a crashed daemon.
@@ -85,20 +86,9 @@ private:
     void report_late_ranks(bool started, std::size_t count);
     // What children send that is not a report of their subtree or a collective: passed up, or a failure noted.
     void register_child_handlers();
-    // The PMI servers this node's ranks connect to (simple PMI, and PMIx on demand or eager).
-    void start_pmi_servers();
-    PmixTree pmix_tree();
-    // Simple PMI (PMI-1, PMI-2) for MPICH-family ranks, registered as a rank service.
-    void start_simple_pmi_server();
     void make_rank_spawner();
-    // The socket the ranks' libcanopy uses for phase marks and the job store, registered as a rank service.
-    // Keeps a service for the node's ranks, with the routed requests it answers registered.
-    void add_rank_service(std::unique_ptr<RankService> service);
-    void start_rank_socket();
-    // A staged job's node cache and on-demand lookups, registered as a rank service.
-    void start_stage_node();
-    // --synthetic-ranks: in-process ranks through the exchange in place of the job's, registered as a rank service.
-    void start_synthetic_ranks();
+    // The node's services for its ranks, once planned (none before).
+    std::vector<std::unique_ptr<RankService>>& rank_services();
     // Starts the ranks once every service lets them (a staged job's wait for the node cache).
     void start_ranks_when_ready();
     void start_ranks();
@@ -118,30 +108,29 @@ private:
     // Sweeps the temp dirs that jobs killed outright left on this host (proc/node_temp_dir.hpp).
     void remove_abandoned_temp_dirs_later();
     // Tells the guard about a dir about to be made, so that it goes however the daemon ends.
-    NodeTempDir::BeforeCreate watch_for_guard();
+    NodeTempDir::BeforeCreate watch_for_guard() override;
+    bool watch_path(const std::string& path) override { return guard_ && guard_->watch_path(path); }
     // The node cannot run ranks (its temp dir or stage cache could not be made): `message` goes to the root, which
     // ends the job, and this node starts none.
-    void fail_setup(const std::string& message);
-    void report_error(const std::string& node, const std::string& message);
+    void fail_setup(const std::string& message) override;
+    bool setup_failed() const override { return setup_failed_; }
+    void report_error(const std::string& node, const std::string& message) override;
     // The root needs a job's first failure, not every consequence of it: later ones are dropped here.
     void report_rank_failure(const wire::RankFailed& failed);
     // A rank asked to end the job (a PMI abort), or broke off from its PMI server: `message` names it.
-    void report_abort(long rank, int exit_code, const std::string& message);
-    // The job's limit on what a rank stores, as the services count against it; empty functions when there is none.
-    std::function<bool(long rank, const std::string& key, std::uint64_t bytes, std::string_view how)> keep_in_limit();
-    std::function<void(long rank, const std::string& key)> drop_from_limit();
+    void report_abort(long rank, int exit_code, const std::string& message) override;
     // `urgent`: ahead of the output queued on the link (Link::send), for a small frame the root waits on.
-    void send_up(std::vector<std::uint8_t> frame, bool urgent = false);
+    void send_up(std::vector<std::uint8_t> frame, bool urgent = false) override;
 
-    double since_launch(std::int64_t local_ns) const;
-    std::string rank_label(long rank) const;
+    double since_launch(std::int64_t local_ns) const override;
+    std::string rank_label(long rank) const override;
     std::string rank_phase(long rank, const char* what) const;
     // The job's tree, once the plan has arrived.
     Topology tree() const;
     // A daemon phase: into the sketches, and onto this node's --trace track.
-    void node_phase(const std::string& name, double seconds);
+    void node_phase(const std::string& name, double seconds) override;
     // One --trace event (rank -1: the node's track); nothing unless the job asked for a trace.
-    void trace(std::int64_t rank, std::string name, double end, double duration = -1);
+    void trace(std::int64_t rank, std::string name, double end, double duration = -1) override;
 
     asio::io_context& io_;
     DaemonArgs args_;
@@ -156,7 +145,7 @@ private:
     std::unique_ptr<TreePosition> position_;   // children, their reports and the collectives, once planned
     std::unique_ptr<RankSpawner> ranks_;
     std::optional<StoreLimit> store_limit_;   // what each rank keeps in the job's stores, once planned
-    std::vector<std::unique_ptr<RankService>> rank_services_;   // each adds to every rank's launch
+    std::optional<NodeServices> services_;   // each adds to every rank's launch, once planned
     std::optional<OutputMarks> output_marks_;                    // --mark-on-output
     std::optional<NodeGuard> guard_;
     std::string node_;

@@ -145,4 +145,40 @@ RankBatch plan_node_ranks(const wire::JobSpec& job, const NodeSite& site,
     return batch;
 }
 
+wire::JobSpec spawned_job(const wire::JobSpec& job, const wire::NamespaceStart& start, const std::string& job_id)
+{
+    // Its ranks run as the job's do, with the spawner's program, environment and directory.
+    wire::JobSpec spawned = job;
+    wire::AppSpec app;
+    app.argv = start.argv;
+    app.wdir = start.wdir.empty() ? job.apps.front().wdir : start.wdir;
+    app.ranks = static_cast<std::uint64_t>(RankBlocks(start.ranks_per_node).world_size());
+    spawned.apps = {std::move(app)};
+    // Not bound: the node's cores and GPUs are the job's ranks' already. They run with the spawner's environment,
+    // its GPU variables included (docs/affinity.md).
+    spawned.binding = wire::BindingSpec{};
+    for (const auto& setting : start.env) {
+        auto name = setting.substr(0, setting.find('='));
+        auto value = setting.substr(std::min(setting.size(), setting.find('=') + 1));
+        // The spawner's own PMI and canopy identity, and its node's temp dir, are not the new ranks': each node
+        // sets those for its ranks.
+        bool node_dir = value.find("/canopy-" + job_id + "-") != std::string::npos;
+        if (name.starts_with("PMIX_") || name.starts_with("PMI_") || name.starts_with("CANOPY_") || node_dir)
+            continue;
+        set_environment_value(spawned.env, name, value);
+    }
+    spawned.ranks_per_node = start.ranks_per_node;
+    return spawned;
+}
+
+// Simulated nodes share one kernel, whose cgroup lock serialises every cgroup made, joined or removed: 10-50 ms each
+// on the test VM. At 4,096 nodes most daemons sat blocked in mkdir for longer than the heartbeat timeout and were
+// declared lost. A real node makes one; a small simulated job still makes one per node, so the tests cover them.
+constexpr std::size_t max_simulated_nodes_with_cgroups = 64;
+
+bool wants_rank_cgroup(const wire::LaunchPlan& plan)
+{
+    return !plan.simulated || plan.hosts.size() <= max_simulated_nodes_with_cgroups;
+}
+
 } // namespace canopy

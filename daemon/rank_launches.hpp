@@ -35,4 +35,12 @@ RankBatch plan_node_ranks(const wire::JobSpec& job, const NodeSite& site,
                           const std::vector<std::unique_ptr<RankService>>& services,
                           const std::function<void(const std::string&)>& report_error, long first_tree_rank = 0);
 
+// The job a namespace spawned into it (PMIx_Spawn) runs as on this node: the spawner's program, directory and
+// environment (less its own PMI and canopy identity), unbound, over the job's nodes as `start` places them.
+wire::JobSpec spawned_job(const wire::JobSpec& job, const wire::NamespaceStart& start, const std::string& job_id);
+
+// Whether the node puts each rank in a cgroup of its own (proc/rank_cgroup.hpp): always on a real node, and on
+// simulated nodes only for small jobs.
+bool wants_rank_cgroup(const wire::LaunchPlan& plan);
+
 } // namespace canopy

@@ -2,6 +2,7 @@
 #include "tree/agent.hpp"
 
 #include <linux/magic.h>
+#include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -151,6 +152,16 @@ TempBase node_temp_base(const std::string& configured_base)
     if (const char* env_tmp = std::getenv("TMPDIR"); env_tmp && *env_tmp)
         return {env_tmp, "TMPDIR"};
     return {default_temp_base(), "the default"};
+}
+
+std::string temp_base_problem(const TempBase& base)
+{
+    struct stat info {};
+    if (::stat(base.path.c_str(), &info) != 0)
+        return fmt::format("; {} ({}) does not exist", base.path, base.source);
+    if (!S_ISDIR(info.st_mode))
+        return fmt::format("; {} ({}) is not a directory", base.path, base.source);
+    return "";
 }
 
 std::string node_dir_prefix(const std::string& job_id, const std::string& node)

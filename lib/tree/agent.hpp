@@ -47,6 +47,9 @@ struct TempBase {
     std::string source;   // "[job] tmpdir", "TMPDIR" or "the default"
 };
 TempBase node_temp_base(const std::string& configured_base);
+// What is wrong with a base a node temp dir could not be made in, and where it came from ("; /x ([job] tmpdir)
+// does not exist"), so that the user fixes the setting that named it; "" if nothing is.
+std::string temp_base_problem(const TempBase& base);
 
 // How the names of a node's dirs for a job start: canopy-JOB-NODE. Each dir adds -XXXXXX, random
 // (util/private_dir.hpp), so that another user who sees the job's id cannot make the dir first.

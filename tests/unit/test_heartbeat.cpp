@@ -16,6 +16,7 @@
 #include "tree/heartbeat.hpp"
 #include "tree/link.hpp"
 #include "wire/messages.hpp"
+#include "loopback_sockets.hpp"
 
 namespace canopy {
 namespace {
@@ -151,10 +152,8 @@ class LinkPair : public ::testing::Test {
 protected:
     void SetUp() override
     {
-        tcp::acceptor acceptor(io_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-        tcp::socket near_socket(io_);
-        near_socket.connect(acceptor.local_endpoint());
-        far_ = std::make_unique<tcp::socket>(acceptor.accept());
+        auto [near_socket, far_socket] = loopback_sockets(io_);
+        far_ = std::make_unique<tcp::socket>(std::move(far_socket));
         near_ = std::make_shared<Link>(std::move(near_socket), "peer");
         near_->start([this](wire::Frame frame) { frames_.push_back(frame.type); },
                      [this](const std::string& reason) { closed_ = reason; });

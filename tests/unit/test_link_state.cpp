@@ -12,6 +12,7 @@
 #include "tree/link.hpp"
 #include "tree/link_state.hpp"
 #include "wire/messages.hpp"
+#include "loopback_sockets.hpp"
 
 namespace canopy {
 namespace {
@@ -56,10 +57,8 @@ class LinkEnds : public ::testing::Test {
 protected:
     void SetUp() override
     {
-        tcp::acceptor acceptor(io_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-        tcp::socket near_socket(io_);
-        near_socket.connect(acceptor.local_endpoint());
-        far_ = std::make_unique<tcp::socket>(acceptor.accept());
+        auto [near_socket, far_socket] = loopback_sockets(io_);
+        far_ = std::make_unique<tcp::socket>(std::move(far_socket));
         link_ = std::make_shared<Link>(std::move(near_socket), "peer");
         link_->start([](wire::Frame) {}, [this](const std::string& reason) { closed_ = reason; });
     }
