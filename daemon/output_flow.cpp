@@ -31,12 +31,10 @@ void UplinkOutputFlow::sent_up()
         return;
     backlogged_ = true;
     update();
-    parent_->when_queued_below(room_bytes, [this, alive = alive_] {
-        if (!*alive)
-            return;
+    parent_->when_queued_below(room_bytes, lifetime_.guard([this] {
         backlogged_ = false;
         update();
-    });
+    }));
 }
 
 void UplinkOutputFlow::update()

@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "tree/link.hpp"
+#include "util/lifetime.hpp"
 #include "wire/messages.hpp"
 
 namespace canopy {
@@ -42,7 +43,6 @@ public:
         : parent_(std::move(parent)), hold_(std::move(hold))
     {
     }
-    ~UplinkOutputFlow() { *alive_ = false; }
     UplinkOutputFlow(const UplinkOutputFlow&) = delete;
     UplinkOutputFlow& operator=(const UplinkOutputFlow&) = delete;
 
@@ -60,7 +60,7 @@ private:
     OutputHold parent_hold_;
     bool backlogged_ = false;   // waiting for our link to have room
     OutputHold hold_now_;       // what `hold_` was last told
-    std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+    Lifetime lifetime_;
 };
 
 } // namespace canopy

@@ -32,7 +32,7 @@ PrivateListener::PrivateListener(boost::asio::io_context& io, spdlog::logger& lo
 
 PrivateListener::~PrivateListener()
 {
-    *alive_ = false;
+    lifetime_.end();
     boost::system::error_code ignored;
     acceptor_.close(ignored);
     ::unlink(path_.c_str());
@@ -64,9 +64,9 @@ void PrivateListener::accept(Take take)
 
 void PrivateListener::accept_next()
 {
-    acceptor_.async_accept([this, alive = alive_](const boost::system::error_code& error,
+    acceptor_.async_accept(lifetime_.guard([this](const boost::system::error_code& error,
                                                   boost::asio::local::stream_protocol::socket socket) {
-        if (error == boost::asio::error::operation_aborted || !*alive)
+        if (error == boost::asio::error::operation_aborted)
             return;   // closed: the daemon is leaving
         if (error) {
             accept_guard_.after_accept(error, [this] { accept_next(); });
@@ -80,7 +80,7 @@ void PrivateListener::accept_next()
         }
         take_(std::move(socket));
         accept_next();
-    });
+    }));
 }
 
 } // namespace canopy

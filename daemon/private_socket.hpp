@@ -10,6 +10,7 @@
 #include <boost/asio/local/stream_protocol.hpp>
 
 #include "util/accept_guard.hpp"
+#include "util/lifetime.hpp"
 #include "util/result.hpp"
 
 namespace canopy {
@@ -38,7 +39,7 @@ private:
     AcceptGuard accept_guard_;
     std::string path_;
     Take take_;
-    std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+    Lifetime lifetime_;
 };
 
 } // namespace canopy

@@ -52,7 +52,7 @@ RankSpawner::RankSpawner(asio::io_context& io, ProcessReaper& reaper, Events eve
 
 RankSpawner::~RankSpawner()
 {
-    *alive_ = false;
+    lifetime_.end();
     reaper_.remove_before_reap(before_reap_hook_);
 }
 
@@ -113,14 +113,20 @@ void RankSpawner::end_batch()
     check_all_started();
 }
 
+RankSpawner::Rank& RankSpawner::add_rank(long number)
+{
+    auto rank = std::make_unique<Rank>();
+    rank->rank = number;
+    Rank& added = *rank;
+    ranks_.emplace(number, std::move(rank));
+    return added;
+}
+
 void RankSpawner::spawn(std::vector<RankLaunch> ranks)
 {
     begin_batch();
     for (auto& launch : ranks) {
-        auto rank = std::make_unique<Rank>();
-        rank->rank = launch.rank;
-        Rank& r = *rank;
-        ranks_.emplace(launch.rank, std::move(rank));
+        Rank& r = add_rank(launch.rank);
 
         auto out = make_pipe();
         auto err = make_pipe();
@@ -178,9 +184,7 @@ void RankSpawner::spawn(std::vector<RankLaunch> ranks)
         read(r, r.out, 1);
         read(r, r.err, 2);
         long id = r.rank;
-        reaper_.watch(r.pid, [this, alive = alive_, id](int status) {
-            if (!*alive)
-                return;
+        reaper_.watch(r.pid, lifetime_.guard([this, id](int status) {
             Rank& rank = *ranks_.at(id);
             if (rank.phase == RankPhase::forked) {
                 // The exit can overtake the exec report: read what the child left in the pipe now.
@@ -197,7 +201,7 @@ void RankSpawner::spawn(std::vector<RankLaunch> ranks)
             rank.exit_ns = timing::now_ns();
             start_drain_timer(rank);
             maybe_finish(rank);
-        });
+        }));
     }
     end_batch();
 }
@@ -206,15 +210,13 @@ void RankSpawner::await_exec(Rank& rank)
 {
     long id = rank.rank;
     asio::async_read(*rank.exec_report, asio::buffer(rank.report_record),
-        [this, alive = alive_, id](const boost::system::error_code& error, std::size_t size) {
-            if (!*alive)
-                return;
+        lifetime_.guard([this, id](const boost::system::error_code& error, std::size_t size) {
             Rank& rank = *ranks_.at(id);
             if (rank.phase != RankPhase::forked)
                 return;
             bool failed = !error && size == rank.report_record.size();
             start_known(rank, failed ? describe_exec_failure(rank.report_record, rank.request) : StartFailure{});
-        });
+        }));
 }
 
 void RankSpawner::start_known(Rank& rank, StartFailure failure)
@@ -250,10 +252,7 @@ void RankSpawner::reject(std::vector<RankLaunch> ranks, const StartFailure& fail
 {
     begin_batch();
     for (auto& launch : ranks) {
-        auto rank = std::make_unique<Rank>();
-        rank->rank = launch.rank;
-        Rank& r = *rank;
-        ranks_.emplace(launch.rank, std::move(rank));
+        Rank& r = add_rank(launch.rank);
         fail_without_process(r, failure);
     }
     end_batch();
@@ -264,8 +263,8 @@ void RankSpawner::reject(std::vector<RankLaunch> ranks, const StartFailure& fail
 void RankSpawner::start_drain_timer(Rank& rank)
 {
     rank.drain_timer = std::make_unique<asio::steady_timer>(io_, drain_grace);
-    rank.drain_timer->async_wait([this, alive = alive_, id = rank.rank](const boost::system::error_code& error) {
-        if (error || !*alive)
+    rank.drain_timer->async_wait(lifetime_.guard([this, id = rank.rank](const boost::system::error_code& error) {
+        if (error)
             return;
         Rank& rank = *ranks_.at(id);
         if (output_hold_.holds(id, 1) || output_hold_.holds(id, 2)) {
@@ -276,7 +275,7 @@ void RankSpawner::start_drain_timer(Rank& rank)
             rank.out.pipe->close();
         if (rank.err.pipe)
             rank.err.pipe->close();
-    });
+    }));
 }
 
 void RankSpawner::hold_output(const OutputHold& hold)
@@ -304,9 +303,7 @@ void RankSpawner::read(Rank& rank, Stream& stream, std::uint8_t id)
 {
     long rank_id = rank.rank;
     stream.pipe->async_read_some(asio::buffer(stream.buffer),
-        [this, alive = alive_, rank_id, id](const boost::system::error_code& error, std::size_t size) {
-            if (!*alive)
-                return;
+        lifetime_.guard([this, rank_id, id](const boost::system::error_code& error, std::size_t size) {
             Rank& rank = *ranks_.at(rank_id);
             Stream& stream = id == 1 ? rank.out : rank.err;
             bool continues_partial = !stream.pending.empty();
@@ -337,7 +334,7 @@ void RankSpawner::read(Rank& rank, Stream& stream, std::uint8_t id)
                 stream.parked = true;
             else
                 read(rank, stream, id);
-        });
+        }));
 }
 
 void RankSpawner::forward_partial_line_later(long rank_id, Stream& stream, std::uint8_t id)
@@ -352,8 +349,8 @@ void RankSpawner::forward_partial_line_later(long rank_id, Stream& stream, std::
     bool held = output_hold_.holds(rank_id, id);
     auto when = held ? std::chrono::steady_clock::now() + *partial_line_wait_ : due();
     stream.partial_timer = std::make_unique<asio::steady_timer>(io_, when);
-    stream.partial_timer->async_wait([this, alive = alive_, rank_id, id, due](const boost::system::error_code& error) {
-        if (error || !*alive)
+    stream.partial_timer->async_wait(lifetime_.guard([this, rank_id, id, due](const boost::system::error_code& error) {
+        if (error)
             return;
         Stream& stream = id == 1 ? ranks_.at(rank_id)->out : ranks_.at(rank_id)->err;
         stream.partial_timer.reset();
@@ -365,7 +362,7 @@ void RankSpawner::forward_partial_line_later(long rank_id, Stream& stream, std::
         }
         events_.output(rank_id, id, std::move(stream.pending));
         stream.pending.clear();
-    });
+    }));
 }
 
 void RankSpawner::maybe_finish(Rank& rank)
@@ -412,9 +409,7 @@ void RankSpawner::write_next_stdin()
     }
     stdin_writing_ = true;
     asio::async_write(*stdin_pipe_, asio::buffer(stdin_queue_.front()),
-        [this, alive = alive_](const boost::system::error_code& error, std::size_t) {
-            if (!*alive)
-                return;
+        lifetime_.guard([this](const boost::system::error_code& error, std::size_t) {
             stdin_writing_ = false;
             if (error) {
                 // The rank closed its stdin; what is left has nowhere to go.
@@ -433,7 +428,7 @@ void RankSpawner::write_next_stdin()
             if (events_.stdin_taken)
                 events_.stdin_taken(written, false);
             write_next_stdin();
-        });
+        }));
 }
 
 void RankSpawner::signal_all(int signo)
@@ -455,10 +450,10 @@ void RankSpawner::terminate(double grace_seconds)
                 ::kill(pid, SIGTERM);
     kill_timer_ = std::make_unique<asio::steady_timer>(io_);
     kill_timer_->expires_after(std::chrono::milliseconds(static_cast<long>(grace_seconds * 1000)));
-    kill_timer_->async_wait([this, alive = alive_](const boost::system::error_code& error) {
-        if (!error && *alive)
+    kill_timer_->async_wait(lifetime_.guard([this](const boost::system::error_code& error) {
+        if (!error)
             kill_all();
-    });
+    }));
 }
 
 bool RankSpawner::in_a_ranks_group(pid_t pid) const

@@ -22,6 +22,7 @@
 #include "proc/process.hpp"
 #include "proc/rank_cgroup.hpp"
 #include "spawn_phases.hpp"
+#include "util/lifetime.hpp"
 
 namespace canopy {
 
@@ -145,6 +146,8 @@ private:
     void start_known(Rank& rank, StartFailure failure);
     void fail_without_process(Rank& rank, const StartFailure& failure);
     void begin_batch();
+    // A rank of this batch, tracked from here until it is reported.
+    Rank& add_rank(long number);
     void end_batch();
     void check_all_started();
     void maybe_finish(Rank& rank);
@@ -188,7 +191,7 @@ private:
     // Apart from phase_: made once, at the first batch that forks, or given up on before any (go_without_cgroup).
     bool cgroup_tried_ = false;
     int before_reap_hook_ = -1;
-    std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+    Lifetime lifetime_;
 };
 
 } // namespace canopy

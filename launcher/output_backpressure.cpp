@@ -16,14 +16,11 @@ void OutputBackpressure::queued(ChildSet& children)
     held_ = true;
     tell(children);
     // The writer's thread calls this; the io thread tells the tree.
-    writer_.when_below(release_below, [this, &children, alive = alive_] {
-        boost::asio::post(io_, [this, &children, alive] {
-            if (!*alive)
-                return;
-            held_ = false;
-            tell(children);
-        });
+    auto release = lifetime_.guard([this, &children] {
+        held_ = false;
+        tell(children);
     });
+    writer_.when_below(release_below, [this, release]() mutable { boost::asio::post(io_, release); });
 }
 
 void OutputBackpressure::hold_lines(ChildSet& children, std::optional<std::uint64_t> stdout_rank,

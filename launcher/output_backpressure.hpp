@@ -6,10 +6,11 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <optional>
 
 #include <boost/asio/io_context.hpp>
+
+#include "util/lifetime.hpp"
 
 namespace canopy {
 
@@ -23,7 +24,6 @@ public:
     static constexpr std::size_t release_below = 8u << 20;
 
     OutputBackpressure(boost::asio::io_context& io, OutputWriter& writer) : io_(io), writer_(writer) {}
-    ~OutputBackpressure() { *alive_ = false; }
 
     // Rank output was just queued: past hold_above, every daemon is told to hold until the queue drains.
     void queued(ChildSet& children);
@@ -40,7 +40,7 @@ private:
     OutputWriter& writer_;
     bool held_ = false;
     std::optional<std::uint64_t> line_ranks_[2];
-    std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+    Lifetime lifetime_;
 };
 
 } // namespace canopy

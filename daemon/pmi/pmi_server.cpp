@@ -48,7 +48,7 @@ PmiServer::PmiServer(asio::io_context& io, PmiJob job, PmiTree tree)
 
 PmiServer::~PmiServer()
 {
-    *alive_ = false;
+    lifetime_.end();
     stop();
 }
 
@@ -92,9 +92,10 @@ void PmiServer::read_next(const std::shared_ptr<Connection>& connection)
 {
     auto weak = std::weak_ptr<Connection>(connection);
     connection->socket.async_read_some(
-        asio::buffer(connection->buffer), [this, weak, alive = alive_](boost::system::error_code error, std::size_t n) {
+        asio::buffer(connection->buffer),
+        [this, weak, watch = lifetime_.watch()](boost::system::error_code error, std::size_t n) {
             auto c = weak.lock();
-            if (!*alive || !c || !c->socket.is_open())
+            if (!watch.alive() || !c || !c->socket.is_open())
                 return;
             if (error) {
                 close(*c);
@@ -102,7 +103,7 @@ void PmiServer::read_next(const std::shared_ptr<Connection>& connection)
                 return;
             }
             protocol_.receive(c->rank, std::string_view(c->buffer.data(), n));
-            if (*alive && c->socket.is_open() && protocol_.open(c->rank))
+            if (watch.alive() && c->socket.is_open() && protocol_.open(c->rank))
                 read_next(c);
         });
 }
@@ -122,9 +123,9 @@ void PmiServer::flush(const std::shared_ptr<Connection>& c)
         return;
     c->writing = true;
     asio::async_write(c->socket, asio::buffer(c->outbox.front()),
-                      [this, c, alive = alive_](boost::system::error_code error, std::size_t) {
+                      [this, c, watch = lifetime_.watch()](boost::system::error_code error, std::size_t) {
                           c->writing = false;
-                          if (!*alive)
+                          if (!watch.alive())
                               return;
                           c->outbox.pop_front();
                           if (error)
@@ -157,10 +158,10 @@ void PmiServer::await_exit(long rank)
         return;
     auto& grace = it->second->grace;
     grace = std::make_unique<asio::steady_timer>(io_, exit_grace);
-    grace->async_wait([this, rank, alive = alive_](const boost::system::error_code& error) {
-        if (!error && *alive)
+    grace->async_wait(lifetime_.guard([this, rank](const boost::system::error_code& error) {
+        if (!error)
             protocol_.exit_overdue(rank);
-    });
+    }));
 }
 
 void PmiServer::rank_exited(long rank, int wait_status)
@@ -170,33 +171,24 @@ void PmiServer::rank_exited(long rank, int wait_status)
     protocol_.rank_exited(rank, wait_status);
 }
 
-template <typename... Args>
-std::function<void(Args...)> PmiServer::while_alive(std::function<void(Args...)> done) const
-{
-    return [alive = alive_, done = std::move(done)](Args... args) {
-        if (*alive)
-            done(std::move(args)...);
-    };
-}
-
 void PmiServer::fence(Bytes local, std::function<void(Status, Bytes)> done)
 {
-    tree_.fence(std::move(local), while_alive(std::move(done)));
+    tree_.fence(std::move(local), lifetime_.guard(std::move(done)));
 }
 
 void PmiServer::publish(std::string name, std::string port, std::function<void(Status)> done)
 {
-    tree_.publish(std::move(name), std::move(port), while_alive(std::move(done)));
+    tree_.publish(std::move(name), std::move(port), lifetime_.guard(std::move(done)));
 }
 
 void PmiServer::unpublish(std::string name, std::function<void(Status)> done)
 {
-    tree_.unpublish(std::move(name), while_alive(std::move(done)));
+    tree_.unpublish(std::move(name), lifetime_.guard(std::move(done)));
 }
 
 void PmiServer::lookup(std::string name, std::function<void(Status, std::optional<std::string>)> done)
 {
-    tree_.lookup(std::move(name), while_alive(std::move(done)));
+    tree_.lookup(std::move(name), lifetime_.guard(std::move(done)));
 }
 
 void PmiServer::fail(long rank, int exit_code, std::string message) { tree_.fail(rank, exit_code, std::move(message)); }

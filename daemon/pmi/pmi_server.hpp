@@ -18,6 +18,7 @@
 #include "pmi/pmi_protocol_ops.hpp"
 #include "pmi/pmi_protocol_server.hpp"
 #include "rank_service.hpp"
+#include "util/lifetime.hpp"
 #include "util/result.hpp"
 
 namespace canopy {
@@ -90,10 +91,6 @@ private:
     bool keep(long rank, const std::string& key, std::uint64_t bytes, std::string_view how) override;
     void drop(long rank, const std::string& key) override;
 
-    // Wraps a tree callback so that it does nothing once the server is gone.
-    template <typename... Args>
-    std::function<void(Args...)> while_alive(std::function<void(Args...)> done) const;
-
     boost::asio::io_context& io_;
     std::string node_;   // for messages
     PmiTree tree_;
@@ -102,7 +99,7 @@ private:
     bool stopped_ = false;
     // Files MPICH makes on this node from now on may be its ranks' (abandoned_segments.hpp).
     std::chrono::system_clock::time_point started_ = std::chrono::system_clock::now();
-    std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+    Lifetime lifetime_;
 };
 
 } // namespace canopy

@@ -19,7 +19,7 @@ PendingRequests::PendingRequests(boost::asio::io_context& io, int timeout_status
 
 PendingRequests::~PendingRequests()
 {
-    *alive_ = false;
+    lifetime_.end();
     for (auto& [id, request] : requests_)
         if (request.timer)
             request.timer->cancel();
@@ -33,13 +33,13 @@ std::uint64_t PendingRequests::add(WaitsOn waits_on, Answer answer, std::chrono:
     request.answer = std::move(answer);
     if (timeout.count() > 0) {
         request.timer = std::make_unique<boost::asio::steady_timer>(io_, timeout);
-        request.timer->async_wait([this, alive = alive_, id, timeout, what](const boost::system::error_code& error) {
-            if (error || !*alive)
+        request.timer->async_wait(lifetime_.guard([this, id, timeout, what](const boost::system::error_code& error) {
+            if (error)
                 return;
             area_logger("pmix").warn("pmix: {} (request {}) timed out after {} s (PMIX_TIMEOUT)", what, id,
                                      timeout.count());
             complete(id, timeout_status_, {});
-        });
+        }));
     }
     return id;
 }

@@ -12,6 +12,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "util/lifetime.hpp"
+
 namespace canopy {
 
 class PendingRequests {
@@ -55,7 +57,7 @@ private:
     int timeout_status_;
     std::map<std::uint64_t, Request> requests_;
     std::uint64_t next_id_ = 1;
-    std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+    Lifetime lifetime_;
 };
 
 } // namespace canopy

@@ -13,11 +13,11 @@
 #include <boost/asio/io_context.hpp>
 
 #include "pmix/job_info.hpp"
-#include "pmix/live_link.hpp"
 #include "pmix/pending_requests.hpp"
 #include "pmix/pmix_answers.hpp"
 #include "pmix/pmix_host.hpp"
 #include "pmix/rank_tracker.hpp"
+#include "util/live_link.hpp"
 
 namespace canopy {
 

@@ -31,9 +31,9 @@ spdlog::logger& stage_log() { return area_logger("stage"); }
 } // namespace
 
 struct StageFetcher::Connection : std::enable_shared_from_this<Connection> {
-    Connection(local::socket socket, StageFetchTree& tree, std::shared_ptr<bool> alive,
+    Connection(local::socket socket, StageFetchTree& tree, Lifetime::Watch fetcher,
                std::shared_ptr<stage::AnswerBoard> board)
-        : socket(std::move(socket)), tree(tree), alive(std::move(alive)), board(std::move(board))
+        : socket(std::move(socket)), tree(tree), fetcher(std::move(fetcher)), board(std::move(board))
     {
     }
 
@@ -62,7 +62,7 @@ struct StageFetcher::Connection : std::enable_shared_from_this<Connection> {
 
     void ask()
     {
-        if (!*alive)
+        if (!fetcher.alive())
             return;
         auto kind = request.kind == CANOPY_STAGE_FETCH_OPEN ? stage::FetchKind::content : stage::FetchKind::metadata;
         tree.fetch(kind, path, [self = shared_from_this()](const Status& status, const stage::FetchAnswer& answer) {
@@ -117,7 +117,7 @@ struct StageFetcher::Connection : std::enable_shared_from_this<Connection> {
 
     local::socket socket;
     StageFetchTree& tree;
-    std::shared_ptr<bool> alive;
+    Lifetime::Watch fetcher;   // once the StageFetcher is gone, `tree` may be too
     std::shared_ptr<stage::AnswerBoard> board;
     canopy_stage_fetch_request request{};
     canopy_stage_fetch_reply reply{};
@@ -140,20 +140,18 @@ Result<std::unique_ptr<StageFetcher>> StageFetcher::start(boost::asio::io_contex
     if (board) {
         server->board_ = std::move(*board);
         // Read-ahead answers go on the board as they arrive: a rank finds them without asking.
-        tree.on_pushed([alive = server->alive_, board = server->board_](const std::string& path,
-                                                                         const stage::FetchAnswer& answer) {
-            if (*alive)
+        tree.on_pushed(server->lifetime_.guard(
+            [board = server->board_](const std::string& path, const stage::FetchAnswer& answer) {
                 board->publish(path, answer);
-        });
+            }));
     } else
         stage_log().warn("{}; every on-demand lookup of a rank goes over the socket", board.error().message);
     server->listener_.accept([self = server.get()](local::socket socket) {
         ++self->requests_;
-        std::make_shared<Connection>(std::move(socket), self->tree_, self->alive_, self->board_)->read_request();
+        std::make_shared<Connection>(std::move(socket), self->tree_, self->lifetime_.watch(), self->board_)
+            ->read_request();
     });
     return server;
 }
-
-StageFetcher::~StageFetcher() { *alive_ = false; }
 
 } // namespace canopy

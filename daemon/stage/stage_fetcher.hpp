@@ -10,6 +10,7 @@
 #include "stage/answer_board.hpp"
 #include "stage_tree/fetch_tree.hpp"
 #include "private_socket.hpp"
+#include "util/lifetime.hpp"
 #include "util/result.hpp"
 
 namespace canopy {
@@ -22,7 +23,6 @@ public:
     // Listens on `path` (in the node's 0700 temp dir), answering from `tree`, which must outlive this object.
     static Result<std::unique_ptr<StageFetcher>> start(boost::asio::io_context& io, const std::string& path,
                                                        StageFetchTree& tree);
-    ~StageFetcher();
     const std::string& path() const { return listener_.path(); }
     std::uint64_t requests() const { return requests_; }
 
@@ -32,7 +32,7 @@ private:
     StageFetcher(boost::asio::io_context& io, std::string path, StageFetchTree& tree);
     PrivateListener listener_;
     StageFetchTree& tree_;
-    std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+    Lifetime lifetime_;
     std::shared_ptr<stage::AnswerBoard> board_;
     std::uint64_t requests_ = 0;
 };

@@ -66,7 +66,7 @@ StageNode::StageNode(boost::asio::io_context& io, TreePosition& position, Paths 
 StageNode::~StageNode()
 {
     wait_for_installer();
-    *alive_ = false;
+    lifetime_.end();
 }
 
 void StageNode::start_on_demand(boost::asio::io_context& io)
@@ -95,7 +95,8 @@ void StageNode::start_on_demand(boost::asio::io_context& io)
 
 void StageNode::take(const wire::Frame& frame)
 {
-    if (failed_ || !*alive_)   // stopped: what the parent still sends is not written into a cache that is going
+    // Stopped: what the parent still sends is not written into a cache that is going.
+    if (failed_ || lifetime_.ended())
         return;
     // Forward first: the subtree below is waiting on this chunk more than our own cache is. The index goes
     // ahead of queued read-ahead there too, as the root sent it.
@@ -112,13 +113,13 @@ void StageNode::install_off_the_loop()
 {
     // With 64 caches going to one disk, this took up to 18 s here: on the loop, it kept heartbeats from the
     // parent until the node was declared lost.
-    installer_ = worker_thread([this, executor = executor_, alive = alive_] {
+    installer_ = worker_thread([this, executor = executor_, watch = lifetime_.watch()] {
         // Tests stand in for such a disk with CANOPY_TEST_STAGE_INSTALL_DELAY (seconds).
         if (const char* delay = std::getenv("CANOPY_TEST_STAGE_INSTALL_DELAY"))
             std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(delay)));
         Status status = receiver_.install();
-        boost::asio::post(executor, [this, alive, status = std::move(status)] {
-            if (*alive)
+        boost::asio::post(executor, [this, watch, status = std::move(status)] {
+            if (watch.alive())
                 installed(status);
         });
     });
@@ -158,14 +159,12 @@ bool StageNode::look_up_programs()
             continue;   // not the tree's to answer, or answered by the index
         ++programs_waiting_;
         fetch_->fetch(stage::FetchKind::metadata, program,
-                      [this, alive = alive_, program](const Status& status, const stage::FetchAnswer& answer) {
-                          if (!*alive)
-                              return;
+                      lifetime_.guard([this, program](const Status& status, const stage::FetchAnswer& answer) {
                           if (status)   // else the daemon checks it on the shared filesystem
                               programs_[program] = answer.facts;
                           if (--programs_waiting_ == 0 && wake_)
                               wake_ranks();
-                      });
+                      }));
     }
     return --programs_waiting_ == 0;
 }
@@ -232,7 +231,7 @@ void StageNode::stop()
     fetch_.reset();
     wake_ = nullptr;
     wait_for_installer();   // before the tree it writes into is removed
-    *alive_ = false;        // and what it posted finds the job over
+    lifetime_.end();        // and what it posted finds the job over
     canopy_remove_tree(receiver_.cache_dir().c_str());
 }
 

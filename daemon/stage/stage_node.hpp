@@ -19,6 +19,7 @@
 #include "stage_fetcher.hpp"
 #include "stage_receiver.hpp"
 #include "position/tree_position.hpp"
+#include "util/lifetime.hpp"
 
 namespace canopy {
 
@@ -82,7 +83,7 @@ private:
     std::map<std::string, canopy_stage_path_facts> programs_;   // what the tree answered for each program
     bool failed_ = false;
     std::thread installer_;   // writes the skeleton and the index
-    std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);   // false once stopped: reports and frames are dropped
+    Lifetime lifetime_;   // ended once stopped: reports and frames are dropped
 };
 
 } // namespace canopy

@@ -24,7 +24,7 @@ SyntheticRanks::SyntheticRanks(asio::io_context& io, synthetic::Spec spec, Synth
 
 SyntheticRanks::~SyntheticRanks()
 {
-    *alive_ = false;
+    lifetime_.end();
     stop();
 }
 
@@ -71,20 +71,12 @@ void SyntheticRanks::start_pmi_ranks()
         auto client = std::make_shared<SyntheticPmiRank>(io_, rank, fd, spec_, node_.world_size);
         pmi_ranks_.push_back(client);
         SyntheticPmiRank::Events events;
-        events.entered_barrier = [this, alive = alive_] {
-            if (*alive)
-                entered_fence();
-        };
-        events.left_barrier = [this, alive = alive_] {
-            if (*alive)
-                left_fence();
-        };
+        events.entered_barrier = lifetime_.guard([this] { entered_fence(); });
+        events.left_barrier = lifetime_.guard([this] { left_fence(); });
         asio::co_spawn(io_, client->run(std::move(events)),
-                       [this, alive = alive_, id = rank](std::exception_ptr exception, Status status) {
-            if (!*alive)
-                return;
+                       lifetime_.guard([this, id = rank](std::exception_ptr exception, Status status) {
             rank_finished(id, exception ? Status(make_error("synthetic rank {}: internal error", id)) : status);
-        });
+        }));
     }
 }
 
@@ -141,10 +133,9 @@ void SyntheticRanks::start_direct_modex()
                 if (waiting.size() > 1)
                     continue;   // already on its way
                 ++fetches_;
-                tree_.direct_modex(peer, [this, alive = alive_, peer](Status got, Bytes value) {
-                    if (*alive)
-                        fetched(peer, std::move(got), std::move(value));
-                });
+                tree_.direct_modex(peer, lifetime_.guard([this, peer](Status got, Bytes value) {
+                    fetched(peer, std::move(got), std::move(value));
+                }));
             }
         issuing_ = false;
         if (readers_.empty())
@@ -156,28 +147,24 @@ void SyntheticRanks::pmix_fence(Bytes local, std::function<void(Bytes result)> t
 {
     in_fence_ = node_.local_size;
     fence_entered_ = tree_.now();
-    tree_.fence(std::move(local), [this, alive = alive_, then = std::move(then)](Status status, Bytes result) {
-        if (!*alive)
-            return;
+    tree_.fence(std::move(local), lifetime_.guard([this, then = std::move(then)](Status status, Bytes result) {
         fence_done_ = tree_.now();
         if (!status) {
             rank_finished(node_.first_rank, make_error("the PMIx fence failed: {}", status.error().message));
             return finish();
         }
         then(std::move(result));
-    });
+    }));
 }
 
 void SyntheticRanks::final_fence()
 {
     // As MPI_Finalize fences: no node leaves while another may still fetch from it.
-    tree_.fence({}, [this, alive = alive_](Status status, Bytes) {
-        if (!*alive)
-            return;
+    tree_.fence({}, lifetime_.guard([this](Status status, Bytes) {
         if (!status)
             rank_finished(node_.first_rank, make_error("the final PMIx fence failed: {}", status.error().message));
         finish();
-    });
+    }));
 }
 
 void SyntheticRanks::fetched(long peer, Status status, Bytes value)

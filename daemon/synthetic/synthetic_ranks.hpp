@@ -14,6 +14,7 @@
 
 #include "rank_service.hpp"
 #include "synthetic/synthetic_exchange.hpp"
+#include "util/lifetime.hpp"
 
 namespace canopy {
 
@@ -93,7 +94,7 @@ private:
     // What the exchange cost, for record().
     std::uint64_t baseline_bytes_ = 0, peak_over_baseline_bytes_ = 0;
     double started_ = 0, fence_entered_ = 0, fence_done_ = 0, done_ = 0;
-    std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+    Lifetime lifetime_;
 };
 
 } // namespace canopy

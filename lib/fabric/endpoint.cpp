@@ -277,7 +277,7 @@ Result<std::unique_ptr<Endpoint>> Endpoint::open(boost::asio::io_context& io, co
 
 Endpoint::~Endpoint()
 {
-    *alive_ = false;
+    lifetime_.end();
     // Closed before the operations' owners free them: no completion can arrive after this. The registrations go
     // before their domain, and the pages they cover after everything (members outlive this body).
     for (fid* object : {ep_ ? &ep_->fid : nullptr, receive_mr_ ? &receive_mr_->fid : nullptr,
@@ -378,17 +378,15 @@ void Endpoint::poll_soon()
     }
     poll_scheduled_ = true;
     timer_.expires_after(backoff_);
-    timer_.async_wait([this, alive = alive_](const boost::system::error_code&) {
-        if (!*alive)
-            return;
+    timer_.async_wait(lifetime_.guard([this](const boost::system::error_code&) {
         poll_scheduled_ = false;
         poll();
-    });
+    }));
 }
 
 void Endpoint::poll()
 {
-    auto alive = alive_;
+    auto watch = lifetime_.watch();   // a completion's owner may destroy this endpoint
     bool any = false;
     std::array<fi_cq_msg_entry, 32> entries;
     for (;;) {
@@ -399,7 +397,7 @@ void Endpoint::poll()
                 auto* operation = reinterpret_cast<Operation*>(entries[static_cast<std::size_t>(i)].op_context);
                 finish(*operation);
                 operation->done({}, entries[static_cast<std::size_t>(i)].len);
-                if (!*alive)
+                if (!watch.alive())
                     return;
             }
             continue;
@@ -414,7 +412,7 @@ void Endpoint::poll()
                 operation->done(make_error("{}: {}{}{}", provider_, api_.strerror(error.err), detail ? ": " : "",
                                            detail ? detail : ""),
                                 0);
-                if (!*alive)
+                if (!watch.alive())
                     return;
                 continue;
             }

@@ -20,6 +20,7 @@
 #include <rdma/fabric.h>
 
 #include "fabric/fabric_api.hpp"
+#include "util/lifetime.hpp"
 #include "util/result.hpp"
 
 struct fid_fabric;
@@ -146,7 +147,7 @@ private:
     std::chrono::steady_clock::time_point last_completion_;
     bool poll_scheduled_ = false;
     std::size_t outstanding_ = 0;   // sends and receives posted and not yet complete: nothing to poll for at 0
-    std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+    Lifetime lifetime_;
 };
 
 } // namespace canopy::fabric

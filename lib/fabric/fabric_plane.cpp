@@ -41,7 +41,7 @@ FabricPlane::FabricPlane(boost::asio::io_context& io, const auth::Key& key, long
 
 FabricPlane::~FabricPlane()
 {
-    *alive_ = false;
+    lifetime_.end();
     endpoint_.reset();
 }
 
@@ -200,10 +200,7 @@ void FabricPlane::pump(long child)
         send->message = path.waiting.front();
         send->header = seal(path.key, path.next_sequence, send->message->message, send->message->frame.size(),
                             send->message->tag);
-        send->done = [this, raw, alive = alive_](Status status, std::size_t) {
-            if (*alive)
-                sent(raw, status);
-        };
+        send->done = lifetime_.guard([this, raw](Status status, std::size_t) { sent(raw, status); });
         const std::uint8_t* payload = send->message->frame.data();
         if (corrupt_send_ && *corrupt_send_ == sends_made_) {
             send->corrupted = send->message->frame;
@@ -220,10 +217,10 @@ void FabricPlane::pump(long child)
         }
         if (!*queued) {   // the provider's queue or the endpoint's send slots are full: again shortly
             retry_.expires_after(std::chrono::microseconds(200));
-            retry_.async_wait([this, alive = alive_](const boost::system::error_code& error) {
-                if (!error && *alive)
+            retry_.async_wait(lifetime_.guard([this](const boost::system::error_code& error) {
+                if (!error)
                     pump_all();
-            });
+            }));
             return;
         }
         sends_.emplace(raw, std::move(send));
@@ -262,10 +259,8 @@ void FabricPlane::sent(Send* send, const Status& status)
 
 void FabricPlane::post(Receive& receive)
 {
-    receive.done = [this, &receive, alive = alive_](Status status, std::size_t length) {
-        if (*alive)
-            received(receive, status, length);
-    };
+    receive.done = lifetime_.guard(
+        [this, &receive](Status status, std::size_t length) { received(receive, status, length); });
     if (auto posted = endpoint_->receive(receive.index, receive); !posted)
         fail(fmt::format("cannot receive bulk data on {}: {}", node_, posted.error().message));
 }
@@ -300,14 +295,14 @@ void FabricPlane::received(Receive& receive, const Status& status, std::size_t l
         return;
     }
     early_.emplace(header.sequence, std::make_pair(&receive, header));
-    auto alive = alive_;
+    auto watch = lifetime_.watch();   // delivering may end the job, and this plane with it
     // Hand on, in the parent's order, every message that is now due.
     for (auto due = early_.find(expected_sequence_); due != early_.end(); due = early_.find(expected_sequence_)) {
         auto [ready, ready_header] = due->second;
         early_.erase(due);
         ++expected_sequence_;
         deliver(*ready, ready_header, PayloadTag{ready_header.tag_kind, ready_header.tag});
-        if (!*alive || failed_)
+        if (!watch.alive() || failed_)
             return;
     }
 }
@@ -320,12 +315,12 @@ void FabricPlane::deliver(Receive& receive, const SealHeader& header, const Payl
         fail(fmt::format("bulk data from {} to {}: {}", parent_, node_, frame.error().message));
         return;
     }
-    auto alive = alive_;
+    auto watch = lifetime_.watch();
     delivering_ = &*frame;
     delivering_message_ = header.message;
     delivering_tag_ = tag;
     hooks_.deliver(*frame);
-    if (!*alive)
+    if (!watch.alive())
         return;
     delivering_ = nullptr;
     if (lagging())

@@ -23,6 +23,7 @@
 #include "fabric/endpoint.hpp"
 #include "fabric/sealed_message.hpp"
 #include "tree/bulk_route.hpp"
+#include "util/lifetime.hpp"
 #include "position/tree_position.hpp"
 #include "wire/auth.hpp"
 #include "wire/messages.hpp"
@@ -128,7 +129,7 @@ private:
     std::optional<std::uint64_t> corrupt_send_;
     std::uint64_t sends_made_ = 0;
     bool failed_ = false;
-    std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+    Lifetime lifetime_;
     std::unique_ptr<Endpoint> endpoint_;   // last: closed first, so no completion reaches the operations above
 };
 

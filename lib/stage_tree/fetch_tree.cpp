@@ -159,10 +159,7 @@ void StageFetchTree::promote(std::uint64_t id)
         return;
     }
     // Read already, and waiting to be pushed behind other read-ahead: down at once (outside the caller's fetch).
-    asio::post(io_, [this, alive = alive_, id] {
-        if (*alive)
-            push_awaited(id);
-    });
+    asio::post(io_, lifetime_.guard([this, id] { push_awaited(id); }));
     // Otherwise being read, and on_read sees the caller.
 }
 
@@ -209,7 +206,7 @@ void StageFetchTree::start_next_group()
 
 StageFetchTree::~StageFetchTree()
 {
-    *alive_ = false;
+    lifetime_.end();
     {
         std::lock_guard lock(mutex_);
         stopping_ = true;
@@ -283,10 +280,7 @@ void StageFetchTree::read_loop(stage::NodeCache cache)
                           std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
                                                                                 began)
                               .count());
-        asio::post(io_, [this, alive = alive_, read = std::move(read)]() mutable {
-            if (*alive)
-                on_read(std::move(read));
-        });
+        asio::post(io_, lifetime_.guard([this, read = std::move(read)]() mutable { on_read(std::move(read)); }));
     }
 }
 
@@ -350,12 +344,12 @@ bool StageFetchTree::children_behind(asio::steady_timer& timer, bool& waiting, v
     // A child is behind: look again shortly rather than queue without bound.
     waiting = true;
     timer.expires_after(std::chrono::milliseconds(1));
-    timer.async_wait([this, alive = alive_, &waiting, retry](const boost::system::error_code& error) {
-        if (error || !*alive)
+    timer.async_wait(lifetime_.guard([this, &waiting, retry](const boost::system::error_code& error) {
+        if (error)
             return;
         waiting = false;
         (this->*retry)();
-    });
+    }));
     return true;
 }
 
@@ -442,11 +436,10 @@ void StageFetchTree::on_child_request(long position, const wire::Frame& frame, c
     }
     auto kind = static_cast<stage::FetchKind>(request->kind);
     cache_->fetch(kind, request->path,
-                  [this, alive = alive_, position, kind, id = request->id](const Status& status,
-                                                                           const stage::FetchAnswer& answer) {
-                      if (*alive)
-                          answer_child(position, id, kind, status, answer);
-                  });
+                  lifetime_.guard([this, position, kind, id = request->id](const Status& status,
+                                                                          const stage::FetchAnswer& answer) {
+                      answer_child(position, id, kind, status, answer);
+                  }));
 }
 
 void StageFetchTree::answer_child(long position, std::uint64_t id, stage::FetchKind kind, const Status& status,

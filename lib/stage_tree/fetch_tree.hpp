@@ -19,6 +19,7 @@
 #include "stage/fetch_cache.hpp"
 #include "stage_tree/read_ahead.hpp"
 #include "tree/children.hpp"
+#include "util/lifetime.hpp"
 #include "util/result.hpp"
 #include "wire/messages.hpp"
 
@@ -139,7 +140,7 @@ private:
     std::deque<Stream> streams_;
     std::vector<std::uint8_t> chunk_buffer_ = std::vector<std::uint8_t>(chunk_bytes);   // read into, then framed
     bool pumping_ = false;
-    std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+    Lifetime lifetime_;
     Pushed on_pushed_;
 
     // The root's read-ahead, and its answers waiting to be pushed.

@@ -75,7 +75,7 @@ ChildSet::ChildSet(asio::io_context& io, ProcessReaper& reaper, const auth::Key&
 
 ChildSet::~ChildSet()
 {
-    *alive_ = false;
+    lifetime_.end();
     boost::system::error_code ignored;
     acceptor_.close(ignored);
     for (auto& [position, child] : children_)
@@ -146,12 +146,10 @@ void ChildSet::start_next()
     // between starts instead of after the whole window.
     if (!start_scheduled_) {
         start_scheduled_ = true;
-        asio::post(io_, [this, alive = alive_] {
-            if (!*alive)
-                return;
+        asio::post(io_, lifetime_.guard([this] {
             start_scheduled_ = false;
             start_next();
-        });
+        }));
     }
 }
 
@@ -203,9 +201,7 @@ void ChildSet::start_child(Child& child)
     child.stderr_stream = std::make_unique<asio::posix::stream_descriptor>(io_, stderr_pipe->read_end.release());
     read_stderr(child);
 
-    reaper_.watch(child.pid, [this, alive = alive_, position](int status) {
-        if (!*alive)
-            return;
+    reaper_.watch(child.pid, lifetime_.guard([this, position](int status) {
         Child& child = *children_.at(position);
         child.process_alive = false;
         if (!child.connected && !child.gone) {
@@ -217,7 +213,7 @@ void ChildSet::start_child(Child& child)
             agent_ended(child, status);
         }
         check_finished();
-    });
+    }));
     await_connection(child);
 }
 
@@ -229,8 +225,8 @@ void ChildSet::agent_ended(Child& child, int status)
     long position = child.launch.position;
     child.timer = std::make_unique<asio::steady_timer>(io_);
     child.timer->expires_after(agent_exit_grace);
-    child.timer->async_wait([this, alive = alive_, position, status](const boost::system::error_code& error) {
-        if (error || !*alive)
+    child.timer->async_wait(lifetime_.guard([this, position, status](const boost::system::error_code& error) {
+        if (error)
             return;
         Child& child = *children_.at(position);
         if (child.gone || !child.link)
@@ -239,7 +235,7 @@ void ChildSet::agent_ended(Child& child, int status)
         std::string what = fmt::format("its launch agent {} {}", child.launch.argv[0], describe_wait_status(status));
         std::string output = recent_output(child);
         child.link->close(output.empty() ? what : fmt::format("{}: {}", what, output));
-    });
+    }));
 }
 
 void ChildSet::await_connection(Child& child)
@@ -247,8 +243,8 @@ void ChildSet::await_connection(Child& child)
     long position = child.launch.position;
     child.timer = std::make_unique<asio::steady_timer>(io_);
     child.timer->expires_after(std::chrono::milliseconds(static_cast<long>(connect_timeout_ * 1000)));
-    child.timer->async_wait([this, alive = alive_, position](const boost::system::error_code& error) {
-        if (error || !*alive)
+    child.timer->async_wait(lifetime_.guard([this, position](const boost::system::error_code& error) {
+        if (error)
             return;
         Child& child = *children_.at(position);
         if (child.connected || child.gone)
@@ -256,16 +252,14 @@ void ChildSet::await_connection(Child& child)
         std::string output = recent_output(child);
         give_up(child, fmt::format("canopyd did not connect back within {:g} s{}{}{}", connect_timeout_,
                                    still_running(child), output.empty() ? "" : "; agent output: ", output));
-    });
+    }));
 }
 
 void ChildSet::read_stderr(Child& child)
 {
     long position = child.launch.position;
     child.stderr_stream->async_read_some(asio::buffer(child.stderr_buffer),
-        [this, alive = alive_, position](const boost::system::error_code& error, std::size_t size) {
-            if (!*alive)
-                return;
+        lifetime_.guard([this, position](const boost::system::error_code& error, std::size_t size) {
             Child& child = *children_.at(position);
             take_stderr(child, std::string_view(child.stderr_buffer.data(), size));
             if (error) {
@@ -274,7 +268,7 @@ void ChildSet::read_stderr(Child& child)
                 return;
             }
             read_stderr(child);
-        });
+        }));
 }
 
 void ChildSet::drain_stderr(Child& child)
@@ -335,9 +329,7 @@ std::string ChildSet::recent_output(const Child& child) const
 
 void ChildSet::accept_next()
 {
-    acceptor_.async_accept([this, alive = alive_](const boost::system::error_code& error, tcp::socket socket) {
-        if (!*alive)
-            return;
+    acceptor_.async_accept(lifetime_.guard([this](const boost::system::error_code& error, tcp::socket socket) {
         if (!error) {
             auto peer = std::make_shared<tcp::socket>(std::move(socket));
             auto pending = accept_guard_.admit([weak = std::weak_ptr<tcp::socket>(peer)] {
@@ -351,18 +343,18 @@ void ChildSet::accept_next()
             });
         }
         accept_guard_.after_accept(error, [this] { accept_next(); });
-    });
+    }));
 }
 
 // `pending` counts the connection against the cap until the handshake ends, however it ends.
 asio::awaitable<void> ChildSet::authenticate(std::shared_ptr<tcp::socket> peer, AcceptGuard::Pending pending)
 {
-    auto alive = alive_;
+    auto watch = lifetime_.watch();
     boost::system::error_code ignored;
     auto remote = peer->remote_endpoint(ignored);   // before the handshake, which may close the socket
     auto position = co_await accept_child(*peer, key_, std::max(min_handshake_timeout_seconds, heartbeat_timeout_),
                                        clock_rounds_);
-    if (!*alive)
+    if (!watch.alive())
         co_return;
     if (!position) {
         // Once the job is ending, children dying mid-handshake are expected, not suspicious.
@@ -403,20 +395,15 @@ void ChildSet::adopt(tcp::socket socket, long position)
         child.timer->cancel();
     child.link = std::make_shared<Link>(std::move(socket), child.launch.host);
     child.link->start(
-        [this, alive = alive_, position](wire::Frame frame) {
-            if (*alive)
-                events_.frame(position, std::move(frame));
-        },
-        [this, alive = alive_, position](const std::string& reason) {
-            if (!*alive)
-                return;
+        lifetime_.guard([this, position](wire::Frame frame) { events_.frame(position, std::move(frame)); }),
+        lifetime_.guard([this, position](const std::string& reason) {
             Child& child = *children_.at(position);
             // A silent child's process, if still here, says whether it is stopped, stuck in the kernel or busy.
             std::string why = child.link->peer_silent() ? reason + still_running(child) : reason;
             mark_gone(child);
             events_.closed(position, why);
             check_finished();
-        });
+        }));
     child.link->keep_alive(heartbeat_timeout_);
     events_.connected(position);
     for (auto& frame : std::exchange(child.held, {}))
@@ -448,11 +435,11 @@ void ChildSet::mark_gone(Child& child)
     bool may_exit = child.connected && !child.link->peer_silent();
     child.timer->expires_after(may_exit ? std::chrono::duration_cast<std::chrono::milliseconds>(reap_grace)
                                         : std::chrono::milliseconds(0));
-    child.timer->async_wait([alive = alive_, &child](const boost::system::error_code& error) {
-        if (error || !*alive || !child.process_alive)
+    child.timer->async_wait(lifetime_.guard([&child](const boost::system::error_code& error) {
+        if (error || !child.process_alive)
             return;
         ::kill(-child.pid, SIGKILL);
-    });
+    }));
 }
 
 void ChildSet::send(long position, std::vector<std::uint8_t> frame, bool urgent)
@@ -554,10 +541,10 @@ void ChildSet::check_finished()
     if (finished_reported_ || !finished())
         return;
     finished_reported_ = true;
-    asio::post(io_, [this, alive = alive_] {
-        if (*alive && events_.all_finished)
+    asio::post(io_, lifetime_.guard([this] {
+        if (events_.all_finished)
             events_.all_finished();
-    });
+    }));
 }
 
 } // namespace canopy

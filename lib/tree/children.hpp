@@ -19,6 +19,7 @@
 #include "proc/process.hpp"
 #include "tree/link.hpp"
 #include "util/accept_guard.hpp"
+#include "util/lifetime.hpp"
 #include "wire/auth.hpp"
 #include "wire/messages.hpp"
 
@@ -143,7 +144,7 @@ private:
     bool finished_reported_ = false;
     bool listening_ = false;
     bool start_scheduled_ = false;
-    std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+    Lifetime lifetime_;
 };
 
 } // namespace canopy

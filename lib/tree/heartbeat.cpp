@@ -53,8 +53,6 @@ LinkHeartbeat::LinkHeartbeat(const boost::asio::any_io_executor& executor, const
     arm(HeartbeatSchedule::Clock::now() + schedule_.interval());
 }
 
-LinkHeartbeat::~LinkHeartbeat() { *alive_ = false; }
-
 void LinkHeartbeat::set_timeout(double timeout_seconds)
 {
     schedule_ = HeartbeatSchedule(timeout_seconds);
@@ -74,10 +72,10 @@ void LinkHeartbeat::stop() { timer_.cancel(); }
 void LinkHeartbeat::arm(HeartbeatSchedule::Clock::time_point when)
 {
     timer_.expires_at(when);   // cancels the wait before, whose handler then sees operation_aborted
-    timer_.async_wait([this, alive = alive_](const boost::system::error_code& error) {
-        if (!error && *alive)
+    timer_.async_wait(lifetime_.guard([this](const boost::system::error_code& error) {
+        if (!error)
             check();
-    });
+    }));
 }
 
 void LinkHeartbeat::check()

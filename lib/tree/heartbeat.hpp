@@ -12,6 +12,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "tree/link.hpp"
+#include "util/lifetime.hpp"
 
 namespace canopy {
 
@@ -55,7 +56,6 @@ public:
 
     LinkHeartbeat(const boost::asio::any_io_executor& executor, const std::shared_ptr<Link>& link,
                   double timeout_seconds, LostHandler lost);
-    ~LinkHeartbeat();
     LinkHeartbeat(const LinkHeartbeat&) = delete;
     LinkHeartbeat& operator=(const LinkHeartbeat&) = delete;
 
@@ -79,7 +79,7 @@ private:
     bool held_ = false;
     HeartbeatSchedule::Clock::time_point released_{};   // silence before this was excused
     std::uint64_t beats_sent_ = 0;
-    std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+    Lifetime lifetime_;
 };
 
 } // namespace canopy

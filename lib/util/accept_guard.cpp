@@ -59,7 +59,7 @@ AcceptGuard::AcceptGuard(boost::asio::io_context& io, spdlog::logger& log, Limit
 
 AcceptGuard::~AcceptGuard()
 {
-    *alive_ = false;
+    lifetime_.end();
     flush();   // a job that ends within the interval still hears how many there were
 }
 
@@ -91,10 +91,10 @@ bool AcceptGuard::after_accept(const boost::system::error_code& error, std::func
     // closing a descriptor is what frees one, and that takes time.
     log_.debug("cannot accept a connection: {}; pausing {} ms", error.message(), limits_.pause.count());
     pause_timer_.expires_after(limits_.pause);
-    pause_timer_.async_wait([alive = alive_, again = std::move(accept_again)](const boost::system::error_code& e) {
-        if (!e && *alive)
+    pause_timer_.async_wait(lifetime_.guard([again = std::move(accept_again)](const boost::system::error_code& e) {
+        if (!e)
             again();
-    });
+    }));
     return true;
 }
 
@@ -126,12 +126,12 @@ void AcceptGuard::refused(const std::string& message)
         return;
     summary_scheduled_ = true;
     summary_timer_.expires_after(limits_.summary_interval);
-    summary_timer_.async_wait([this, alive = alive_](const boost::system::error_code& error) {
-        if (error || !*alive)
+    summary_timer_.async_wait(lifetime_.guard([this](const boost::system::error_code& error) {
+        if (error)
             return;
         summary_scheduled_ = false;
         summarise();
-    });
+    }));
 }
 
 void AcceptGuard::summarise()

@@ -14,6 +14,8 @@
 #include <boost/system/error_code.hpp>
 #include <spdlog/logger.h>
 
+#include "util/lifetime.hpp"
+
 namespace canopy {
 
 // `wanted`, or less under a low descriptor limit (`ulimit -n 1024`): an eighth of the soft limit, at least 16.
@@ -84,7 +86,7 @@ private:
     std::size_t unsaid_ = 0;           // refusals since the last summary, not said in full
     std::string latest_unsaid_;
     bool summary_scheduled_ = false;
-    std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+    Lifetime lifetime_;
 };
 
 // Whether a failed accept is for want of descriptors or memory: it passes with time, so accept again later.

@@ -6,7 +6,7 @@
 #include <boost/asio/io_context.hpp>
 #include <gtest/gtest.h>
 
-#include "pmix/live_link.hpp"
+#include "util/live_link.hpp"
 
 using namespace canopy;
 

@@ -1,6 +1,6 @@
 // How callbacks that may outlive their owner reach it (PMIx's thread, tree replies, timers): the work runs on the
 // io thread only while the owner lives and is open. An owner answers everything as it closes, so late work has
-// nothing left to do and is dropped. Knows nothing of PMIx, so it is unit-tested on its own.
+// nothing left to do and is dropped. Lifetime (lifetime.hpp) is the same idea for owners no shared_ptr holds.
 #pragma once
 
 #include <memory>
