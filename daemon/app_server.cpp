@@ -16,7 +16,6 @@
 #include "private_socket.hpp"
 #include "timing/mark_name.hpp"
 #include "util/log.hpp"
-#include "wire/codec.hpp"
 #include "wire/rank_socket.hpp"
 
 namespace canopy {
@@ -50,12 +49,12 @@ struct AppServer::Connection : std::enable_shared_from_this<Connection> {
         asio::async_read(socket, asio::buffer(header), [self = shared_from_this()](auto error, std::size_t) {
             if (error)
                 return;   // the rank closed its end: normal at exit
-            std::uint32_t length = wire::Reader(self->header).u32();
+            std::uint32_t length = wire::rank_frame_length(self->header);
             if (length > self->handlers->max_request && self->handlers->oversized) {
                 self->handlers->oversized(self->peer, length);
                 return;
             }
-            if (length < 9 || length > self->handlers->max_request) {
+            if (length < wire::rank_frame_header - 4 || length > self->handlers->max_request) {
                 app_log().warn("closed a rank's connection: a {}-byte request is malformed", length);
                 return;
             }
@@ -76,29 +75,24 @@ struct AppServer::Connection : std::enable_shared_from_this<Connection> {
 
     void dispatch()
     {
-        wire::Reader in(body);
-        std::uint8_t op = in.u8();
-        auto id = in.u64();
-        if (op == static_cast<std::uint8_t>(wire::RankSocketOp::mark)) {
-            Mark mark;
-            mark.rank = in.u32();
-            mark.time_ns = in.i64();
-            mark.duration_ns = in.i64();
-            auto name = in.rest();
-            if (!in.ok()) {
-                app_log().warn("ignored a malformed mark ({} bytes)", body.size() - 9);
+        auto frame = wire::decode_rank_frame(body);
+        if (!frame)
+            return;   // read_header let only frames that hold a header through
+        if (frame->code == static_cast<std::uint8_t>(wire::RankSocketOp::mark)) {
+            auto mark = wire::decode_fields<wire::MarkRequest>(frame->body, wire::MarkRequest::name);
+            if (!mark) {
+                app_log().warn("ignored a malformed mark ({} bytes)", frame->body.size());
                 return;
             }
-            mark.name.assign(name.begin(), name.end());
-            if (!timing::valid_mark_name(mark.name)) {
-                app_log().warn("ignored a mark from rank {} with a bad name (1-64 of A-Z a-z 0-9 _ . : -)", mark.rank);
+            if (!timing::valid_mark_name(mark->label)) {
+                app_log().warn("ignored a mark from rank {} with a bad name (1-64 of A-Z a-z 0-9 _ . : -)", mark->rank);
                 return;
             }
-            handlers->mark(std::move(mark));
+            handlers->mark(Mark{mark->rank, mark->time_ns, mark->duration_ns, std::move(mark->label)});
             return;
         }
-        handlers->store(peer, op, in.rest(),
-                        [weak = weak_from_this(), id](std::uint8_t answer, std::vector<std::uint8_t> reply) {
+        handlers->store(peer, frame->code, std::move(frame->body),
+                        [weak = weak_from_this(), id = frame->id](std::uint8_t answer, std::vector<std::uint8_t> reply) {
                             if (auto self = weak.lock())
                                 self->send(answer, id, reply);
                         });
@@ -106,12 +100,7 @@ struct AppServer::Connection : std::enable_shared_from_this<Connection> {
 
     void send(std::uint8_t answer, std::uint64_t id, const std::vector<std::uint8_t>& payload)
     {
-        wire::Writer frame;
-        frame.u32(static_cast<std::uint32_t>(9 + payload.size()));
-        frame.u8(answer);
-        frame.u64(id);
-        frame.raw(payload);
-        queue.push_back(frame.take());
+        queue.push_back(wire::encode_rank_frame(answer, id, payload));
         if (queue.size() == 1)
             write_next();
     }

@@ -136,11 +136,13 @@ std::optional<long> RankSocket::rank_of(pid_t pid) const
 
 void RankSocket::store_request(pid_t peer, std::uint8_t op, Bytes payload, StoreCache::Reply reply)
 {
-    auto write = hooks_.keep ? store_write(op, payload) : std::nullopt;
+    auto operation = wire::decode_store_operation(op, payload);
+    auto write = hooks_.keep && operation ? store_write(*operation) : std::nullopt;
     if (write) {
         auto rank = rank_of(peer);
-        auto refuse = [&](const std::string& why) {
-            reply(static_cast<std::uint8_t>(wire::RankSocketAnswer::error), Bytes(why.begin(), why.end()));
+        auto refuse = [&](std::string why) {
+            reply(static_cast<std::uint8_t>(wire::RankSocketAnswer::error),
+                  wire::encode_fields(wire::StoreFailure{std::move(why)}));
         };
         if (!rank) {
             refuse(fmt::format("process {} on {} is not one of the job's ranks, nor was it started by one, so its "

@@ -2,10 +2,9 @@
 #include "store_cache.hpp"
 
 #include <algorithm>
-#include <span>
+#include <variant>
 
 #include "collective/job_store.hpp"
-#include "wire/codec.hpp"
 
 namespace canopy {
 namespace {
@@ -13,73 +12,90 @@ namespace {
 constexpr auto answer_ok = static_cast<std::uint8_t>(JobStore::Answer::ok);
 constexpr auto answer_error = static_cast<std::uint8_t>(JobStore::Answer::error);
 
-bool is(std::uint8_t op, JobStore::Op which) { return op == static_cast<std::uint8_t>(which); }
+std::optional<wire::StoreOperation> operation_of(std::uint8_t op, const StoreCache::Bytes& payload)
+{
+    auto decoded = wire::decode_store_operation(op, payload);
+    return decoded ? std::optional(std::move(*decoded)) : std::nullopt;
+}
 
 // The key of an add of 0, the one add that may be a read.
-std::optional<std::string> add_zero_key(std::uint8_t op, const StoreCache::Bytes& payload)
+std::optional<std::string> add_zero_key(const std::optional<wire::StoreOperation>& operation)
 {
-    if (!is(op, JobStore::Op::add))
+    auto* add = operation ? std::get_if<wire::StoreAdd>(&*operation) : nullptr;
+    if (!add || add->delta != 0)
         return std::nullopt;
-    wire::Reader in(payload);
-    std::int64_t delta = in.i64();
-    auto key = in.rest();
-    if (!in.ok() || delta != 0)
-        return std::nullopt;
-    return std::string(key.begin(), key.end());
+    return add->key;
+}
+
+std::optional<std::vector<std::string>> read_keys(const std::optional<wire::StoreOperation>& operation)
+{
+    return operation ? store_read_keys(*operation) : std::nullopt;
+}
+
+template <typename Operation>
+bool is(const std::optional<wire::StoreOperation>& operation)
+{
+    return operation && std::holds_alternative<Operation>(*operation);
 }
 
 } // namespace
 
-std::optional<std::pair<std::uint8_t, StoreCache::Bytes>> StoreCache::lookup(std::uint8_t op,
-                                                                              const Bytes& payload) const
+std::optional<std::pair<std::uint8_t, StoreCache::Bytes>> StoreCache::lookup(
+    const std::optional<wire::StoreOperation>& operation) const
 {
-    if (auto key = add_zero_key(op, payload)) {
+    if (auto key = add_zero_key(operation)) {
         auto it = entries_.find(*key);
         auto number = it != entries_.end() && it->second.value ? store_integer(*it->second.value) : std::nullopt;
         if (!number)
             return std::nullopt;
-        return std::pair{answer_ok, encode_store_integer(*number)};
+        return std::pair{answer_ok, wire::encode_fields(wire::StoreCount{*number})};
     }
-    auto keys = store_read_keys(op, payload);
+    auto keys = read_keys(operation);
     if (!keys || keys->empty())
         return std::nullopt;
-    if (is(op, JobStore::Op::get)) {
+    if (is<wire::StoreGet>(operation)) {
         auto it = entries_.find(keys->front());
         if (it == entries_.end() || !it->second.value)
             return std::nullopt;   // unknown, or only known to exist (a wait showed it)
-        return std::pair{answer_ok, *it->second.value};
+        return std::pair{answer_ok, wire::encode_fields(wire::StoreValue{*it->second.value})};
     }
     // wait and check: every key known to exist. A missing one is left to the root, which can wait for it.
     if (!std::all_of(keys->begin(), keys->end(), [&](const auto& key) { return entries_.contains(key); }))
         return std::nullopt;
-    return std::pair{answer_ok, is(op, JobStore::Op::check) ? Bytes{1} : Bytes{}};
+    return std::pair{answer_ok, is<wire::StoreCheck>(operation) ? wire::encode_fields(wire::StoreFlag{true})
+                                                                : wire::encode_fields(wire::StoreDone{})};
 }
 
-void StoreCache::learn(std::uint8_t op, const Bytes& payload, std::uint8_t answer, const Bytes& body)
+void StoreCache::learn(const std::optional<wire::StoreOperation>& operation, std::uint8_t answer, const Bytes& body)
 {
     if (answer != answer_ok)
         return;
-    auto keys = store_read_keys(op, payload);
+    auto keys = read_keys(operation);
     if (!keys)
         return;
-    if (is(op, JobStore::Op::get)) {
-        entries_[keys->front()].value = body;
+    if (is<wire::StoreGet>(operation)) {
+        if (auto got = wire::decode_fields<wire::StoreValue>(body, wire::StoreValue::name))
+            entries_[keys->front()].value = std::move(got->value);
         return;
     }
-    if (is(op, JobStore::Op::check) && body != Bytes{1})
-        return;   // not all exist: nothing learnt (absence is not cached)
+    if (is<wire::StoreCheck>(operation)) {
+        auto all = wire::decode_fields<wire::StoreFlag>(body, wire::StoreFlag::name);
+        if (!all || !all->value)
+            return;   // not all exist: nothing learnt (absence is not cached)
+    }
     for (const auto& key : *keys)
         entries_.try_emplace(key);
 }
 
 void StoreCache::request(std::uint8_t op, Bytes payload, Reply reply)
 {
-    if (auto answer = lookup(op, payload)) {
+    auto operation = operation_of(op, payload);
+    if (auto answer = lookup(operation)) {
         ++counts_.cached;
         reply(answer->first, std::move(answer->second));
         return;
     }
-    if (auto key = add_zero_key(op, payload)) {
+    if (auto key = add_zero_key(operation)) {
         add_zero(std::move(*key), std::move(reply));
         return;
     }
@@ -91,21 +107,16 @@ void StoreCache::add_zero(std::string key, Reply reply)
     // add(key, 0) changes nothing when the key holds an integer: it is a read, and torch's store-based barrier
     // polls with it every 10 ms. Ask the root for the value (a get that does not wait, cached from then on);
     // only a missing key (which add creates as "0") or a non-integer (an error) needs the root's add itself.
-    wire::Writer get;
-    get.u32(0);
-    get.raw(std::span(reinterpret_cast<const std::uint8_t*>(key.data()), key.size()));
-    send(static_cast<std::uint8_t>(JobStore::Op::get), get.take(),
-         [this, key, reply = std::move(reply)](std::uint8_t answer, Bytes value) mutable {
-             if (answer == answer_ok) {
-                 if (auto number = store_integer(value)) {
-                     reply(answer_ok, encode_store_integer(*number));
-                     return;
-                 }
+    send(static_cast<std::uint8_t>(wire::StoreGet::op), wire::encode_fields(wire::StoreGet{0, key}),
+         [this, key, reply = std::move(reply)](std::uint8_t answer, Bytes body) mutable {
+             auto got = wire::decode_fields<wire::StoreValue>(body, wire::StoreValue::name);
+             auto number = answer == answer_ok && got ? store_integer(got->value) : std::nullopt;
+             if (number) {
+                 reply(answer_ok, wire::encode_fields(wire::StoreCount{*number}));
+                 return;
              }
-             wire::Writer add;
-             add.i64(0);
-             add.raw(std::span(reinterpret_cast<const std::uint8_t*>(key.data()), key.size()));
-             send(static_cast<std::uint8_t>(JobStore::Op::add), add.take(), std::move(reply));
+             send(static_cast<std::uint8_t>(wire::StoreAdd::op), wire::encode_fields(wire::StoreAdd{0, key}),
+                  std::move(reply));
          });
 }
 
@@ -114,7 +125,8 @@ void StoreCache::send(std::uint8_t op, Bytes payload, Reply reply)
     // Reads that only wait for a key (get, wait) and are identical to one already on its way to the root share
     // its answer: when every local rank fetches every peer's key, as Gloo's rendezvous does, one request per node
     // goes up the tree instead of one per rank. Writes are never merged.
-    bool mergeable = is(op, JobStore::Op::get) || is(op, JobStore::Op::wait);
+    auto mergeable_op = static_cast<wire::RankSocketOp>(op);
+    bool mergeable = mergeable_op == wire::RankSocketOp::get || mergeable_op == wire::RankSocketOp::wait;
     Bytes request = std::move(payload);
     request.insert(request.begin(), op);
     if (mergeable) {
@@ -127,7 +139,7 @@ void StoreCache::send(std::uint8_t op, Bytes payload, Reply reply)
     ++counts_.forwarded;
     // A check is not merged (it never waits, and its answer may be "no"), but a "yes" still teaches the cache.
     std::optional<std::uint64_t> read;
-    if (mergeable || is(op, JobStore::Op::check)) {
+    if (mergeable || mergeable_op == wire::RankSocketOp::check) {
         read = next_read_++;
         Read& entry = reads_[*read];
         entry.request = request;
@@ -140,7 +152,7 @@ void StoreCache::send(std::uint8_t op, Bytes payload, Reply reply)
         std::uint8_t code = answer_error;
         Bytes body;
         if (!answer) {
-            body.assign(answer.error().message.begin(), answer.error().message.end());
+            body = wire::encode_fields(wire::StoreFailure{answer.error().message});
         } else {
             code = static_cast<std::uint8_t>(answer->answer);
             body = std::move(answer->body);
@@ -151,7 +163,8 @@ void StoreCache::send(std::uint8_t op, Bytes payload, Reply reply)
             Read& finished = entry.mapped();
             if (!finished.stale) {
                 shared_.erase(finished.request);
-                learn(finished.request[0], Bytes(finished.request.begin() + 1, finished.request.end()), code, body);
+                learn(operation_of(finished.request[0], Bytes(finished.request.begin() + 1, finished.request.end())),
+                      code, body);
             }
             waiting = std::move(finished.waiting);
         }
@@ -169,7 +182,7 @@ void StoreCache::invalidate(const std::string& key)
     for (auto& [number, read] : reads_) {
         if (read.stale)
             continue;
-        auto keys = store_read_keys(read.request[0], Bytes(read.request.begin() + 1, read.request.end()));
+        auto keys = read_keys(operation_of(read.request[0], Bytes(read.request.begin() + 1, read.request.end())));
         if (!keys || std::find(keys->begin(), keys->end(), key) == keys->end())
             continue;
         read.stale = true;

@@ -55,16 +55,16 @@ public:
 private:
     // A key the root answered this node about: it exists, and for a get, its value.
     struct Entry {
-        std::optional<Bytes> value;
+        std::optional<std::string> value;
     };
     // The answer from the cache, if the request can be answered here.
-    std::optional<std::pair<std::uint8_t, Bytes>> lookup(std::uint8_t op, const Bytes& payload) const;
+    std::optional<std::pair<std::uint8_t, Bytes>> lookup(const std::optional<wire::StoreOperation>& operation) const;
     // Sends a request the cache cannot answer to the root, sharing an identical read already on its way.
     void send(std::uint8_t op, Bytes payload, Reply reply);
     // add(key, 0): a read of an integer, answered from a get.
     void add_zero(std::string key, Reply reply);
     // Records what the root's answer to a read shows about its keys.
-    void learn(std::uint8_t op, const Bytes& payload, std::uint8_t answer, const Bytes& body);
+    void learn(const std::optional<wire::StoreOperation>& operation, std::uint8_t answer, const Bytes& body);
 
     // A read on its way to the root.
     struct Read {

@@ -1,4 +1,4 @@
-// The root of the tree: starts the top level of daemons, prints the ranks' output, decides the job's end.
+// The root of the tree: starts the top level of daemons, runs the root's services, decides the job's end.
 #include "root.hpp"
 
 #include <signal.h>
@@ -42,18 +42,22 @@ Root::Root(asio::io_context& io, ProcessReaper& reaper, RootPlan plan, std::int6
            std::int64_t hosts_resolved_ns, InProcessStarter in_process)
     : io_(io), plan_(std::move(plan)), key_(auth::generate_key()), reaper_(reaper), in_process_(std::move(in_process)),
       signals_(io, SIGINT, SIGTERM, SIGHUP), suspension_(io), timeout_timer_(io), grace_timer_(io),
-      teardown_deadline_(io), started_ns_(started_ns),
-      lines_(plan_.label), output_wait_timer_(io)
+      teardown_deadline_(io), started_ns_(started_ns)
 {
     signals_.add(SIGUSR1);
     signals_.add(SIGUSR2);
     signals_.add(SIGTSTP);
-    // The writer's thread finds a closed stream; what that means for the job is decided here, on the io thread.
-    output_.on_failed([this](int fd, int error) { asio::post(io_, [this, fd, error] { output_failed(fd, error); }); });
     plan_.plan.launcher_start_ns = started_ns;
     phases_.set_top_k(plan_.plan.job.timing_top);
     timeline_.push_back({"start", 0.0});
     timeline_.push_back({"hosts_resolved", static_cast<double>(hosts_resolved_ns - started_ns) / 1e9});
+}
+
+Root::~Root()
+{
+    // Later services may use earlier ones (staging's progress bar writes through the output service).
+    while (!services_.empty())
+        services_.pop_back();
 }
 
 void Root::stamp(const std::string& name)
@@ -94,7 +98,7 @@ int Root::run()
     // Before anything that starts a thread or a process of its own, so that a failure returns cleanly. Nothing
     // the children send is read before io_.run().
     if (auto started = position_->start_children(plan_.listen_address, plan.daemon_path, 0, in_process_); !started) {
-        fmt::print(stderr, "canopy: {}\n", started.error().message);   // nothing is queued in output_ yet
+        fmt::print(stderr, "canopy: {}\n", started.error().message);   // no output is queued yet
         return exit_infrastructure;
     }
 
@@ -133,20 +137,7 @@ int Root::run()
         for (int signo : {SIGINT, SIGTERM, SIGHUP})
             if (sigismember(&pending, signo))
                 note_signal_at_end(signo);
-    if (plan_.label) {   // a rank's last line without its newline: the prompt after the job goes on a line of its own
-        output_.to_stdout(lines_.end_open_line(1));
-        output_.to_stderr(lines_.end_open_line(2));
-    } else {   // what waited behind a line that never ended
-        output_.to_stdout(lines_.release(1, OutputLines::Clock::time_point::max()));
-        output_.to_stderr(lines_.release(2, OutputLines::Clock::time_point::max()));
-    }
-    output_.flush();   // before main() prints the timing report, and whatever the reader's pace
-    // A write that failed after the io thread's last turn (the job's last output, or the line saying why it ended)
-    // still counts.
-    for (int fd : {STDOUT_FILENO, STDERR_FILENO})
-        if (int error = output_.write_error(fd))
-            output_failed(fd, error);
-    output_.flush();
+    output_->finish();
     return exit_code_;
 }
 
@@ -163,9 +154,12 @@ void Root::make_services()
 {
     // In the order they start: fabric and staging before the rest, as both may fork the launcher's guard.
     RootControl& control = *this;
+    auto output = std::make_unique<RankOutput>(io_, *position_, plan_.label, control);
+    output_ = output.get();
+    services_.push_back(std::move(output));
     services_.push_back(std::make_unique<FabricService>(io_, key_, plan_.plan, *position_, control));
     if (plan_.stage)
-        services_.push_back(std::make_unique<StagingService>(io_, plan_, *position_, output_, control));
+        services_.push_back(std::make_unique<StagingService>(io_, plan_, *position_, output_->writer(), control));
     auto spawn = std::make_unique<SpawnRequests>(*position_, plan_.plan);
     spawn_ = spawn.get();
     auto late = std::make_unique<LateRankCount>(phases_, [this] {
@@ -196,15 +190,6 @@ void Root::watch_path(const std::string& path, const char* what)
 
 void Root::register_child_handlers()
 {
-    position_->on(wire::MessageType::output, [this](long, const wire::Frame& frame) {
-        auto output = wire::decode_frame<wire::Output>(frame);
-        if (output) {
-            print_output(*output);
-            backpressure_.queued(position_->children());
-            hold_lines();
-        }
-        return output.ok();
-    });
     position_->on(wire::MessageType::stdin_taken, [this](long, const wire::Frame& frame) {
         auto taken = wire::decode_frame<wire::StdinTaken>(frame);
         if (taken)
@@ -381,67 +366,12 @@ void Root::print_own_line(std::string line)
 {
     for (auto& service : services_)
         service->before_own_line();
-    output_.to_stderr(lines_.end_open_line(2) + line);
-    hold_lines();   // what waited on stderr has gone: the others may go on
+    output_->print_own_line(std::move(line));
 }
 
-void Root::print_output(const wire::Output& output)
+void Root::output_lost(int exit_code)
 {
-    std::string text = lines_.text(output.rank, output.stream, output.data);
-    if (output.stream == 2)
-        output_.to_stderr(std::move(text));
-    else
-        output_.to_stdout(std::move(text));
-    arm_output_wait_timer();
-}
-
-void Root::arm_output_wait_timer()
-{
-    auto out = lines_.due(1), err = lines_.due(2);
-    if (!out && !err)
-        return;
-    auto when = out && err ? std::min(*out, *err) : out ? *out : *err;
-    if (output_wait_timer_.expiry() == when)
-        return;
-    output_wait_timer_.expires_at(when);
-    output_wait_timer_.async_wait([this](const boost::system::error_code& error) {
-        if (error)
-            return;
-        auto now = OutputLines::Clock::now();
-        if (backpressure_.holding_all()) {
-            // We hold the open lines back ourselves, for our reader: their waits start again once we let them go.
-            lines_.restart_waits(now);
-        } else {
-            output_.to_stdout(lines_.release(1, now));
-            output_.to_stderr(lines_.release(2, now));
-            hold_lines();
-        }
-        arm_output_wait_timer();
-    });
-}
-
-void Root::hold_lines()
-{
-    if (position_)
-        backpressure_.hold_lines(position_->children(), lines_.line_hold(1), lines_.line_hold(2));
-}
-
-void Root::output_failed(int fd, int error)
-{
-    int stream = fd == STDOUT_FILENO ? 0 : 1;
-    if (std::exchange(output_failure_reported_[stream], true))
-        return;
-    // As a command in a pipeline dies of SIGPIPE when its reader goes (`canopy ... | head -1`), the job ends, with
-    // the shell's status for that death. Any other failure (a full disk, a descriptor canopy was started without)
-    // ends it too, with 1, as a write error ends cat or seq: the output is lost from here on, and a job whose output
-    // goes nowhere would run on for nothing. The line says why the ranks were stopped; where stderr is what failed,
-    // it cannot be read, and the exit code alone says so.
-    const char* name = fd == STDOUT_FILENO ? "standard output" : "standard error";
-    int exit_code = error == EPIPE ? 128 + SIGPIPE : 1;
-    bool ending = !position_->leaving();
-    print_own_line(error == EPIPE ? fmt::format("canopy: {} was closed{}\n", name, ending ? "; ending the job" : "")
-                                  : fmt::format("canopy: cannot write the job's {}: {}\n", name, std::strerror(error)));
-    if (ending) {
+    if (!position_->leaving()) {
         end_job(true, exit_code);
         return;
     }

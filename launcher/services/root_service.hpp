@@ -18,6 +18,9 @@ public:
     virtual void fail(int exit_code, const std::string& line) = 0;
     // One of canopy's own lines on stderr, on a line of its own (with its "canopy: " and newline).
     virtual void print_line(std::string line) = 0;
+    // The job's output cannot be written any more: the job ends with `exit_code`; one already ending keeps its own
+    // failure's code, but a success does not stand.
+    virtual void output_lost(int exit_code) = 0;
     // Removes `path` even if the launcher is killed (`what` names it in a line if that cannot be promised).
     virtual void watch_path(const std::string& path, const char* what) = 0;
 

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "affinity/cpubind.hpp"
+#include "util/library_symbols.hpp"
 
 namespace canopy {
 namespace {
@@ -55,25 +56,20 @@ Result<const Hwloc*> hwloc_functions(bool with_devices)
         loaded = make_error("cannot load {} (Debian's package libhwloc15): {}", hwloc_library, ::dlerror());
         return *loaded;
     }
-    const char* missing = nullptr;
-    auto find = [&](auto& pointer, const char* name) {
-        pointer = reinterpret_cast<std::remove_reference_t<decltype(pointer)>>(::dlsym(library, name));
-        if (pointer == nullptr && missing == nullptr)
-            missing = name;
-    };
-    find(functions.get_api_version, "hwloc_get_api_version");
-    find(functions.topology_init, "hwloc_topology_init");
-    find(functions.topology_set_xml, "hwloc_topology_set_xml");
-    find(functions.topology_set_io_types_filter, "hwloc_topology_set_io_types_filter");
-    find(functions.topology_load, "hwloc_topology_load");
-    find(functions.topology_destroy, "hwloc_topology_destroy");
-    find(functions.get_type_depth, "hwloc_get_type_depth");
-    find(functions.get_nbobjs_by_depth, "hwloc_get_nbobjs_by_depth");
-    find(functions.get_obj_by_depth, "hwloc_get_obj_by_depth");
-    find(functions.bitmap_first, "hwloc_bitmap_first");
-    find(functions.bitmap_next, "hwloc_bitmap_next");
-    if (missing != nullptr)
-        loaded = make_error("{} lacks {}", hwloc_library, missing);
+    LibrarySymbols symbols(library);
+    symbols.find(functions.get_api_version, "hwloc_get_api_version");
+    symbols.find(functions.topology_init, "hwloc_topology_init");
+    symbols.find(functions.topology_set_xml, "hwloc_topology_set_xml");
+    symbols.find(functions.topology_set_io_types_filter, "hwloc_topology_set_io_types_filter");
+    symbols.find(functions.topology_load, "hwloc_topology_load");
+    symbols.find(functions.topology_destroy, "hwloc_topology_destroy");
+    symbols.find(functions.get_type_depth, "hwloc_get_type_depth");
+    symbols.find(functions.get_nbobjs_by_depth, "hwloc_get_nbobjs_by_depth");
+    symbols.find(functions.get_obj_by_depth, "hwloc_get_obj_by_depth");
+    symbols.find(functions.bitmap_first, "hwloc_bitmap_first");
+    symbols.find(functions.bitmap_next, "hwloc_bitmap_next");
+    if (symbols.missing() != nullptr)
+        loaded = make_error("{} lacks {}", hwloc_library, symbols.missing());
     else if ((functions.get_api_version() >> 16) != (HWLOC_API_VERSION >> 16))
         loaded = make_error("{} is API {:x}, canopy was built for {:x}", hwloc_library, functions.get_api_version(),
                             HWLOC_API_VERSION);

@@ -26,7 +26,7 @@ void AgentClient::close()
     fd_ = -1;
 }
 
-Outcome<int> AgentClient::connected_fd_locked()
+Result<int> AgentClient::connected_fd_locked()
 {
     if (fd_ >= 0 && pid_ != getpid()) {
         // A forked child shares the parent's socket; replies would go to whoever reads first.
@@ -45,7 +45,7 @@ Outcome<int> AgentClient::connected_fd_locked()
         inbox_.clear();
     }
     if (fd_ >= 0)
-        return broken_ ? Outcome<int>(*broken_) : Outcome<int>(fd_);
+        return broken_ ? Result<int>(*broken_) : Result<int>(fd_);
 
     sockaddr_un address{};
     address.sun_family = AF_UNIX;
@@ -68,7 +68,7 @@ Outcome<int> AgentClient::connected_fd_locked()
     return fd_;
 }
 
-Checked AgentClient::send_all(int fd, std::string_view frame)
+Status AgentClient::send_all(int fd, std::span<const std::uint8_t> frame)
 {
     std::lock_guard lock(write_mutex_);
     while (!frame.empty()) {
@@ -79,19 +79,19 @@ Checked AgentClient::send_all(int fd, std::string_view frame)
             return fail(CANOPY_ERR_DAEMON, "{}: lost the connection to canopyd at {}: {}; the node's daemon "
                         "has gone, or the job is ending", who_, path_, std::strerror(errno));
         }
-        frame.remove_prefix(static_cast<std::size_t>(sent));
+        frame = frame.subspan(static_cast<std::size_t>(sent));
     }
     return done();
 }
 
-void AgentClient::break_connection_locked(std::uint64_t generation, Failure failure)
+void AgentClient::break_connection_locked(std::uint64_t generation, Error failure)
 {
     if (generation == generation_ && !broken_)
         broken_ = std::move(failure);
     replies_cv_.notify_all();
 }
 
-Checked AgentClient::send_only(std::string_view frame)
+Status AgentClient::send_only(wire::RankSocketOp op, std::span<const std::uint8_t> body)
 {
     int fd;
     std::uint64_t generation;
@@ -99,14 +99,14 @@ Checked AgentClient::send_only(std::string_view frame)
         std::lock_guard lock(state_mutex_);
         auto connected = connected_fd_locked();
         if (!connected)
-            return connected.failure();
+            return connected.error();
         fd = *connected;
         generation = generation_;
     }
-    auto sent = send_all(fd, frame);
+    auto sent = send_all(fd, wire::encode_rank_frame(static_cast<std::uint8_t>(op), 0, body));
     if (!sent) {
         std::lock_guard lock(state_mutex_);
-        break_connection_locked(generation, sent.failure());
+        break_connection_locked(generation, sent.error());
     }
     return sent;
 }
@@ -123,7 +123,7 @@ void AgentClient::read_replies(std::unique_lock<std::mutex>& lock, int fd, std::
     pollfd entry{fd, POLLIN, 0};
     char chunk[65536];
     ssize_t got = 0;
-    std::optional<Failure> failure;
+    std::optional<Error> failure;
     int ready = ::poll(&entry, 1, timeout_ms);
     if (ready > 0) {
         got = ::recv(fd, chunk, sizeof(chunk), 0);
@@ -143,13 +143,14 @@ void AgentClient::read_replies(std::unique_lock<std::mutex>& lock, int fd, std::
         return;
     }
     if (got > 0) {
-        inbox_.append(chunk, static_cast<std::size_t>(got));
+        inbox_.insert(inbox_.end(), chunk, chunk + got);
         std::size_t used = 0;
         while (true) {
-            agent::Reply reply;
-            auto parsed = agent::parse_reply(std::string_view(inbox_).substr(used), reply);
+            wire::RankFrame reply;
+            auto parsed = wire::next_rank_frame(std::span(inbox_).subspan(used), reply);
             if (!parsed) {
-                failure = parsed.failure();
+                failure = fail(CANOPY_ERR_DAEMON, "{}: canopyd at {} sent a malformed reply: {}", who_, path_,
+                               parsed.error().message);
                 break;
             }
             if (!*parsed)
@@ -159,34 +160,34 @@ void AgentClient::read_replies(std::unique_lock<std::mutex>& lock, int fd, std::
             if (waiting_.count(reply.id))
                 arrived_[reply.id] = std::move(reply);
         }
-        inbox_.erase(0, used);
+        inbox_.erase(inbox_.begin(), inbox_.begin() + static_cast<std::ptrdiff_t>(used));
     }
     if (failure)
         break_connection_locked(generation, std::move(*failure));
     replies_cv_.notify_all();
 }
 
-Outcome<agent::Reply> AgentClient::call(agent::Op op, std::string_view payload, Deadline deadline)
+Result<wire::RankFrame> AgentClient::call(wire::RankSocketOp op, std::span<const std::uint8_t> body,
+                                          Deadline deadline)
 {
     std::unique_lock lock(state_mutex_);
     auto connected = connected_fd_locked();
     if (!connected)
-        return connected.failure();
+        return connected.error();
     int fd = *connected;
     std::uint64_t generation = generation_;
     std::uint64_t id = next_id_++;
     waiting_.insert(id);
     lock.unlock();
 
-    auto frame = agent::encode_request(op, id, payload);
-    auto sent = send_all(fd, frame);
+    auto sent = send_all(fd, wire::encode_rank_frame(static_cast<std::uint8_t>(op), id, body));
 
     lock.lock();
     if (!sent)
-        break_connection_locked(generation, sent.failure());
+        break_connection_locked(generation, sent.error());
     while (true) {
         if (auto found = arrived_.find(id); found != arrived_.end()) {
-            agent::Reply reply = std::move(found->second);
+            wire::RankFrame reply = std::move(found->second);
             arrived_.erase(found);
             waiting_.erase(id);
             return reply;

@@ -12,10 +12,12 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <span>
 #include <string_view>
+#include <vector>
 
-#include "api/agent_protocol.hpp"
-#include "api/failure.hpp"
+#include "api/api_error.hpp"
+#include "wire/rank_socket.hpp"
 
 namespace canopy::api {
 
@@ -29,17 +31,17 @@ public:
     AgentClient(const AgentClient&) = delete;
     AgentClient& operator=(const AgentClient&) = delete;
 
-    // Sends a frame that has no reply (MARK).
-    Checked send_only(std::string_view frame);
+    // Sends a request that has no reply (a mark).
+    Status send_only(wire::RankSocketOp op, std::span<const std::uint8_t> body);
     // Sends one request and waits for its reply until `deadline` (none: as long as the connection lives).
-    Outcome<agent::Reply> call(agent::Op op, std::string_view payload, Deadline deadline);
+    Result<wire::RankFrame> call(wire::RankSocketOp op, std::span<const std::uint8_t> body, Deadline deadline);
     void close();
 
 private:
     // Under state_mutex_: a connected descriptor for this process (reconnects after fork or a failure).
-    Outcome<int> connected_fd_locked();
-    Checked send_all(int fd, std::string_view frame);
-    void break_connection_locked(std::uint64_t generation, Failure failure);
+    Result<int> connected_fd_locked();
+    Status send_all(int fd, std::span<const std::uint8_t> frame);
+    void break_connection_locked(std::uint64_t generation, Error failure);
     // Reads what is available (up to `deadline`) and files complete replies; called by one thread at a time.
     void read_replies(std::unique_lock<std::mutex>& lock, int fd, std::uint64_t generation, Deadline deadline);
 
@@ -52,12 +54,12 @@ private:
     int fd_ = -1;
     pid_t pid_ = 0;              // the process that opened fd_; a forked child opens its own
     std::uint64_t generation_ = 0;  // bumped on every (re)connect
-    std::optional<Failure> broken_;  // why the current connection failed
+    std::optional<Error> broken_;  // why the current connection failed
     std::uint64_t next_id_ = 1;
     std::set<std::uint64_t> waiting_;
-    std::map<std::uint64_t, agent::Reply> arrived_;
+    std::map<std::uint64_t, wire::RankFrame> arrived_;
     bool reading_ = false;
-    std::string inbox_;
+    std::vector<std::uint8_t> inbox_;
 };
 
 } // namespace canopy::api

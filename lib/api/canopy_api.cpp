@@ -1,4 +1,4 @@
-// The C ABI of libcanopy (canopy/canopy.h): turns each Outcome into a status code and a readable message.
+// The C ABI of libcanopy (canopy/canopy.h): turns each Result into a status code and a readable message.
 #include <canopy/canopy.h>
 
 #include <cstdlib>
@@ -10,23 +10,24 @@
 #include "api/launcher_env.hpp"
 #include "api/library.hpp"
 
-using canopy::api::Failure;
+using canopy::Error;
 using canopy::api::Library;
 
 namespace {
 
 thread_local std::string last_error;
 
-int report(const Failure& failure)
+int report(const Error& failure)
 {
     last_error = failure.message;
-    return failure.code;
+    return failure.code != CANOPY_OK ? failure.code : CANOPY_ERR_INVALID;   // an error never reads as success
 }
 
-template <typename T>
-int report_outcome(const canopy::api::Outcome<T>& outcome)
+// A canopy::Result or canopy::Status.
+template <typename Outcome>
+int report_outcome(const Outcome& outcome)
 {
-    return outcome ? CANOPY_OK : report(outcome.failure());
+    return outcome ? CANOPY_OK : report(outcome.error());
 }
 
 // Copies bytes into a malloc'd buffer the caller frees with canopy_free (never NULL on success).
@@ -34,8 +35,8 @@ int hand_out(const std::string& bytes, void** out, std::size_t* len)
 {
     void* buffer = std::malloc(bytes.empty() ? 1 : bytes.size());
     if (!buffer)
-        return report(Failure{CANOPY_ERR_NO_MEMORY, "out of memory for a value of " + std::to_string(bytes.size()) +
-                                                        " bytes"});
+        return report(Error{"out of memory for a value of " + std::to_string(bytes.size()) + " bytes",
+                            CANOPY_ERR_NO_MEMORY});
     if (!bytes.empty())
         std::memcpy(buffer, bytes.data(), bytes.size());
     *out = buffer;
@@ -46,7 +47,7 @@ int hand_out(const std::string& bytes, void** out, std::size_t* len)
 
 int missing_output(const char* function)
 {
-    return report(Failure{CANOPY_ERR_INVALID, std::string(function) + ": an output pointer is NULL"});
+    return report(Error{std::string(function) + ": an output pointer is NULL", CANOPY_ERR_INVALID});
 }
 
 // No exception may cross the C ABI: a failed allocation inside the library becomes a status.
@@ -56,9 +57,9 @@ int guarded(Body body)
     try {
         return body();
     } catch (const std::bad_alloc&) {
-        return report(Failure{CANOPY_ERR_NO_MEMORY, "libcanopy ran out of memory"});
+        return report(Error{"libcanopy ran out of memory", CANOPY_ERR_NO_MEMORY});
     } catch (...) {
-        return report(Failure{CANOPY_ERR_INVALID, "libcanopy: unexpected internal error"});
+        return report(Error{"libcanopy: unexpected internal error", CANOPY_ERR_INVALID});
     }
 }
 
@@ -177,7 +178,7 @@ int canopy_get(int rank, const char* key, void** value, size_t* len)
         return missing_output("canopy_get");
     return guarded([&] {
         auto got = lib().get(rank, key);
-        return got ? hand_out(*got, value, len) : report(got.failure());
+        return got ? hand_out(*got, value, len) : report(got.error());
     });
 }
 
@@ -193,7 +194,7 @@ int canopy_allgather(const void* data, size_t len, void** out, size_t* lens)
     return guarded([&] {
         auto all = lib().allgather(data, len);
         if (!all)
-            return report(all.failure());
+            return report(all.error());
         std::string joined;
         for (std::size_t i = 0; i < all->size(); ++i) {
             lens[i] = (*all)[i].size();
@@ -214,7 +215,7 @@ int canopy_store_get(const char* key, int timeout_ms, void** value, size_t* len)
         return missing_output("canopy_store_get");
     return guarded([&] {
         auto got = lib().store_get(key, timeout_ms);
-        return got ? hand_out(*got, value, len) : report(got.failure());
+        return got ? hand_out(*got, value, len) : report(got.error());
     });
 }
 
@@ -223,7 +224,7 @@ int canopy_store_add(const char* key, int64_t delta, int64_t* value)
     return guarded([&] {
         auto sum = lib().store_add(key, delta);
         if (!sum)
-            return report(sum.failure());
+            return report(sum.error());
         if (value)
             *value = *sum;
         return CANOPY_OK;
@@ -237,7 +238,7 @@ int canopy_store_compare_set(const char* key, const void* expected, size_t expec
         return missing_output("canopy_store_compare_set");
     return guarded([&] {
         auto now = lib().store_compare_set(key, expected, expected_len, desired, desired_len);
-        return now ? hand_out(*now, value, len) : report(now.failure());
+        return now ? hand_out(*now, value, len) : report(now.error());
     });
 }
 
@@ -248,7 +249,7 @@ int canopy_store_check(const char* const* keys, size_t n, int* all_exist)
     return guarded([&] {
         auto present = lib().store_check(keys, n);
         if (!present)
-            return report(present.failure());
+            return report(present.error());
         *all_exist = *present ? 1 : 0;
         return CANOPY_OK;
     });
@@ -259,7 +260,7 @@ int canopy_store_delete(const char* key, int* existed)
     return guarded([&] {
         auto gone = lib().store_delete(key);
         if (!gone)
-            return report(gone.failure());
+            return report(gone.error());
         if (existed)
             *existed = *gone ? 1 : 0;
         return CANOPY_OK;
@@ -273,7 +274,7 @@ int canopy_store_num_keys(int64_t* count)
     return guarded([&] {
         auto keys = lib().store_num_keys();
         if (!keys)
-            return report(keys.failure());
+            return report(keys.error());
         *count = *keys;
         return CANOPY_OK;
     });

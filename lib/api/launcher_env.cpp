@@ -54,7 +54,7 @@ struct Field {
     int value = -1;
 };
 
-Outcome<int> parse_count(const char* name, std::string_view text, const char* launcher)
+Result<int> parse_count(const char* name, std::string_view text, const char* launcher)
 {
     int value = 0;
     auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -64,7 +64,7 @@ Outcome<int> parse_count(const char* name, std::string_view text, const char* la
     return value;
 }
 
-Outcome<Field> read(const EnvLookup& env, const Names& names, const char* launcher)
+Result<Field> read(const EnvLookup& env, const Names& names, const char* launcher)
 {
     for (const char* name : names) {
         const char* text = name ? env(name) : nullptr;
@@ -72,14 +72,14 @@ Outcome<Field> read(const EnvLookup& env, const Names& names, const char* launch
             continue;
         auto value = parse_count(name, text, launcher);
         if (!value)
-            return value.failure();
+            return value.error();
         return Field{name, *value};
     }
     return Field{};
 }
 
 // The count for node `node` in Slurm's "2(x3),1" (2, 2, 2, 1).
-Outcome<int> count_of_node(const char* name, std::string_view list, int node)
+Result<int> count_of_node(const char* name, std::string_view list, int node)
 {
     auto malformed = [&] {
         return fail(CANOPY_ERR_INVALID, "{}='{}' is not a task count per node like '2(x3),1'", name, list);
@@ -109,7 +109,7 @@ Outcome<int> count_of_node(const char* name, std::string_view list, int node)
 }
 
 // Rank information from one launcher's variables, every field checked against the others.
-Outcome<ForeignLaunch> read_launch(const EnvLookup& env, const LauncherVariables& vars)
+Result<ForeignLaunch> read_launch(const EnvLookup& env, const LauncherVariables& vars)
 {
     const char* launcher = mode_names[vars.mode];
     Field fields[6];
@@ -120,7 +120,7 @@ Outcome<ForeignLaunch> read_launch(const EnvLookup& env, const LauncherVariables
             continue;  // read once the node is known
         auto field = read(env, *names[i], launcher);
         if (!field)
-            return field.failure();
+            return field.error();
         fields[i] = *field;
     }
     auto& [rank, size, local_rank, local_size, node_rank, num_nodes] = fields;
@@ -133,7 +133,7 @@ Outcome<ForeignLaunch> read_launch(const EnvLookup& env, const LauncherVariables
             if (const char* list = env(name)) {
                 auto count = count_of_node(name, list, node_rank.value);
                 if (!count)
-                    return count.failure();
+                    return count.error();
                 local_size = Field{name, *count};
                 break;
             }
@@ -176,7 +176,7 @@ const char* mode_name(int mode)
     return mode >= 0 && mode < static_cast<int>(std::size(mode_names)) ? mode_names[mode] : nullptr;
 }
 
-Outcome<std::optional<ForeignLaunch>> find_foreign_launcher(const EnvLookup& env)
+Result<std::optional<ForeignLaunch>> find_foreign_launcher(const EnvLookup& env)
 {
     for (const auto& vars : launchers) {
         if (!env(vars.marker))
@@ -188,13 +188,13 @@ Outcome<std::optional<ForeignLaunch>> find_foreign_launcher(const EnvLookup& env
             continue;
         auto found = read_launch(env, vars);
         if (!found)
-            return found.failure();
+            return found.error();
         return std::optional<ForeignLaunch>(std::move(*found));
     }
     return std::optional<ForeignLaunch>();
 }
 
-Checked check_no_world(const EnvLookup& env)
+Status check_no_world(const EnvLookup& env)
 {
     for (const char* name : world_sizes) {
         const char* text = env(name);
@@ -202,7 +202,7 @@ Checked check_no_world(const EnvLookup& env)
             continue;
         auto size = parse_count(name, text, "an unknown launcher");
         if (!size)
-            return size.failure();
+            return size.error();
         if (*size > 1)
             return fail(CANOPY_ERR_INVALID, "{}={} says this process is one of {} ranks, but no launcher libcanopy "
                         "knows started it (canopy, torchrun, mpirun, mpiexec.hydra, srun, PALS or PMIx): start it "

@@ -5,7 +5,7 @@
 #include <functional>
 #include <optional>
 
-#include "api/failure.hpp"
+#include "api/api_error.hpp"
 #include "api/rank_info.hpp"
 
 namespace canopy::api {
@@ -22,12 +22,12 @@ struct ForeignLaunch {
 };
 
 // The launcher whose variables are set, the innermost first (torchrun may run under srun, not the other way);
-// nothing if none is. A Failure when its variables contradict each other.
-Outcome<std::optional<ForeignLaunch>> find_foreign_launcher(const EnvLookup& env);
+// nothing if none is. A Error when its variables contradict each other.
+Result<std::optional<ForeignLaunch>> find_foreign_launcher(const EnvLookup& env);
 
-// For a process no launcher claims: a Failure when a world size larger than one is set all the same, since
+// For a process no launcher claims: a Error when a world size larger than one is set all the same, since
 // such a process must not call itself a singleton.
-Checked check_no_world(const EnvLookup& env);
+Status check_no_world(const EnvLookup& env);
 
 // A CANOPY_MODE_*'s name ("torchrun", "open-mpi", ...); null past the last.
 const char* mode_name(int mode);

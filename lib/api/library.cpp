@@ -31,7 +31,7 @@ const char* env(const char* name)
     return value && *value ? value : nullptr;
 }
 
-Outcome<int> env_int(const char* name, int fallback)
+Result<int> env_int(const char* name, int fallback)
 {
     const char* text = env(name);
     if (!text)
@@ -72,7 +72,7 @@ std::int64_t realtime_ns()
 }
 
 // 0: do not wait; > 0: milliseconds; CANOPY_WAIT_FOREVER: as long as it takes (none).
-Outcome<std::optional<std::chrono::milliseconds>> wait_time(int timeout_ms, const char* what)
+Result<std::optional<std::chrono::milliseconds>> wait_time(int timeout_ms, const char* what)
 {
     if (timeout_ms == CANOPY_WAIT_FOREVER)
         return std::optional<std::chrono::milliseconds>{};
@@ -84,7 +84,7 @@ Outcome<std::optional<std::chrono::milliseconds>> wait_time(int timeout_ms, cons
 
 std::string quoted(std::string_view key) { return "key '" + std::string(key.substr(0, 200)) + "'"; }
 
-Checked check_store_key(const char* key, const char* what)
+Status check_store_key(const char* key, const char* what)
 {
     if (!key)
         return fail(CANOPY_ERR_INVALID, "{}: the key is NULL", what);
@@ -111,7 +111,7 @@ Library& Library::instance()
     return *library;
 }
 
-Checked Library::init()
+Status Library::init()
 {
     std::lock_guard lock(mutex_);
     switch (state_.load()) {
@@ -124,7 +124,7 @@ Checked Library::init()
     }
     auto started = init_locked();
     if (!started) {
-        init_failure_ = started.failure();
+        init_failure_ = started.error();
         state_ = State::failed;
         return started;
     }
@@ -133,7 +133,7 @@ Checked Library::init()
     return done();
 }
 
-Checked Library::init_locked()
+Status Library::init_locked()
 {
     if (env("CANOPY_RANK") && env("CANOPY_SIZE")) {
         // Under canopy everything is in the environment: no PMIx connection until a call needs one.
@@ -145,7 +145,7 @@ Checked Library::init_locked()
         auto num_nodes = env_int("CANOPY_NUM_NODES", 1);
         for (auto* value : {&rank, &size, &local_rank, &local_size, &node_rank, &num_nodes})
             if (!*value)
-                return value->failure();
+                return value->error();
         if (*rank >= *size)
             return fail(CANOPY_ERR_INVALID, "CANOPY_RANK={} is not below CANOPY_SIZE={}; the environment was "
                         "changed after launch", *rank, *size);
@@ -160,14 +160,14 @@ Checked Library::init_locked()
     }
     auto foreign = find_foreign_launcher(env);
     if (!foreign)
-        return foreign.failure();
+        return foreign.error();
     if (*foreign)
         return adopt(**foreign);
     if (pmix_launcher_present()) {
         pmix_ = std::make_unique<PmixSession>("this process");
         auto job = pmix_->job_info();
         if (!job)
-            return job.failure();
+            return job.error();
         info_ = std::move(*job);
         who_ = "rank " + std::to_string(info_.rank) + " on " + info_.node_name;
         pmix_->set_who(who_);
@@ -182,7 +182,7 @@ Checked Library::init_locked()
     return done();
 }
 
-Checked Library::adopt(const ForeignLaunch& launch)
+Status Library::adopt(const ForeignLaunch& launch)
 {
     info_ = launch.info;
     info_.node_name = host_name();
@@ -193,7 +193,7 @@ Checked Library::adopt(const ForeignLaunch& launch)
             // Open MPI across nodes names no node index; its PMIx server does (at the cost of connecting now).
             auto job = pmix_->job_info();
             if (!job)
-                return job.failure();
+                return job.error();
             info_.node_rank = job->node_rank;
             info_.num_nodes = job->num_nodes;
         }
@@ -202,7 +202,7 @@ Checked Library::adopt(const ForeignLaunch& launch)
     return done();
 }
 
-Checked Library::finalize()
+Status Library::finalize()
 {
     std::lock_guard lock(mutex_);
     if (state_ != State::ready) {
@@ -217,7 +217,7 @@ Checked Library::finalize()
     return done();
 }
 
-Checked Library::ready()
+Status Library::ready()
 {
     if (state_.load() == State::ready)
         return done();
@@ -226,7 +226,7 @@ Checked Library::ready()
     return init();
 }
 
-Checked Library::mark(const char* name, std::optional<std::int64_t> duration_ns)
+Status Library::mark(const char* name, std::optional<std::int64_t> duration_ns)
 {
     if (!name || !timing::valid_mark_name(name))
         return fail(CANOPY_ERR_INVALID, "mark name '{}' is not valid: use 1 to {} of A-Z a-z 0-9 _ . : -",
@@ -237,14 +237,14 @@ Checked Library::mark(const char* name, std::optional<std::int64_t> duration_ns)
         return ok;
     if (!agent_)
         return done();  // outside canopy (or a canopy without the socket) a mark has nowhere to go
-    return agent_->send_only(agent::encode_mark(static_cast<std::uint32_t>(info_.rank), realtime_ns(),
-                                                duration_ns.value_or(-1), name));
+    wire::MarkRequest request{static_cast<std::uint32_t>(info_.rank), realtime_ns(), duration_ns.value_or(-1), name};
+    return agent_->send_only(wire::MarkRequest::op, wire::encode_fields(request));
 }
 
-Outcome<bool> Library::exchange_is_local(const char* what)
+Result<bool> Library::exchange_is_local(const char* what)
 {
     if (auto ok = ready(); !ok)
-        return ok.failure();
+        return ok.error();
     if (pmix_)
         return false;
     if (info_.size == 1)
@@ -260,7 +260,7 @@ std::string Library::launcher_name() const
     return mode_ == CANOPY_MODE_PMIX ? "a PMIx launcher" : mode_name(mode_.load());
 }
 
-Checked Library::check_pmix_key(const char* key, const char* what)
+Status Library::check_pmix_key(const char* key, const char* what)
 {
     if (!key || !*key)
         return fail(CANOPY_ERR_INVALID, "{}: the key is empty or NULL", what);
@@ -274,7 +274,7 @@ Checked Library::check_pmix_key(const char* key, const char* what)
     return done();
 }
 
-Checked Library::put(const char* key, const void* value, std::size_t len)
+Status Library::put(const char* key, const void* value, std::size_t len)
 {
     if (auto ok = check_pmix_key(key, "canopy_put"); !ok)
         return ok;
@@ -282,7 +282,7 @@ Checked Library::put(const char* key, const void* value, std::size_t len)
         return fail(CANOPY_ERR_INVALID, "canopy_put: key '{}': value is NULL with length {}", key, len);
     auto local = exchange_is_local("canopy_put");
     if (!local)
-        return local.failure();
+        return local.error();
     if (*local) {
         std::lock_guard lock(singleton_kv_mutex_);
         singleton_kv_[key] = std::string(static_cast<const char*>(value), len);
@@ -291,41 +291,41 @@ Checked Library::put(const char* key, const void* value, std::size_t len)
     return pmix_->put(key, value ? value : "", len);
 }
 
-Checked Library::commit()
+Status Library::commit()
 {
     auto local = exchange_is_local("canopy_commit");
     if (!local)
-        return local.failure();
+        return local.error();
     return *local ? done() : pmix_->commit();
 }
 
-Checked Library::fence()
+Status Library::fence()
 {
     auto local = exchange_is_local("canopy_fence");
     if (!local)
-        return local.failure();
+        return local.error();
     return *local ? done() : pmix_->fence(true);
 }
 
-Checked Library::barrier()
+Status Library::barrier()
 {
     auto local = exchange_is_local("canopy_barrier");
     if (!local)
-        return local.failure();
+        return local.error();
     return *local ? done() : pmix_->fence(false);
 }
 
-Outcome<std::string> Library::get(int rank, const char* key)
+Result<std::string> Library::get(int rank, const char* key)
 {
     if (auto ok = ready(); !ok)
-        return ok.failure();
+        return ok.error();
     if (auto ok = check_pmix_key(key, "canopy_get"); !ok)
-        return ok.failure();
+        return ok.error();
     if (rank < 0 || rank >= info_.size)
         return fail(CANOPY_ERR_INVALID, "canopy_get: rank {} is outside the job (0 to {})", rank, info_.size - 1);
     auto local = exchange_is_local("canopy_get");
     if (!local)
-        return local.failure();
+        return local.error();
     if (*local) {
         std::lock_guard lock(singleton_kv_mutex_);
         auto found = singleton_kv_.find(key);
@@ -336,13 +336,13 @@ Outcome<std::string> Library::get(int rank, const char* key)
     return pmix_->get(rank, key);
 }
 
-Outcome<std::vector<std::string>> Library::allgather(const void* data, std::size_t len)
+Result<std::vector<std::string>> Library::allgather(const void* data, std::size_t len)
 {
     if (!data && len > 0)
         return fail(CANOPY_ERR_INVALID, "canopy_allgather: data is NULL with length {}", len);
     auto local = exchange_is_local("canopy_allgather");
     if (!local)
-        return local.failure();
+        return local.error();
     std::string mine(data ? static_cast<const char*>(data) : "", len);
     if (*local)
         return std::vector<std::string>{mine};
@@ -350,11 +350,11 @@ Outcome<std::vector<std::string>> Library::allgather(const void* data, std::size
     // everywhere; a fresh key per round keeps a fast rank's next round apart from a slow rank's reads.
     std::string key = "canopy.allgather." + std::to_string(allgather_round_++);
     if (auto ok = pmix_->put(key, mine.data(), mine.size()); !ok)
-        return ok.failure();
+        return ok.error();
     if (auto ok = pmix_->commit(); !ok)
-        return ok.failure();
+        return ok.error();
     if (auto ok = pmix_->fence(true); !ok)
-        return ok.failure();
+        return ok.error();
     std::vector<std::string> all;
     all.reserve(static_cast<std::size_t>(info_.size));
     for (int rank = 0; rank < info_.size; ++rank) {
@@ -364,16 +364,16 @@ Outcome<std::vector<std::string>> Library::allgather(const void* data, std::size
         }
         auto value = pmix_->get(rank, key);
         if (!value)
-            return value.failure();
+            return value.error();
         all.push_back(std::move(*value));
     }
     return all;
 }
 
-Outcome<AgentClient*> Library::store_agent(const char* what)
+Result<AgentClient*> Library::store_agent(const char* what)
 {
     if (auto ok = ready(); !ok)
-        return ok.failure();
+        return ok.error();
     if (mode_ == CANOPY_MODE_CANOPY && !agent_)
         return fail(CANOPY_ERR_NOT_AVAILABLE, "{}: the canopy store is not available: CANOPY_AGENT_SOCKET is "
                     "not set for {} (a canopyd without the store, or the variable was removed)", what, who_);
@@ -383,33 +383,42 @@ Outcome<AgentClient*> Library::store_agent(const char* what)
     return agent_.get();  // null in a job of one rank: the local store answers
 }
 
-Outcome<agent::Reply> Library::store_call(agent::Op op, const std::string& payload, const std::string& what,
-                                          int timeout_ms)
+template <typename Request>
+Result<typename Request::Reply> Library::store_call(const Request& request, const std::string& what, int timeout_ms)
 {
+    using Reply = typename Request::Reply;
     AgentClient::Deadline deadline = std::chrono::steady_clock::now() + reply_timeout;
     if (timeout_ms == CANOPY_WAIT_FOREVER)
         deadline.reset();
     else if (timeout_ms > 0)
         deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms) + reply_slack;
-    auto reply = agent_->call(op, payload, deadline);
+    auto reply = agent_->call(Request::op, wire::encode_fields(request), deadline);
     if (!reply)
-        return reply.failure();
-    switch (static_cast<agent::ReplyStatus>(reply->status)) {
-    case agent::ReplyStatus::ok: return reply;
-    case agent::ReplyStatus::not_found:
+        return reply.error();
+    switch (static_cast<wire::RankSocketAnswer>(reply->code)) {
+    case wire::RankSocketAnswer::ok: {
+        auto answer = wire::decode_fields<Reply>(reply->body, Reply::name);
+        if (!answer)
+            return fail(CANOPY_ERR_DAEMON, "{}: canopyd's answer for {} is malformed: {}; the daemon and libcanopy "
+                        "may be from different canopy versions", who_, what, answer.error().message);
+        return answer;
+    }
+    case wire::RankSocketAnswer::not_found:
         return fail(CANOPY_ERR_NOT_FOUND, "{}: {} is not in the job's store", who_, what);
-    case agent::ReplyStatus::timeout:
+    case wire::RankSocketAnswer::timeout:
         return fail(CANOPY_ERR_TIMEOUT, "{}: {} was not set within {} ms", who_, what, timeout_ms);
-    case agent::ReplyStatus::error:
+    case wire::RankSocketAnswer::error: {
+        auto refusal = wire::decode_fields<wire::StoreFailure>(reply->body, wire::StoreFailure::name);
         return fail(CANOPY_ERR_DAEMON, "{}: canopyd refused the store request for {}: {}", who_, what,
-                    reply->payload);
+                    refusal ? refusal->message : "(no reason given)");
+    }
     }
     return fail(CANOPY_ERR_DAEMON, "{}: canopyd answered {} with unknown status {}; the daemon and libcanopy may "
-                "be from different canopy versions", who_, what, reply->status);
+                "be from different canopy versions", who_, what, reply->code);
 }
 
 
-Checked Library::store_set(const char* key, const void* value, std::size_t len)
+Status Library::store_set(const char* key, const void* value, std::size_t len)
 {
     if (auto ok = check_store_key(key, "canopy_store_set"); !ok)
         return ok;
@@ -417,28 +426,28 @@ Checked Library::store_set(const char* key, const void* value, std::size_t len)
         return fail(CANOPY_ERR_INVALID, "canopy_store_set: {}: value is NULL with length {}", quoted(key), len);
     auto agent = store_agent("canopy_store_set");
     if (!agent)
-        return agent.failure();
+        return agent.error();
     std::string_view bytes(value ? static_cast<const char*>(value) : "", len);
     if (!*agent) {
         local_store_.set(key, std::string(bytes));
         return done();
     }
-    auto reply = store_call(agent::Op::set, agent::set_payload(key, bytes), quoted(key), 0);
+    auto reply = store_call(wire::StoreSet{key, std::string(bytes)}, quoted(key), 0);
     if (!reply)
-        return reply.failure();
+        return reply.error();
     return done();
 }
 
-Outcome<std::string> Library::store_get(const char* key, int timeout_ms)
+Result<std::string> Library::store_get(const char* key, int timeout_ms)
 {
     if (auto ok = check_store_key(key, "canopy_store_get"); !ok)
-        return ok.failure();
+        return ok.error();
     auto wait = wait_time(timeout_ms, "canopy_store_get");
     if (!wait)
-        return wait.failure();
+        return wait.error();
     auto agent = store_agent("canopy_store_get");
     if (!agent)
-        return agent.failure();
+        return agent.error();
     if (!*agent) {
         LocalStore::Deadline deadline;
         if (*wait)
@@ -450,49 +459,48 @@ Outcome<std::string> Library::store_get(const char* key, int timeout_ms)
             return fail(CANOPY_ERR_TIMEOUT, "{}: {} was not set within {} ms", who_, quoted(key), timeout_ms);
         return value;
     }
-    auto reply = store_call(agent::Op::get, agent::get_payload(wire_timeout(timeout_ms), key), quoted(key),
-                            timeout_ms);
+    auto reply = store_call(wire::StoreGet{wire_timeout(timeout_ms), key}, quoted(key), timeout_ms);
     if (!reply)
-        return reply.failure();
-    return std::move(reply->payload);
+        return reply.error();
+    return std::move(reply->value);
 }
 
-Outcome<std::int64_t> Library::store_add(const char* key, std::int64_t delta)
+Result<std::int64_t> Library::store_add(const char* key, std::int64_t delta)
 {
     if (auto ok = check_store_key(key, "canopy_store_add"); !ok)
-        return ok.failure();
+        return ok.error();
     auto agent = store_agent("canopy_store_add");
     if (!agent)
-        return agent.failure();
+        return agent.error();
     if (!*agent)
         return local_store_.add(key, delta);
-    auto reply = store_call(agent::Op::add, agent::add_payload(delta, key), quoted(key), 0);
+    auto reply = store_call(wire::StoreAdd{delta, key}, quoted(key), 0);
     if (!reply)
-        return reply.failure();
-    return agent::reply_i64(*reply);
+        return reply.error();
+    return reply->value;
 }
 
-Outcome<std::string> Library::store_compare_set(const char* key, const void* expected, std::size_t expected_len,
+Result<std::string> Library::store_compare_set(const char* key, const void* expected, std::size_t expected_len,
                                                 const void* desired, std::size_t desired_len)
 {
     if (auto ok = check_store_key(key, "canopy_store_compare_set"); !ok)
-        return ok.failure();
+        return ok.error();
     if ((!expected && expected_len > 0) || (!desired && desired_len > 0))
         return fail(CANOPY_ERR_INVALID, "canopy_store_compare_set: {}: a value is NULL with a length", quoted(key));
     auto agent = store_agent("canopy_store_compare_set");
     if (!agent)
-        return agent.failure();
+        return agent.error();
     std::string_view want(expected ? static_cast<const char*>(expected) : "", expected_len);
     std::string_view put(desired ? static_cast<const char*>(desired) : "", desired_len);
     if (!*agent)
         return local_store_.compare_set(key, std::string(want), std::string(put));
-    auto reply = store_call(agent::Op::compare_set, agent::compare_set_payload(key, want, put), quoted(key), 0);
+    auto reply = store_call(wire::StoreCompareSet{key, std::string(want), std::string(put)}, quoted(key), 0);
     if (!reply)
-        return reply.failure();
-    return std::move(reply->payload);
+        return reply.error();
+    return std::move(reply->value);
 }
 
-Outcome<std::vector<std::string>> Library::key_list(const char* const* keys, std::size_t n, const char* what)
+Result<std::vector<std::string>> Library::key_list(const char* const* keys, std::size_t n, const char* what)
 {
     if (!keys && n > 0)
         return fail(CANOPY_ERR_INVALID, "{}: the key list is NULL with {} keys", what, n);
@@ -506,61 +514,61 @@ Outcome<std::vector<std::string>> Library::key_list(const char* const* keys, std
     return list;
 }
 
-Outcome<bool> Library::store_check(const char* const* keys, std::size_t n)
+Result<bool> Library::store_check(const char* const* keys, std::size_t n)
 {
     auto list = key_list(keys, n, "canopy_store_check");
     if (!list)
-        return list.failure();
+        return list.error();
     auto agent = store_agent("canopy_store_check");
     if (!agent)
-        return agent.failure();
+        return agent.error();
     if (!*agent)
         return local_store_.check(*list);
-    auto reply = store_call(agent::Op::check, agent::check_payload(*list), "a key list", 0);
+    auto reply = store_call(wire::StoreCheck{*list}, "a key list", 0);
     if (!reply)
-        return reply.failure();
-    return agent::reply_flag(*reply);
+        return reply.error();
+    return reply->value;
 }
 
-Outcome<bool> Library::store_delete(const char* key)
+Result<bool> Library::store_delete(const char* key)
 {
     if (auto ok = check_store_key(key, "canopy_store_delete"); !ok)
-        return ok.failure();
+        return ok.error();
     auto agent = store_agent("canopy_store_delete");
     if (!agent)
-        return agent.failure();
+        return agent.error();
     if (!*agent)
         return local_store_.erase(key);
-    auto reply = store_call(agent::Op::delete_key, std::string(key), quoted(key), 0);
+    auto reply = store_call(wire::StoreDelete{key}, quoted(key), 0);
     if (!reply)
-        return reply.failure();
-    return agent::reply_flag(*reply);
+        return reply.error();
+    return reply->value;
 }
 
-Outcome<std::int64_t> Library::store_num_keys()
+Result<std::int64_t> Library::store_num_keys()
 {
     auto agent = store_agent("canopy_store_num_keys");
     if (!agent)
-        return agent.failure();
+        return agent.error();
     if (!*agent)
         return local_store_.size();
-    auto reply = store_call(agent::Op::num_keys, std::string(), "the key count", 0);
+    auto reply = store_call(wire::StoreNumKeys{}, "the key count", 0);
     if (!reply)
-        return reply.failure();
-    return agent::reply_i64(*reply);
+        return reply.error();
+    return reply->value;
 }
 
-Checked Library::store_wait(const char* const* keys, std::size_t n, int timeout_ms)
+Status Library::store_wait(const char* const* keys, std::size_t n, int timeout_ms)
 {
     auto list = key_list(keys, n, "canopy_store_wait");
     if (!list)
-        return list.failure();
+        return list.error();
     auto wait = wait_time(timeout_ms, "canopy_store_wait");
     if (!wait)
-        return wait.failure();
+        return wait.error();
     auto agent = store_agent("canopy_store_wait");
     if (!agent)
-        return agent.failure();
+        return agent.error();
     std::string what = list->size() == 1 ? quoted(list->front())
                                          : std::to_string(list->size()) + " keys (first " +
                                                quoted(list->empty() ? "" : list->front()) + ")";
@@ -572,9 +580,9 @@ Checked Library::store_wait(const char* const* keys, std::size_t n, int timeout_
             return fail(CANOPY_ERR_TIMEOUT, "{}: {} not set within {} ms", who_, what, timeout_ms);
         return done();
     }
-    auto reply = store_call(agent::Op::wait, agent::wait_payload(wire_timeout(timeout_ms), *list), what, timeout_ms);
+    auto reply = store_call(wire::StoreWait{wire_timeout(timeout_ms), *list}, what, timeout_ms);
     if (!reply)
-        return reply.failure();
+        return reply.error();
     return done();
 }
 

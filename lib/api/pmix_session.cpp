@@ -31,7 +31,7 @@ std::optional<std::int64_t> as_integer(const pmix_value_t* value)
 
 } // namespace
 
-Checked PmixSession::check(pmix_status_t status, const char* what)
+Status PmixSession::check(pmix_status_t status, const char* what)
 {
     if (status == PMIX_SUCCESS)
         return done();
@@ -41,7 +41,7 @@ Checked PmixSession::check(pmix_status_t status, const char* what)
     return fail(code, "{}: {} failed: {}", who_, what, PMIx_Error_string(status));
 }
 
-Checked PmixSession::open()
+Status PmixSession::open()
 {
     std::lock_guard lock(mutex_);
     if (open_)
@@ -63,7 +63,7 @@ bool PmixSession::is_open()
     return open_;
 }
 
-Checked PmixSession::close()
+Status PmixSession::close()
 {
     std::lock_guard lock(mutex_);
     if (!open_)
@@ -73,10 +73,10 @@ Checked PmixSession::close()
     return check(PMIx_Finalize(nullptr, 0), "PMIx_Finalize");
 }
 
-Outcome<RankInfo> PmixSession::job_info()
+Result<RankInfo> PmixSession::job_info()
 {
     if (auto opened = open(); !opened)
-        return opened.failure();
+        return opened.error();
     RankInfo info;
     info.rank = static_cast<int>(me_.rank);
     pmix_proc_t job;
@@ -111,10 +111,10 @@ Outcome<RankInfo> PmixSession::job_info()
     return info;
 }
 
-Checked PmixSession::put(const std::string& key, const void* data, std::size_t len)
+Status PmixSession::put(const std::string& key, const void* data, std::size_t len)
 {
     if (auto opened = open(); !opened)
-        return opened.failure();
+        return opened.error();
     pmix_value_t value;
     PMIX_VALUE_CONSTRUCT(&value);
     value.type = PMIX_BYTE_OBJECT;
@@ -125,17 +125,17 @@ Checked PmixSession::put(const std::string& key, const void* data, std::size_t l
     return check(status, "PMIx_Put");
 }
 
-Checked PmixSession::commit()
+Status PmixSession::commit()
 {
     if (auto opened = open(); !opened)
-        return opened.failure();
+        return opened.error();
     return check(PMIx_Commit(), "PMIx_Commit");
 }
 
-Checked PmixSession::fence(bool collect)
+Status PmixSession::fence(bool collect)
 {
     if (auto opened = open(); !opened)
-        return opened.failure();
+        return opened.error();
     pmix_proc_t all;
     PMIX_LOAD_PROCID(&all, me_.nspace, PMIX_RANK_WILDCARD);
     pmix_info_t info;
@@ -146,10 +146,10 @@ Checked PmixSession::fence(bool collect)
     return check(status, collect ? "PMIx_Fence (collecting data)" : "PMIx_Fence");
 }
 
-Outcome<std::string> PmixSession::get(int rank, const std::string& key)
+Result<std::string> PmixSession::get(int rank, const std::string& key)
 {
     if (auto opened = open(); !opened)
-        return opened.failure();
+        return opened.error();
     pmix_proc_t proc;
     PMIX_LOAD_PROCID(&proc, me_.nspace, static_cast<pmix_rank_t>(rank));
     pmix_value_t* value = nullptr;

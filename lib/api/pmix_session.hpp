@@ -7,7 +7,7 @@
 #include <mutex>
 #include <string>
 
-#include "api/failure.hpp"
+#include "api/api_error.hpp"
 #include "api/rank_info.hpp"
 
 namespace canopy::api {
@@ -18,21 +18,21 @@ public:
     explicit PmixSession(std::string who) : who_(std::move(who)) {}
 
     // PMIx_Init if not yet done (it costs several milliseconds). Thread-safe.
-    Checked open();
+    Status open();
     bool is_open();
-    Checked close();
-    Outcome<RankInfo> job_info();
+    Status close();
+    Result<RankInfo> job_info();
 
-    Checked put(const std::string& key, const void* value, std::size_t len);
-    Checked commit();
+    Status put(const std::string& key, const void* value, std::size_t len);
+    Status commit();
     // All ranks; `collect` asks PMIx to bring every committed value to every rank.
-    Checked fence(bool collect);
-    Outcome<std::string> get(int rank, const std::string& key);
+    Status fence(bool collect);
+    Result<std::string> get(int rank, const std::string& key);
 
     void set_who(std::string who) { who_ = std::move(who); }
 
 private:
-    Checked check(pmix_status_t status, const char* what);
+    Status check(pmix_status_t status, const char* what);
 
     std::mutex mutex_;
     bool open_ = false;

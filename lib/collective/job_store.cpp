@@ -1,59 +1,49 @@
 // The job-wide key-value store kept at the root.
 #include "collective/job_store.hpp"
 
-#include <algorithm>
-#include <charconv>
-#include <span>
-
-#include "wire/codec.hpp"
+#include <variant>
 
 namespace canopy {
 namespace {
 
 using Bytes = std::vector<std::uint8_t>;
 
-// The protocol's own field shapes over the wire codec's little-endian reader: a u32-sized text, the rest of the
-// payload as text, and a u32 count of u32-sized keys. A size beyond the payload marks the request malformed.
-std::string sized_text(wire::Reader& in)
+JobStore::Reply error(std::string message)
 {
-    std::uint32_t size = in.u32();
-    if (size > in.remaining()) {
-        in.fail();
-        return {};
-    }
-    std::string out(size, '\0');
-    in.raw(std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(out.data()), size));
-    return out;
+    return {JobStore::Answer::error, wire::encode_fields(wire::StoreFailure{std::move(message)})};
 }
 
-std::string rest_text(wire::Reader& in)
+template <typename Answer>
+JobStore::Reply ok(Answer answer)
 {
-    auto bytes = in.rest();
-    return std::string(bytes.begin(), bytes.end());
+    return {JobStore::Answer::ok, wire::encode_fields(answer)};
 }
 
-std::vector<std::string> sized_keys(wire::Reader& in)
+// The value a blocking get answers with, or nothing for a wait.
+JobStore::Reply read_answer(const StoreCore& values, const std::vector<std::string>& keys, bool want_value)
 {
-    std::uint32_t count = in.u32();
-    if (count > in.remaining() / 4) {
-        in.fail();
-        return {};
-    }
-    std::vector<std::string> keys(count);
-    for (auto& key : keys)
-        key = sized_text(in);
-    return keys;
+    return want_value ? ok(wire::StoreValue{*values.find(keys.front())}) : ok(wire::StoreDone{});
 }
 
-Bytes text_bytes(std::string_view text) { return Bytes(text.begin(), text.end()); }
+template <typename... Handlers>
+struct Overloaded : Handlers... {
+    using Handlers::operator()...;
+};
+template <typename... Handlers>
+Overloaded(Handlers...) -> Overloaded<Handlers...>;
 
-JobStore::Reply error(std::string_view message) { return {JobStore::Answer::error, text_bytes(message)}; }
+bool is_read(const wire::StoreOperation& operation)
+{
+    return std::holds_alternative<wire::StoreGet>(operation) || std::holds_alternative<wire::StoreWait>(operation) ||
+           std::holds_alternative<wire::StoreCheck>(operation) ||
+           std::holds_alternative<wire::StoreNumKeys>(operation);
+}
 
 } // namespace
 
-void JobStore::set(const std::string& key, Bytes value)
+void JobStore::set(const std::string& key, std::string value)
 {
-    values_[key] = std::move(value);
+    values_.set(key, std::move(value));
     wake(key);
 }
 
@@ -130,10 +120,7 @@ void JobStore::acknowledged(const std::string& key, std::uint64_t id)
         write.respond(std::move(write.reply));
 }
 
-bool JobStore::ready(const Waiter& waiter) const
-{
-    return std::all_of(waiter.keys.begin(), waiter.keys.end(), [&](const auto& key) { return values_.contains(key); });
-}
+bool JobStore::ready(const Waiter& waiter) const { return values_.contains_all(waiter.keys); }
 
 void JobStore::wake(const std::string& key)
 {
@@ -148,130 +135,88 @@ void JobStore::wake(const std::string& key)
     }
     for (auto& waiter : woken) {
         remember(waiter.from, waiter.keys);
-        waiter.respond({Answer::ok, waiter.want_value ? values_.at(waiter.keys.front()) : Bytes{}});
+        waiter.respond(read_answer(values_, waiter.keys, waiter.want_value));
     }
 }
 
 void JobStore::serve(std::uint8_t op, const Bytes& payload, Respond respond, std::int64_t now_ms, long from)
 {
-    wire::Reader in(payload);
-    switch (static_cast<Op>(op)) {
-    case Op::get: case Op::wait: case Op::check: case Op::num_keys:
-        ++counts_[from].reads;
-        break;
-    case Op::set: case Op::add: case Op::compare_set: case Op::delete_key:
-        ++counts_[from].writes;
-        break;
-    default:
-        break;
+    auto operation = wire::decode_store_operation(op, payload);
+    if (!operation) {
+        respond(error(operation.error().message));
+        return;
     }
+    auto& counts = counts_[from];
+    ++(is_read(*operation) ? counts.reads : counts.writes);
     // A write forgets the key's holders before it changes the value (readers it wakes register afresh with the
     // new one), then invalidates them, and is answered by finish_write.
-    switch (static_cast<Op>(op)) {
-    case Op::set: {
-        auto key = sized_text(in);
-        auto value = in.rest();
-        if (!in.ok())
-            break;
-        auto stale = take_holders(key);
-        set(key, std::move(value));
-        invalidate(key, stale);
-        finish_write(key, {}, std::move(respond));
+    std::visit(Overloaded{
+                   [&](wire::StoreSet& set) {
+                       auto stale = take_holders(set.key);
+                       this->set(set.key, std::move(set.value));
+                       invalidate(set.key, stale);
+                       finish_write(set.key, ok(wire::StoreDone{}), std::move(respond));
+                   },
+                   [&](wire::StoreGet& get) {
+                       read(Waiter{{get.key}, true, 0, from, {}}, get.timeout_ms, now_ms, std::move(respond));
+                   },
+                   [&](wire::StoreWait& wait) {
+                       read(Waiter{std::move(wait.keys), false, 0, from, {}}, wait.timeout_ms, now_ms,
+                            std::move(respond));
+                   },
+                   [&](wire::StoreAdd& add) {
+                       auto value = values_.add(add.key, add.delta);
+                       if (!value) {
+                           respond(error(value.error().message));
+                           return;
+                       }
+                       auto stale = take_holders(add.key);
+                       wake(add.key);
+                       invalidate(add.key, stale);
+                       finish_write(add.key, ok(wire::StoreCount{*value}), std::move(respond));
+                   },
+                   [&](wire::StoreCompareSet& swap) {
+                       auto result = values_.compare_set(swap.key, swap.expected, std::move(swap.desired));
+                       if (result.changed) {
+                           auto stale = take_holders(swap.key);
+                           wake(swap.key);
+                           invalidate(swap.key, stale);
+                       }
+                       finish_write(swap.key, ok(wire::StoreValue{std::move(result.answer)}), std::move(respond));
+                   },
+                   [&](wire::StoreCheck& check) {
+                       bool all = values_.contains_all(check.keys);
+                       if (all)
+                           remember(from, check.keys);
+                       respond(ok(wire::StoreFlag{all}));
+                   },
+                   [&](wire::StoreDelete& erase) {
+                       bool existed = values_.erase(erase.key);
+                       if (existed)
+                           invalidate(erase.key, take_holders(erase.key));
+                       finish_write(erase.key, ok(wire::StoreFlag{existed}), std::move(respond));
+                   },
+                   [&](wire::StoreNumKeys&) {
+                       respond(ok(wire::StoreCount{static_cast<std::int64_t>(values_.size())}));
+                   },
+               },
+               *operation);
+}
+
+void JobStore::read(Waiter waiter, std::uint32_t timeout_ms, std::int64_t now_ms, Respond respond)
+{
+    if (ready(waiter)) {
+        remember(waiter.from, waiter.keys);
+        respond(read_answer(values_, waiter.keys, waiter.want_value));
         return;
     }
-    case Op::get:
-    case Op::wait: {
-        auto timeout_ms = in.u32();
-        Waiter waiter;
-        waiter.want_value = static_cast<Op>(op) == Op::get;
-        waiter.from = from;
-        if (waiter.want_value)
-            waiter.keys.push_back(rest_text(in));
-        else
-            waiter.keys = sized_keys(in);
-        if (!in.ok())
-            break;
-        if (ready(waiter)) {
-            remember(from, waiter.keys);
-            respond({Answer::ok, waiter.want_value ? values_.at(waiter.keys.front()) : Bytes{}});
-            return;
-        }
-        if (timeout_ms == 0) {   // no wait: a get says not found, a wait times out at once
-            respond({waiter.want_value ? Answer::not_found : Answer::timeout, {}});
-            return;
-        }
-        waiter.deadline_ms = timeout_ms == wait_forever ? 0 : now_ms + timeout_ms;
-        waiter.respond = std::move(respond);
-        waiters_.push_back(std::move(waiter));
+    if (timeout_ms == 0) {   // no wait: a get says not found, a wait times out at once
+        respond({waiter.want_value ? Answer::not_found : Answer::timeout, {}});
         return;
     }
-    case Op::add: {
-        auto delta = in.i64();
-        auto key = rest_text(in);
-        if (!in.ok())
-            break;
-        std::int64_t value = 0;
-        if (auto it = values_.find(key); it != values_.end()) {
-            auto number = store_integer(it->second);
-            if (!number) {
-                respond(error("add: the value of '" + key + "' is not an integer"));
-                return;
-            }
-            value = *number;
-        }
-        value += delta;
-        auto stale = take_holders(key);
-        set(key, text_bytes(std::to_string(value)));
-        invalidate(key, stale);
-        finish_write(key, {Answer::ok, encode_store_integer(value)}, std::move(respond));
-        return;
-    }
-    case Op::compare_set: {
-        auto key = sized_text(in);
-        auto expected = sized_text(in);
-        auto desired = in.rest();
-        if (!in.ok())
-            break;
-        // torch HashStore::compareSet: a missing key is set only when `expected` is empty, and the call returns
-        // `expected` otherwise; an existing key is replaced only when it equals `expected`.
-        auto it = values_.find(key);
-        bool missing = it == values_.end();
-        if (missing ? expected.empty() : it->second == text_bytes(expected)) {
-            auto stale = take_holders(key);
-            set(key, std::move(desired));
-            invalidate(key, stale);
-        }
-        Bytes result = !missing || expected.empty() ? values_.at(key) : text_bytes(expected);
-        finish_write(key, {Answer::ok, std::move(result)}, std::move(respond));
-        return;
-    }
-    case Op::check: {
-        Waiter probe;
-        probe.keys = sized_keys(in);
-        if (!in.ok())
-            break;
-        bool all = ready(probe);
-        if (all)
-            remember(from, probe.keys);
-        respond({Answer::ok, Bytes{static_cast<std::uint8_t>(all ? 1 : 0)}});
-        return;
-    }
-    case Op::delete_key: {
-        auto key = rest_text(in);
-        bool existed = values_.erase(key) > 0;
-        if (existed)
-            invalidate(key, take_holders(key));
-        finish_write(key, {Answer::ok, Bytes{static_cast<std::uint8_t>(existed ? 1 : 0)}}, std::move(respond));
-        return;
-    }
-    case Op::num_keys:
-        respond({Answer::ok, encode_store_integer(static_cast<std::int64_t>(values_.size()))});
-        return;
-    default:
-        respond(error("unknown store operation " + std::to_string(op)));
-        return;
-    }
-    respond(error("malformed store request (" + std::to_string(payload.size()) + " bytes)"));
+    waiter.deadline_ms = timeout_ms == wait_forever ? 0 : now_ms + timeout_ms;
+    waiter.respond = std::move(respond);
+    waiters_.push_back(std::move(waiter));
 }
 
 std::optional<std::int64_t> JobStore::expire(std::int64_t now_ms)
@@ -293,77 +238,34 @@ std::optional<std::int64_t> JobStore::expire(std::int64_t now_ms)
     return next;
 }
 
-std::optional<std::vector<std::string>> store_read_keys(std::uint8_t op, const Bytes& payload)
+std::optional<std::vector<std::string>> store_read_keys(const wire::StoreOperation& operation)
 {
-    wire::Reader in(payload);
-    std::vector<std::string> keys;
-    switch (static_cast<JobStore::Op>(op)) {
-    case JobStore::Op::get:
-        in.u32();
-        keys.push_back(rest_text(in));
-        break;
-    case JobStore::Op::wait:
-        in.u32();
-        keys = sized_keys(in);
-        break;
-    case JobStore::Op::check:
-        keys = sized_keys(in);
-        break;
-    default:
-        return std::nullopt;
-    }
-    if (!in.ok() || !in.at_end())
-        return std::nullopt;
-    return keys;
+    return std::visit(Overloaded{
+                          [](const wire::StoreGet& get) { return std::optional(std::vector<std::string>{get.key}); },
+                          [](const wire::StoreWait& wait) { return std::optional(wait.keys); },
+                          [](const wire::StoreCheck& check) { return std::optional(check.keys); },
+                          [](const auto&) { return std::optional<std::vector<std::string>>(); },
+                      },
+                      operation);
 }
 
-std::optional<StoreWrite> store_write(std::uint8_t op, const Bytes& payload)
+std::optional<StoreWrite> store_write(const wire::StoreOperation& operation)
 {
     constexpr std::uint64_t counter_digits = 20;   // an i64 in decimal, with its sign
-    wire::Reader in(payload);
-    StoreWrite write;
-    switch (static_cast<JobStore::Op>(op)) {
-    case JobStore::Op::set:
-        write.key = sized_text(in);
-        write.bytes = write.key.size() + in.remaining();
-        break;
-    case JobStore::Op::add:
-        in.i64();
-        write.key = rest_text(in);
-        write.bytes = write.key.size() + counter_digits;
-        break;
-    case JobStore::Op::compare_set:
-        write.key = sized_text(in);
-        sized_text(in);
-        write.bytes = write.key.size() + in.remaining();
-        break;
-    case JobStore::Op::delete_key:
-        write.key = rest_text(in);
-        write.deletes = true;
-        break;
-    default:
-        return std::nullopt;
-    }
-    if (!in.ok())
-        return std::nullopt;
-    return write;
-}
-
-std::optional<std::int64_t> store_integer(const Bytes& value)
-{
-    std::int64_t number = 0;
-    const char* begin = reinterpret_cast<const char*>(value.data());
-    auto [end, parsed] = std::from_chars(begin, begin + value.size(), number);
-    if (parsed != std::errc() || end != begin + value.size())
-        return std::nullopt;
-    return number;
-}
-
-Bytes encode_store_integer(std::int64_t value)
-{
-    wire::Writer out;
-    out.i64(value);
-    return out.take();
+    return std::visit(Overloaded{
+                          [](const wire::StoreSet& set) {
+                              return std::optional(StoreWrite{set.key, set.key.size() + set.value.size(), false});
+                          },
+                          [](const wire::StoreAdd& add) {
+                              return std::optional(StoreWrite{add.key, add.key.size() + counter_digits, false});
+                          },
+                          [](const wire::StoreCompareSet& swap) {
+                              return std::optional(StoreWrite{swap.key, swap.key.size() + swap.desired.size(), false});
+                          },
+                          [](const wire::StoreDelete& erase) { return std::optional(StoreWrite{erase.key, 0, true}); },
+                          [](const auto&) { return std::optional<StoreWrite>(); },
+                      },
+                      operation);
 }
 
 } // namespace canopy

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "store/store_core.hpp"
 #include "util/result.hpp"
 #include "wire/rank_socket.hpp"
 
@@ -34,7 +35,7 @@ public:
     // dropped it or can no longer be reached (it left the job: its cache is gone with it).
     using Invalidate = std::function<void(long position, const std::string& key, std::function<void()> acked)>;
     // A get or wait timeout that means no limit (CANOPY_WAIT_FOREVER on the wire); 0 means do not wait.
-    static constexpr std::uint32_t wait_forever = 0xFFFFFFFF;
+    static constexpr std::uint32_t wait_forever = wire::store_wait_forever;
     // The requester of a read that no daemon will cache (the default; positions >= 1 are daemons).
     static constexpr long no_cache = -1;
 
@@ -78,7 +79,9 @@ private:
         Reply reply;
         Respond respond;
     };
-    void set(const std::string& key, std::vector<std::uint8_t> value);
+    void set(const std::string& key, std::string value);
+    // A get (one key, answered with its value) or a wait: answered now, at once when it may not wait, or queued.
+    void read(Waiter waiter, std::uint32_t timeout_ms, std::int64_t now_ms, Respond respond);
     bool ready(const Waiter& waiter) const;
     void wake(const std::string& key);
     // A read of `keys` answered for `from`: it may now cache them.
@@ -90,7 +93,7 @@ private:
     void finish_write(const std::string& key, Reply reply, Respond respond);
     void acknowledged(const std::string& key, std::uint64_t id);
 
-    std::map<std::string, std::vector<std::uint8_t>> values_;
+    StoreCore values_;
     std::vector<Waiter> waiters_;
     Invalidate invalidate_;
     std::map<std::string, std::set<long>> holders_;
@@ -100,9 +103,9 @@ private:
     std::map<long, Counts> counts_;
 };
 
-// The keys a get (one), wait or check (several) names, as the root parses them; nothing for other ops or a
-// malformed payload. What a daemon's cache needs to answer reads itself.
-std::optional<std::vector<std::string>> store_read_keys(std::uint8_t op, const std::vector<std::uint8_t>& payload);
+// The keys a get (one), wait or check (several) names; nothing for other operations. What a daemon's cache needs
+// to answer reads itself.
+std::optional<std::vector<std::string>> store_read_keys(const wire::StoreOperation& operation);
 
 // What a write asks the store to keep, as the rank's daemon counts it against the job's limit per rank
 // (collective/store_limit.hpp): its key, and the bytes it keeps there (the key and the value; an add's counter as
@@ -112,12 +115,7 @@ struct StoreWrite {
     std::uint64_t bytes = 0;
     bool deletes = false;
 };
-// The write a set, add, compare_set or delete is; nothing for other ops or a malformed payload.
-std::optional<StoreWrite> store_write(std::uint8_t op, const std::vector<std::uint8_t>& payload);
-
-// A stored value as add reads it (decimal text, all of it, as torch writes counters), and add's answer (the
-// new count, 8 bytes little-endian). A daemon that answers add(key, 0) itself reads and answers the same way.
-std::optional<std::int64_t> store_integer(const std::vector<std::uint8_t>& value);
-std::vector<std::uint8_t> encode_store_integer(std::int64_t value);
+// The write a set, add, compare_set or delete is; nothing for other operations.
+std::optional<StoreWrite> store_write(const wire::StoreOperation& operation);
 
 } // namespace canopy

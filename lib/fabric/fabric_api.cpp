@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "util/library_symbols.hpp"
+
 namespace canopy::fabric {
 namespace {
 
@@ -16,20 +18,16 @@ Result<Api> load()
         return make_error("libfabric is not installed on this node ({})", why ? why : "libfabric.so.1 not found");
     }
     Api api;
-    bool complete = true;
-    auto resolve = [&](auto& function, const char* name) {
-        function = reinterpret_cast<std::remove_reference_t<decltype(function)>>(::dlsym(library, name));
-        complete = complete && function;
-    };
-    resolve(api.getinfo, "fi_getinfo");
-    resolve(api.freeinfo, "fi_freeinfo");
-    resolve(api.dupinfo, "fi_dupinfo");
-    resolve(api.open_fabric, "fi_fabric");
-    resolve(api.strerror, "fi_strerror");
-    resolve(api.version, "fi_version");
+    LibrarySymbols symbols(library);
+    symbols.find(api.getinfo, "fi_getinfo");
+    symbols.find(api.freeinfo, "fi_freeinfo");
+    symbols.find(api.dupinfo, "fi_dupinfo");
+    symbols.find(api.open_fabric, "fi_fabric");
+    symbols.find(api.strerror, "fi_strerror");
+    symbols.find(api.version, "fi_version");
     // The library stays loaded: providers it started keep threads and handlers in it.
-    if (!complete)
-        return make_error("libfabric.so.1 lacks the functions canopy needs (too old?)");
+    if (symbols.missing())
+        return make_error("libfabric.so.1 lacks {}, which canopy needs (too old?)", symbols.missing());
     if (api.version() < api_version)
         return make_error("libfabric {}.{} is older than the 1.9 canopy needs", FI_MAJOR(api.version()),
                           FI_MINOR(api.version()));

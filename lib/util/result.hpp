@@ -12,6 +12,7 @@ namespace canopy {
 // A failure that a user can read: what failed, where (node, rank, file), and what to do.
 struct Error {
     std::string message;
+    int code = 0;   // a status code where an interface returns one (libcanopy's CANOPY_ERR_*); 0: none
 };
 
 template <typename... Args>

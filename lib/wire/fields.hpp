@@ -15,6 +15,14 @@
 #include "util/result.hpp"
 #include "wire/codec.hpp"
 
+// A message's (or a nested struct's) fields, listed once in the order they travel.
+#define CANOPY_WIRE_FIELDS(...)                                                                                  \
+    template <typename Archive>                                                                                  \
+    void fields(Archive& archive)                                                                                \
+    {                                                                                                            \
+        archive(__VA_ARGS__);                                                                                    \
+    }
+
 namespace canopy::wire {
 
 class Encoding;

@@ -18,14 +18,6 @@
 
 namespace canopy::wire {
 
-// A message's (or a nested struct's) fields, listed once in the order they travel (wire/fields.hpp).
-#define CANOPY_WIRE_FIELDS(...)                                                                                  \
-    template <typename Archive>                                                                                  \
-    void fields(Archive& archive)                                                                                \
-    {                                                                                                            \
-        archive(__VA_ARGS__);                                                                                    \
-    }
-
 enum class MessageType : std::uint8_t {
     // Handshake, child <-> parent, before anything else.
     challenge = 1,

@@ -327,14 +327,17 @@ def arg_parser(doc):
     return argparse.ArgumentParser(description=doc.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
-def add_size_options(p, all_launchers, runs, warmup):
-    """What interleaved_rounds runs: --sizes, --runs, --warmup, --only (see parse_size_options), then --canopy."""
+def add_size_options(p, all_launchers, runs, warmup, default_launchers=None):
+    """What interleaved_rounds runs: --sizes, --runs, --warmup, --only (see parse_size_options), then --canopy.
+    default_launchers: what --only runs when not given (default all)."""
     p.add_argument("--sizes", default="16x1,64x1,256x1,4x16",
                    help="comma-separated NODESxPPN (default 16x1,64x1,256x1,4x16)")
     p.add_argument("--runs", type=int, default=runs, help="timed runs per launcher and size (default %d)" % runs)
     p.add_argument("--warmup", type=int, default=warmup, help="untimed rounds first (default %d)" % warmup)
-    p.add_argument("--only", default=",".join(all_launchers),
-                   help="launchers to run, comma-separated subset of %s (default all)" % ",".join(all_launchers))
+    default = default_launchers or all_launchers
+    p.add_argument("--only", default=",".join(default),
+                   help="launchers to run, comma-separated subset of %s (default %s)" %
+                   (",".join(all_launchers), ",".join(default)))
     add_canopy_option(p)
 
 

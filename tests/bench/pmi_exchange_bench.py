@@ -9,6 +9,8 @@ what the launcher and the PMI exchange cost; this benchmark leaves only those.
     canopy        canopy --sim-nodes N --ppn P --pmi simple --timeout T --timing=FILE pmi_exchange
     canopy-agent  canopy --hosts sim0000,... --ppn P --pmi simple --agent "exec:local_agent.sh %h" --timeout T
                   --timing=FILE pmi_exchange
+    canopy-base   the canopy row with another build (--canopy-base PATH, say from before a change); not run
+                  unless --only names it
     hydra         mpiexec.hydra -launcher ssh -launcher-exec local_agent.sh -f HOSTFILE -ppn P -n N*P
                   pmi_exchange
 
@@ -34,10 +36,11 @@ import sys
 import benchlib
 from benchlib import AGENT, host_file, REPO, host_list, markdown_table, size_cell
 
-ALL_LAUNCHERS = ["canopy", "canopy-agent", "hydra"]
+ALL_LAUNCHERS = ["canopy", "canopy-agent", "canopy-base", "hydra"]
+DEFAULT_LAUNCHERS = ["canopy", "canopy-agent", "hydra"]
 # canopy rows: whether canopy starts its daemons through local_agent.sh
-CANOPY_LAUNCHERS = {"canopy": False, "canopy-agent": True}
-RATIOS = [("canopy", "hydra"), ("canopy-agent", "hydra")]
+CANOPY_LAUNCHERS = {"canopy": False, "canopy-agent": True, "canopy-base": False}
+RATIOS = [("canopy", "hydra"), ("canopy-agent", "hydra"), ("canopy", "canopy-base")]
 SOURCE = os.path.join(benchlib.HERE, "pmi_exchange.c")
 TIMES_RE = re.compile(r"^pmi_exchange_times rank (\d+) main ([\d.]+) init ([\d.]+) barrier ([\d.]+) "
                       r"gets ([\d.]+) finalize ([\d.]+) cpu ([\d.]+)$", re.M)
@@ -76,7 +79,8 @@ def command_for(launcher, nodes, ppn, program, timing_path, args):
             where = ["--hosts", host_list(nodes), "--ppn", str(ppn), "--agent", "exec:%s %%h" % AGENT]
         else:
             where = ["--sim-nodes", str(nodes), "--ppn", str(ppn)]
-        return [args.canopy] + where + ["--pmi", "simple", "--timeout", str(int(args.timeout)),
+        binary = args.canopy_base if launcher == "canopy-base" else args.canopy
+        return [binary] + where + ["--pmi", "simple", "--timeout", str(int(args.timeout)),
                                         "--timing=" + timing_path, program]
     if launcher == "hydra":
         return [args.hydra, "-launcher", "ssh", "-launcher-exec", AGENT, "-f", host_file(args.scratch, nodes),
@@ -241,7 +245,8 @@ def print_breakdown(results, launcher, out=sys.stdout):
 
 def main(argv):
     p = benchlib.arg_parser(__doc__)
-    benchlib.add_size_options(p, ALL_LAUNCHERS, runs=5, warmup=1)
+    benchlib.add_size_options(p, ALL_LAUNCHERS, runs=5, warmup=1, default_launchers=DEFAULT_LAUNCHERS)
+    p.add_argument("--canopy-base", help="another canopy build for the canopy-base row (say, from before a change)")
     p.add_argument("--hydra", default="mpiexec.hydra")
     p.add_argument("--cc", default="cc", help="C compiler for pmi_exchange.c (default cc)")
     benchlib.add_run_options(p, 120.0, "pmi_exchange_bench.json", "the fake hosts must resolve")
@@ -250,6 +255,10 @@ def main(argv):
     if args.runs < 1:
         p.error("--runs must be at least 1")
     benchlib.check_canopy(p, args, needed=any(l in CANOPY_LAUNCHERS for l in launchers))
+    if "canopy-base" in launchers:
+        if not args.canopy_base or not os.access(args.canopy_base, os.X_OK):
+            p.error("launcher canopy-base needs --canopy-base PATH, an executable canopy")
+        args.canopy_base = os.path.abspath(args.canopy_base)
     if "hydra" in launchers and not shutil.which(args.hydra):
         p.error("%s not found for launcher hydra; install mpich or drop it with --only" % args.hydra)
     if not shutil.which(args.cc):

@@ -268,31 +268,26 @@ TEST(JobStore, AnInvalidationAnsweredAtOnceStillLetsTheWriteReturn)
 namespace canopy {
 namespace {
 
-using namespace store_requests;
-
 TEST(StoreWrite, SaysWhatEachWriteKeepsForTheLimitPerRank)
 {
-    using Op = JobStore::Op;
-    auto op = [](Op o) { return static_cast<std::uint8_t>(o); };
-    auto set = store_write(op(Op::set), set_request("key", std::string(1000, 'v')));
+    auto set = store_write(wire::StoreSet{"key", std::string(1000, 'v')});
     ASSERT_TRUE(set);
     EXPECT_EQ(set->key, "key");
     EXPECT_EQ(set->bytes, 1003u);
     EXPECT_FALSE(set->deletes);
-    auto add = store_write(op(Op::add), add_request("counter", 5));
+    auto add = store_write(wire::StoreAdd{5, "counter"});
     ASSERT_TRUE(add);
     EXPECT_EQ(add->key, "counter");
     EXPECT_EQ(add->bytes, 7u + 20u) << "a counter grows to at most 20 digits";
-    auto swap = store_write(op(Op::compare_set), cat(cat(sized("k"), sized("old")), text("desired")));
+    auto swap = store_write(wire::StoreCompareSet{"k", "old", "desired"});
     ASSERT_TRUE(swap);
     EXPECT_EQ(swap->key, "k");
     EXPECT_EQ(swap->bytes, 1u + 7u);
-    auto gone = store_write(op(Op::delete_key), text("k"));
+    auto gone = store_write(wire::StoreDelete{"k"});
     ASSERT_TRUE(gone);
     EXPECT_TRUE(gone->deletes);
     EXPECT_EQ(gone->key, "k");
-    EXPECT_FALSE(store_write(op(Op::get), get_request("k", 0))) << "reads keep nothing";
-    EXPECT_FALSE(store_write(op(Op::set), Bytes{9, 0, 0, 0, 'k'})) << "a key longer than the request is malformed";
+    EXPECT_FALSE(store_write(wire::StoreGet{0, "k"})) << "reads keep nothing";
 }
 
 } // namespace

@@ -12,7 +12,7 @@ namespace {
 
 using Environment = std::map<std::string, std::string>;
 
-Outcome<std::optional<ForeignLaunch>> find(const Environment& environment)
+Result<std::optional<ForeignLaunch>> find(const Environment& environment)
 {
     return find_foreign_launcher([&](const char* name) -> const char* {
         auto found = environment.find(name);
@@ -23,7 +23,7 @@ Outcome<std::optional<ForeignLaunch>> find(const Environment& environment)
 ForeignLaunch found(const Environment& environment)
 {
     auto launch = find(environment);
-    EXPECT_TRUE(launch.ok()) << launch.failure().message;
+    EXPECT_TRUE(launch.ok()) << launch.error().message;
     EXPECT_TRUE(launch.ok() && launch->has_value());
     return launch.ok() && launch->has_value() ? **launch : ForeignLaunch{};
 }
@@ -32,7 +32,7 @@ std::string refused(const Environment& environment)
 {
     auto launch = find(environment);
     EXPECT_FALSE(launch.ok());
-    return launch.ok() ? std::string() : launch.failure().message;
+    return launch.ok() ? std::string() : launch.error().message;
 }
 
 void expect_place(const ForeignLaunch& launch, int mode, std::vector<int> place)
@@ -173,7 +173,7 @@ TEST(LauncherEnv, AWorldSizeWithoutALauncherIsNotASingleton)
     EXPECT_TRUE(check_no_world(lookup({})).ok());
     auto refused = check_no_world(lookup({{"RANK", "2"}, {"WORLD_SIZE", "4"}}));
     ASSERT_FALSE(refused.ok());
-    EXPECT_NE(refused.failure().message.find("WORLD_SIZE=4 says this process is one of 4 ranks"), std::string::npos);
+    EXPECT_NE(refused.error().message.find("WORLD_SIZE=4 says this process is one of 4 ranks"), std::string::npos);
 }
 
 TEST(LauncherEnv, ModeNamesRunWithoutGaps)
