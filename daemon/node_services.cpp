@@ -150,33 +150,14 @@ void NodeServices::start_simple_pmi_server()
     job.ranks_per_node = plan_.job.ranks_per_node;
     job.node_index = Topology::position_to_node(position_number_);
     job.node = node_;
-    PmiTree tree;
-    tree.fence = [this](Bytes local, std::function<void(Status, Bytes)> done) {
-        position_.collectives().fence({}, std::move(local), std::move(done), wire::FenceDomain::pmi);
-    };
-    // PMI's service names share the root's publish store with PMIx under a prefix of their own: the two never
-    // see each other's entries, whose values they encode differently.
-    tree.publish = [this](std::string name, std::string port, std::function<void(Status)> done) {
-        position_.collectives().publish({{"pmi/" + name, Bytes(port.begin(), port.end())}}, std::move(done));
-    };
-    tree.unpublish = [this](std::string name, std::function<void(Status)> done) {
-        position_.collectives().unpublish({"pmi/" + name}, std::move(done));
-    };
-    tree.lookup = [this](std::string name, std::function<void(Status, std::optional<std::string>)> done) {
-        position_.collectives().lookup({"pmi/" + name}, [done = std::move(done)](Status status, KeyValues found) {
-            if (!status.ok() || found.empty())
-                done(status, std::nullopt);
-            else
-                done(status, std::string(found.front().second.begin(), found.front().second.end()));
-        });
-    };
-    tree.fail = [this](long rank, int exit_code, std::string message) { control_.report_abort(rank, exit_code, message); };
-    tree.keep = keep_in_limit();
-    tree.drop = drop_from_limit();
-    tree.mark = [this](long rank, const std::string& what, std::int64_t time_ns) {
+    PmiNode node;
+    node.fail = [this](long rank, int exit_code, std::string message) { control_.report_abort(rank, exit_code, message); };
+    node.keep = keep_in_limit();
+    node.drop = drop_from_limit();
+    node.mark = [this](long rank, const std::string& what, std::int64_t time_ns) {
         phases_.add("rank." + what, control_.since_launch(time_ns), control_.rank_label(rank));
     };
-    add_rank_service(std::make_unique<PmiServer>(io_, std::move(job), std::move(tree)));
+    add_rank_service(std::make_unique<PmiServer>(io_, std::move(job), position_.collectives(), std::move(node)));
 }
 
 void NodeServices::start_synthetic_ranks()

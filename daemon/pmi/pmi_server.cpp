@@ -41,8 +41,8 @@ struct PmiServer::Connection {
     std::unique_ptr<asio::steady_timer> grace;   // after it broke off: time to exit
 };
 
-PmiServer::PmiServer(asio::io_context& io, PmiJob job, PmiTree tree)
-    : io_(io), node_(job.node), tree_(std::move(tree)), protocol_(std::move(job), *this)
+PmiServer::PmiServer(asio::io_context& io, PmiJob job, JobExchange& exchange, PmiNode node)
+    : io_(io), node_(job.node), exchange_(exchange), node_hooks_(std::move(node)), protocol_(std::move(job), *this)
 {
 }
 
@@ -171,43 +171,59 @@ void PmiServer::rank_exited(long rank, int wait_status)
     protocol_.rank_exited(rank, wait_status);
 }
 
+namespace {
+
+// PMI's service names in the job's name service: apart from PMIx's, whose values are encoded otherwise.
+std::string service_key(const std::string& name) { return "pmi/" + name; }
+
+} // namespace
+
 void PmiServer::fence(Bytes local, std::function<void(Status, Bytes)> done)
 {
-    tree_.fence(std::move(local), lifetime_.guard(std::move(done)));
+    exchange_.fence({}, std::move(local), lifetime_.guard(std::move(done)), wire::FenceDomain::pmi, false);
 }
 
 void PmiServer::publish(std::string name, std::string port, std::function<void(Status)> done)
 {
-    tree_.publish(std::move(name), std::move(port), lifetime_.guard(std::move(done)));
+    exchange_.publish({{service_key(name), Bytes(port.begin(), port.end())}}, lifetime_.guard(std::move(done)));
 }
 
 void PmiServer::unpublish(std::string name, std::function<void(Status)> done)
 {
-    tree_.unpublish(std::move(name), lifetime_.guard(std::move(done)));
+    exchange_.unpublish({service_key(name)}, lifetime_.guard(std::move(done)));
 }
 
 void PmiServer::lookup(std::string name, std::function<void(Status, std::optional<std::string>)> done)
 {
-    tree_.lookup(std::move(name), lifetime_.guard(std::move(done)));
+    auto found = [done = std::move(done)](Status status, wire::KeyValues entries) {
+        if (!status.ok() || entries.empty())
+            done(std::move(status), std::nullopt);
+        else
+            done(std::move(status), std::string(entries.front().second.begin(), entries.front().second.end()));
+    };
+    exchange_.lookup({service_key(name)}, lifetime_.guard(std::move(found)), 0);
 }
 
-void PmiServer::fail(long rank, int exit_code, std::string message) { tree_.fail(rank, exit_code, std::move(message)); }
+void PmiServer::fail(long rank, int exit_code, std::string message)
+{
+    node_hooks_.fail(rank, exit_code, std::move(message));
+}
 
 void PmiServer::mark(long rank, std::string_view what)
 {
-    if (tree_.mark)
-        tree_.mark(rank, std::string(what), timing::now_ns());
+    if (node_hooks_.mark)
+        node_hooks_.mark(rank, std::string(what), timing::now_ns());
 }
 
 bool PmiServer::keep(long rank, const std::string& key, std::uint64_t bytes, std::string_view how)
 {
-    return !tree_.keep || tree_.keep(rank, key, bytes, how);
+    return !node_hooks_.keep || node_hooks_.keep(rank, key, bytes, how);
 }
 
 void PmiServer::drop(long rank, const std::string& key)
 {
-    if (tree_.drop)
-        tree_.drop(rank, key);
+    if (node_hooks_.drop)
+        node_hooks_.drop(rank, key);
 }
 
 void PmiServer::stop()

@@ -15,6 +15,7 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include "collective/job_exchange.hpp"
 #include "pmi/pmi_protocol_ops.hpp"
 #include "pmi/pmi_protocol_server.hpp"
 #include "rank_service.hpp"
@@ -25,14 +26,8 @@ namespace canopy {
 
 using Bytes = std::vector<std::uint8_t>;
 
-// What the server needs from its daemon and the tree.
-struct PmiTree {
-    // A whole-job fence in PMI's domain: `local` is this node's puts; `done` gets every node's concatenated.
-    std::function<void(Bytes local, std::function<void(Status, Bytes)> done)> fence;
-    // The job-wide name service at the root.
-    std::function<void(std::string name, std::string port, std::function<void(Status)> done)> publish;
-    std::function<void(std::string name, std::function<void(Status)> done)> unpublish;
-    std::function<void(std::string name, std::function<void(Status, std::optional<std::string>)> done)> lookup;
+// What the server needs from its node's daemon, besides the job's exchange (collective/job_exchange.hpp).
+struct PmiNode {
     // The job must end: a rank called PMI_Abort, or broke off in a way that would leave its peers waiting in a
     // barrier for ever. `message` is the one line for the user, naming the rank and node.
     std::function<void(long rank, int exit_code, std::string message)> fail;
@@ -53,7 +48,9 @@ public:
     // How long a rank whose PMI connection closed early has to exit and be reported by its exit status instead.
     static constexpr std::chrono::milliseconds exit_grace{500};
 
-    PmiServer(boost::asio::io_context& io, PmiJob job, PmiTree tree);
+    // Fences go through `exchange` in PMI's domain; service names share the job's name service with PMIx under a
+    // prefix of their own.
+    PmiServer(boost::asio::io_context& io, PmiJob job, JobExchange& exchange, PmiNode node);
     ~PmiServer() override;
     PmiServer(const PmiServer&) = delete;
     PmiServer& operator=(const PmiServer&) = delete;
@@ -93,7 +90,8 @@ private:
 
     boost::asio::io_context& io_;
     std::string node_;   // for messages
-    PmiTree tree_;
+    JobExchange& exchange_;
+    PmiNode node_hooks_;
     PmiProtocolServer protocol_;
     std::map<long, std::shared_ptr<Connection>> connections_;   // by rank
     bool stopped_ = false;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "collective/fence.hpp"
+#include "collective/job_exchange.hpp"
 #include "collective/routed_services.hpp"
 #include "tree/topology.hpp"
 #include "util/result.hpp"
@@ -25,7 +26,7 @@ using KeyValues = wire::KeyValues;
 // Every position runs one of these; it only ever talks to its parent and its children. A fence goes up as one
 // message stream per child and comes down as one per child, so a daemon handles O(fanout) messages per fence
 // whatever the job size. Blobs travel in chunks: the down-sweep forwards each chunk as soon as it arrives.
-class TreeCollectives {
+class TreeCollectives : public JobExchange {
 public:
     using Done = std::function<void(Status, Bytes)>;
 
@@ -49,7 +50,7 @@ public:
     // participating node's blob concatenated, or an error if a participant failed: `local_failed` says one of
     // this node's did, and the fence then fails everywhere.
     void fence(std::vector<long> participants, Bytes local, Done done,
-               wire::FenceDomain domain = wire::FenceDomain::pmix, bool local_failed = false);
+               wire::FenceDomain domain = wire::FenceDomain::pmix, bool local_failed = false) override;
 
     // What this position serves: every component registers its own requests' handlers here.
     RoutedServices& services() { return services_; }
@@ -68,9 +69,10 @@ public:
     // The job's name service, kept at the root (PublishStore): PMIx_Publish, MPI_Publish_name and friends.
     // Keys are unique job-wide; a lookup gets the entries found, and none found is not an error. A lookup with
     // `wait_for` > 0 is answered once at least that many of its keys are published (PMIx's PMIX_WAIT).
-    void publish(KeyValues entries, std::function<void(Status)> done);
-    void lookup(std::vector<std::string> keys, std::function<void(Status, KeyValues)> done, std::size_t wait_for = 0);
-    void unpublish(std::vector<std::string> keys, std::function<void(Status)> done);
+    void publish(KeyValues entries, std::function<void(Status)> done) override;
+    void lookup(std::vector<std::string> keys, std::function<void(Status, KeyValues)> done,
+                std::size_t wait_for = 0) override;
+    void unpublish(std::vector<std::string> keys, std::function<void(Status)> done) override;
 
     // Takes fence and routed frames from the parent (from = parent position) or a child; false if the frame is
     // not a collective, or is malformed (the caller logs it).

@@ -1,5 +1,5 @@
 // Simple PMI servers of two nodes in this process: each rank's end of its socketpair is the test's client, and a
-// fake tree completes a fence once both nodes have sent their part.
+// fake of the job's exchange completes a fence once both nodes have sent their part.
 #include <fcntl.h>
 #include <poll.h>
 #include <unistd.h>
@@ -29,51 +29,76 @@ struct Failure {
 // Two nodes of two ranks each (ranks 0-1 on node0, 2-3 on node1), the tree between them faked.
 class TwoNodes : public ::testing::Test {
 protected:
+    // One node's view of the job: a fence completes once both nodes have sent their part; names are kept here.
+    struct FakeExchange : JobExchange {
+        FakeExchange(TwoNodes& job, int node) : job(job), node(node) {}
+
+        void fence(std::vector<long> participants, Bytes local, std::function<void(Status, Bytes)> done,
+                   wire::FenceDomain domain, bool local_failed) override
+        {
+            EXPECT_TRUE(participants.empty());
+            EXPECT_EQ(domain, wire::FenceDomain::pmi);
+            EXPECT_FALSE(local_failed);
+            job.fence_parts_[node] = std::move(local);
+            job.fence_done_[node] = std::move(done);
+            if (job.fence_parts_.size() < 2)
+                return;
+            Bytes all = job.fence_parts_[0];
+            all.insert(all.end(), job.fence_parts_[1].begin(), job.fence_parts_[1].end());
+            auto waiting = std::move(job.fence_done_);
+            job.fence_parts_.clear();
+            job.fence_done_.clear();
+            ++job.fences_;
+            for (auto& [n, finish] : waiting)
+                finish(Status{}, all);
+        }
+        void publish(wire::KeyValues entries, std::function<void(Status)> done) override
+        {
+            for (auto& [key, value] : entries) {
+                if (job.published_.contains(key))
+                    return done(make_error("'{}' is already published", key));
+                job.published_[key] = std::string(value.begin(), value.end());
+            }
+            done(Status{});
+        }
+        void lookup(std::vector<std::string> keys, std::function<void(Status, wire::KeyValues)> done,
+                    std::size_t) override
+        {
+            wire::KeyValues found;
+            for (const auto& key : keys)
+                if (auto it = job.published_.find(key); it != job.published_.end())
+                    found.emplace_back(key, Bytes(it->second.begin(), it->second.end()));
+            done(Status{}, std::move(found));
+        }
+        void unpublish(std::vector<std::string> keys, std::function<void(Status)> done) override
+        {
+            for (const auto& key : keys)
+                job.published_.erase(key);
+            done(Status{});
+        }
+
+        TwoNodes& job;
+        int node;
+    };
+
     void SetUp() override
     {
         for (int node = 0; node < 2; ++node) {
             PmiJob job{"canopy.test", {2, 2}, node, "node" + std::to_string(node)};
-            PmiTree tree;
-            tree.fence = [this, node](Bytes local, std::function<void(Status, Bytes)> done) {
-                fence_parts_[node] = std::move(local);
-                fence_done_[node] = std::move(done);
-                if (fence_parts_.size() == 2) {
-                    Bytes all = fence_parts_[0];
-                    all.insert(all.end(), fence_parts_[1].begin(), fence_parts_[1].end());
-                    auto waiting = std::move(fence_done_);
-                    fence_parts_.clear();
-                    fence_done_.clear();
-                    ++fences_;
-                    for (auto& [n, finish] : waiting)
-                        finish(Status{}, all);
-                }
-            };
-            tree.publish = [this](std::string name, std::string port, std::function<void(Status)> done) {
-                if (published_.contains(name))
-                    return done(make_error("'{}' is already published", name));
-                published_[name] = port;
-                done(Status{});
-            };
-            tree.unpublish = [this](std::string name, std::function<void(Status)> done) {
-                published_.erase(name);
-                done(Status{});
-            };
-            tree.lookup = [this](std::string name, std::function<void(Status, std::optional<std::string>)> done) {
-                auto it = published_.find(name);
-                done(Status{}, it == published_.end() ? std::nullopt : std::optional<std::string>(it->second));
-            };
-            tree.fail = [this](long rank, int code, std::string message) { failures_.push_back({rank, code, message}); };
+            exchanges_.push_back(std::make_unique<FakeExchange>(*this, node));
+            PmiNode hooks;
+            hooks.fail = [this](long rank, int code, std::string message) { failures_.push_back({rank, code, message}); };
             if (store_limit() > 0) {
                 // As the daemon does: the first rank over the limit ends the job, with exit code 1.
                 StoreLimit* limit = limits_.emplace_back(std::make_unique<StoreLimit>(
                     store_limit(), "node" + std::to_string(node),
                     [this](long rank, const std::string& line) { failures_.push_back({rank, 1, line}); })).get();
-                tree.keep = [limit](long rank, const std::string& key, std::uint64_t bytes, std::string_view how) {
+                hooks.keep = [limit](long rank, const std::string& key, std::uint64_t bytes, std::string_view how) {
                     return limit->keep(rank, key, bytes, how);
                 };
-                tree.drop = [limit](long rank, const std::string& key) { limit->drop(rank, key); };
+                hooks.drop = [limit](long rank, const std::string& key) { limit->drop(rank, key); };
             }
-            servers_.push_back(std::make_unique<PmiServer>(io_, job, std::move(tree)));
+            servers_.push_back(std::make_unique<PmiServer>(io_, job, *exchanges_.back(), std::move(hooks)));
             for (long local = 0; local < 2; ++local) {
                 RankLaunch launch;
                 launch.rank = node * 2 + local;
@@ -165,6 +190,7 @@ protected:
     }
 
     boost::asio::io_context io_;
+    std::vector<std::unique_ptr<FakeExchange>> exchanges_;   // a node's, before its server
     std::vector<std::unique_ptr<StoreLimit>> limits_;   // a node's, before its server
     std::vector<std::unique_ptr<PmiServer>> servers_;
     std::map<long, int> ranks_;
@@ -172,7 +198,7 @@ protected:
     std::map<long, pmi::Decoder> decoders_;
     std::map<int, Bytes> fence_parts_;
     std::map<int, std::function<void(Status, Bytes)>> fence_done_;
-    std::map<std::string, std::string> published_;
+    std::map<std::string, std::string> published_;   // as the root keeps PMI's names: "pmi/" and the name
     std::vector<Failure> failures_;
     int fences_ = 0;
 };
@@ -550,7 +576,7 @@ TEST_F(LimitedTwoNodes, PublishedNamesCountUntilTheyAreUnpublished)
     auto over = ask(0, "cmd=publish_name service=c port=" + port + "\n");
     ASSERT_TRUE(over);
     EXPECT_NE(over->find("rc"), "0");
-    EXPECT_FALSE(published_.contains("c")) << "a refused name never reaches the root";
+    EXPECT_FALSE(published_.contains("pmi/c")) << "a refused name never reaches the root";
     ASSERT_EQ(failures_.size(), 1u);
     EXPECT_NE(failures_[0].message.find("with PMI's publish_name"), std::string::npos) << failures_[0].message;
 }
