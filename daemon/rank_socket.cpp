@@ -159,7 +159,8 @@ void RankSocket::store_request(pid_t peer, std::uint8_t op, Bytes payload, Store
             return;
         }
     }
-    store_cache_->request(op, std::move(payload), std::move(reply));
+    store_cache_->request(op, std::move(payload), operation ? std::optional(std::move(*operation)) : std::nullopt,
+                          std::move(reply));
 }
 
 void RankSocket::oversized_request(pid_t peer, std::uint32_t length)

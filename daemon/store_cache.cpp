@@ -90,6 +90,11 @@ void StoreCache::learn(const std::optional<wire::StoreOperation>& operation, std
 void StoreCache::request(std::uint8_t op, Bytes payload, Reply reply)
 {
     auto operation = operation_of(op, payload);
+    request(op, std::move(payload), std::move(operation), std::move(reply));
+}
+
+void StoreCache::request(std::uint8_t op, Bytes payload, std::optional<wire::StoreOperation> operation, Reply reply)
+{
     if (auto answer = lookup(operation)) {
         ++counts_.cached;
         reply(answer->first, std::move(answer->second));
@@ -99,7 +104,7 @@ void StoreCache::request(std::uint8_t op, Bytes payload, Reply reply)
         add_zero(std::move(*key), std::move(reply));
         return;
     }
-    send(op, std::move(payload), std::move(reply));
+    send(op, std::move(payload), std::move(operation), std::move(reply));
 }
 
 void StoreCache::add_zero(std::string key, Reply reply)
@@ -107,7 +112,9 @@ void StoreCache::add_zero(std::string key, Reply reply)
     // add(key, 0) changes nothing when the key holds an integer: it is a read, and torch's store-based barrier
     // polls with it every 10 ms. Ask the root for the value (a get that does not wait, cached from then on);
     // only a missing key (which add creates as "0") or a non-integer (an error) needs the root's add itself.
-    send(static_cast<std::uint8_t>(wire::StoreGet::op), wire::encode_fields(wire::StoreGet{0, key}),
+    wire::StoreGet get{0, key};
+    auto get_payload = wire::encode_fields(get);   // before `get` moves into the call
+    send(static_cast<std::uint8_t>(wire::StoreGet::op), std::move(get_payload), std::move(get),
          [this, key, reply = std::move(reply)](std::uint8_t answer, Bytes body) mutable {
              auto got = wire::decode_fields<wire::StoreValue>(body, wire::StoreValue::name);
              auto number = answer == answer_ok && got ? store_integer(got->value) : std::nullopt;
@@ -115,18 +122,19 @@ void StoreCache::add_zero(std::string key, Reply reply)
                  reply(answer_ok, wire::encode_fields(wire::StoreCount{*number}));
                  return;
              }
-             send(static_cast<std::uint8_t>(wire::StoreAdd::op), wire::encode_fields(wire::StoreAdd{0, key}),
+             wire::StoreAdd add{0, key};
+             auto add_payload = wire::encode_fields(add);
+             send(static_cast<std::uint8_t>(wire::StoreAdd::op), std::move(add_payload), std::move(add),
                   std::move(reply));
          });
 }
 
-void StoreCache::send(std::uint8_t op, Bytes payload, Reply reply)
+void StoreCache::send(std::uint8_t op, Bytes payload, std::optional<wire::StoreOperation> operation, Reply reply)
 {
     // Reads that only wait for a key (get, wait) and are identical to one already on its way to the root share
     // its answer: when every local rank fetches every peer's key, as Gloo's rendezvous does, one request per node
     // goes up the tree instead of one per rank. Writes are never merged.
-    auto mergeable_op = static_cast<wire::RankSocketOp>(op);
-    bool mergeable = mergeable_op == wire::RankSocketOp::get || mergeable_op == wire::RankSocketOp::wait;
+    bool mergeable = is<wire::StoreGet>(operation) || is<wire::StoreWait>(operation);
     Bytes request = std::move(payload);
     request.insert(request.begin(), op);
     if (mergeable) {
@@ -139,10 +147,11 @@ void StoreCache::send(std::uint8_t op, Bytes payload, Reply reply)
     ++counts_.forwarded;
     // A check is not merged (it never waits, and its answer may be "no"), but a "yes" still teaches the cache.
     std::optional<std::uint64_t> read;
-    if (mergeable || mergeable_op == wire::RankSocketOp::check) {
+    if (mergeable || is<wire::StoreCheck>(operation)) {
         read = next_read_++;
         Read& entry = reads_[*read];
         entry.request = request;
+        entry.operation = std::move(operation);
         if (mergeable) {
             entry.waiting.push_back(std::move(reply));
             shared_.emplace(request, *read);
@@ -163,8 +172,7 @@ void StoreCache::send(std::uint8_t op, Bytes payload, Reply reply)
             Read& finished = entry.mapped();
             if (!finished.stale) {
                 shared_.erase(finished.request);
-                learn(operation_of(finished.request[0], Bytes(finished.request.begin() + 1, finished.request.end())),
-                      code, body);
+                learn(finished.operation, code, body);
             }
             waiting = std::move(finished.waiting);
         }
@@ -182,7 +190,7 @@ void StoreCache::invalidate(const std::string& key)
     for (auto& [number, read] : reads_) {
         if (read.stale)
             continue;
-        auto keys = read_keys(operation_of(read.request[0], Bytes(read.request.begin() + 1, read.request.end())));
+        auto keys = read_keys(read.operation);
         if (!keys || std::find(keys->begin(), keys->end(), key) == keys->end())
             continue;
         read.stale = true;

@@ -37,6 +37,8 @@ public:
     explicit StoreCache(ToRoot to_root) : to_root_(std::move(to_root)) {}
 
     // One store request from a rank (op and payload as the socket carried them); `reply` is called once.
+    // `operation`: the request decoded (wire::decode_store_operation), nothing if it is malformed.
+    void request(std::uint8_t op, Bytes payload, std::optional<wire::StoreOperation> operation, Reply reply);
     void request(std::uint8_t op, Bytes payload, Reply reply);
 
     // The root's invalidation of one key (wire::StoreInvalidation): forgets the key.
@@ -60,7 +62,7 @@ private:
     // The answer from the cache, if the request can be answered here.
     std::optional<std::pair<std::uint8_t, Bytes>> lookup(const std::optional<wire::StoreOperation>& operation) const;
     // Sends a request the cache cannot answer to the root, sharing an identical read already on its way.
-    void send(std::uint8_t op, Bytes payload, Reply reply);
+    void send(std::uint8_t op, Bytes payload, std::optional<wire::StoreOperation> operation, Reply reply);
     // add(key, 0): a read of an integer, answered from a get.
     void add_zero(std::string key, Reply reply);
     // Records what the root's answer to a read shows about its keys.
@@ -69,6 +71,7 @@ private:
     // A read on its way to the root.
     struct Read {
         Bytes request;                  // op, then payload
+        std::optional<wire::StoreOperation> operation;   // the request decoded
         std::vector<Reply> waiting;     // every local caller of a mergeable read (get, wait)
         bool stale = false;             // one of its keys was invalidated meanwhile: its answer is not cached
     };
