@@ -139,7 +139,8 @@ void NodeServices::start_pmi_servers()
     hooks.ending = [this] { return position_.leaving(); };
     hooks.watch_cleanup = [this](const std::string& path) { return control_.watch_path(path); };
     auto relay_address = plan.simulated ? simulated_node_address(job.node_index) : std::string("127.0.0.1");
-    if (auto node = PmixNode::start(io_, plan.job.pmix, std::move(job), pmix_tree(), relay_address, std::move(hooks)))
+    if (auto node = PmixNode::start(io_, plan.job.pmix, std::move(job), position_.collectives(), pmix_daemon_calls(),
+                                    relay_address, std::move(hooks)))
         add_rank_service(std::move(node));
 }
 
@@ -172,30 +173,19 @@ void NodeServices::start_synthetic_ranks()
     RankBlocks blocks(plan_.job.ranks_per_node);
     long index = Topology::position_to_node(position_number_);
     SyntheticNode node{blocks.first_rank(index), blocks.local_size(index), blocks.world_size(), node_};
-    // The PMIx paths take the tree as the PMIx host's upcalls do (pmix_tree()).
+    // The PMIx paths fetch as the PMIx host does (pmix_daemon_calls()).
     SyntheticTree tree;
-    auto pmix = pmix_tree();
-    tree.fence = [fence = pmix.fence](Bytes local, std::function<void(Status, Bytes)> done) {
-        fence({}, true, std::move(local), std::move(done));
-    };
-    tree.direct_modex = pmix.direct_modex;
+    tree.direct_modex = pmix_daemon_calls().direct_modex;
     tree.fail = [this](long rank, std::string message) { control_.report_abort(rank, 1, message); };
     tree.now = [this] { return control_.since_launch(timing::now_ns()); };
-    add_rank_service(std::make_unique<SyntheticRanks>(io_, *spec, std::move(node), std::move(tree)));
+    add_rank_service(
+        std::make_unique<SyntheticRanks>(io_, *spec, std::move(node), position_.collectives(), std::move(tree)));
 }
 
-PmixTree NodeServices::pmix_tree()
+PmixDaemonCalls NodeServices::pmix_daemon_calls()
 {
-    PmixTree tree;
-    tree.fence = [this](std::vector<long> participants, bool, Bytes local, std::function<void(Status, Bytes)> done) {
-        position_.collectives().fence(std::move(participants), std::move(local), std::move(done));
-    };
-    tree.connect = [this](std::vector<long> participants, bool failed, std::function<void(Status)> done) {
-        position_.collectives().fence(
-            std::move(participants), {}, [done = std::move(done)](Status status, Bytes) { done(std::move(status)); },
-            wire::FenceDomain::pmix_connect, failed);
-    };
-    tree.direct_modex = [this](long rank, std::function<void(Status, Bytes)> done) {
+    PmixDaemonCalls calls;
+    calls.direct_modex = [this](long rank, std::function<void(Status, Bytes)> done) {
         long target = position_.collectives().position_of_rank(rank);
         if (target < 0) {
             done(make_error("the job has no rank {}", rank), {});
@@ -208,18 +198,8 @@ PmixTree NodeServices::pmix_tree()
                 done(Status{}, std::move(reply->blob));
             });
     };
-    tree.publish = [this](KeyValues data, std::function<void(Status)> done) {
-        position_.collectives().publish(std::move(data), std::move(done));
-    };
-    tree.lookup = [this](std::vector<std::string> keys, std::size_t wait_for,
-                         std::function<void(Status, KeyValues)> done) {
-        position_.collectives().lookup(std::move(keys), std::move(done), wait_for);
-    };
-    tree.unpublish = [this](std::vector<std::string> keys, std::function<void(Status)> done) {
-        position_.collectives().unpublish(std::move(keys), std::move(done));
-    };
-    tree.abort = [this](long rank, int status, std::string message) { control_.report_abort(rank, status, message); };
-    tree.spawn = [this](wire::SpawnRequest request, std::function<void(Status, wire::SpawnReply)> done) {
+    calls.abort = [this](long rank, int status, std::string message) { control_.report_abort(rank, status, message); };
+    calls.spawn = [this](wire::SpawnRequest request, std::function<void(Status, wire::SpawnReply)> done) {
         position_.collectives().request<wire::SpawnRequest>(
             0, std::move(request), [done = std::move(done)](Result<wire::SpawnReply> reply) {
                 if (!reply)
@@ -227,17 +207,17 @@ PmixTree NodeServices::pmix_tree()
                 done(Status{}, std::move(*reply));
             });
     };
-    tree.rank_output = [this](long rank, bool to_stderr, std::string text) {
+    calls.rank_output = [this](long rank, bool to_stderr, std::string text) {
         control_.send_up(wire::to_frame(
             wire::Output{static_cast<std::uint64_t>(rank), static_cast<std::uint8_t>(to_stderr ? 2 : 1), std::move(text)}));
     };
-    tree.keep = keep_in_limit();
-    tree.drop = drop_from_limit();
+    calls.keep = keep_in_limit();
+    calls.drop = drop_from_limit();
     if (plan_.job.rank_store_limit > 0)
-        tree.within_limit = [this](const std::vector<long>& ranks, std::uint64_t bytes, std::string_view how) {
+        calls.within_limit = [this](const std::vector<long>& ranks, std::uint64_t bytes, std::string_view how) {
             return store_limit_.allows(ranks, bytes, how);
         };
-    return tree;
+    return calls;
 }
 
 std::function<bool(long, const std::string&, std::uint64_t, std::string_view)> NodeServices::keep_in_limit()

@@ -65,8 +65,8 @@ private:
     void start_synthetic_ranks();
     // The ranks' socket for libcanopy: marks, and the store through the node's cache.
     void start_rank_socket();
-    // The tree as the PMIx server sees it (its fences, direct modex, name service, spawn).
-    PmixTree pmix_tree();
+    // What the PMIx server asks of the daemon besides the job's exchange: direct modex, spawn, aborts, output, limits.
+    PmixDaemonCalls pmix_daemon_calls();
     // The job's limit on what a rank stores, as the services count against it; empty functions when there is none.
     std::function<bool(long rank, const std::string& key, std::uint64_t bytes, std::string_view how)> keep_in_limit();
     std::function<void(long rank, const std::string& key)> drop_from_limit();

@@ -90,14 +90,15 @@ private:
 
 } // namespace
 
-Result<std::unique_ptr<PmixHost>> start_pmix_host(boost::asio::io_context& io, PmixJob job, PmixTree tree)
+Result<std::unique_ptr<PmixHost>> start_pmix_host(boost::asio::io_context& io, PmixJob job, JobExchange& exchange,
+                                                  PmixDaemonCalls calls)
 {
     auto layout = RankLayout::make(job);
     if (!layout)
         return layout.error();
-    if (!tree.fence || !tree.abort)
-        return make_error("PMIx host for job {}: the tree must provide at least fence and abort", job.nspace);
-    auto router = std::make_shared<RequestRouter>(io, job, *layout, std::move(tree));
+    if (!calls.abort)
+        return make_error("PMIx host for job {}: the daemon must provide abort", job.nspace);
+    auto router = std::make_shared<RequestRouter>(io, job, *layout, exchange, std::move(calls));
     // Attached before init: PMIx may call up as soon as it starts.
     if (auto attached = attach_upcalls(router); !attached)
         return make_error("PMIx host for job {}: {}", job.nspace, attached.error().message);

@@ -14,6 +14,7 @@
 #include <boost/asio/io_context.hpp>
 #include <spdlog/fwd.h>
 
+#include "collective/job_exchange.hpp"
 #include "pmix/cleanup_registrations.hpp"
 #include "pmix/client_env.hpp"
 #include "pmix/job_info.hpp"
@@ -26,28 +27,12 @@ namespace canopy {
 
 using Bytes = std::vector<std::uint8_t>;
 
-// What the daemon provides. Each function is called on the io_context thread and must call `done` exactly once,
+// What the daemon provides besides the job's exchange (collective/job_exchange.hpp, which carries PMIx's fences,
+// connects and name service). Each function is called on the io_context thread and must call `done` exactly once,
 // later (it may be called from inside the function, but never on PMIx's thread).
-struct PmixTree {
-    // participants: empty = every rank of the job; else the ranks taking part. `local` is this node's blob from
-    // PMIx; `done` gets the concatenation of every participating node's blob (any order).
-    std::function<void(std::vector<long> participants, bool collect, Bytes local,
-                       std::function<void(Status, Bytes)> done)>
-        fence;
-    // PMIx_Connect and PMIx_Disconnect: a fence without data over the participants (sorted ranks, empty = the
-    // whole job), numbered apart from the job's fences. `failed`: a local participant died, so it fails everywhere.
-    std::function<void(std::vector<long> participants, bool failed, std::function<void(Status)> done)> connect;
+struct PmixDaemonCalls {
     // The blob for one rank, fetched from the daemon that hosts it (it calls PmixHost::serve_direct_modex there).
     std::function<void(long rank, std::function<void(Status, Bytes)> done)> direct_modex;
-    // Values are opaque bytes (publisher and pmix_value_t packed by PMIx); keys are unique job-wide.
-    std::function<void(std::vector<std::pair<std::string, Bytes>> data, std::function<void(Status)> done)> publish;
-    // `done` gets the keys that were found; none found is not an error. With `wait_for` > 0 the answer waits
-    // until at least that many of the keys are published (PMIX_WAIT).
-    std::function<void(std::vector<std::string> keys, std::size_t wait_for,
-                       std::function<void(Status, std::vector<std::pair<std::string, Bytes>>)> done)>
-        lookup;
-    // Optional: when empty, PMIx_Unpublish answers "not supported".
-    std::function<void(std::vector<std::string> keys, std::function<void(Status)> done)> unpublish;
     // A rank asked to end the job (PMIx_Abort), or a rank that had connected to PMIx exited without
     // PMIx_Finalize (status is then its exit code, or 128+signal). `message` is one line for the user that names
     // the rank and its node. The daemon must tear the job down: PMIx 4.2.2
@@ -90,7 +75,7 @@ public:
     // Register a local rank and return the environment additions ("NAME=value") for its exec: what
     // PMIx_server_setup_fork produces plus the settings in docs/pmix.md (Open MPI joins the job, gds=hash).
     // Registration does not wait for PMIx (server_lifecycle.hpp says why the rank is known in time); a failure
-    // PMIx reports later goes to tree.report_error.
+    // PMIx reports later goes to calls.report_error.
     virtual Result<std::vector<std::string>> prepare_rank(long rank, uid_t uid, gid_t gid) = 0;
     // Register a local rank that runs already (the server started on demand), in the same way.
     virtual Status register_rank(long rank, uid_t uid, gid_t gid) = 0;
@@ -102,7 +87,7 @@ public:
     virtual void serve_direct_modex(long rank, std::function<void(Status, Bytes)> done) = 0;
 
     // The daemon reaped a local rank. A rank that connected and did not finalize is lost: pending fences that
-    // include it fail, the other local ranks get a PMIX_ERR_PROC_TERM_WO_SYNC event, and tree.abort is called.
+    // include it fail, the other local ranks get a PMIX_ERR_PROC_TERM_WO_SYNC event, and calls.abort is called.
     virtual void rank_exited(long rank, int wait_status) = 0;
 
     // Fences, lookups and other requests waiting on the tree right now (for tests and status lines).
@@ -121,7 +106,9 @@ public:
 // PMIx_server_init + PMIx_server_register_nspace. Only one host may exist per process (PMIx's server state is
 // global); a second start fails. Sets SIGPIPE to ignored if it was at its default: libpmix writes to client
 // sockets that may have just closed.
-Result<std::unique_ptr<PmixHost>> start_pmix_host(boost::asio::io_context& io, PmixJob job, PmixTree tree);
+// `exchange` must outlive the host.
+Result<std::unique_ptr<PmixHost>> start_pmix_host(boost::asio::io_context& io, PmixJob job, JobExchange& exchange,
+                                                  PmixDaemonCalls calls);
 
 // True once a host skipped PMIx_server_finalize after an abnormal end. PMIx's progress thread then still runs:
 // leave with std::_Exit after flushing, rather than running static destructors under it.

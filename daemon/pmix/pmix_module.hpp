@@ -20,11 +20,12 @@ namespace canopy {
 struct PmixModule {
     std::uint32_t abi = 0;
     const char* canopy_version = nullptr;
-    Result<std::unique_ptr<PmixHost>> (*start)(boost::asio::io_context& io, PmixJob job, PmixTree tree) = nullptr;
+    Result<std::unique_ptr<PmixHost>> (*start)(boost::asio::io_context& io, PmixJob job, JobExchange& exchange,
+                                               PmixDaemonCalls calls) = nullptr;
     bool (*server_abandoned)() = nullptr;
 };
 
-inline constexpr std::uint32_t pmix_module_abi = 1;
+inline constexpr std::uint32_t pmix_module_abi = 2;
 inline constexpr const char* pmix_module_entry = "canopy_pmix_module";
 using PmixModuleEntry = const PmixModule* (*)(spdlog::logger* log);
 

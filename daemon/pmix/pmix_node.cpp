@@ -18,10 +18,11 @@
 
 namespace canopy {
 
-std::unique_ptr<PmixNode> PmixNode::start(boost::asio::io_context& io, PmixMode mode, PmixJob job, PmixTree tree,
+std::unique_ptr<PmixNode> PmixNode::start(boost::asio::io_context& io, PmixMode mode, PmixJob job,
+                                          JobExchange& exchange, PmixDaemonCalls calls,
                                           const std::string& relay_address, Hooks hooks)
 {
-    std::unique_ptr<PmixNode> node(new PmixNode(io, std::move(job), std::move(tree), std::move(hooks)));
+    std::unique_ptr<PmixNode> node(new PmixNode(io, std::move(job), exchange, std::move(calls), std::move(hooks)));
     if (mode == PmixMode::eager)
         return node->start_server() ? std::move(node) : nullptr;
     auto relay = PmixRelay::listen(io, relay_address, [raw = node.get()] { return raw->server_uri(); });
@@ -34,10 +35,12 @@ std::unique_ptr<PmixNode> PmixNode::start(boost::asio::io_context& io, PmixMode 
     return node;
 }
 
-PmixNode::PmixNode(boost::asio::io_context& io, PmixJob job, PmixTree tree, Hooks hooks)
-    : io_(io), job_(std::move(job)), namespaces_(job_), tree_(std::move(tree)), hooks_(std::move(hooks))
+PmixNode::PmixNode(boost::asio::io_context& io, PmixJob job, JobExchange& exchange, PmixDaemonCalls calls,
+                   Hooks hooks)
+    : io_(io), job_(std::move(job)), namespaces_(job_), exchange_(exchange), calls_(std::move(calls)),
+      hooks_(std::move(hooks))
 {
-    tree_.report_error = hooks_.report_error;
+    calls_.report_error = hooks_.report_error;
 }
 
 PmixNode::~PmixNode() { stop(); }
@@ -51,7 +54,7 @@ bool PmixNode::start_server()
         hooks_.report_error(fmt::format("cannot start the PMIx server on {}: {}", node(), module.error().message));
         return false;
     }
-    auto host = (*module)->start(io_, job_, tree_);
+    auto host = (*module)->start(io_, job_, exchange_, calls_);
     if (!host) {
         hooks_.report_error(fmt::format("cannot start the PMIx server on {}: {}", node(), host.error().message));
         return false;
@@ -60,7 +63,7 @@ bool PmixNode::start_server()
     if (relay_)
         relay_->tap_messages(host_->job_control_prefix(),
                              [this](std::string_view message) { cleanups_registered(message); });
-    if (relay_ && tree_.keep && tree_.within_limit)
+    if (relay_ && calls_.keep && calls_.within_limit)
         relay_->check_sizes({host_->commit_prefix(), host_->publish_prefix()},
                             [this](const connect_ack::Client& client, std::size_t which, std::size_t bytes) {
                                 return within_limit(client, which == 0, bytes);
@@ -98,8 +101,8 @@ bool PmixNode::within_limit(const connect_ack::Client& client, bool commit, std:
     if (!rank)
         return true;
     if (commit)
-        return tree_.keep(*rank, "pmix-commit", bytes, "PMIx_Commit");
-    return tree_.within_limit({*rank}, bytes, "PMIx_Publish");
+        return calls_.keep(*rank, "pmix-commit", bytes, "PMIx_Commit");
+    return calls_.within_limit({*rank}, bytes, "PMIx_Publish");
 }
 
 Result<std::string> PmixNode::server_uri()

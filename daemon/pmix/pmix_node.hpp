@@ -35,7 +35,8 @@ public:
 
     // Eager: starts the server now. On demand: listens on `relay_address` and starts it when a rank connects.
     // Null after reporting why neither could be done.
-    static std::unique_ptr<PmixNode> start(boost::asio::io_context& io, PmixMode mode, PmixJob job, PmixTree tree,
+    static std::unique_ptr<PmixNode> start(boost::asio::io_context& io, PmixMode mode, PmixJob job,
+                                           JobExchange& exchange, PmixDaemonCalls calls,
                                            const std::string& relay_address, Hooks hooks);
     ~PmixNode() override;
 
@@ -50,7 +51,7 @@ public:
     Status namespace_started(const wire::NamespaceStart& start) override;
 
 private:
-    PmixNode(boost::asio::io_context& io, PmixJob job, PmixTree tree, Hooks hooks);
+    PmixNode(boost::asio::io_context& io, PmixJob job, JobExchange& exchange, PmixDaemonCalls calls, Hooks hooks);
     bool start_server();
     // On demand: the running server's own address, starting it (and registering the running ranks) first.
     Result<std::string> server_uri();
@@ -64,7 +65,8 @@ private:
     boost::asio::io_context& io_;
     PmixJob job_;
     Namespaces namespaces_;   // the job's and those spawned into it, for the ranks' environment
-    PmixTree tree_;
+    JobExchange& exchange_;
+    PmixDaemonCalls calls_;
     Hooks hooks_;
     std::unique_ptr<PmixHost> host_;
     std::unique_ptr<PmixRelay> relay_;   // on demand: the ranks' PMIx address until a server runs

@@ -30,11 +30,13 @@ void complete_later(const RouterLink& link, std::uint64_t id, int status, Bytes 
 
 } // namespace
 
-RequestRouter::RequestRouter(asio::io_context& io, PmixJob job, RankLayout layout, PmixTree tree)
+RequestRouter::RequestRouter(asio::io_context& io, PmixJob job, RankLayout layout, JobExchange& exchange,
+                             PmixDaemonCalls calls)
     : io_(io),
       job_(std::move(job)),
       layout_(std::move(layout)),
-      tree_(std::move(tree)),
+      exchange_(exchange),
+      calls_(std::move(calls)),
       node_(job_.hosts.at(static_cast<std::size_t>(job_.node_index))),
       namespaces_(job_),
       ranks_(node_, [this](long rank) { return namespaces_.rank_name(rank); }),
@@ -97,8 +99,8 @@ void RequestRouter::fence(FenceCall call, ModexAnswer answer)
         std::chrono::seconds(call.timeout_s), "fence");
     // What the relay let through is within the limit already (PmixNode): this is for ranks that reach the server
     // another way (--pmix eager), before their data goes up the tree.
-    if (tree_.within_limit && !call.local.empty() &&
-        !tree_.within_limit(local_participants(participants), call.local.size(), "a PMIx fence")) {
+    if (calls_.within_limit && !call.local.empty() &&
+        !calls_.within_limit(local_participants(participants), call.local.size(), "a PMIx fence")) {
         pending_.complete(id, PMIX_ERR_OUT_OF_RESOURCE, {});
         return;
     }
@@ -106,9 +108,10 @@ void RequestRouter::fence(FenceCall call, ModexAnswer answer)
                      participants.empty() ? layout_.job_size() : participants.size(), call.collect, call.local.size(),
                      node_);
     contribute(id, call.local_status, "fence",
-               [this, participants = std::move(participants), collect = call.collect,
+               [this, participants = std::move(participants),
                 local = std::move(call.local)](std::function<void(Status, Bytes)> reply) mutable {
-                   tree_.fence(std::move(participants), collect, std::move(local), std::move(reply));
+                   exchange_.fence(std::move(participants), std::move(local), std::move(reply), wire::FenceDomain::pmix,
+                                   false);
                });
 }
 
@@ -178,7 +181,7 @@ Status RequestRouter::add_namespace(PmixNamespace ns)
 
 void RequestRouter::spawn(wire::SpawnRequest request, SpawnAnswer answer)
 {
-    if (!tree_.spawn) {
+    if (!calls_.spawn) {
         answer(PMIX_ERR_NOT_SUPPORTED, "");
         return;
     }
@@ -188,7 +191,7 @@ void RequestRouter::spawn(wire::SpawnRequest request, SpawnAnswer answer)
         {}, [answer = std::move(answer), spawned](int status, Bytes) { answer(status, *spawned); },
         std::chrono::seconds(0), "spawn");
     pmix_log().info("pmix: tree rank {} spawns {} x {}", request.parent_rank, request.count, request.argv.at(0));
-    tree_.spawn(std::move(request), [link = link(), id, spawned](Status status, wire::SpawnReply reply) {
+    calls_.spawn(std::move(request), [link = link(), id, spawned](Status status, wire::SpawnReply reply) {
         link.run([&](RequestRouter& router) {
             // The caller gets only a status; the user gets the reason, which names the limit.
             if (!status.ok())
@@ -234,8 +237,9 @@ void RequestRouter::connect(ConnectCall call, OpAnswer answer, const char* what)
     contribute(id, call.local_status, what,
                [this, participants = std::move(participants),
                 failed = call.local_status != PMIX_SUCCESS](std::function<void(Status, Bytes)> reply) mutable {
-                   tree_.connect(std::move(participants), failed,
-                                 [reply = std::move(reply)](Status status) { reply(std::move(status), {}); });
+                   // A fence without data, numbered apart from the job's fences.
+                   exchange_.fence(std::move(participants), {}, std::move(reply), wire::FenceDomain::pmix_connect,
+                                   failed);
                });
 }
 
@@ -249,22 +253,22 @@ void RequestRouter::direct_modex(long rank, int timeout_s, ModexAnswer answer)
         {false, {rank}}, [answer = std::move(answer)](int status, Bytes bytes) { answer(status, std::move(bytes)); },
         std::chrono::seconds(timeout_s), "direct modex");
     pmix_log().debug("pmix: direct modex {} for tree rank {}", id, rank);
-    tree_.direct_modex(rank, tree_reply(id, "direct modex"));
+    calls_.direct_modex(rank, tree_reply(id, "direct modex"));
 }
 
 void RequestRouter::publish(long rank, std::vector<std::pair<std::string, Bytes>> data, OpAnswer answer)
 {
     // Published values stay at the root until unpublished: they count against the rank's limit until then.
-    if (tree_.keep)
+    if (calls_.keep)
         for (const auto& [key, value] : data)
-            if (!tree_.keep(rank, "pmix-name:" + key, key.size() + value.size(), "PMIx_Publish")) {
+            if (!calls_.keep(rank, "pmix-name:" + key, key.size() + value.size(), "PMIx_Publish")) {
                 answer(PMIX_ERR_OUT_OF_RESOURCE);
                 return;
             }
     std::uint64_t id = pending_.add(
         {}, [answer = std::move(answer)](int status, Bytes) { answer(status); }, std::chrono::seconds(0), "publish");
     // A refused publish (a key taken already) is answered as a plain error.
-    tree_.publish(std::move(data), [reply = tree_reply(id, "publish")](Status status) { reply(status, {}); });
+    exchange_.publish(std::move(data), [reply = tree_reply(id, "publish")](Status status) { reply(status, {}); });
 }
 
 void RequestRouter::lookup(std::vector<std::string> keys, std::size_t wait_for, int timeout_s, LookupAnswer answer)
@@ -274,22 +278,24 @@ void RequestRouter::lookup(std::vector<std::string> keys, std::size_t wait_for, 
     std::uint64_t id = pending_.add(
         {}, [answer = std::move(answer), found](int status, Bytes) { answer(status, *found); },
         std::chrono::seconds(timeout_s), "lookup");
-    tree_.lookup(std::move(keys), wait_for, [reply = tree_reply(id, "lookup"), found](
-                                      Status status, std::vector<std::pair<std::string, Bytes>> values) {
-        *found = std::move(values);
-        reply(status, {});
-    });
+    exchange_.lookup(
+        std::move(keys),
+        [reply = tree_reply(id, "lookup"), found](Status status, std::vector<std::pair<std::string, Bytes>> values) {
+            *found = std::move(values);
+            reply(status, {});
+        },
+        wait_for);
 }
 
 void RequestRouter::unpublish(long rank, std::vector<std::string> keys, OpAnswer answer)
 {
-    if (tree_.drop)
+    if (calls_.drop)
         for (const auto& key : keys)
-            tree_.drop(rank, "pmix-name:" + key);
+            calls_.drop(rank, "pmix-name:" + key);
     std::uint64_t id = pending_.add(
         {}, [answer = std::move(answer)](int status, Bytes) { answer(status); }, std::chrono::seconds(0),
         "unpublish");
-    tree_.unpublish(std::move(keys), [reply = tree_reply(id, "unpublish")](Status status) { reply(status, {}); });
+    exchange_.unpublish(std::move(keys), [reply = tree_reply(id, "unpublish")](Status status) { reply(status, {}); });
 }
 
 std::function<void(Status, Bytes)> RequestRouter::tree_reply(std::uint64_t id, const char* what)
@@ -352,8 +358,8 @@ void RequestRouter::rank_exited(long rank, int wait_status)
 
 void RequestRouter::report_error(const std::string& message)
 {
-    if (tree_.report_error)
-        tree_.report_error(message);
+    if (calls_.report_error)
+        calls_.report_error(message);
     else
         pmix_log().warn("pmix: {}", message);
 }
@@ -381,8 +387,8 @@ void RequestRouter::report_abort(long rank, int status, const std::string& messa
 {
     if (!ranks_.claim_abort())
         return;
-    if (tree_.abort)
-        tree_.abort(rank, status, message);
+    if (calls_.abort)
+        calls_.abort(rank, status, message);
     release_held_contributions();
 }
 

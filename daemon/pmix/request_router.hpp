@@ -46,7 +46,8 @@ struct ConnectCall {
 
 class RequestRouter : public std::enable_shared_from_this<RequestRouter> {
 public:
-    RequestRouter(boost::asio::io_context& io, PmixJob job, RankLayout layout, PmixTree tree);
+    RequestRouter(boost::asio::io_context& io, PmixJob job, RankLayout layout, JobExchange& exchange,
+                  PmixDaemonCalls calls);
 
     // Upcalls, on the io thread.
     void client_connected(long rank, const OpAnswer& answer);
@@ -89,7 +90,7 @@ public:
     // Thread-safe: the upcalls translate procs to tree ranks on PMIx's thread.
     const Namespaces& namespaces() const { return namespaces_; }
     bool is_local(long rank) const { return namespaces_.is_local(rank); }
-    const PmixTree& tree() const { return tree_; }
+    const PmixDaemonCalls& calls() const { return calls_; }
     std::size_t pending_requests() const { return pending_.size(); }
     RouterLink link() { return RouterLink(io_, weak_from_this()); }
 
@@ -112,7 +113,8 @@ private:
     boost::asio::io_context& io_;
     const PmixJob job_;
     const RankLayout layout_;
-    const PmixTree tree_;
+    JobExchange& exchange_;
+    const PmixDaemonCalls calls_;
     const std::string node_;
     Namespaces namespaces_;
     RankTracker ranks_;

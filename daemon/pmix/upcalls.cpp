@@ -162,7 +162,7 @@ pmix_status_t on_fence_nb(const pmix_proc_t procs[], std::size_t nprocs, const p
         return PMIX_SUCCESS;
     };
     auto router = attached_router();
-    if (!router || !router->tree().fence)
+    if (!router)
         return refuse();
     FenceCall call;
     if (!add_participants(*router, procs, nprocs, call))
@@ -181,7 +181,7 @@ pmix_status_t on_direct_modex(const pmix_proc_t* proc, const pmix_info_t info[],
                               pmix_modex_cbfunc_t cbfunc, void* cbdata)
 {
     auto router = attached_router();
-    if (!router || !router->tree().direct_modex)
+    if (!router || !router->calls().direct_modex)
         return PMIX_ERR_NOT_SUPPORTED;
     auto rank = proc->rank == PMIX_RANK_WILDCARD ? std::nullopt : tree_rank_of(*router, proc);
     if (!rank)
@@ -196,7 +196,7 @@ pmix_status_t on_publish(const pmix_proc_t* proc, const pmix_info_t info[], std:
                          pmix_op_cbfunc_t cbfunc, void* cbdata)
 {
     auto router = attached_router();
-    if (!router || !router->tree().publish)
+    if (!router)
         return PMIX_ERR_NOT_SUPPORTED;
     // Keys in PMIx's own "pmix." namespace are directives (range, persistence, uid), not data.
     std::vector<std::pair<std::string, Bytes>> data;
@@ -220,7 +220,7 @@ pmix_status_t on_lookup(const pmix_proc_t*, char** keys, const pmix_info_t info[
                         pmix_lookup_cbfunc_t cbfunc, void* cbdata)
 {
     auto router = attached_router();
-    if (!router || !router->tree().lookup)
+    if (!router)
         return PMIX_ERR_NOT_SUPPORTED;
     auto wanted = strings_from(keys);
     std::size_t wait_for = wait_count(info, ninfo, wanted.size());
@@ -234,7 +234,7 @@ pmix_status_t on_unpublish(const pmix_proc_t* proc, char** keys, const pmix_info
                            pmix_op_cbfunc_t cbfunc, void* cbdata)
 {
     auto router = attached_router();
-    if (!router || !router->tree().unpublish)
+    if (!router)
         return PMIX_ERR_NOT_SUPPORTED;
     return post(*router, [rank = client_rank(*router, proc), keys = strings_from(keys),
                           answer = OpAnswer(router->nspace(), cbfunc, cbdata)](RequestRouter& r) mutable {
@@ -253,7 +253,7 @@ pmix_status_t on_connect(const pmix_proc_t procs[], std::size_t nprocs, const pm
         return PMIX_SUCCESS;
     };
     auto router = attached_router();
-    if (!router || !router->tree().connect)
+    if (!router)
         return refuse();
     ConnectCall call;
     if (!add_participants(*router, procs, nprocs, call))
@@ -284,7 +284,7 @@ pmix_status_t on_spawn(const pmix_proc_t* proc, const pmix_info_t job_info[], st
                        const pmix_app_t apps[], std::size_t napps, pmix_spawn_cbfunc_t cbfunc, void* cbdata)
 {
     auto router = attached_router();
-    if (!router || !router->tree().spawn)
+    if (!router || !router->calls().spawn)
         return PMIX_ERR_NOT_SUPPORTED;
     if (napps != 1 || !apps[0].cmd || apps[0].maxprocs <= 0) {
         pmix_log().warn("pmix: PMIx_Spawn of {} applications: canopy spawns one application (with at least one "
@@ -356,7 +356,7 @@ void on_log(const pmix_proc_t* client, const pmix_info_t data[], std::size_t nda
                 status = PMIX_ERR_NOT_SUPPORTED;
             continue;
         }
-        if (!router || !router->tree().rank_output || data[i].value.type != PMIX_STRING ||
+        if (!router || !router->calls().rank_output || data[i].value.type != PMIX_STRING ||
             !data[i].value.data.string || !tree_rank_of(*router, client)) {
             status = PMIX_ERR_NOT_SUPPORTED;
             continue;
@@ -365,7 +365,7 @@ void on_log(const pmix_proc_t* client, const pmix_info_t data[], std::size_t nda
         if (text.empty() || text.back() != '\n')
             text += '\n';
         router->link().post([rank = client_rank(*router, client), to_stderr, text = std::move(text)](RequestRouter& r) {
-            r.tree().rank_output(rank, to_stderr, text);
+            r.calls().rank_output(rank, to_stderr, text);
         });
     }
     OpAnswer(client->nspace, cbfunc, cbdata)(status);

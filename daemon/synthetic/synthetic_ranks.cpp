@@ -17,8 +17,9 @@ namespace canopy {
 
 namespace asio = boost::asio;
 
-SyntheticRanks::SyntheticRanks(asio::io_context& io, synthetic::Spec spec, SyntheticNode node, SyntheticTree tree)
-    : io_(io), spec_(spec), node_(std::move(node)), tree_(std::move(tree))
+SyntheticRanks::SyntheticRanks(asio::io_context& io, synthetic::Spec spec, SyntheticNode node, JobExchange& exchange,
+                               SyntheticTree tree)
+    : io_(io), spec_(spec), node_(std::move(node)), exchange_(exchange), tree_(std::move(tree))
 {
 }
 
@@ -147,7 +148,7 @@ void SyntheticRanks::pmix_fence(Bytes local, std::function<void(Bytes result)> t
 {
     in_fence_ = node_.local_size;
     fence_entered_ = tree_.now();
-    tree_.fence(std::move(local), lifetime_.guard([this, then = std::move(then)](Status status, Bytes result) {
+    whole_job_fence(std::move(local), lifetime_.guard([this, then = std::move(then)](Status status, Bytes result) {
         fence_done_ = tree_.now();
         if (!status) {
             rank_finished(node_.first_rank, make_error("the PMIx fence failed: {}", status.error().message));
@@ -157,10 +158,15 @@ void SyntheticRanks::pmix_fence(Bytes local, std::function<void(Bytes result)> t
     }));
 }
 
+void SyntheticRanks::whole_job_fence(Bytes local, std::function<void(Status, Bytes)> done)
+{
+    exchange_.fence({}, std::move(local), std::move(done), wire::FenceDomain::pmix, false);
+}
+
 void SyntheticRanks::final_fence()
 {
     // As MPI_Finalize fences: no node leaves while another may still fetch from it.
-    tree_.fence({}, lifetime_.guard([this](Status status, Bytes) {
+    whole_job_fence({}, lifetime_.guard([this](Status status, Bytes) {
         if (!status)
             rank_finished(node_.first_rank, make_error("the final PMIx fence failed: {}", status.error().message));
         finish();

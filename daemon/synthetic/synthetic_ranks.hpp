@@ -12,6 +12,7 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include "collective/job_exchange.hpp"
 #include "rank_service.hpp"
 #include "synthetic/synthetic_exchange.hpp"
 #include "util/lifetime.hpp"
@@ -29,10 +30,9 @@ struct SyntheticNode {
     std::string name;
 };
 
-// What the ranks' PMIx paths use of the tree: the same calls the PMIx host's upcalls make (daemon.cpp, pmix_tree).
+// What the ranks' PMIx paths use of the daemon besides the job's exchange (their fences): the calls the PMIx host
+// makes (node_services.cpp, pmix_daemon_calls).
 struct SyntheticTree {
-    // A whole-job fence in PMIx's domain; `done` gets every node's blob.
-    std::function<void(Bytes local, std::function<void(Status, Bytes)> done)> fence;
     // Asks the node hosting `rank` for its data (RoutedOp::direct_modex).
     std::function<void(long rank, std::function<void(Status, Bytes)> done)> direct_modex;
     // The job must end: a synthetic rank read a wrong value, or its exchange failed. `message` names the rank.
@@ -43,7 +43,8 @@ struct SyntheticTree {
 
 class SyntheticRanks : public RankService {
 public:
-    SyntheticRanks(boost::asio::io_context& io, synthetic::Spec spec, SyntheticNode node, SyntheticTree tree);
+    SyntheticRanks(boost::asio::io_context& io, synthetic::Spec spec, SyntheticNode node, JobExchange& exchange,
+                   SyntheticTree tree);
     ~SyntheticRanks() override;
 
     // The PMI path: takes a dup of the PMI_FD the node's PmiServer made for the rank (registered after it).
@@ -68,6 +69,8 @@ private:
     // Reads `peer`'s value for every local rank waiting on it, once it is here.
     void fetched(long peer, Status status, Bytes value);
     void final_fence();
+    // A fence of the whole job in PMIx's domain, as the PMIx host makes it.
+    void whole_job_fence(Bytes local, std::function<void(Status, Bytes)> done);
     void check(long reader, long peer, std::string_view value);
     void entered_fence();
     void left_fence();
@@ -78,6 +81,7 @@ private:
     boost::asio::io_context& io_;
     synthetic::Spec spec_;
     SyntheticNode node_;
+    JobExchange& exchange_;
     SyntheticTree tree_;
     std::map<long, int> pmi_fds_;   // the PMI path: each rank's end of its connection, until it starts
     std::vector<std::shared_ptr<SyntheticPmiRank>> pmi_ranks_;

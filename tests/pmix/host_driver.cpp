@@ -1,4 +1,4 @@
-// Test driver: runs PmixHost with a stand-in for the tree and starts the local ranks, for one or two nodes.
+// Test driver: runs PmixHost with a stand-in for the job's exchange and starts the local ranks, for one or two nodes.
 //
 // usage: host_driver [-n RANKS_PER_NODE] [--nodes 1|2] [--timeout SECONDS] [--nspace NAME] [-v]
 //                    -- PROGRAM [ARGS...]
@@ -146,7 +146,7 @@ struct Reader {
     }
 };
 
-class Driver {
+class Driver : public JobExchange {
 public:
     Driver(asio::io_context& io, Options options, long node, int link_fd, pid_t peer_pid)
         : io_(io), options_(std::move(options)), node_(node), signals_(io, SIGCHLD), deadline_(io),
@@ -176,7 +176,7 @@ public:
         job.node_index = node_;
         job.tmpdir = tmpdir_;
 
-        auto host = start_pmix_host(io_, job, make_tree());
+        auto host = start_pmix_host(io_, job, *this, make_calls());
         if (!host) {
             say("{}", host.error().message);
             cleanup_tmpdir();
@@ -217,39 +217,99 @@ private:
     long node_of(long rank) const { return rank / options_.ranks; }
     long first_rank() const { return node_ * options_.ranks; }
 
-    // ---- the tree stand-in ----
-    PmixTree make_tree()
+    // ---- the job's exchange and the daemon, stood in for ----
+    // The k-th fence over a set in a domain on one node matches the k-th over the same on the other.
+    void fence(std::vector<long> participants, Bytes local, std::function<void(Status, Bytes)> done,
+               wire::FenceDomain domain, bool local_failed) override
     {
-        PmixTree tree;
-        tree.fence = [this](std::vector<long> participants, bool collect, Bytes local,
-                            std::function<void(Status, Bytes)> done) {
-            ++fences_;
-            std::string set = participants.empty() ? "all" : fmt::format("{}", fmt::join(participants, ","));
-            bool other_node = participants.empty() ? options_.nodes > 1 : false;
-            for (long r : participants)
-                other_node = other_node || node_of(r) != node_;
-            if (options_.verbosity > 0)
-                say("fence over {}, collect={}, {} bytes, {}", set, collect, local.size(),
-                    other_node ? "both nodes" : "this node only");
-            if (!other_node) {
-                asio::post(io_, [done = std::move(done), local = std::move(local)]() mutable {
-                    done(Status{}, std::move(local));
-                });
-                return;
-            }
-            // The k-th fence over a set on one node matches the k-th over the same set on the other.
-            std::string key = fmt::format("{}#{}", set, fence_seq_[set]++);
-            auto& f = fences_pending_[key];
-            f.done = std::move(done);
-            f.local = local;
-            Writer w;
-            w.u8(static_cast<std::uint8_t>(Msg::fence));
-            w.str(key);
-            w.bytes(local);
-            send(std::move(w.out));
-            try_complete_fence(key);
-        };
-        tree.direct_modex = [this](long rank, std::function<void(Status, Bytes)> done) {
+        ++fences_;
+        std::string set = participants.empty() ? "all" : fmt::format("{}", fmt::join(participants, ","));
+        bool other_node = participants.empty() ? options_.nodes > 1 : false;
+        for (long r : participants)
+            other_node = other_node || node_of(r) != node_;
+        if (options_.verbosity > 0)
+            say("fence over {} in domain {}, {} bytes, {}", set, static_cast<int>(domain), local.size(),
+                other_node ? "both nodes" : "this node only");
+        if (local_failed) {   // the driver's fake fails it here only: the abort tears both nodes down
+            asio::post(io_, [done = std::move(done)] { done(make_error("a participant failed"), {}); });
+            return;
+        }
+        if (!other_node) {
+            asio::post(io_, [done = std::move(done), local = std::move(local)]() mutable {
+                done(Status{}, std::move(local));
+            });
+            return;
+        }
+        std::string numbered = fmt::format("{}:{}", static_cast<int>(domain), set);
+        std::string key = fmt::format("{}#{}", numbered, fence_seq_[numbered]++);
+        auto& f = fences_pending_[key];
+        f.done = std::move(done);
+        f.local = local;
+        Writer w;
+        w.u8(static_cast<std::uint8_t>(Msg::fence));
+        w.str(key);
+        w.bytes(local);
+        send(std::move(w.out));
+        try_complete_fence(key);
+    }
+
+    void publish(KeyValues data, std::function<void(Status)> done) override
+    {
+        if (node_ == 0) {
+            Status st = store_publish(std::move(data));
+            asio::post(io_, [done, st] { done(st); });
+            return;
+        }
+        std::uint64_t id = next_request_++;
+        status_waiting_[id] = std::move(done);
+        Writer w;
+        w.u8(static_cast<std::uint8_t>(Msg::publish_req));
+        w.u64(id);
+        w.kvs(data);
+        send(std::move(w.out));
+    }
+
+    // The driver's clients never wait on a lookup: it answers with what is published now.
+    void lookup(std::vector<std::string> keys, std::function<void(Status, KeyValues)> done, std::size_t) override
+    {
+        if (node_ == 0) {
+            KeyValues found = store_lookup(keys);
+            asio::post(io_, [done, found = std::move(found)]() mutable { done(Status{}, std::move(found)); });
+            return;
+        }
+        std::uint64_t id = next_request_++;
+        lookup_waiting_[id] = std::move(done);
+        send_keys(Msg::lookup_req, id, keys);
+    }
+
+    void unpublish(std::vector<std::string> keys, std::function<void(Status)> done) override
+    {
+        if (node_ == 0) {
+            for (auto& key : keys)
+                store_.erase(key);
+            asio::post(io_, [done] { done(Status{}); });
+            return;
+        }
+        std::uint64_t id = next_request_++;
+        status_waiting_[id] = std::move(done);
+        send_keys(Msg::unpublish_req, id, keys);
+    }
+
+    void send_keys(Msg msg, std::uint64_t id, const std::vector<std::string>& keys)
+    {
+        Writer w;
+        w.u8(static_cast<std::uint8_t>(msg));
+        w.u64(id);
+        w.u64(keys.size());
+        for (auto& k : keys)
+            w.str(k);
+        send(std::move(w.out));
+    }
+
+    PmixDaemonCalls make_calls()
+    {
+        PmixDaemonCalls calls;
+        calls.direct_modex = [this](long rank, std::function<void(Status, Bytes)> done) {
             ++direct_modex_;
             if (node_of(rank) == node_) {
                 host_->serve_direct_modex(rank, std::move(done));
@@ -263,58 +323,8 @@ private:
             w.u64(static_cast<std::uint64_t>(rank));
             send(std::move(w.out));
         };
-        tree.publish = [this](KeyValues data, std::function<void(Status)> done) {
-            if (node_ == 0) {
-                Status st = store_publish(std::move(data));
-                asio::post(io_, [done, st] { done(st); });
-                return;
-            }
-            std::uint64_t id = next_request_++;
-            status_waiting_[id] = std::move(done);
-            Writer w;
-            w.u8(static_cast<std::uint8_t>(Msg::publish_req));
-            w.u64(id);
-            w.kvs(data);
-            send(std::move(w.out));
-        };
-        // The driver's clients never wait on a lookup: it answers with what is published now.
-        tree.lookup = [this](std::vector<std::string> keys, std::size_t, std::function<void(Status, KeyValues)> done) {
-            if (node_ == 0) {
-                KeyValues found = store_lookup(keys);
-                asio::post(io_, [done, found = std::move(found)]() mutable { done(Status{}, std::move(found)); });
-                return;
-            }
-            std::uint64_t id = next_request_++;
-            lookup_waiting_[id] = std::move(done);
-            Writer w;
-            w.u8(static_cast<std::uint8_t>(Msg::lookup_req));
-            w.u64(id);
-            w.u64(keys.size());
-            for (auto& k : keys)
-                w.str(k);
-            send(std::move(w.out));
-        };
-        tree.unpublish = [this](std::vector<std::string> keys, std::function<void(Status)> done) {
-            if (node_ == 0) {
-                for (auto& key : keys)
-                    store_.erase(key);
-                asio::post(io_, [done] { done(Status{}); });
-                return;
-            }
-            std::uint64_t id = next_request_++;
-            status_waiting_[id] = std::move(done);
-            Writer w;
-            w.u8(static_cast<std::uint8_t>(Msg::unpublish_req));
-            w.u64(id);
-            w.u64(keys.size());
-            for (auto& k : keys)
-                w.str(k);
-            send(std::move(w.out));
-        };
-        tree.abort = [this](long rank, int status, std::string message) {
-            on_abort(rank, status, message, true);
-        };
-        return tree;
+        calls.abort = [this](long rank, int status, std::string message) { on_abort(rank, status, message, true); };
+        return calls;
     }
 
     struct FencePending {

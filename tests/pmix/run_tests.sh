@@ -71,7 +71,7 @@ run keyval_2x2 0 'client_keyval rank [0-3]: OK' 4 -- "$D" --nodes 2 -n 2 --timeo
 run keyval_2x2_direct_modex_used 0 'node0: all ranks done; fences=[0-9]+ direct_modex=[1-9]' 1 -- \
     "$D" --nodes 2 -n 2 --timeout 60 -- "$OUT/client_keyval" node0,node1 2,2
 
-# (b) PMIx_Abort reaches PmixTree::abort with message and status; lost ranks never hang a fence
+# (b) PMIx_Abort reaches PmixDaemonCalls::abort with message and status; lost ranks never hang a fence
 run abort_1x4 42 'ABORT from rank 1, status 42: rank 1 on node0 called PMIx_Abort with status 42: client_abort: rank 1 gives up on purpose' 1 -- \
     "$D" -n 4 --timeout 60 -- "$OUT/client_abort" 1 42
 run abort_2x2_remote_node 7 'node1: ABORT from rank 3, status 7: rank 3 on node1 called PMIx_Abort with status 7: client_abort: rank 3 gives up on purpose' 1 -- \
