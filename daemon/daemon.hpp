@@ -110,6 +110,8 @@ private:
     // Tells the guard about a dir about to be made, so that it goes however the daemon ends.
     NodeTempDir::BeforeCreate watch_for_guard() override;
     bool watch_path(const std::string& path) override { return guard_ && guard_->watch_path(path); }
+    ProcessReaper& reaper() override { return reaper_; }
+    double parent_clock_offset() const override;
     // The node cannot run ranks (its temp dir or stage cache could not be made): `message` goes to the root, which
     // ends the job, and this node starts none.
     void fail_setup(const std::string& message) override;

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "health/node_health_check.hpp"
 #include "hosts/namespace_names.hpp"
 #include "hosts/rank_blocks.hpp"
 #include "pmi/pmi_server.hpp"
@@ -36,6 +37,7 @@ NodeServices::NodeServices(boost::asio::io_context& io, const wire::LaunchPlan& 
 
 void NodeServices::start()
 {
+    start_health_check();
     start_stage_node();
     start_pmi_servers();
     start_synthetic_ranks();
@@ -74,6 +76,19 @@ void NodeServices::start_rank_socket()
     hooks.drop = drop_from_limit();
     if (auto socket = RankSocket::start(io_, *path, node_, std::move(hooks)))
         add_rank_service(std::move(socket));
+}
+
+void NodeServices::start_health_check()
+{
+    if (!plan_.job.health_check.enabled)
+        return;
+    RankBlocks blocks(plan_.job.ranks_per_node);
+    long index = Topology::position_to_node(position_number_);
+    NodeHealthCheck::Site site{node_, tmpdir_.path(), control_.parent_clock_offset(), blocks.local_size(index),
+                               blocks.first_rank(index)};
+    add_rank_service(std::make_unique<NodeHealthCheck>(
+        io_, control_.reaper(), position_.collectives(), plan_.job, std::move(site),
+        [this] { control_.node_phase("daemon.health_check", control_.since_launch(timing::now_ns())); }));
 }
 
 void NodeServices::start_stage_node()

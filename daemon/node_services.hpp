@@ -39,6 +39,10 @@ public:
     // Has the node's guard remove what is about to be made, however the daemon ends.
     virtual NodeTempDir::BeforeCreate watch_for_guard() = 0;
     virtual bool watch_path(const std::string& path) = 0;
+    // The daemon's one reaper, for a service that starts a process of its own.
+    virtual ProcessReaper& reaper() = 0;
+    // Seconds this node's clock is ahead of its parent's (0 when they share a clock).
+    virtual double parent_clock_offset() const = 0;
 
 protected:
     ~NodeControl() = default;
@@ -50,13 +54,16 @@ public:
                  NodeTempDir& tmpdir, TreePosition& tree, StoreLimit& store_limit, timing::PhaseSet& phases,
                  NodeControl& control);
 
-    // Starts what the job asks for, in order: the stage node, simple PMI, PMIx, synthetic ranks, the rank socket.
+    // Starts what the job asks for, in order: the health check, the stage node, simple PMI, PMIx, synthetic ranks,
+    // the rank socket.
     void start();
     std::vector<std::unique_ptr<RankService>>& all() { return services_; }
 
 private:
     // Keeps a service, with the routed requests it answers registered.
     void add_rank_service(std::unique_ptr<RankService> service);
+    // --health-check: the node's checks, and the ranks held until every node's verdict is in.
+    void start_health_check();
     void start_stage_node();
     // The simple PMI server (PMI-1, PMI-2) and the PMIx server, as the job asks.
     void start_pmi_servers();

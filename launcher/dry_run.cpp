@@ -8,6 +8,7 @@
 #include "tree/agent.hpp"
 #include "tree/children.hpp"
 #include "tree/topology.hpp"
+#include "util/byte_size.hpp"
 
 namespace canopy {
 namespace {
@@ -42,6 +43,21 @@ void describe_bindings(std::string& out, const RootPlan& root)
         return;
     }
     out += binding_table(busiest->host, *bindings, busiest->first_rank, false, shown_local_ranks) + "\n";
+}
+
+void describe_health_check(std::string& out, const wire::HealthCheckSpec& spec)
+{
+    if (!spec.enabled)
+        return;
+    out += fmt::format("\nHealth check, on every node before any rank starts: the node temp dir takes a write and has "
+                       "{} free, {} of memory available, the clock within {:g} s of the parent's",
+                       format_byte_size(spec.min_free_disk), format_byte_size(spec.min_free_memory),
+                       spec.max_clock_offset);
+    if (spec.gpus > 0)
+        out += fmt::format(", {} GPUs", spec.gpus);
+    if (!spec.command.empty())
+        out += fmt::format("; then /bin/sh -c {} (at most {:g} s)", shell_quote(spec.command), spec.command_timeout);
+    out += "\n";
 }
 
 void describe_tree(std::string& out, const RootPlan& root)
@@ -101,6 +117,7 @@ std::string describe_dry_run(const RootPlan& root)
         }
     }
     describe_bindings(out, root);
+    describe_health_check(out, root.plan.job.health_check);
     describe_tree(out, root);
     return out;
 }

@@ -271,7 +271,9 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
     root.timing_file = options.timing_file;
     root.trace_file = options.trace_file;
     // Found out now, not after the whole job has run.
-    for (const auto& [option, file] : {std::pair{"--timing", options.timing_file}, {"--trace", options.trace_file}})
+    root.bad_nodes_file = options.bad_nodes_file;
+    for (const auto& [option, file] : {std::pair{"--timing", options.timing_file}, {"--trace", options.trace_file},
+                                       {"--bad-nodes", options.bad_nodes_file}})
         if (file)
             if (auto writable = check_report_file(*file); !writable)
                 return make_error("{}: {}", option, writable.error().message);
@@ -336,6 +338,16 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
     if (simulated || on_this_machine || !job.binding.topology_file.empty())
         if (Status honoured = check_bindings(job.binding, root.placement); !honoured)
             return honoured.error();
+    job.health_check = config.health;
+    if (options.health_check) {
+        job.health_check.enabled = true;
+        if (!options.health_check->empty())
+            job.health_check.command = *options.health_check;
+    }
+    if (options.bad_nodes_file && !job.health_check.enabled)
+        return make_error("--bad-nodes {} lists the nodes the health check finds bad: give --health-check too (or set "
+                          "[health] enabled = true)",
+                          *options.bad_nodes_file);
     job.spawn_slots = static_cast<std::uint64_t>(options.spawn_slots);
     job.rank_store_limit = options.rank_store_limit.value_or(config.rank_store_limit);
     if (options.synthetic_ranks) {

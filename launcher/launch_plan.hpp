@@ -29,6 +29,7 @@ struct RootPlan {
     bool timing = false;
     std::optional<std::string> timing_file;
     std::optional<std::string> trace_file;
+    std::optional<std::string> bad_nodes_file;   // --bad-nodes: the nodes --health-check found bad
     std::string command_line;
     std::optional<StageSettings> stage;
 };

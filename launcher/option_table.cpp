@@ -247,6 +247,19 @@ Status set_timeout(ParseState& state, ArgCursor& cursor)
     return {};
 }
 
+// "--health-check" alone runs the built-in checks (and [health] command, if set); "--health-check=CMD" runs CMD too.
+Status set_health_check(ParseState& state, ArgCursor& cursor)
+{
+    state.options.health_check = std::string();
+    if (cursor.inline_value) {
+        if (cursor.inline_value->empty())
+            return make_error("option {}= needs a command, e.g. {}=/opt/site/nhc", cursor.spelling, cursor.spelling);
+        state.options.health_check = std::move(*cursor.inline_value);
+        cursor.inline_value.reset();
+    }
+    return {};
+}
+
 // "--timing" alone turns timing on; "--timing=FILE" also names the report file.
 Status set_timing(ParseState& state, ArgCursor& cursor)
 {
@@ -596,6 +609,14 @@ const std::vector<OptionSpec>& option_table()
              s.options.output_marks.emplace_back(std::move(pattern), std::move(name));
              return Status{};
          }},
+
+        {{"--health-check"}, Takes::optional_inline, "[=CMD]", "Job",
+         "before any rank starts, check every node (temp dir writable with free space, free memory, clock, the GPUs "
+         "the job binds) and run CMD there with CANOPY_NODE set; a bad node ends the job, named with its reason",
+         set_health_check},
+        {{"--bad-nodes"}, Takes::value, "FILE", "Job",
+         "write the nodes --health-check found bad to FILE, one 'HOST  # reason' a line (empty when none)",
+         [](ParseState& s, ArgCursor& c) { return store_string(s.options.bad_nodes_file, c); }},
 
         {{"--dry-run"}, Takes::nothing, "", "Job",
          "print the placement, bindings, tree and agent commands, and start nothing",

@@ -65,6 +65,8 @@ struct Options {
     std::optional<std::string> timing_file;   // --timing=FILE: FILE.html a page, anything else JSON
     long timing_top = 10;                     // --timing-top K: the slowest daemons or ranks named per phase
     std::optional<std::string> trace_file;   // --trace=FILE.json: Chrome trace-event timeline
+    std::optional<std::string> health_check;   // --health-check[=CMD]: "" for the built-in checks alone
+    std::optional<std::string> bad_nodes_file; // --bad-nodes FILE
     std::optional<std::string> config_file, profile;
     int verbosity = 0;
     bool dry_run = false;   // print what would be started, start nothing

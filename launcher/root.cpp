@@ -14,6 +14,7 @@
 
 #include "proc/rank_env.hpp"
 #include "services/fabric_service.hpp"
+#include "services/health_verdict.hpp"
 #include "services/job_store_service.hpp"
 #include "services/name_service.hpp"
 #include "services/staging_service.hpp"
@@ -171,6 +172,9 @@ void Root::make_services()
     services_.push_back(std::move(late));
     services_.push_back(std::make_unique<JobStoreService>(io_, position_->collectives(), plan_.plan.hosts));
     services_.push_back(std::make_unique<NameService>());
+    if (plan_.plan.job.health_check.enabled)
+        services_.push_back(std::make_unique<HealthVerdict>(position_->collectives(), plan_.plan.hosts.size(),
+                                                            plan_.bad_nodes_file, control));
     for (auto& service : services_)
         service->serve_requests(position_->collectives().services());
 }

@@ -64,11 +64,19 @@ void TreeCollectives::fence(std::vector<long> participants, Bytes local, Done do
         subtree_complete(id, fence_status_[id], std::move(*blob));
 }
 
+void TreeCollectives::watch_results(wire::FenceDomain domain,
+                                    std::function<void(std::int32_t status, const Bytes& result)> seen)
+{
+    result_watchers_[domain] = std::move(seen);
+}
+
 void TreeCollectives::subtree_complete(const FenceId& id, std::int32_t status, Bytes blob)
 {
     fence_status_.erase(id);
     if (position_ == 0) {
         // The root turns the fence around: its result goes down every subtree that took part.
+        if (auto watcher = result_watchers_.find(id.domain); watcher != result_watchers_.end())
+            watcher->second(status, blob);
         wire::FenceDown down;
         down.domain = id.domain;
         down.participants = id.participants;

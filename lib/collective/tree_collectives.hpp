@@ -52,6 +52,10 @@ public:
     void fence(std::vector<long> participants, Bytes local, Done done,
                wire::FenceDomain domain = wire::FenceDomain::pmix, bool local_failed = false) override;
 
+    // At the root: `seen` gets the result of every fence in `domain` as it turns around (its status: 0, or a
+    // participant failed), before it goes down. The root takes no part in fences; this is how it reads one.
+    void watch_results(wire::FenceDomain domain, std::function<void(std::int32_t status, const Bytes& result)> seen);
+
     // What this position serves: every component registers its own requests' handlers here.
     RoutedServices& services() { return services_; }
 
@@ -128,6 +132,7 @@ private:
     std::map<FenceId, std::int32_t> fence_status_;   // worst status seen so far for fences in progress
     std::map<FenceId, Done> fence_waiters_;          // fences this node takes part in locally
     std::map<FenceId, Bytes> fence_results_;         // down-sweep chunks gathered for a local waiter
+    std::map<wire::FenceDomain, std::function<void(std::int32_t, const Bytes&)>> result_watchers_;   // at the root
     std::uint64_t next_request_id_ = 1;
     std::uint64_t frames_received_ = 0, frames_sent_ = 0;
     std::map<std::uint64_t, Done> request_waiters_;

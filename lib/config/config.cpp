@@ -52,7 +52,7 @@ struct KeySpec {
     Applier apply;
 };
 
-constexpr std::string_view tables[] = {"launch", "tree", "job", "bind", "stage", "fabric"};
+constexpr std::string_view tables[] = {"launch", "tree", "job", "bind", "stage", "fabric", "health"};
 
 std::optional<Problem> problem(const toml::node& node, std::string message)
 {
@@ -215,16 +215,18 @@ std::optional<Problem> apply_bind_address(const toml::node& node, Config& config
     return std::nullopt;
 }
 
-std::optional<Problem> apply_rank_store_limit(const toml::node& node, Config& config)
+// A size: "16MiB", "512K" or a number of bytes; `zero` says what 0 means, for the error.
+std::optional<Problem> read_size(const toml::node& node, std::string_view key, std::uint64_t& field,
+                                 std::string_view zero)
 {
     auto expected = [&](std::string why) {
-        return problem(node, "rank_store_limit must be a size such as \"16MiB\" or \"512K\", a number of bytes, or 0 "
-                             "for no limit" + why);
+        return problem(node, fmt::format("{} must be a size such as \"16MiB\" or \"512K\", a number of bytes, or 0 "
+                                         "{}{}", key, zero, why));
     };
     if (node.is_integer()) {
         if (node.as_integer()->get() < 0)
             return expected("");
-        config.rank_store_limit = static_cast<std::uint64_t>(node.as_integer()->get());
+        field = static_cast<std::uint64_t>(node.as_integer()->get());
         return std::nullopt;
     }
     if (!node.is_string())
@@ -232,8 +234,13 @@ std::optional<Problem> apply_rank_store_limit(const toml::node& node, Config& co
     auto size = parse_byte_size(node.as_string()->get());
     if (!size)
         return expected(fmt::format(", got \"{}\"", node.as_string()->get()));
-    config.rank_store_limit = *size;
+    field = *size;
     return std::nullopt;
+}
+
+std::optional<Problem> apply_rank_store_limit(const toml::node& node, Config& config)
+{
+    return read_size(node, "rank_store_limit", config.rank_store_limit, "for no limit");
 }
 
 // A [bind] setting: a string the same parser as its command-line option accepts.
@@ -250,7 +257,7 @@ std::optional<Problem> read_binding(const toml::node& node, std::string_view key
     return std::nullopt;
 }
 
-// "[launch], [tree], [job], [stage] or [fabric]": every table there is, for messages that list them.
+// "[launch], [tree], ... or [health]": every table there is, for messages that list them.
 std::string table_list(std::string_view last_joiner)
 {
     std::string list;
@@ -324,6 +331,33 @@ const KeySpec key_table[] = {
     {"stage", "manifest", [](const Node& n, Config& c) { return read_absolute_path(n, "manifest", c.stage_manifest, true); }},
     {"stage", "cache_dir", [](const Node& n, Config& c) { return read_absolute_path(n, "cache_dir", c.stage_cache_dir, false); }},
     {"stage", "interposer", [](const Node& n, Config& c) { return read_absolute_path(n, "interposer", c.stage_interposer, true); }},
+    {"health", "enabled", [](const Node& n, Config& c) -> std::optional<Problem> {
+         if (!n.is_boolean())
+             return problem(n, "enabled must be true or false");
+         c.health.enabled = n.as_boolean()->get();
+         return std::nullopt;
+     }},
+    {"health", "command", [](const Node& n, Config& c) { return read_string(n, "command", c.health.command); }},
+    {"health", "timeout", [](const Node& n, Config& c) {
+         return read_seconds(n, c.health.command_timeout, 0, false, 86400,
+                             "timeout must be a number of seconds above 0, at most 86400 (a day)");
+     }},
+    {"health", "min_free_disk", [](const Node& n, Config& c) {
+         return read_size(n, "min_free_disk", c.health.min_free_disk, "for no check");
+     }},
+    {"health", "min_free_memory", [](const Node& n, Config& c) {
+         return read_size(n, "min_free_memory", c.health.min_free_memory, "for no check");
+     }},
+    {"health", "max_clock_offset", [](const Node& n, Config& c) {
+         return read_seconds(n, c.health.max_clock_offset, 0, true, 86400,
+                             "max_clock_offset must be a number of seconds from 0 to 86400 (a day)");
+     }},
+    {"health", "gpus", [](const Node& n, Config& c) -> std::optional<Problem> {
+         if (!n.is_integer() || n.as_integer()->get() < 0 || n.as_integer()->get() > 4096)
+             return problem(n, "gpus must be the number of GPUs every node must show, from 0 (no check) to 4096");
+         c.health.gpus = static_cast<std::uint64_t>(n.as_integer()->get());
+         return std::nullopt;
+     }},
     {"fabric", "provider", [](const Node& n, Config& c) -> std::optional<Problem> {
          if (auto bad = read_string(n, "provider", c.fabric))
              return bad;

@@ -10,6 +10,7 @@
 #include "collective/store_limit.hpp"
 #include "util/pmix_mode.hpp"
 #include "util/result.hpp"
+#include "wire/health_check.hpp"
 
 namespace canopy {
 
@@ -41,6 +42,8 @@ struct Config {
     std::string stage_cache_dir = "/dev/shm";   // [stage] cache_dir: node-local base of the stage cache
     std::string stage_interposer;         // [stage] interposer: libcanopy_interpose.so; empty = next to canopy
     std::string fabric = "auto";          // [fabric] provider: how bulk data moves (docs/fabric.md)
+    // [health]: --health-check's settings, and whether every job checks its nodes (docs/health-check.md).
+    wire::HealthCheckSpec health;
     std::vector<std::string> loaded_from; // files that were read, in order, for --verbose
 };
 

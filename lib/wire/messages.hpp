@@ -14,6 +14,7 @@
 #include "util/result.hpp"
 #include "wire/codec.hpp"
 #include "wire/fields.hpp"
+#include "wire/health_check.hpp"
 #include "wire/timeouts.hpp"
 
 namespace canopy::wire {
@@ -202,10 +203,12 @@ struct JobSpec {
     // --synthetic-ranks (synthetic/synthetic_exchange.hpp): each node drives its ranks in-process through the exchange
     // instead of starting them; empty for a real job.
     std::string synthetic_ranks;
+    // --health-check: what every node checks before any rank starts.
+    HealthCheckSpec health_check;
 
     CANOPY_WIRE_FIELDS(apps, env, binding, ranks_per_node, master_addr, master_port, pmix, simple_pmi, trace, stage,
                        stage_cache_base, stage_interposer, output_marks, spawn_slots, line_buffer, fabric, timing_top,
-                       rank_store_limit, synthetic_ranks)
+                       rank_store_limit, synthetic_ranks, health_check)
 };
 
 // Everything a daemon needs to build its part of the tree and run its ranks.
@@ -550,11 +553,12 @@ struct StageFetchPush {
 
 // Which protocol a fence serves: each numbers its fences on its own, so a job whose ranks speak PMIx and simple
 // PMI at once (libcanopy in an MPICH program) never pairs one protocol's fence with the other's.
-// Each domain numbers its fences apart: PMIx fences, simple-PMI barriers, and PMIx connects and disconnects.
-enum class FenceDomain : std::uint8_t { pmix = 0, pmi = 1, pmix_connect = 2 };
+// Each domain numbers its fences apart: PMIx fences, simple-PMI barriers, PMIx connects and disconnects, and the
+// nodes' health verdicts before the ranks start (wire/health_check.hpp).
+enum class FenceDomain : std::uint8_t { pmix = 0, pmi = 1, pmix_connect = 2, health = 3 };
 constexpr EnumLimit wire_limit(FenceDomain)
 {
-    return {static_cast<std::uint8_t>(FenceDomain::pmix_connect), "domain"};
+    return {static_cast<std::uint8_t>(FenceDomain::health), "domain"};
 }
 
 // One chunk of a fence going up (a subtree's contribution, sent when every participant below has arrived) or

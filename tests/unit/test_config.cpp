@@ -112,6 +112,14 @@ cache_dir = "/local/scratch"
 interposer = "/opt/canopy/lib/libcanopy_interpose.so"
 [fabric]
 provider = "cxi"
+[health]
+enabled = true
+command = "/opt/nhc/nhc -a"
+timeout = 90
+min_free_disk = "10GiB"
+min_free_memory = 0
+max_clock_offset = 0.25
+gpus = 4
 )",
                                 "full.toml", Config{});
     ASSERT_TRUE(applied.ok()) << applied.error().message;
@@ -135,6 +143,28 @@ provider = "cxi"
     EXPECT_EQ(applied->stage_cache_dir, "/local/scratch");
     EXPECT_EQ(applied->stage_interposer, "/opt/canopy/lib/libcanopy_interpose.so");
     EXPECT_EQ(applied->fabric, "cxi");
+    EXPECT_TRUE(applied->health.enabled);
+    EXPECT_EQ(applied->health.command, "/opt/nhc/nhc -a");
+    EXPECT_DOUBLE_EQ(applied->health.command_timeout, 90.0);
+    EXPECT_EQ(applied->health.min_free_disk, std::uint64_t{10} << 30);
+    EXPECT_EQ(applied->health.min_free_memory, 0u);
+    EXPECT_DOUBLE_EQ(applied->health.max_clock_offset, 0.25);
+    EXPECT_EQ(applied->health.gpus, 4u);
+}
+
+TEST(ApplyConfig, HealthValuesAreChecked)
+{
+    EXPECT_EQ(apply_error("[health]\nenabled = \"yes\"\n"), "config /x/canopy.toml:2:11: enabled must be true or false");
+    EXPECT_EQ(apply_error("[health]\ntimeout = 0\n"),
+              "config /x/canopy.toml:2:11: timeout must be a number of seconds above 0, at most 86400 (a day)");
+    EXPECT_EQ(apply_error("[health]\nmin_free_disk = \"lots\"\n"),
+              "config /x/canopy.toml:2:17: min_free_disk must be a size such as \"16MiB\" or \"512K\", a number of bytes, "
+              "or 0 for no check, got \"lots\"");
+    EXPECT_EQ(apply_error("[health]\ngpus = -1\n"),
+              "config /x/canopy.toml:2:8: gpus must be the number of GPUs every node must show, from 0 (no check) to "
+              "4096");
+    EXPECT_EQ(apply_error("[health]\nmax_clock_offset = -1\n"),
+              "config /x/canopy.toml:2:20: max_clock_offset must be a number of seconds from 0 to 86400 (a day)");
 }
 
 TEST(ApplyConfig, StageAndPmixValuesAreChecked)
@@ -207,9 +237,9 @@ TEST(ApplyConfig, UnknownTableSuggestsSpelling)
 TEST(ApplyConfig, AnUnknownTableOrTopLevelKeyNamesEveryTable)
 {
     EXPECT_EQ(apply_error("[x]\na = 1\n"), "config /x/canopy.toml:1:2: unknown table [x]; canopy.toml has [launch], "
-                                           "[tree], [job], [bind], [stage] and [fabric]");
+                                           "[tree], [job], [bind], [stage], [fabric] and [health]");
     EXPECT_EQ(apply_error("zzz = 1\n"), "config /x/canopy.toml:1:1: unknown key 'zzz' at the top level; settings go "
-                                        "in [launch], [tree], [job], [bind], [stage] or [fabric]");
+                                        "in [launch], [tree], [job], [bind], [stage], [fabric] or [health]");
 }
 
 // Issue 38: a bind_address that is no address passed, and the launcher failed with 255 once it tried to listen.
