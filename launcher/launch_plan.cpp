@@ -26,6 +26,7 @@
 #include "report_files.hpp"
 #include "synthetic/synthetic_exchange.hpp"
 #include "tree/agent.hpp"
+#include "util/read_file.hpp"
 #include "wire/auth.hpp"
 
 namespace canopy {
@@ -71,6 +72,36 @@ Result<ResolvedHosts> resolve_hosts(const Options& options, const std::vector<st
         return ResolvedHosts{std::move(*hosts), "SLURM_JOB_NODELIST"};
     }
     return ResolvedHosts{{{this_host_name(), 0}}, "this machine"};
+}
+
+// --exclude: a file (an existing path, or a name with a '/'; empty is fine, as --bad-nodes writes it when no node
+// was bad) or a hostlist. Hosts it names that the allocation lacks are no error: an earlier job's list names nodes
+// of its own allocation.
+Status exclude_hosts(const std::string& exclude, ResolvedHosts& resolved)
+{
+    std::error_code error;
+    bool is_file = exclude.find('/') != std::string::npos || std::filesystem::is_regular_file(exclude, error);
+    Result<std::vector<HostEntry>> excluded = std::vector<HostEntry>{};
+    if (is_file) {
+        auto text = read_file(exclude, std::size_t{64} << 20, "--exclude");
+        if (!text)
+            return text.error();
+        excluded = parse_hostfile(*text, exclude);
+    } else {
+        excluded = parse_hosts_option(exclude);
+    }
+    if (!excluded)
+        return make_error("--exclude: {}", excluded.error().message);
+    std::set<std::string> names;
+    for (const auto& host : *excluded)
+        names.insert(host.name);
+    std::size_t before = resolved.hosts.size();
+    std::erase_if(resolved.hosts, [&](const HostEntry& host) { return names.contains(host.name); });
+    if (resolved.hosts.empty())
+        return make_error("--exclude {} leaves none of the {} host{} (from {})", exclude, before, before == 1 ? "" : "s",
+                          resolved.source);
+    resolved.source += fmt::format(", {} excluded", before - resolved.hosts.size());
+    return {};
 }
 
 // --env/-genv/-x settings as NAME=VALUE, each over `env`; -x NAME copies NAME from the launcher's environment.
@@ -226,6 +257,9 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
     auto resolved = resolve_hosts(options, environment);
     if (!resolved)
         return resolved.error();
+    if (options.exclude)
+        if (Status left_out = exclude_hosts(*options.exclude, *resolved); !left_out)
+            return left_out.error();
     if (options.nnodes && options.sim_nodes == 0) {
         auto wanted = static_cast<std::size_t>(*options.nnodes);
         if (resolved->hosts.size() < wanted)

@@ -344,6 +344,10 @@ const std::vector<OptionSpec>& option_table()
         {{"--nnodes"}, Takes::value, "N", "Ranks and hosts",
          "run on the first N hosts of the allocation (torchrun's N or N:N; canopy does not resize a job)",
          set_nnodes},
+        {{"--exclude"}, Takes::value, "HOSTS|FILE", "Ranks and hosts",
+         "leave these hosts out of the allocation: a hostlist (n[1-4],n9) or a file of one host a line, such as "
+         "--bad-nodes writes (Slurm's --exclude)",
+         [](ParseState& s, ArgCursor& c) { return store_string(s.options.exclude, c); }},
         {{"--standalone"}, Takes::nothing, "", "Ranks and hosts",
          "run on this machine alone, whatever PBS or Slurm allocated (torchrun)",
          [](ParseState& s, ArgCursor& c) {

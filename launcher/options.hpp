@@ -37,6 +37,7 @@ struct Options {
     long sim_nodes = 0;
     std::optional<std::string> synthetic_ranks;   // --synthetic-ranks, canonical (synthetic/synthetic_exchange.hpp)
     std::optional<long> nnodes;   // torchrun's --nnodes: the first N hosts
+    std::optional<std::string> exclude;   // --exclude HOSTS|FILE: hosts left out of the allocation
     bool standalone = false;      // torchrun's --standalone: this machine alone, whatever the allocation says
     std::vector<EnvAssignment> env; // -genv: every program's ranks, in command-line order
     EnvMode env_mode = EnvMode::all;

@@ -25,8 +25,8 @@ void HealthVerdict::start()
 
 void HealthVerdict::judge(std::int32_t status, const std::vector<std::uint8_t>& result)
 {
-    if (status != 0)
-        return;   // a node failed on its way: that failure ends the job, with its own line
+    if (status != 0 || stopped_)
+        return;   // the job is ending already, with its own line
     auto bad = wire::decode_health_verdicts(result);
     if (!bad) {
         control_.fail(exit_infrastructure, fmt::format("health check: {}", bad.error().message));

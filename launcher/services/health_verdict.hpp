@@ -18,6 +18,8 @@ public:
                   RootControl& control);
 
     void start() override;
+    // The job ends for another reason (a node that could not set up, a signal): its line stands alone.
+    void stop(const std::string&) override { stopped_ = true; }
 
 private:
     void judge(std::int32_t status, const std::vector<std::uint8_t>& result);
@@ -26,6 +28,7 @@ private:
     std::size_t nodes_;
     std::optional<std::string> bad_nodes_file_;
     RootControl& control_;
+    bool stopped_ = false;
 };
 
 } // namespace canopy

@@ -107,3 +107,37 @@ def test_a_malformed_health_setting_names_the_file_and_key(sandbox, run_canopy):
     lines = result.canopy_lines()
     assert len(lines) == 1 and "health.toml:2" in lines[0] and "timeout must be a number of seconds above 0" in \
         lines[0], result.describe()
+
+
+def test_the_next_job_leaves_out_the_bad_nodes_with_exclude(sandbox, run_canopy):
+    ran = sandbox.root / "ran"
+    ran.mkdir()
+    bad_nodes = sandbox.root / "bad-nodes"
+    check = 'case "$CANOPY_NODE" in sim0001|sim0004) echo "ECC errors"; exit 1;; esac'
+    first = run_canopy(["--sim-nodes", "6", "--health-check=" + check, "--bad-nodes", bad_nodes, "true"], timeout=60)
+    assert first.returncode == 255, first.describe()
+    assert [line.split()[0] for line in bad_nodes.read_text().splitlines()] == ["sim0001", "sim0004"]
+    second = run_canopy(["--sim-nodes", "6", "--exclude", bad_nodes, "--health-check=" + check, "-l", "sh", "-c",
+                         'echo "$CANOPY_NODE"'], timeout=60)
+    assert second.returncode == 0, second.describe()
+    assert sorted(line.split()[1] for line in second.stdout.splitlines()) == \
+        ["sim0000", "sim0002", "sim0003", "sim0005"], second.describe()
+
+
+def test_exclude_takes_a_hostlist_and_says_what_it_left_out(sandbox, run_canopy):
+    result = run_canopy(["--sim-nodes", "4", "--exclude", "sim000[1,3]", "--dry-run", "true"])
+    assert result.returncode == 0, result.describe()
+    assert "Job: 2 ranks on 2 nodes (hosts from --sim-nodes, 2 excluded): true" in result.stdout, result.describe()
+    assert "node 0 sim0000: rank 0" in result.stdout and "node 1 sim0002: rank 1" in result.stdout, result.describe()
+    empty = sandbox.root / "none-bad"
+    empty.write_text("")
+    kept = run_canopy(["--sim-nodes", "3", "--exclude", empty, "--dry-run", "true"])
+    assert kept.returncode == 0 and "3 ranks on 3 nodes (hosts from --sim-nodes, 0 excluded)" in kept.stdout, \
+        kept.describe()
+
+
+def test_excluding_every_host_is_refused_before_anything_starts(sandbox, run_canopy):
+    result = run_canopy(["--sim-nodes", "2", "--exclude", "sim000[0-1]", "true"])
+    assert result.returncode == 2, result.describe()
+    assert result.canopy_lines() == [
+        "canopy: --exclude sim000[0-1] leaves none of the 2 hosts (from --sim-nodes)"], result.describe()
