@@ -75,8 +75,6 @@ void TreeCollectives::subtree_complete(const FenceId& id, std::int32_t status, B
     fence_status_.erase(id);
     if (position_ == 0) {
         // The root turns the fence around: its result goes down every subtree that took part.
-        if (auto watcher = result_watchers_.find(id.domain); watcher != result_watchers_.end())
-            watcher->second(status, blob);
         wire::FenceDown down;
         down.domain = id.domain;
         down.participants = id.participants;
@@ -86,6 +84,9 @@ void TreeCollectives::subtree_complete(const FenceId& id, std::int32_t status, B
         auto children = tracker_.route(id.participants).children;
         send_chunks(down, blob,
                     [&](std::vector<std::uint8_t> frame) { send_down(children, std::move(frame), down.bulk); });
+        // After it went down: a watcher may end the job.
+        if (auto watcher = result_watchers_.find(id.domain); watcher != result_watchers_.end())
+            watcher->second(status, blob);
         return;
     }
     wire::FenceUp up;

@@ -53,7 +53,8 @@ public:
                wire::FenceDomain domain = wire::FenceDomain::pmix, bool local_failed = false) override;
 
     // At the root: `seen` gets the result of every fence in `domain` as it turns around (its status: 0, or a
-    // participant failed), before it goes down. The root takes no part in fences; this is how it reads one.
+    // participant failed), once it has gone down; `seen` may end the job. The root takes no part in fences: this is
+    // how it reads one.
     void watch_results(wire::FenceDomain domain, std::function<void(std::int32_t status, const Bytes& result)> seen);
 
     // What this position serves: every component registers its own requests' handlers here.

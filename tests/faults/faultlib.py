@@ -30,11 +30,13 @@ GRACE_SECONDS = 3.0
 # job on the machine.
 SHM_SETTLE_SECONDS = 15.0
 
-PHASES = ["tree", "staging", "fence", "mpi_init", "pmi_init", "steady", "teardown"]
+PHASES = ["tree", "staging", "health_check", "fence", "mpi_init", "pmi_init", "steady", "teardown"]
 FAULTS = ["kill_rank", "kill_leaf", "kill_interior", "kill_launcher", "term_launcher", "int_launcher",
           "stop_leaf", "stop_interior", "slow_leaf"]
 # Before any rank exists there is no rank to kill.
-NOT_APPLICABLE = {("kill_rank", "tree"), ("kill_rank", "staging")}
+NOT_APPLICABLE = {("kill_rank", "tree"), ("kill_rank", "staging"), ("kill_rank", "health_check")}
+# --health-check: each node's command runs this long, so that a fault lands while the nodes check themselves.
+HEALTH_CHECK_SECONDS = 1.5
 
 
 def node_ranks(node):
@@ -156,7 +158,8 @@ def job_arguments(fault, phase, marks: Marks, staged: StagedTree | None, config:
         return tree + [PROGRAMS / "fence_rank", marks.directory, steady]
     program = PROGRAMS / ("mpich_phase_rank" if phase == "pmi_init" else "phase_rank")
     staging = ["--stage", staged.dir, "--stage-manifest", staged.manifest] if phase == "staging" else []
-    return tree + staging + [program, marks.directory, steady]
+    health = [f"--health-check=sleep {HEALTH_CHECK_SECONDS}"] if phase == "health_check" else []
+    return tree + staging + health + [program, marks.directory, steady]
 
 
 def wait_for_moment(fault, phase, marks: Marks, sandbox: JobSandbox, job, rng: random.Random):
@@ -170,11 +173,12 @@ def wait_for_moment(fault, phase, marks: Marks, sandbox: JobSandbox, job, rng: r
         node = target_node(fault) if fault != "kill_rank" else None
         return bool(wait_until(lambda: not alive() or daemon_for_node(node or INTERIOR, sandbox.marker), 30, 0.002)) \
             and alive()
-    if phase == "staging":
-        # Every daemon is up and the cache is on its way down the tree; no rank has started yet.
+    if phase in ("staging", "health_check"):
+        # Every daemon is up and the cache is on its way down the tree, or every node checks itself; no rank has
+        # started yet.
         if not wait_until(lambda: not alive() or len(daemon_pids(sandbox.marker)) >= NODES, 30, 0.005):
             return False
-        time.sleep(rng.uniform(0.0, 0.2))
+        time.sleep(rng.uniform(0.0, 0.2 if phase == "staging" else HEALTH_CHECK_SECONDS / 2))
         return alive()
     wanted = {"fence": ("fence", RANKS - 1), "mpi_init": ("init", RANKS), "pmi_init": ("init", RANKS),
               "steady": ("run", RANKS), "teardown": ("done", 1)}[phase]
@@ -301,8 +305,9 @@ def run_one(fault, phase, workdir: Path, staged: StagedTree | None, rng: random.
             reached = marks.reached(target_node(fault))
             named = inject(fault, marks, sandbox, job, slow)
             # Where the fault landed: the furthest phase of the ranks it hits; before them, the tree still growing
-            # or, once every daemon is up, the staging.
-            outcome.hit = reached or ("tree" if daemons < NODES or phase == "tree" else "staging")
+            # or, once every daemon is up, the staging or the health check.
+            outcome.hit = reached or ("tree" if daemons < NODES or phase == "tree"
+                                      else "health_check" if phase == "health_check" else "staging")
         else:
             named = None
         faulted = time.monotonic()

@@ -10,6 +10,7 @@ SUBSET = [
     ("kill_rank", "mpi_init"),
     ("kill_rank", "fence"),
     ("kill_leaf", "staging"),
+    ("stop_interior", "health_check"),
     ("kill_interior", "steady"),
     ("kill_interior", "pmi_init"),
     ("kill_launcher", "tree"),

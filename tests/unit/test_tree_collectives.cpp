@@ -175,6 +175,34 @@ TEST(TreeCollectives, AFenceWhoseLocalParticipantDiedFailsOnEveryNode)
         EXPECT_FALSE(succeeded) << "position " << position;
 }
 
+TEST(TreeCollectives, TheRootReadsAWatchedDomainsResultOnceItHasGoneDown)
+{
+    // --health-check: the root names the bad nodes from the same bytes every node gets; other domains pass unseen.
+    Tree tree(7, 2, std::vector<std::uint64_t>(7, 1));
+    std::vector<Bytes> seen;
+    std::map<long, Bytes> results;
+    tree.at(0).watch_results(wire::FenceDomain::health, [&](std::int32_t status, const Bytes& result) {
+        EXPECT_EQ(status, 0);
+        EXPECT_EQ(results.size(), 0u) << "the root reads the result as it turns around, before any node has it";
+        seen.push_back(result);
+    });
+    for (long position = 1; position <= 7; ++position) {
+        tree.at(position).fence({}, position == 3 ? node_blob(position) : Bytes{},
+                                [&, position](Status status, Bytes blob) {
+                                    ASSERT_TRUE(status.ok());
+                                    results[position] = std::move(blob);
+                                },
+                                wire::FenceDomain::health);
+        tree.at(position).fence({}, node_blob(position), [](Status, Bytes) {}, wire::FenceDomain::pmix);
+    }
+    tree.run();
+    ASSERT_EQ(seen.size(), 1u);
+    EXPECT_EQ(seen.front(), node_blob(3));
+    ASSERT_EQ(results.size(), 7u);
+    for (const auto& [position, blob] : results)
+        EXPECT_EQ(blob, node_blob(3)) << "position " << position;
+}
+
 TEST(TreeCollectives, SubsetFenceInvolvesOnlyItsNodes)
 {
     // Ranks 2 and 9: nodes 1 and 4 (positions 2 and 5) of 7 nodes with 2 ranks each.
