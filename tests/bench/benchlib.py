@@ -157,6 +157,19 @@ def run_once(argv, env, timeout, stderr_filter=("setpgid",), cgroup_cpu=False):
             "started_epoch": started_epoch, "cgroup_cpu_seconds": cgroup_seconds}
 
 
+def timed_job(command, bench):
+    """(wall seconds, CPU seconds of every process it started) of one job run to its end; a failure stops `bench`."""
+    start = time.monotonic()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.monotonic() - start
+    stderr = process.stderr.read().decode(errors="replace")
+    process.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"{bench}: {' '.join(map(str, command))} failed: {stderr.strip()}")
+    return wall, usage.ru_utime + usage.ru_stime
+
+
 def summarize(times):
     if not times:
         return None

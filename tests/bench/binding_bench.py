@@ -5,27 +5,16 @@ of binding, interleaved round by round so the machine's drift falls on every row
     python3 tests/bench/binding_bench.py --base /path/to/older/build --nodes 256 --runs 5
 """
 import argparse
-import os
 import statistics
-import subprocess
-import sys
-import time
 from pathlib import Path
+
+import benchlib
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def timed(command):
-    """(wall seconds, CPU seconds of every process it started) of one run; a failure stops the bench."""
-    start = time.monotonic()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(process.pid, 0)
-    wall = time.monotonic() - start
-    stderr = process.stderr.read().decode(errors="replace")
-    process.stderr.close()
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"binding_bench: {' '.join(map(str, command))} failed: {stderr.strip()}")
-    return wall, usage.ru_utime + usage.ru_stime
+    return benchlib.timed_job(command, "binding_bench")
 
 
 def main():
