@@ -655,12 +655,6 @@ void Daemon::send_up(std::vector<std::uint8_t> frame, bool urgent)
         parent_->send(std::move(frame), urgent);
 }
 
-double Daemon::parent_clock_offset() const
-{
-    // Our clock + clock_offset_ns_ = the root's, and the parent's + root_offset_ns = the root's.
-    return static_cast<double>(plan_->root_offset_ns - clock_offset_ns_) / 1e9;
-}
-
 double Daemon::since_launch(std::int64_t local_ns) const
 {
     return static_cast<double>(local_ns + clock_offset_ns_ - plan_->launcher_start_ns) / 1e9;

@@ -111,7 +111,11 @@ private:
     NodeTempDir::BeforeCreate watch_for_guard() override;
     bool watch_path(const std::string& path) override { return guard_ && guard_->watch_path(path); }
     ProcessReaper& reaper() override { return reaper_; }
-    double parent_clock_offset() const override;
+    // Our clock + clock_offset_ns_ = the root's, and the parent's + root_offset_ns = the root's.
+    double parent_clock_offset() const override
+    {
+        return static_cast<double>(plan_->root_offset_ns - clock_offset_ns_) / 1e9;
+    }
     // The node cannot run ranks (its temp dir or stage cache could not be made): `message` goes to the root, which
     // ends the job, and this node starts none.
     void fail_setup(const std::string& message) override;

@@ -170,6 +170,28 @@ def timed_job(command, bench):
     return wall, usage.ru_utime + usage.ru_stime
 
 
+def option_cost_table(rows, runs, nodes, reference, bench):
+    """Runs each row's command (name -> argv) once untimed, then `runs` times interleaved round by round, so the
+    machine's drift falls on every row alike; prints the medians against row `reference`, with the CPU above it per
+    node."""
+    results = {name: [] for name in rows}
+    for command in rows.values():   # page cache, first dlopen
+        timed_job(command, bench)
+    for _ in range(runs):
+        for name, command in rows.items():
+            results[name].append(timed_job(command, bench))
+    ref_wall = statistics.median(w for w, _ in results[reference])
+    ref_cpu = statistics.median(c for _, c in results[reference])
+    print(f"{nodes} simulated nodes, `true`, {runs} interleaved runs, medians; against '{reference}'")
+    print("| row | wall [s] | CPU [s] | wall ratio | CPU ratio | CPU above it per node |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for name, measured in results.items():
+        wall = statistics.median(w for w, _ in measured)
+        cpu = statistics.median(c for _, c in measured)
+        print(f"| {name} | {wall:.3f} | {cpu:.3f} | {wall / ref_wall:.3f} | {cpu / ref_cpu:.3f} | "
+              f"{(cpu - ref_cpu) / nodes * 1000:.2f} ms |")
+
+
 def summarize(times):
     if not times:
         return None

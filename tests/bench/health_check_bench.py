@@ -6,7 +6,6 @@ drift falls on every row alike (docs/performance.md).
     python3 tests/bench/health_check_bench.py --base /path/to/older/build --nodes 256 --runs 7
 """
 import argparse
-import statistics
 from pathlib import Path
 
 import benchlib
@@ -30,24 +29,8 @@ def main():
     rows["this, no check"] = [this] + job
     rows["this, --health-check (built-in checks)"] = [this, "--health-check"] + job
     rows["this, --health-check=true (and a command)"] = [this, "--health-check=true"] + job
-    results = {name: [] for name in rows}
-    for command in rows.values():   # one untimed run each: page cache, first dlopen
-        benchlib.timed_job(command, "health_check_bench")
-    for _ in range(args.runs):
-        for name, command in rows.items():
-            results[name].append(benchlib.timed_job(command, "health_check_bench"))
     reference = "base, no check" if args.base else "this, no check"
-    ref_wall = statistics.median(w for w, _ in results[reference])
-    ref_cpu = statistics.median(c for _, c in results[reference])
-    print(f"{args.nodes} simulated nodes, `true`, {args.runs} interleaved runs, medians; against '{reference}'")
-    print("| row | wall [s] | CPU [s] | wall ratio | CPU ratio | CPU above it per node |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for name, runs in results.items():
-        wall = statistics.median(w for w, _ in runs)
-        cpu = statistics.median(c for _, c in runs)
-        print(f"| {name} | {wall:.3f} | {cpu:.3f} | {wall / ref_wall:.3f} | {cpu / ref_cpu:.3f} | "
-              f"{(cpu - ref_cpu) / args.nodes * 1000:.2f} ms |")
-
+    benchlib.option_cost_table(rows, args.runs, args.nodes, reference, "health_check_bench")
 
 if __name__ == "__main__":
     main()
