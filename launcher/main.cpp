@@ -17,6 +17,7 @@
 #include "launch_plan.hpp"
 #include "options.hpp"
 #include "proc/process.hpp"
+#include "proc/rank_env.hpp"
 #include "report_command.hpp"
 #include "report_files.hpp"
 #include "root.hpp"
@@ -26,18 +27,7 @@
 #include "timing/html_report.hpp"
 #include "util/log.hpp"
 
-extern char** environ;
-
 namespace {
-
-
-std::vector<std::string> own_environment()
-{
-    std::vector<std::string> env;
-    for (char** entry = environ; *entry; ++entry)
-        env.emplace_back(*entry);
-    return env;
-}
 
 // An interrupt after the job ended well, until the process is gone, still gives 128+N (README: exit codes).
 // Root::run leaves SIGINT, SIGTERM and SIGHUP blocked after its last look at them; one arriving while the Root is
@@ -123,7 +113,7 @@ int main(int argc, char** argv)
     auto daemon = canopy::find_local_daemon("/proc/self/exe");
     if (!daemon)
         return usage_error(daemon.error().message);
-    auto plan = canopy::make_root_plan(*options, *config, own_environment(), *daemon);
+    auto plan = canopy::make_root_plan(*options, *config, canopy::own_environment(), *daemon);
     if (!plan)
         return usage_error(plan.error().message);
     std::int64_t hosts_resolved_ns = canopy::timing::now_ns();

@@ -14,9 +14,8 @@
 #include "launch_plan.hpp"
 #include "options.hpp"
 #include "proc/process.hpp"
+#include "proc/rank_env.hpp"
 #include "stage/index.hpp"
-
-extern char** environ;
 
 namespace canopy {
 namespace {
@@ -49,17 +48,7 @@ std::string join(const std::vector<std::string>& parts, char separator)
 // Runs the command with the recording environment; returns its wait status, or an error.
 Result<int> run_recorded(const std::vector<std::string>& command, const std::vector<std::string>& extra_env)
 {
-    std::vector<std::string> env;
-    for (char** entry = environ; *entry; ++entry) {
-        std::string_view kv = *entry;
-        bool replaced = false;
-        for (const auto& extra : extra_env)
-            if (kv.starts_with(extra.substr(0, extra.find('=') + 1)))
-                replaced = true;
-        if (!replaced)
-            env.emplace_back(kv);
-    }
-    env.insert(env.end(), extra_env.begin(), extra_env.end());
+    std::vector<std::string> env = environment_with(own_environment(), extra_env);
     std::vector<char*> argv, envp;
     for (const auto& arg : command)
         argv.push_back(const_cast<char*>(arg.c_str()));

@@ -4,16 +4,14 @@
 #include <signal.h>
 
 #include <chrono>
-#include <cstring>
 
 #include <boost/asio/post.hpp>
 #include <fmt/format.h>
 
 #include "affinity/binding_request.hpp"
 #include "health/node_checks.hpp"
+#include "proc/rank_env.hpp"
 #include "util/log.hpp"
-
-extern char** environ;
 
 namespace canopy {
 namespace asio = boost::asio;
@@ -102,12 +100,8 @@ void NodeHealthCheck::start_command(std::string built_in_problem)
     }
     SpawnRequest request;
     request.argv = {"/bin/sh", "-c", spec_.command};
-    std::vector<std::string> env;
-    for (char** entry = environ; *entry; ++entry)
-        if (std::strncmp(*entry, "CANOPY_NODE=", 12) != 0)
-            env.emplace_back(*entry);
-    env.push_back("CANOPY_NODE=" + site_.node);
-    request.env = std::move(env);
+    request.env = own_environment();
+    set_environment_value(*request.env, "CANOPY_NODE", site_.node);
     request.stdout_fd = pipe->write_end.get();
     request.stderr_fd = pipe->write_end.get();
     request.parent_death_signal = SIGKILL;

@@ -5,6 +5,8 @@
 #include <set>
 #include <string_view>
 
+extern char** environ;
+
 namespace canopy {
 
 namespace {
@@ -108,6 +110,14 @@ void add_environment_default(std::vector<std::string>& env, std::string setting)
         if (existing.starts_with(name))
             return;
     env.push_back(std::move(setting));
+}
+
+std::vector<std::string> own_environment()
+{
+    std::vector<std::string> env;
+    for (char** entry = environ; entry && *entry; ++entry)
+        env.emplace_back(*entry);
+    return env;
 }
 
 void set_environment_value(std::vector<std::string>& env, const std::string& name, const std::string& value)

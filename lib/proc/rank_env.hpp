@@ -27,6 +27,9 @@ struct RankIdentity {
 // settings) are dropped, for the node's own servers to set. Allocation-level variables (SLURM_JOB_ID) pass.
 std::vector<std::string> rank_environment(const std::vector<std::string>& base, const RankIdentity& who);
 
+// This process's own environment, as NAME=VALUE entries.
+std::vector<std::string> own_environment();
+
 // The value of NAME in a NAME=VALUE list, or empty.
 std::string environment_value(const std::vector<std::string>& env, const std::string& name);
 
