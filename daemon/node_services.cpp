@@ -188,30 +188,37 @@ void NodeServices::start_synthetic_ranks()
     RankBlocks blocks(plan_.job.ranks_per_node);
     long index = Topology::position_to_node(position_number_);
     SyntheticNode node{blocks.first_rank(index), blocks.local_size(index), blocks.world_size(), node_};
-    // The PMIx paths fetch as the PMIx host does (pmix_daemon_calls()).
+    // The PMIx paths fetch as the PMIx host does.
     SyntheticTree tree;
-    tree.direct_modex = pmix_daemon_calls().direct_modex;
+    tree.direct_modex = [this](long rank, std::function<void(Status, Bytes)> done) {
+        fetch_direct_modex(rank, std::move(done));
+    };
     tree.fail = [this](long rank, std::string message) { control_.report_abort(rank, 1, message); };
     tree.now = [this] { return control_.since_launch(timing::now_ns()); };
     add_rank_service(
         std::make_unique<SyntheticRanks>(io_, *spec, std::move(node), position_.collectives(), std::move(tree)));
 }
 
+void NodeServices::fetch_direct_modex(long rank, std::function<void(Status, Bytes)> done)
+{
+    long target = position_.collectives().position_of_rank(rank);
+    if (target < 0) {
+        done(make_error("the job has no rank {}", rank), {});
+        return;
+    }
+    position_.collectives().request<wire::DirectModexRequest>(
+        target, {static_cast<std::uint64_t>(rank)}, [done = std::move(done)](Result<wire::ModexData> reply) {
+            if (!reply)
+                return done(reply.error(), {});
+            done(Status{}, std::move(reply->blob));
+        });
+}
+
 PmixDaemonCalls NodeServices::pmix_daemon_calls()
 {
     PmixDaemonCalls calls;
     calls.direct_modex = [this](long rank, std::function<void(Status, Bytes)> done) {
-        long target = position_.collectives().position_of_rank(rank);
-        if (target < 0) {
-            done(make_error("the job has no rank {}", rank), {});
-            return;
-        }
-        position_.collectives().request<wire::DirectModexRequest>(
-            target, {static_cast<std::uint64_t>(rank)}, [done = std::move(done)](Result<wire::ModexData> reply) {
-                if (!reply)
-                    return done(reply.error(), {});
-                done(Status{}, std::move(reply->blob));
-            });
+        fetch_direct_modex(rank, std::move(done));
     };
     calls.abort = [this](long rank, int status, std::string message) { control_.report_abort(rank, status, message); };
     calls.spawn = [this](wire::SpawnRequest request, std::function<void(Status, wire::SpawnReply)> done) {

@@ -74,6 +74,8 @@ private:
     void start_rank_socket();
     // What the PMIx server asks of the daemon besides the job's exchange: direct modex, spawn, aborts, output, limits.
     PmixDaemonCalls pmix_daemon_calls();
+    // A rank's PMIx blob, fetched from the node hosting it (RoutedOp::direct_modex).
+    void fetch_direct_modex(long rank, std::function<void(Status, Bytes)> done);
     // The job's limit on what a rank stores, as the services count against it; empty functions when there is none.
     std::function<bool(long rank, const std::string& key, std::uint64_t bytes, std::string_view how)> keep_in_limit();
     std::function<void(long rank, const std::string& key)> drop_from_limit();
