@@ -324,6 +324,7 @@ void Daemon::join_tree_position()
                                                std::move(hooks), phases_, trace_);
     register_parent_handlers();
     register_child_handlers();
+    make_rank_restarts();
 
     long index = Topology::position_to_node(args_.position);
     std::string listen_address = plan.simulated               ? simulated_node_address(index)
@@ -397,7 +398,7 @@ void Daemon::make_rank_spawner()
         phases_.add(rank_phase(rank, "runtime"), static_cast<double>(time_ns - rank_spawn_ns_[rank]) / 1e9,
                     rank_label(rank));
         trace(rank, "run", since_launch(time_ns), static_cast<double>(time_ns - rank_spawn_ns_[rank]) / 1e9);
-        if (status != 0 && !position_->leaving()) {
+        if (status != 0 && !position_->leaving() && !(restarts_ && restarts_->stopping())) {
             wire::RankFailed failed{static_cast<std::uint64_t>(rank), node_, 0, 0, {}, time_ns + clock_offset_ns_,
                                     wire::RankFailure::exited, {}, {}};
             if (WIFSIGNALED(status))
@@ -414,6 +415,8 @@ void Daemon::make_rank_spawner()
         if (late_ranks_.erase(rank))
             report_late_ranks(false, 1);
         position_->advance();
+        if (restarts_)
+            restarts_->rank_exited();
     };
     events.group_ended = [this](pid_t group) {
         if (guard_)
@@ -433,6 +436,8 @@ void Daemon::make_rank_spawner()
         report_rank_failure({static_cast<std::uint64_t>(rank), node_, failure.exit_code, 0, failure.message,
                              timing::now_ns() + clock_offset_ns_, wire::RankFailure::never_started, {}, {}});
         position_->advance();
+        if (restarts_)
+            restarts_->rank_exited();
     };
     ranks_ = std::make_unique<RankSpawner>(io_, reaper_, std::move(events));
     if (!wants_rank_cgroup(*plan_))
@@ -440,6 +445,35 @@ void Daemon::make_rank_spawner()
     ranks_->hold_output(output_flow_->hold());   // the way up may be blocked already, by the children's output
     if (!plan_->job.line_buffer)
         ranks_->set_partial_line_wait(partial_line_wait);
+}
+
+void Daemon::make_rank_restarts()
+{
+    if (plan_->job.max_restarts == 0)
+        return;
+    RankRestarts::Hooks hooks;
+    hooks.stop_ranks = [this] {
+        if (!ranks_->all_finished())
+            ranks_->terminate(abort_grace_seconds);
+    };
+    hooks.ranks_gone = [this] { return ranks_->all_finished(); };
+    hooks.start_attempt = [this](long attempt) {
+        // Every node's old ranks are gone and their fences have come down: what still waits for them never will.
+        position_->restart_ranks("the job's ranks are restarting");
+        store_limit_->forget_ranks();
+        for (auto& service : rank_services())
+            if (auto fresh = service->next_attempt(attempt); !fresh) {
+                report_error(node_, fresh.error().message);   // the root ends the job
+                return;
+            }
+        ranks_->next_attempt();
+        if (output_marks_)   // each attempt's ranks mark their own first step
+            output_marks_.emplace(plan_->job.output_marks);
+        rank_spawn_ns_.clear();
+        reported_failure_ = false;
+        start_ranks_when_ready();
+    };
+    restarts_ = std::make_unique<RankRestarts>(*position_, std::move(hooks));
 }
 
 void Daemon::start_ranks_when_ready()
@@ -460,7 +494,8 @@ void Daemon::start_ranks_when_ready()
 void Daemon::start_ranks()
 {
     NodeSite site{node_, tmpdir_.path(), Topology::position_to_node(args_.position),
-                  static_cast<long>(plan_->hosts.size()), plan_->simulated, plan_->job_id};
+                  static_cast<long>(plan_->hosts.size()), plan_->simulated, plan_->job_id,
+                  restarts_ ? restarts_->attempt() : 0};
     auto batch = plan_node_ranks(plan_->job, site, rank_services(),
                                  [this](const std::string& message) { report_error(node_, message); });
     if (batch.launches.empty() || !plan_->job.synthetic_ranks.empty()) {
@@ -559,9 +594,9 @@ void Daemon::on_entered(TreePosition::State step)
         send_up(wire::to_frame(wire::SubtreeDone{ranks_->total() + position_->done_below(),
                                                  phases_.take(), std::move(trace_)}));
         // Nothing is left to do: leaving now, rather than on the root's shutdown, makes an orderly teardown one
-        // sweep up the tree instead of a sweep down and one up. Unless the job may spawn ranks onto this node:
-        // then it stays until the root's shutdown.
-        if (plan_->job.spawn_slots == 0)
+        // sweep up the tree instead of a sweep down and one up. Unless the job may spawn ranks onto this node, or
+        // restart them: then it stays until the root's shutdown.
+        if (plan_->job.spawn_slots == 0 && plan_->job.max_restarts == 0)
             position_->leave(false);
         break;
     }
@@ -635,7 +670,7 @@ void Daemon::report_error(const std::string& node, const std::string& message)
 
 void Daemon::report_rank_failure(const wire::RankFailed& failed)
 {
-    if (reported_failure_)
+    if (reported_failure_ || (restarts_ && restarts_->stopping()))
         return;
     reported_failure_ = true;
     send_up(wire::to_frame(failed));

@@ -25,6 +25,7 @@
 #include "node_services.hpp"
 #include "rank_service.hpp"
 #include "rank_spawner.hpp"
+#include "restart/rank_restarts.hpp"
 #include "timing/sketch.hpp"
 #include "tree/link.hpp"
 #include "tree/relay_pacing.hpp"
@@ -87,6 +88,8 @@ private:
     // What children send that is not a report of their subtree or a collective: passed up, or a failure noted.
     void register_child_handlers();
     void make_rank_spawner();
+    // --max-restarts: the node's part of a restart (restart/rank_restarts.hpp), once planned.
+    void make_rank_restarts();
     // The node's services for its ranks, once planned (none before).
     std::vector<std::unique_ptr<RankService>>& rank_services();
     // Starts the ranks once every service lets them (a staged job's wait for the node cache).
@@ -150,6 +153,7 @@ private:
     std::optional<wire::LaunchPlan> plan_;
     std::unique_ptr<TreePosition> position_;   // children, their reports and the collectives, once planned
     std::unique_ptr<RankSpawner> ranks_;
+    std::unique_ptr<RankRestarts> restarts_;   // --max-restarts, once planned
     std::optional<StoreLimit> store_limit_;   // what each rank keeps in the job's stores, once planned
     std::optional<NodeServices> services_;   // each adds to every rank's launch, once planned
     std::optional<OutputMarks> output_marks_;                    // --mark-on-output

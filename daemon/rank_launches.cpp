@@ -4,6 +4,7 @@
 #include <sys/vfs.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <optional>
 
 #include <fmt/format.h>
@@ -92,6 +93,8 @@ RankBatch plan_node_ranks(const wire::JobSpec& job, const NodeSite& site,
         who.job_id = site.job_id;
         who.node_tmpdir = site.tmpdir;
         who.appnum = appnum;
+        who.restart_count = site.restart_count;
+        who.max_restarts = static_cast<long>(job.max_restarts);
         RankLaunch launch;
         launch.rank = first_tree_rank + who.rank;
         launch.appnum = appnum;
@@ -100,8 +103,14 @@ RankBatch plan_node_ranks(const wire::JobSpec& job, const NodeSite& site,
         launch.wdir = app.wdir;
         launch.env = rank_environment(program->env, who);
         // Each rank its own file, as torchrun gives; one inherited from an outer torchrun would be shared.
-        if (!site.tmpdir.empty())
-            set_environment_value(launch.env, "TORCHELASTIC_ERROR_FILE", error_file_for(site.tmpdir, launch.rank));
+        if (!site.tmpdir.empty()) {
+            auto error_file = error_file_for(site.tmpdir, launch.rank);
+            if (site.restart_count > 0) {   // what the last attempt's rank recorded is not this one's failure
+                std::error_code ignored;
+                std::filesystem::remove(error_file, ignored);
+            }
+            set_environment_value(launch.env, "TORCHELASTIC_ERROR_FILE", error_file);
+        }
         for (auto& service : services)
             if (auto prepared = service->prepare_rank(launch); !prepared)
                 report_error(prepared.error().message);
@@ -133,7 +142,9 @@ RankBatch plan_node_ranks(const wire::JobSpec& job, const NodeSite& site,
                     launch.numa_nodes = binding.numa;
             }
         }
-        launch.takes_stdin = launch.rank == 0;   // the job's rank 0 only
+        // The job's rank 0 only, and in the first attempt only: what a restarted one would read is the middle of the
+        // stream, which the old rank 0 began to read.
+        launch.takes_stdin = launch.rank == 0 && site.restart_count == 0;
         batch.launches.push_back(std::move(launch));
     }
     if (!bindings)

@@ -21,6 +21,7 @@ struct NodeSite {
     long nodes = 0;        // nodes in the job
     bool simulated = false;
     std::string job_id;
+    long restart_count = 0;   // which attempt of the job's ranks (--max-restarts): 0 for the first
 };
 
 struct RankBatch {

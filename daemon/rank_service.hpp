@@ -47,6 +47,10 @@ public:
     virtual void record(timing::PhaseSet& /*phases*/, const std::string& /*node*/) {}
     // The job is ending on this node: stop serving, before the node's temp dir goes.
     virtual void stop() = 0;
+    // The job's ranks restart (--max-restarts): every rank of every node has exited, and the ranks of attempt
+    // `attempt` (1 for the first restart) are about to be prepared here. The service forgets the old ranks and
+    // serves the new ones as fresh; an error (a state it cannot start over) ends the job instead.
+    virtual Status next_attempt(long /*attempt*/) { return {}; }
 };
 
 } // namespace canopy

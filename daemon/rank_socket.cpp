@@ -92,12 +92,29 @@ std::unique_ptr<RankSocket> RankSocket::start(boost::asio::io_context& io, const
 RankSocket::RankSocket(boost::asio::io_context& io, Hooks hooks, std::string node)
     : io_(io), hooks_(std::move(hooks)), node_(std::move(node))
 {
+    make_store_cache();
+}
+
+void RankSocket::make_store_cache()
+{
     // Store requests go through the node's cache (store_cache.*): known keys are read here, the rest goes to the
     // root's JobStore.
     store_cache_ = std::make_unique<StoreCache>(
         [this](wire::StoreRequest request, RoutedServices::Reply<wire::StoreRequest> done) {
             hooks_.to_root(std::move(request), std::move(done));
         });
+}
+
+Status RankSocket::next_attempt(long)
+{
+    // The root's job store starts empty again: so does its cache here. The old ranks' connections close by
+    // themselves; what they still send is theirs, and they are gone.
+    wake_ = nullptr;
+    drain_timer_.reset();
+    drain_expired_ = false;
+    rank_pids_.clear();
+    make_store_cache();
+    return {};
 }
 
 Status RankSocket::prepare_rank(RankLaunch& launch)

@@ -48,6 +48,8 @@ public:
     bool drained(std::function<void()> wake) override;
     void record(timing::PhaseSet& phases, const std::string& node) override;
     void stop() override;
+    // The job's ranks restart: an empty store cache (the root's store is empty again) and no old rank known.
+    Status next_attempt(long attempt) override;
 
     // The node's rank that process `pid` belongs to: the rank's own, one it started however deep (until it is
     // orphaned), or one still in its process group.
@@ -55,6 +57,7 @@ public:
 
 private:
     RankSocket(boost::asio::io_context& io, Hooks hooks, std::string node);
+    void make_store_cache();
     // A rank's store request: a write is counted against the limit of the rank it comes from, then it goes on.
     void store_request(pid_t peer, std::uint8_t op, Bytes payload, StoreCache::Reply reply);
     // A request too long to read: past the limit of the rank sending it, or else malformed.

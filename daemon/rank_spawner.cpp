@@ -113,6 +113,18 @@ void RankSpawner::end_batch()
     check_all_started();
 }
 
+void RankSpawner::next_attempt()
+{
+    if (!all_finished() || phase_ != SpawnerPhase::all_started) {
+        spawn_log().error("cannot restart ranks that have not all finished");
+        return;
+    }
+    ranks_.clear();
+    finished_ = started_known_ = 0;
+    kill_timer_.reset();
+    move_to(SpawnerPhase::idle);
+}
+
 RankSpawner::Rank& RankSpawner::add_rank(long number)
 {
     auto rank = std::make_unique<Rank>();

@@ -99,6 +99,10 @@ public:
     // that what is cleaned after the ranks is not still in their hands.
     void wait_killed(std::chrono::milliseconds bound) const;
 
+    // Every rank has finished, and the job's ranks restart (--max-restarts): the spawner starts over, as before its
+    // first batch, keeping its cgroup and what old ranks left running in groups of their own (kill_all ends those).
+    void next_attempt();
+
     std::size_t total() const { return ranks_.size(); }
     std::size_t finished() const { return finished_; }
     bool all_finished() const { return finished_ == ranks_.size(); }

@@ -17,12 +17,13 @@ enum class SpawnerPhase {
     all_started,   // reported; ranks a later batch adds are not waited for again
 };
 
-inline constexpr std::array<Transition<SpawnerPhase>, 5> spawner_transitions{{
+inline constexpr std::array<Transition<SpawnerPhase>, 6> spawner_transitions{{
     {SpawnerPhase::idle, SpawnerPhase::forking},
     {SpawnerPhase::idle, SpawnerPhase::all_started},   // start_none: a node without ranks
     {SpawnerPhase::forking, SpawnerPhase::starting},
     {SpawnerPhase::starting, SpawnerPhase::forking},   // another batch before the first has all started
     {SpawnerPhase::starting, SpawnerPhase::all_started},
+    {SpawnerPhase::all_started, SpawnerPhase::idle},   // next_attempt: the job's ranks restart (--max-restarts)
 }};
 
 // One rank, from its record's making to the report of its end.

@@ -60,6 +60,15 @@ void describe_health_check(std::string& out, const wire::HealthCheckSpec& spec)
     out += "\n";
 }
 
+void describe_restarts(std::string& out, std::uint64_t max_restarts)
+{
+    if (max_restarts == 0)
+        return;
+    out += fmt::format("\nRestarts: a failed rank stops every rank and starts them all again in place, up to {} "
+                       "time{} in all (CANOPY_RESTART_COUNT 0 to {})\n",
+                       max_restarts, max_restarts == 1 ? "" : "s", max_restarts);
+}
+
 void describe_tree(std::string& out, const RootPlan& root)
 {
     const wire::LaunchPlan& plan = root.plan;
@@ -118,6 +127,7 @@ std::string describe_dry_run(const RootPlan& root)
     }
     describe_bindings(out, root);
     describe_health_check(out, root.plan.job.health_check);
+    describe_restarts(out, root.plan.job.max_restarts);
     describe_tree(out, root);
     return out;
 }

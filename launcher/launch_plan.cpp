@@ -383,6 +383,12 @@ Result<RootPlan> make_root_plan(const Options& options, const Config& config,
                           "[health] enabled = true)",
                           *options.bad_nodes_file);
     job.spawn_slots = static_cast<std::uint64_t>(options.spawn_slots);
+    job.max_restarts = static_cast<std::uint64_t>(options.max_restarts);
+    if (job.max_restarts > 0 && job.spawn_slots > 0)
+        return make_error("--max-restarts cannot be combined with --spawn-slots yet: a restart does not know what "
+                          "to do with the namespaces ranks spawned");
+    if (job.max_restarts > 0 && options.synthetic_ranks)
+        return make_error("--max-restarts restarts real ranks; --synthetic-ranks has none");
     job.rank_store_limit = options.rank_store_limit.value_or(config.rank_store_limit);
     if (options.synthetic_ranks) {
         // The synthetic ranks stand in for the PMIx server on the PMIx paths (docs/scale.md): no node starts one.

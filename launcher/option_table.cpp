@@ -618,6 +618,11 @@ const std::vector<OptionSpec>& option_table()
          "before any rank starts, check every node (temp dir writable with free space, free memory, clock, the GPUs "
          "the job binds) and run CMD there with CANOPY_NODE set; a bad node ends the job, named with its reason",
          set_health_check},
+        {{"--max-restarts", "--max_restarts"}, Takes::value, "K", "Job",
+         "restart every rank in place, up to K times in all (not per node), when a rank fails; the daemons and their "
+         "staged files stay, each attempt gets fresh PMI state and CANOPY_RESTART_COUNT (default 0: a failed rank "
+         "ends the job)",
+         [](ParseState& s, ArgCursor& c) { return store_count(s.options.max_restarts, c, 0); }},
         {{"--bad-nodes"}, Takes::value, "FILE", "Job",
          "write the nodes --health-check found bad to FILE, one 'HOST  # reason' a line (empty when none)",
          [](ParseState& s, ArgCursor& c) { return store_string(s.options.bad_nodes_file, c); }},

@@ -52,7 +52,6 @@ Error unknown_option(std::string_view name)
         {"--node-rank", "none: one canopy command starts every node, so leave it out"},
         {"--master-addr", "--env MASTER_ADDR=HOST (default: rank 0's node)"},
         {"--master-port", "--env MASTER_PORT=PORT (default: one derived from the job id)"},
-        {"--max-restarts", "none: canopy does not restart ranks; a failed rank ends the job"},
         {"--no-python", "none: canopy runs the program as given (python3 train.py, or -m MODULE)"},
     };
     std::string dashed(name);   // --rdzv_backend as --rdzv-backend

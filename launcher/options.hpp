@@ -54,6 +54,7 @@ struct Options {
     std::optional<double> timeout_seconds;
     std::optional<PmixMode> pmix;   // --pmix on|eager|off; unset: the config's [job] pmix
     std::optional<PmiInterfaces> pmi;   // --pmi all|pmix|simple|none; unset: the config's [job] pmi
+    long max_restarts = 0;  // --max-restarts: how often a failed rank restarts every rank in place
     long spawn_slots = 0;   // --spawn-slots: ranks PMIx_Spawn may start on each node beyond the job's own
     std::optional<std::uint64_t> rank_store_limit;   // --rank-store-limit; unset: the config's [job] rank_store_limit
     std::vector<std::string> stage_prefixes;   // --stage, comma-separated and repeatable

@@ -82,8 +82,12 @@ int Root::run()
                 service->tree_up();
         } else if (step == S::spawned) {
             stamp("ranks_spawned");
+            if (restarts_)
+                restarts_->ranks_running(timeline_.back().seconds);
         } else if (step == S::done) {
             stamp("ranks_exited");
+            if (restarts_ && restarts_->restarting())
+                return;   // the next attempt's ranks start once every node's old ones are gone
             if (late_ranks_->running() == 0)
                 end_job(false, exit_code_);   // else when the last of them ends (LateRankCount)
         } else if (step == S::left) {
@@ -172,6 +176,17 @@ void Root::make_services()
     services_.push_back(std::move(late));
     services_.push_back(std::make_unique<JobStoreService>(io_, position_->collectives(), plan_.plan.hosts));
     services_.push_back(std::make_unique<NameService>());
+    if (plan_.plan.job.max_restarts > 0) {
+        auto restarts = std::make_unique<JobRestarts>(*position_, plan_.plan.job.max_restarts, control, [this] {
+            position_->restart_ranks("the job's ranks are restarting");
+            for (auto& service : services_)
+                service->next_attempt();
+            failure_reported_ = false;
+            failure_.reset();
+        });
+        restarts_ = restarts.get();
+        services_.push_back(std::move(restarts));
+    }
     if (plan_.plan.job.health_check.enabled)
         services_.push_back(std::make_unique<HealthVerdict>(position_->collectives(), plan_.plan.hosts.size(),
                                                             plan_.bad_nodes_file, control));
@@ -212,6 +227,8 @@ void Root::register_child_handlers()
             return false;
         if (position_->leaving())
             tree_log().info("during teardown: {}", error->message);
+        else if (restarts_ && restarts_->restart_under_way())   // a node could not restart: the failure stands
+            fail(restarts_->restarts().back().exit_code, error->message);
         else
             fail(exit_infrastructure, error->message);
         return true;
@@ -248,6 +265,9 @@ void Root::on_rank_failed(const wire::RankFailed& failed)
     }
     if (!failed.exception.empty())
         line += ": " + failed.exception;
+    double failed_at = static_cast<double>((failed.time_ns > 0 ? failed.time_ns : timing::now_ns()) - started_ns_) / 1e9;
+    if (!signalled_ && restarts_ && restarts_->restart_after(line, code, failed_at))
+        return;
     failure_ = timing::JobTiming::Failure{line, failed.traceback};
     if (signalled_) {
         // The ranks are dying of the signal we forwarded; report it as the job's status, quietly.
@@ -429,6 +449,8 @@ timing::JobTiming Root::job_timing() const
                                                                     position_->collectives().frames_sent()),
                           "launcher");
     timing.failure = failure_;
+    if (restarts_)
+        timing.restarts = restarts_->restarts();
     for (const auto& service : services_)
         service->record(timing.phases);
     return timing;

@@ -15,6 +15,7 @@
 #include "exit_codes.hpp"
 #include "launch_plan.hpp"
 #include "job_suspension.hpp"
+#include "services/job_restarts.hpp"
 #include "services/late_ranks.hpp"
 #include "services/rank_output.hpp"
 #include "services/root_service.hpp"
@@ -79,6 +80,7 @@ private:
     RankOutput* output_ = nullptr;          // in services_: the ranks' output and canopy's own lines
     SpawnRequests* spawn_ = nullptr;        // in services_: names spawned ranks in the user's lines
     LateRankCount* late_ranks_ = nullptr;   // in services_: spawned ranks that keep the job from ending
+    JobRestarts* restarts_ = nullptr;       // in services_ with --max-restarts: a failed rank restarts every rank
     std::vector<wire::TraceEvent> trace_;
     // Removes the launcher's stage cache and its fabric endpoint's file even if the launcher is killed.
     std::optional<NodeGuard> guard_;

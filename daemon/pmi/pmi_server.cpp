@@ -42,8 +42,9 @@ struct PmiServer::Connection {
 };
 
 PmiServer::PmiServer(asio::io_context& io, PmiJob job, JobExchange& exchange, PmiNode node)
-    : io_(io), node_(job.node), exchange_(exchange), node_hooks_(std::move(node)), protocol_(std::move(job), *this)
+    : io_(io), node_(job.node), job_(std::move(job)), exchange_(exchange), node_hooks_(std::move(node))
 {
+    protocol_.emplace(job_, static_cast<PmiProtocolOps&>(*this));
 }
 
 PmiServer::~PmiServer()
@@ -55,7 +56,7 @@ PmiServer::~PmiServer()
 Status PmiServer::prepare_rank(RankLaunch& launch)
 {
     long rank = launch.rank;
-    if (rank >= protocol_.world_size())
+    if (rank >= protocol_->world_size())
         return {};   // spawned through PMIx into a namespace of its own: not a simple-PMI client
     int fds[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
@@ -71,12 +72,12 @@ Status PmiServer::prepare_rank(RankLaunch& launch)
     auto& env = launch.env;
     set_environment_value(env, "PMI_FD", std::to_string(fds[1]));
     set_environment_value(env, "PMI_RANK", std::to_string(rank));
-    set_environment_value(env, "PMI_SIZE", std::to_string(protocol_.world_size()));
+    set_environment_value(env, "PMI_SIZE", std::to_string(protocol_->world_size()));
     set_environment_value(env, "PMI_APPNUM", std::to_string(launch.appnum));
-    set_environment_value(env, "PMI_LOCAL_RANK", std::to_string(rank - protocol_.first_rank()));
-    set_environment_value(env, "PMI_LOCAL_SIZE", std::to_string(protocol_.local_size()));
+    set_environment_value(env, "PMI_LOCAL_RANK", std::to_string(rank - protocol_->first_rank()));
+    set_environment_value(env, "PMI_LOCAL_SIZE", std::to_string(protocol_->local_size()));
     connections_[rank] = connection;
-    protocol_.add_rank(rank, launch.appnum);
+    protocol_->add_rank(rank, launch.appnum);
     launch.inherit_fds.push_back(fds[1]);
     read_next(connection);
     return {};
@@ -99,11 +100,11 @@ void PmiServer::read_next(const std::shared_ptr<Connection>& connection)
                 return;
             if (error) {
                 close(*c);
-                protocol_.connection_closed(c->rank, error == asio::error::eof ? "" : error.message());
+                protocol_->connection_closed(c->rank, error == asio::error::eof ? "" : error.message());
                 return;
             }
-            protocol_.receive(c->rank, std::string_view(c->buffer.data(), n));
-            if (watch.alive() && c->socket.is_open() && protocol_.open(c->rank))
+            protocol_->receive(c->rank, std::string_view(c->buffer.data(), n));
+            if (watch.alive() && c->socket.is_open() && protocol_->open(c->rank))
                 read_next(c);
         });
 }
@@ -160,7 +161,7 @@ void PmiServer::await_exit(long rank)
     grace = std::make_unique<asio::steady_timer>(io_, exit_grace);
     grace->async_wait(lifetime_.guard([this, rank](const boost::system::error_code& error) {
         if (!error)
-            protocol_.exit_overdue(rank);
+            protocol_->exit_overdue(rank);
     }));
 }
 
@@ -168,7 +169,7 @@ void PmiServer::rank_exited(long rank, int wait_status)
 {
     if (auto it = connections_.find(rank); it != connections_.end() && it->second->grace)
         it->second->grace->cancel();
-    protocol_.rank_exited(rank, wait_status);
+    protocol_->rank_exited(rank, wait_status);
 }
 
 namespace {
@@ -231,7 +232,7 @@ void PmiServer::stop()
     if (stopped_)
         return;
     stopped_ = true;
-    protocol_.stop();
+    protocol_->stop();
     for (auto& [rank, connection] : connections_) {
         close(*connection);
         connection->child_end.reset();
@@ -241,11 +242,21 @@ void PmiServer::stop()
     sweep_abandoned_segments();
 }
 
+Status PmiServer::next_attempt(long)
+{
+    stop();
+    connections_.clear();
+    protocol_.emplace(job_, static_cast<PmiProtocolOps&>(*this));
+    started_ = std::chrono::system_clock::now();
+    stopped_ = false;
+    return {};
+}
+
 void PmiServer::sweep_abandoned_segments() const
 {
     // Only a rank that ended between PMI init and finalize can have left a segment. Listing the directories costs
     // O(files in them), and thousands of simulated nodes share them: each one listing made the job's end O(N^2).
-    if (!protocol_.rank_left_in_mpi())
+    if (!protocol_->rank_left_in_mpi())
         return;
     for (const auto& directory : mpich_segment_directories)
         for (const auto& path : canopy::remove_abandoned_segments(directory, mpich_segment_prefix, started_))

@@ -64,6 +64,8 @@ public:
     // The job is ending, its ranks gone: every connection closes and nothing more is answered, and MPICH segments
     // that ranks made here and left behind are removed (abandoned_segments.hpp).
     void stop() override;
+    // The job's ranks restart: as after stop(), and then a fresh PMI state (an empty KVS) for the next ranks.
+    Status next_attempt(long attempt) override;
 
     struct Connection;   // one rank's socket (pmi_server.cpp)
 
@@ -90,9 +92,10 @@ private:
 
     boost::asio::io_context& io_;
     std::string node_;   // for messages
+    PmiJob job_;
     JobExchange& exchange_;
     PmiNode node_hooks_;
-    PmiProtocolServer protocol_;
+    std::optional<PmiProtocolServer> protocol_;   // one per attempt of the job's ranks
     std::map<long, std::shared_ptr<Connection>> connections_;   // by rank
     bool stopped_ = false;
     // Files MPICH makes on this node from now on may be its ranks' (abandoned_segments.hpp).

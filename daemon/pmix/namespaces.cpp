@@ -4,7 +4,7 @@
 
 namespace canopy {
 
-Namespaces::Namespaces(PmixJob job) : job_(job)
+Namespaces::Namespaces(PmixJob job) : job_nspace_(job.nspace)
 {
     RankBlocks blocks(job.ranks_per_node);
     all_.push_back({std::move(job), 0, std::move(blocks)});
@@ -107,10 +107,23 @@ bool Namespaces::is_local(long tree_rank) const
     return ns && ns->job.node_index >= 0 && ns->blocks.node_of(tree_rank - ns->first) == ns->job.node_index;
 }
 
+std::string Namespaces::job_nspace() const
+{
+    std::lock_guard lock(mutex_);
+    return job_nspace_;
+}
+
+void Namespaces::rename_job(const std::string& nspace)
+{
+    std::lock_guard lock(mutex_);
+    job_nspace_ = nspace;
+    all_.front().job.nspace = nspace;
+}
+
 std::string Namespaces::rank_name(long tree_rank) const
 {
     auto who = proc_of(tree_rank);
-    if (!who || who->nspace == job_.nspace)
+    if (!who || who->nspace == job_nspace())
         return fmt::format("rank {}", tree_rank);
     return fmt::format("rank {} of spawned {}", who->rank, who->nspace);
 }

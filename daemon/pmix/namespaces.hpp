@@ -38,7 +38,11 @@ public:
                                  long job_node_index, const std::string& tmpdir);
     Status add(PmixNamespace ns);
 
-    const PmixJob& job() const { return job_; }
+    // The job's namespace as it is named now.
+    std::string job_nspace() const;
+    // The job's ranks restart under a new namespace name (--max-restarts): the old name is forgotten, so a proc
+    // that names it (an old rank's) is no rank of the job any more.
+    void rename_job(const std::string& nspace);
     // A namespace by name (a copy: the table may grow meanwhile).
     std::optional<PmixNamespace> find(std::string_view nspace) const;
     // The tree rank of `rank` of `nspace`, if both exist.
@@ -56,7 +60,7 @@ private:
     const PmixNamespace* find_locked(std::string_view nspace) const;
     const PmixNamespace* holding_locked(long tree_rank) const;
 
-    const PmixJob job_;
+    std::string job_nspace_;   // all_.front()'s name, under mutex_ like it
     mutable std::mutex mutex_;
     std::vector<PmixNamespace> all_;   // the job's first
 };

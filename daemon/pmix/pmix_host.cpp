@@ -65,6 +65,12 @@ public:
 
     const std::string& server_uri() const override { return server_uri_; }
 
+    Status restart_job(const std::string& nspace) override
+    {
+        return router_->next_attempt(nspace, report_failure(router_->link(), fmt::format("cannot register job {}",
+                                                                                        nspace)));
+    }
+
     void serve_direct_modex(long rank, std::function<void(Status, Bytes)> done) override
     {
         router_->serve_direct_modex(rank, std::move(done));

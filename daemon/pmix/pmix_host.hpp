@@ -90,6 +90,11 @@ public:
     // include it fail, the other local ranks get a PMIX_ERR_PROC_TERM_WO_SYNC event, and calls.abort is called.
     virtual void rank_exited(long rank, int wait_status) = 0;
 
+    // The job's ranks restart (--max-restarts): every old rank has exited, and the next attempt's ranks are the job's
+    // under the namespace `nspace` (hosts/namespace_names.hpp's attempt_nspace), registered with PMIx now. What the
+    // old ranks left pending is answered; nothing of theirs is found under the new name.
+    virtual Status restart_job(const std::string& nspace) = 0;
+
     // Fences, lookups and other requests waiting on the tree right now (for tests and status lines).
     virtual std::size_t pending_requests() const = 0;
 

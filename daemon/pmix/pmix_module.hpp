@@ -25,7 +25,7 @@ struct PmixModule {
     bool (*server_abandoned)() = nullptr;
 };
 
-inline constexpr std::uint32_t pmix_module_abi = 2;
+inline constexpr std::uint32_t pmix_module_abi = 3;
 inline constexpr const char* pmix_module_entry = "canopy_pmix_module";
 using PmixModuleEntry = const PmixModule* (*)(spdlog::logger* log);
 

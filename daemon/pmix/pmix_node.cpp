@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <spdlog/logger.h>
 
+#include "hosts/namespace_names.hpp"
 #include "hosts/rank_blocks.hpp"
 #include "pmix/client_env.hpp"
 #include "pmix/pmix_module.hpp"
@@ -37,7 +38,7 @@ std::unique_ptr<PmixNode> PmixNode::start(boost::asio::io_context& io, PmixMode 
 
 PmixNode::PmixNode(boost::asio::io_context& io, PmixJob job, JobExchange& exchange, PmixDaemonCalls calls,
                    Hooks hooks)
-    : io_(io), job_(std::move(job)), namespaces_(job_), exchange_(exchange), calls_(std::move(calls)),
+    : io_(io), job_(std::move(job)), first_nspace_(job_.nspace), namespaces_(job_), exchange_(exchange), calls_(std::move(calls)),
       hooks_(std::move(hooks))
 {
     calls_.report_error = hooks_.report_error;
@@ -207,6 +208,18 @@ Status PmixNode::namespace_started(const wire::NamespaceStart& start)
     if (host_)
         return host_->add_namespace(std::move(ns));
     return {};   // the server registers it when it starts
+}
+
+Status PmixNode::next_attempt(long attempt)
+{
+    // A fresh namespace for the next attempt, on every node alike: a rank of it never finds an old rank's data.
+    job_.nspace = attempt_nspace(first_nspace_, attempt);
+    namespaces_.rename_job(job_.nspace);
+    exits_before_server_.clear();
+    if (host_)
+        if (auto restarted = host_->restart_job(job_.nspace); !restarted)
+            return make_error("cannot restart the ranks' PMIx namespace on {}: {}", node(), restarted.error().message);
+    return {};
 }
 
 void PmixNode::stop()

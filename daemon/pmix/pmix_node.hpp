@@ -46,6 +46,8 @@ public:
     // Another node asks for one of this node's ranks' data: the server starts for it if need be.
     void serve_requests(RoutedServices& services) override;
     void stop() override;
+    // The job's ranks restart under a namespace of the attempt's own, in the running server too.
+    Status next_attempt(long attempt) override;
 
     // A namespace spawned into the job (the root's namespace-start): the server learns it now, or when it starts.
     Status namespace_started(const wire::NamespaceStart& start) override;
@@ -64,6 +66,7 @@ private:
 
     boost::asio::io_context& io_;
     PmixJob job_;
+    const std::string first_nspace_;   // the job's namespace in its first attempt (job_'s then)
     Namespaces namespaces_;   // the job's and those spawned into it, for the ranks' environment
     JobExchange& exchange_;
     PmixDaemonCalls calls_;

@@ -103,10 +103,20 @@ bool RankTracker::abort_claimed() const
 bool RankTracker::ended_abnormally() const
 {
     std::lock_guard lock(mutex_);
-    bool unclean = abort_claimed_;
+    bool unclean = abort_claimed_ || earlier_attempt_abnormal_;
     for (const auto& [rank, state] : ranks_)
         unclean = unclean || (state.connected && !state.finalized);
     return unclean;
+}
+
+void RankTracker::next_attempt()
+{
+    bool unclean = ended_abnormally();
+    std::lock_guard lock(mutex_);
+    earlier_attempt_abnormal_ = unclean;
+    ranks_.clear();
+    exited_unconnected_.clear();
+    abort_claimed_ = false;
 }
 
 std::string RankTracker::label(long rank) const

@@ -45,6 +45,10 @@ public:
     // An abort was reported, or a rank connected and never finalized: PMIx's own teardown must be skipped.
     bool ended_abnormally() const;
 
+    // The job's ranks restart (--max-restarts): the next attempt's ranks start with no history, and the first of
+    // their aborts is news again. Whether the job ended abnormally keeps what the old ranks did.
+    void next_attempt();
+
     // "rank 3 on node1"
     std::string label(long rank) const;
 
@@ -61,6 +65,7 @@ private:
     std::map<long, Rank> ranks_;
     std::set<long> exited_unconnected_;
     bool abort_claimed_ = false;
+    bool earlier_attempt_abnormal_ = false;   // an earlier attempt's ranks ended abnormally
 };
 
 // A wait status as the exit code an abort carries: the code, or 128+signal.

@@ -13,6 +13,7 @@
 #include "pmix/module_log.hpp"
 #include "pmix/query_answers.hpp"
 #include "pmix/server_lifecycle.hpp"
+#include "pmix/server_lifecycle.hpp"
 
 namespace canopy {
 
@@ -205,7 +206,7 @@ void RequestRouter::spawn(wire::SpawnRequest request, SpawnAnswer answer)
 
 void RequestRouter::query(std::vector<std::vector<std::string>> keys, InfoAnswer answer)
 {
-    std::vector<std::string> nspaces{job_.nspace};
+    std::vector<std::string> nspaces{nspace()};
     for (const auto& ns : namespaces_.spawned_so_far())
         nspaces.push_back(ns.job.nspace);
     auto results = answer_queries(keys, {nspaces, {PMIX_HOST, PMIX_WDIR, PMIX_MAPBY, PMIX_PPR}});
@@ -302,8 +303,10 @@ std::function<void(Status, Bytes)> RequestRouter::tree_reply(std::uint64_t id, c
 {
     return [link = link(), id, what](Status status, Bytes bytes) {
         link.run([&](RequestRouter& router) {
+            // Once a rank here was lost or aborted, the job is ending or restarting: a failure is its consequence.
             if (!status.ok())
-                pmix_log().warn("pmix: {} failed: {}", what, status.error().message);
+                pmix_log().log(router.ranks().abort_claimed() ? spdlog::level::info : spdlog::level::warn,
+                               "pmix: {} failed: {}", what, status.error().message);
             router.complete(id, status.ok() ? PMIX_SUCCESS : PMIX_ERROR, std::move(bytes));
         });
     };
@@ -368,6 +371,16 @@ void RequestRouter::close()
 {
     pending_.fail_all(PMIX_ERR_UNREACH);
     closed_ = true;
+}
+
+Status RequestRouter::next_attempt(const std::string& nspace, std::function<void(pmix_status_t)> registered)
+{
+    pending_.fail_all(PMIX_ERR_UNREACH);
+    held_contributions_.clear();
+    ranks_.next_attempt();
+    job_.nspace = nspace;
+    namespaces_.rename_job(nspace);
+    return register_namespace(job_, layout_, std::move(registered));
 }
 
 // The rank can no longer take part in collectives: fail what waits on it, tell its peers and the daemon.

@@ -80,12 +80,17 @@ public:
 
     // Answers what is still pending with PMIX_ERR_UNREACH; work that comes later finds the router closed.
     void close();
+    // The job's ranks restart (--max-restarts) under the job namespace `nspace`: what the old ranks left pending is
+    // answered with PMIX_ERR_UNREACH, their history is forgotten, and PMIx registers the new namespace (`registered`
+    // hears how that went). The old namespace stays registered: PMIx 4.2.2 cannot forget one whose clients were
+    // killed inside a fence, and nothing names it any more.
+    Status next_attempt(const std::string& nspace, std::function<void(pmix_status_t)> registered);
     bool is_open() const { return !closed_; }
 
     // Thread-safe: the upcalls record connects, finalizes and aborts on PMIx's thread as they happen.
     RankTracker& ranks() { return ranks_; }
-    const PmixJob& job() const { return job_; }
-    const std::string& nspace() const { return job_.nspace; }
+    // Thread-safe: the job's namespace as it is named now (a restart renames it).
+    std::string nspace() const { return namespaces_.job_nspace(); }
     const std::string& node() const { return node_; }
     // Thread-safe: the upcalls translate procs to tree ranks on PMIx's thread.
     const Namespaces& namespaces() const { return namespaces_; }
@@ -111,7 +116,7 @@ private:
     std::vector<long> local_participants(const std::vector<long>& participants) const;
 
     boost::asio::io_context& io_;
-    const PmixJob job_;
+    PmixJob job_;   // its nspace as named now (next_attempt)
     const RankLayout layout_;
     JobExchange& exchange_;
     const PmixDaemonCalls calls_;

@@ -19,6 +19,12 @@ public:
 
     void serve_requests(RoutedServices& services) override;
     void stop(const std::string& why) override;
+    // The next attempt's ranks find the store empty.
+    void next_attempt() override
+    {
+        store_.forget_values();
+        arm_timer();
+    }
     // What the store served each node, and the invalidations it sent them (counts, not times).
     void record(timing::PhaseSet& phases) const override;
 

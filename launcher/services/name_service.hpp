@@ -10,6 +10,7 @@ class NameService : public RootService {
 public:
     void serve_requests(RoutedServices& services) override { store_.serve_on(services); }
     void stop(const std::string& why) override { store_.fail_waiting(why); }
+    void next_attempt() override { store_.forget_values(); }
 
 private:
     PublishStore store_;

@@ -43,6 +43,9 @@ public:
     virtual void before_own_line() {}
     // The job is ending: whatever waits is answered with `why`, and the service's timers stop.
     virtual void stop(const std::string& /*why*/) {}
+    // The job's ranks restart (--max-restarts): every old rank is gone, and the next attempt's are about to start.
+    // The service forgets what the old ranks left with it (the job store's keys, the published names).
+    virtual void next_attempt() {}
     // The io loop has ended: the service joins its threads and leaves nothing behind.
     virtual void after_run() {}
     // Adds the service's counters to the job's timing report.

@@ -97,4 +97,11 @@ std::vector<FenceId> FenceTracker::pending() const
 
 void FenceTracker::drop(const FenceId& id) { pending_.erase(id); }
 
+void FenceTracker::forget_ranks_fences()
+{
+    std::erase_if(pending_, [](const auto& entry) { return entry.first.domain != wire::FenceDomain::restart; });
+    std::erase_if(local_sequence_,
+                  [](const auto& entry) { return entry.first.first != wire::FenceDomain::restart; });
+}
+
 } // namespace canopy

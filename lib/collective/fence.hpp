@@ -57,6 +57,9 @@ public:
     std::vector<FenceId> pending() const;
     // Forgets a fence that failed.
     void drop(const FenceId& id);
+    // The job's ranks restart (--max-restarts): every fence of theirs is forgotten and numbering starts again, as it
+    // does on every node; the restart barriers alone keep theirs.
+    void forget_ranks_fences();
 
     // The node index hosting a tree rank (hosts/tree_ranks.hpp), or -1.
     long node_of_rank(long rank) const { return ranks_.node_of(rank); }

@@ -268,4 +268,13 @@ std::optional<StoreWrite> store_write(const wire::StoreOperation& operation)
                       operation);
 }
 
+void JobStore::forget_values()
+{
+    values_ = StoreCore{};
+    waiters_.clear();
+    holders_.clear();
+    unacked_.clear();
+    held_.clear();
+}
+
 } // namespace canopy

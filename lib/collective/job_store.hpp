@@ -51,6 +51,10 @@ public:
     // Answers waiters whose deadline has passed; returns the earliest deadline still pending, if any.
     std::optional<std::int64_t> expire(std::int64_t now_ms);
 
+    // The job's ranks restart (--max-restarts): every key, waiter and held write goes, unanswered (who asked is
+    // gone, and its daemon forgot the request), as do the daemons' cached copies; the counts stay.
+    void forget_values();
+
     std::size_t size() const { return values_.size(); }
     std::size_t waiting() const { return waiters_.size(); }
     // Writes whose reply waits for invalidations to be acknowledged.

@@ -23,6 +23,12 @@ public:
     void unpublish(const wire::UnpublishRequest& request, RoutedServices::Reply<wire::UnpublishRequest> reply);
     // Answers every waiting lookup with an error: the job is ending.
     void fail_waiting(const std::string& why);
+    // The job's ranks restart (--max-restarts): every name goes, and the waiting lookups with their ranks.
+    void forget_values()
+    {
+        values_.clear();
+        waiting_.clear();
+    }
     std::size_t size() const { return values_.size(); }
     std::size_t waiting() const { return waiting_.size(); }
 

@@ -41,6 +41,12 @@ public:
     std::uint64_t kept(long rank) const;
     // A rank went past the limit: the job is ending.
     bool exceeded() const { return reported_; }
+    // The job's ranks restart (--max-restarts): the next attempt's start with nothing kept.
+    void forget_ranks()
+    {
+        accounts_.clear();
+        reported_ = false;
+    }
 
 private:
     void report(long rank, const std::string& line);

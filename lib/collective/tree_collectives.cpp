@@ -319,10 +319,31 @@ bool TreeCollectives::handle(long from, const wire::Frame& frame)
 void TreeCollectives::fail_all(const std::string& why)
 {
     auto fences = std::move(fence_waiters_);
-    auto requests = std::move(request_waiters_);
     fence_waiters_.clear();
-    request_waiters_.clear();
     fence_results_.clear();
+    fail_waiting(std::move(fences), why);
+}
+
+void TreeCollectives::forget_ranks_exchange(const std::string& why)
+{
+    tracker_.forget_ranks_fences();
+    auto of_ranks = [](const auto& entry) { return entry.first.domain != wire::FenceDomain::restart; };
+    std::erase_if(fence_status_, of_ranks);
+    std::erase_if(fence_results_, of_ranks);
+    std::map<FenceId, Done> fences;
+    for (auto waiter = fence_waiters_.begin(); waiter != fence_waiters_.end();) {
+        auto at = waiter++;
+        if (of_ranks(*at))
+            fences.insert(fence_waiters_.extract(at));
+    }
+    fail_waiting(std::move(fences), why);
+}
+
+void TreeCollectives::fail_waiting(std::map<FenceId, Done> fences, const std::string& why)
+{
+    // Taken out first: a callback may start new work, which finds the tables empty.
+    auto requests = std::move(request_waiters_);
+    request_waiters_.clear();
     sent_down_.clear();
     for (auto& [id, done] : fences)
         done(Error{why}, {});

@@ -86,6 +86,11 @@ public:
     // Answers everything waiting here with an error: the job is ending.
     void fail_all(const std::string& why);
 
+    // The job's ranks restart (--max-restarts), here as on every node, once no node has a rank left: what waits for
+    // the old ranks is answered with `why`, and the ranks' fences start numbering again. Requests in flight when it
+    // is called get no answer here: each node calls this as the restart barrier comes down, after every old fence's.
+    void forget_ranks_exchange(const std::string& why);
+
     // The link to a child closed (it left, or was lost): requests sent into its subtree that are still
     // unanswered, and any later ones, fail with an error instead of waiting for ever.
     void child_lost(long child);
@@ -124,6 +129,8 @@ private:
     // behind a lost child). Returns the hop through `hop` when given.
     bool send_toward(long target, std::vector<std::uint8_t> frame, long* hop = nullptr);
     void reply_error(long to, std::uint64_t id, const std::string& why);
+    // Answers `fences` (taken from the waiters) and every request waiting here with `why`.
+    void fail_waiting(std::map<FenceId, Done> fences, const std::string& why);
 
     Topology topology_;
     FenceTracker tracker_;

@@ -13,6 +13,15 @@ bool SubtreeProgress::record(long position, SubtreeStep step)
     return true;
 }
 
+void SubtreeProgress::back_to_up()
+{
+    for (auto& [position, step] : steps_)
+        if (step > SubtreeStep::up)
+            step = SubtreeStep::up;
+    reached_[static_cast<int>(SubtreeStep::spawned)] = 0;
+    reached_[static_cast<int>(SubtreeStep::done)] = 0;
+}
+
 bool SubtreeProgress::is_done(long position) const
 {
     auto it = steps_.find(position);

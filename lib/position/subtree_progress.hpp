@@ -17,6 +17,8 @@ public:
     // Every child has reached `step` (true at once for a parent without children).
     bool all(SubtreeStep step) const { return reached_[static_cast<int>(step)] >= children_; }
     bool is_done(long position) const;
+    // The job's ranks restart: every subtree, up all along, reports spawned and done again.
+    void back_to_up();
 
 private:
     std::size_t children_ = 0;

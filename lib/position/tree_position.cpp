@@ -198,15 +198,25 @@ void TreePosition::leave(bool abort)
     state_ = State::leaving;
     aborted_ = abort;
     children_->stop_listening();
-    // After done every child leaves by itself, unless ranks may still be spawned onto its node (--spawn-slots);
-    // before, it must be told.
-    if (!reached(State::done) || plan_.job.spawn_slots > 0)
+    // After done every child leaves by itself, unless ranks may still be spawned onto its node (--spawn-slots) or
+    // restarted there (--max-restarts); before, it must be told.
+    if (!reached(State::done) || plan_.job.spawn_slots > 0 || plan_.job.max_restarts > 0)
         children_->broadcast(wire::to_frame(wire::Shutdown{abort}));
     // Children that never connected cannot hear the shutdown: stop their agents now.
     if (abort)
         children_->kill_unconnected(SIGTERM);
     hooks_.entered(State::leaving);
     advance();
+}
+
+void TreePosition::restart_ranks(const std::string& why)
+{
+    if (leaving())
+        return;
+    collectives_->forget_ranks_exchange(why);
+    state_ = reached_ = State::up;
+    progress_.back_to_up();
+    spawned_below_ = done_below_ = 0;
 }
 
 void TreePosition::give_up() { state_ = State::left; }

@@ -27,7 +27,7 @@ namespace canopy {
 
 class TreePosition {
 public:
-    // The states every position goes through, each once. The readiness steps, planned to done, come in this
+    // The states every position goes through, each once (spawned and done once per attempt, with --max-restarts). The readiness steps, planned to done, come in this
     // order: a step is entered when this position's own part of it is complete and every child's subtree has
     // reported it (a daemon then reports it to its parent, the root stamps it). `leave` enters leaving from any
     // state, orderly after done or as the abort edge before it; left follows once the position's own part and
@@ -75,6 +75,10 @@ public:
     // Enters leaving: the children are told to shut down (and, on an abort, those not yet connected are
     // stopped); then left follows as soon as everything has finished. Nothing if already leaving.
     void leave(bool abort);
+    // The job's ranks restart in place (--max-restarts), here as at every position, as the restart barrier comes
+    // down: the old ranks' exchange is forgotten (what waits for it is answered with `why`), and the position goes
+    // back to up, its subtrees to be spawned and done again. Nothing once leaving.
+    void restart_ranks(const std::string& why);
     // Enters left at once, without waiting for anything (the owner has killed what was left, or is leaving
     // with the process). The entered hook is not called.
     void give_up();

@@ -17,6 +17,7 @@ struct RankIdentity {
     std::uint32_t master_port = 0;
     std::string job_id;
     std::string node_tmpdir;
+    long restart_count = 0, max_restarts = 0;   // --max-restarts: this attempt (0 first), and the most allowed
 };
 
 // Sets the variables training frameworks and MPI-era tools read (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,

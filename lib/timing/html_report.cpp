@@ -305,6 +305,17 @@ std::string job_header(const JobTiming& timing)
             out += fmt::format("<details><summary>traceback</summary><pre>{}</pre></details>",
                                html_escape(timing.failure->traceback));
     }
+    // --max-restarts: each attempt's end; the timeline below shows them on the job's one time axis (ranks_restarting,
+    // ranks_stopped, and each attempt's ranks_spawned).
+    for (std::size_t i = 0; i < timing.restarts.size(); ++i) {
+        const auto& restart = timing.restarts[i];
+        out += fmt::format(R"(<p class="failure">attempt {} ended at {}: {}; {}</p>)", i + 1,
+                           html_escape(format_seconds(restart.failed_at)), html_escape(restart.ended_by),
+                           restart.running_again_at < 0
+                               ? std::string("its ranks never all ran again")
+                               : html_escape(fmt::format("all ranks running again {} later",
+                                                         format_seconds(restart.restart_seconds()))));
+    }
     return out;
 }
 

@@ -28,6 +28,8 @@ constexpr Description stamp_descriptions[] = {
     {"stage_sent", "launcher sent the last staged byte down the tree"},
     {"ranks_spawned", "every rank started"},
     {"ranks_exited", "every rank exited"},
+    {"ranks_restarting", "a rank failed: every node told to stop its ranks (--max-restarts)"},
+    {"ranks_stopped", "every node's ranks gone; the next attempt's start"},
     {"teardown_done", "daemons shut down"},
 };
 
@@ -236,6 +238,48 @@ std::string format_seconds(double seconds)
     return fmt::format("{:.3f} ms", ms);
 }
 
+namespace {
+
+// Whole, on as many lines as it takes, each after `lead` or as many spaces: a line that says why a job failed is not
+// to be cut short.
+void append_wrapped(std::string& out, std::string_view lead, std::string_view text)
+{
+    const std::string indent(lead.size(), ' ');
+    std::string_view rest = text;
+    for (std::string_view at = lead; !rest.empty(); at = indent) {
+        std::size_t room = max_columns - at.size();
+        std::size_t cut = rest.size() <= room ? rest.size() : rest.rfind(' ', room);
+        if (cut == std::string_view::npos || cut == 0)
+            cut = std::min(room, rest.size());
+        append_line(out, fmt::format("{}{}", at, rest.substr(0, cut)));
+        rest.remove_prefix(cut);
+        while (!rest.empty() && rest.front() == ' ')
+            rest.remove_prefix(1);
+    }
+}
+
+// --max-restarts: one line for the attempts together, then what ended each and how soon every rank ran again.
+void format_restarts(std::string& out, const std::vector<JobTiming::Restart>& restarts)
+{
+    if (restarts.empty())
+        return;
+    double lost = 0;
+    for (const auto& restart : restarts)
+        lost += std::max(0.0, restart.lost_seconds());
+    append_line(out, fmt::format("  attempts: {} ({} restart{}), time lost to failures {}", restarts.size() + 1,
+                                 restarts.size(), restarts.size() == 1 ? "" : "s", format_seconds(lost)));
+    for (std::size_t i = 0; i < restarts.size(); ++i) {
+        const auto& restart = restarts[i];
+        std::string again = restart.running_again_at < 0
+                                ? std::string("its ranks never all ran again")
+                                : fmt::format("all ranks running again {} later", format_seconds(restart.restart_seconds()));
+        append_wrapped(out, fmt::format("  attempt {} ended at {}: ", i + 1, format_seconds(restart.failed_at)),
+                       fmt::format("{}; {}", restart.ended_by, again));
+    }
+}
+
+} // namespace
+
 std::string format_report(const JobTiming& timing)
 {
     std::string out;
@@ -246,20 +290,9 @@ std::string format_report(const JobTiming& timing)
                                  timing.exit_code));
     append_line(out, fmt::format("  started {}  command: {}", timing.started_at.empty() ? "-" : timing.started_at,
                                  timing.command));
-    // Whole, on as many lines as it takes: the line that says why the job failed is not to be cut short.
-    if (timing.failure) {
-        std::string_view rest = timing.failure->line;
-        for (std::string_view lead = "  failed: "; !rest.empty(); lead = "          ") {
-            std::size_t room = max_columns - lead.size();
-            std::size_t cut = rest.size() <= room ? rest.size() : rest.rfind(' ', room);
-            if (cut == std::string_view::npos || cut == 0)
-                cut = std::min(room, rest.size());
-            append_line(out, fmt::format("{}{}", lead, rest.substr(0, cut)));
-            rest.remove_prefix(cut);
-            while (!rest.empty() && rest.front() == ' ')
-                rest.remove_prefix(1);
-        }
-    }
+    if (timing.failure)
+        append_wrapped(out, "  failed: ", timing.failure->line);
+    format_restarts(out, timing.restarts);
     out += '\n';
     format_timeline(out, timing.timeline);
     format_startup(out, timing);

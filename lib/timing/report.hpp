@@ -36,6 +36,21 @@ struct JobTiming {
         std::string traceback;   // the failed rank's Python traceback, when torch's @record wrote one
     };
     std::optional<Failure> failure;
+    // --max-restarts: each attempt that a rank's failure ended and the job restarted, in order (seconds since the
+    // launcher started). Empty when the job never restarted.
+    struct Restart {
+        std::string ended_by;            // the failure line that ended the attempt
+        int exit_code = 0;               // what that failure would have made the job's exit code
+        double attempt_running_at = 0;   // every rank of the attempt had started
+        double failed_at = 0;            // the rank failed
+        double running_again_at = -1;    // every rank of the next attempt had started; -1: they never all did
+
+        // From the failure to every rank running again: what a restart costs.
+        double restart_seconds() const { return running_again_at < 0 ? -1 : running_again_at - failed_at; }
+        // The attempt's run, redone by the next one unless the job checkpoints, and the restart after it.
+        double lost_seconds() const { return running_again_at < 0 ? -1 : running_again_at - attempt_running_at; }
+    };
+    std::vector<Restart> restarts;
     // Whether the phases carry their top-k lists (phases.top_k() of each): a file from a canopy before them has none.
     bool top_recorded = true;
 };

@@ -277,6 +277,22 @@ json to_json(const JobTiming& timing)
     }
     if (timing.failure)
         document["failure"] = {{"line", timing.failure->line}, {"traceback", timing.failure->traceback}};
+    if (!timing.restarts.empty()) {
+        json restarts = json::array();
+        double lost = 0;
+        for (const auto& restart : timing.restarts) {
+            restarts.push_back({{"ended_by", restart.ended_by},
+                                {"exit_code", restart.exit_code},
+                                {"attempt_running_at", restart.attempt_running_at},
+                                {"failed_at", restart.failed_at},
+                                {"running_again_at", restart.running_again_at},
+                                {"restart_seconds", restart.restart_seconds()},
+                                {"lost_seconds", restart.lost_seconds()}});
+            lost += std::max(0.0, restart.lost_seconds());
+        }
+        document["restarts"] = std::move(restarts);
+        document["time_lost_seconds"] = lost;   // derived, as the start-up window is
+    }
     return document;
 }
 
@@ -318,6 +334,30 @@ Result<JobTiming> from_json(const json& document)
             if (auto s = read_string(recorded, "failure", "traceback", failure.traceback); !s)
                 return s.error();
             timing.failure = std::move(failure);
+        }
+
+        // Only a job that restarted has them, and files from before --max-restarts have none.
+        if (document.contains("restarts")) {
+            auto restarts = read_array(document, "", "restarts");
+            if (!restarts)
+                return restarts.error();
+            for (std::size_t i = 0; i < (*restarts)->size(); ++i) {
+                const json& entry = (**restarts)[i];
+                const std::string path = fmt::format("restarts[{}]", i);
+                if (!entry.is_object())
+                    return wrong_type(path, "an object", entry);
+                JobTiming::Restart restart;
+                if (auto s = read_string(entry, path, "ended_by", restart.ended_by); !s)
+                    return s.error();
+                if (auto s = read_integer(entry, path, "exit_code", restart.exit_code); !s)
+                    return s.error();
+                for (auto [key, field] : {std::pair{"attempt_running_at", &restart.attempt_running_at},
+                                          std::pair{"failed_at", &restart.failed_at},
+                                          std::pair{"running_again_at", &restart.running_again_at}})
+                    if (auto s = read_number(entry, path, key, *field); !s)
+                        return s.error();
+                timing.restarts.push_back(std::move(restart));
+            }
         }
 
         auto timeline = read_array(document, "", "timeline");

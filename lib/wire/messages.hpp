@@ -36,6 +36,7 @@ enum class MessageType : std::uint8_t {
     stage_fetch_reply = 16,
     output_flow = 17,
     stage_fetch_push = 18,
+    restart_ranks = 19,
     // Up the tree.
     subtree_up = 20,
     subtree_spawned = 21,
@@ -205,10 +206,12 @@ struct JobSpec {
     std::string synthetic_ranks;
     // --health-check: what every node checks before any rank starts.
     HealthCheckSpec health_check;
+    // --max-restarts: how often a failed rank restarts the whole job's ranks in place (RestartRanks).
+    std::uint64_t max_restarts = 0;
 
     CANOPY_WIRE_FIELDS(apps, env, binding, ranks_per_node, master_addr, master_port, pmix, simple_pmi, trace, stage,
                        stage_cache_base, stage_interposer, output_marks, spawn_slots, line_buffer, fabric, timing_top,
-                       rank_store_limit, synthetic_ranks, health_check)
+                       rank_store_limit, synthetic_ranks, health_check, max_restarts)
 };
 
 // Everything a daemon needs to build its part of the tree and run its ranks.
@@ -318,6 +321,16 @@ struct Shutdown {
     bool abort = false;       // failure teardown: short grace before SIGKILL
 
     CANOPY_WIRE_FIELDS(abort)
+};
+
+// --max-restarts (docs/restarts.md): every node stops its ranks, keeping itself, its children and its caches, then
+// enters the whole-job fence in the restart domain; as that fence comes down, every node starts attempt `attempt`.
+struct RestartRanks {
+    static constexpr MessageType type = MessageType::restart_ranks;
+    static constexpr const char* name = "restart-ranks";
+    std::uint64_t attempt = 0;   // 1 for the first restart
+
+    CANOPY_WIRE_FIELDS(attempt)
 };
 
 // What of the ranks' output the daemons hold back, by not reading the ranks' pipes, so that the ranks wait as at a
@@ -555,10 +568,11 @@ struct StageFetchPush {
 // PMI at once (libcanopy in an MPICH program) never pairs one protocol's fence with the other's.
 // Each domain numbers its fences apart: PMIx fences, simple-PMI barriers, PMIx connects and disconnects, and the
 // nodes' health verdicts before the ranks start (wire/health_check.hpp).
-enum class FenceDomain : std::uint8_t { pmix = 0, pmi = 1, pmix_connect = 2, health = 3 };
+// A restart's barrier (RestartRanks) is a fence of its own domain, which alone keeps its numbering across attempts.
+enum class FenceDomain : std::uint8_t { pmix = 0, pmi = 1, pmix_connect = 2, health = 3, restart = 4 };
 constexpr EnumLimit wire_limit(FenceDomain)
 {
-    return {static_cast<std::uint8_t>(FenceDomain::health), "domain"};
+    return {static_cast<std::uint8_t>(FenceDomain::restart), "domain"};
 }
 
 // One chunk of a fence going up (a subtree's contribution, sent when every participant below has arrived) or
@@ -663,8 +677,7 @@ struct Heartbeat {
     X(Challenge) X(Hello) X(Welcome) X(ClockPing) X(ClockPong) X(LaunchPlan) X(StdinData) X(Signal) X(Shutdown)     \
     X(StageIndex) X(StageContent) X(StageFetchReply) X(SubtreeUp) X(SubtreeSpawned) X(SubtreeDone) X(Output)       \
     X(RankFailed) X(DaemonError) X(DaemonLog) X(StageFetch) X(FenceUp) X(FenceDown) X(RoutedRequest) X(RoutedReply) \
-    X(NamespaceStart) X(Heartbeat) X(OutputFlow) X(FabricHello)         \
-    X(StageFetchPush) X(StdinTaken)
+    X(NamespaceStart) X(Heartbeat) X(OutputFlow) X(FabricHello) X(StageFetchPush) X(StdinTaken) X(RestartRanks)
 
 // A listing name takes at least 3 bytes on the wire (two empty strings and its type).
 template <>

@@ -49,7 +49,7 @@ def test_every_rank_on_64_nodes_gets_its_identity(run_canopy, sandbox):
         expected = {
             "RANK": rank, "WORLD_SIZE": 128, "LOCAL_RANK": local, "LOCAL_WORLD_SIZE": 2,
             "NODE_RANK": node, "GROUP_RANK": node, "GROUP_WORLD_SIZE": 64, "ROLE_RANK": rank, "ROLE_WORLD_SIZE": 128,
-            "ROLE_NAME": "default", "TORCHELASTIC_RESTART_COUNT": 0, "MASTER_ADDR": "127.1.0.1",
+            "ROLE_NAME": "default", "TORCHELASTIC_RESTART_COUNT": 0, "CANOPY_RESTART_COUNT": 0, "MASTER_ADDR": "127.1.0.1",
             "PMI_RANK": rank, "PMI_SIZE": 128, "PMI_LOCAL_RANK": local, "PMI_LOCAL_SIZE": 2,
             "PALS_RANKID": rank, "PALS_LOCAL_RANKID": local, "PALS_NODEID": node,
             "CANOPY_RANK": rank, "CANOPY_SIZE": 128, "CANOPY_LOCAL_RANK": local, "CANOPY_LOCAL_SIZE": 2,

@@ -1,6 +1,7 @@
 # The docs and --help agree: every spelling of every option of `canopy --help` has a row in docs/options.md, and every
 # option a row there names is one that --help lists.
 import re
+from pathlib import Path
 import subprocess
 import sys
 
@@ -58,3 +59,14 @@ def test_every_option_in_the_reference_is_in_help():
 
 def test_the_reference_is_linked_from_the_readme():
     assert "docs/options.md" in (REPO / "README.md").read_text(), "README.md should link docs/options.md"
+
+
+def test_every_integration_test_file_is_one_that_meson_runs():
+    # tests/run.sh (and CI) runs the integration tests through meson, one test per file in meson.build's list: a
+    # file left off it would pass here and never run there.
+    here = Path(__file__).resolve().parent
+    files = {path.stem[len("test_"):] for path in here.glob("test_*.py")}
+    listed = set(re.findall(r"^  '([a-z_]+)',$", (here / "meson.build").read_text(), re.M))
+    assert files - listed == set(), f"not in tests/integration/meson.build: {sorted(files - listed)}"
+    assert listed - files == set(), f"listed without a file: {sorted(listed - files)}"
+

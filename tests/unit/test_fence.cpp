@@ -22,6 +22,31 @@ TEST(FenceTracker, WholeJobFenceWaitsForLocalAndEveryChild)
     EXPECT_TRUE(tracker.pending().empty());
 }
 
+TEST(FenceTracker, ARestartForgetsTheRanksFencesButKeepsTheRestartBarriersNumbering)
+{
+    auto tracker = tracker_at(1);
+    using wire::FenceDomain;
+    EXPECT_EQ(tracker.next_local_sequence({}, FenceDomain::pmi), 0u);
+    EXPECT_EQ(tracker.next_local_sequence({}, FenceDomain::pmi), 1u);
+    EXPECT_EQ(tracker.next_local_sequence({}, FenceDomain::restart), 0u);
+    FenceId half_done{{}, 1, FenceDomain::pmi};
+    EXPECT_FALSE(tracker.contribute(half_done, 3, {'b'}));   // a child's part of a fence its ranks never finish
+    FenceId barrier{{}, 0, FenceDomain::restart};
+    EXPECT_FALSE(tracker.contribute(barrier, 3, {}));
+    tracker.forget_ranks_fences();
+    EXPECT_EQ(tracker.pending(), std::vector<FenceId>{barrier});
+    // Every node numbers the next attempt's fences from 0 again, and the restart barriers go on.
+    EXPECT_EQ(tracker.next_local_sequence({}, FenceDomain::pmi), 0u);
+    EXPECT_EQ(tracker.next_local_sequence({}, FenceDomain::restart), 1u);
+    // The old half-done fence does not complete with the new attempt's contributions.
+    FenceId fresh{{}, 1, FenceDomain::pmi};
+    EXPECT_FALSE(tracker.contribute(fresh, 1, {'x'}));
+    EXPECT_FALSE(tracker.contribute(fresh, 4, {'z'}));
+    auto done = tracker.contribute(fresh, 3, {'y'});
+    ASSERT_TRUE(done);
+    EXPECT_EQ(*done, (std::vector<std::uint8_t>{'x', 'y', 'z'}));
+}
+
 TEST(FenceTracker, RootHasNoLocalContribution)
 {
     auto route = tracker_at(0).route({});

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <regex>
 #include <sstream>
 #include <string>
 
@@ -199,6 +200,40 @@ TEST(Report, AFailureRoundTripsAndIsPrintedWhole)
     auto refused = from_json(bad);
     ASSERT_FALSE(refused.ok());
     EXPECT_NE(refused.error().message.find("failure"), std::string::npos) << refused.error().message;
+}
+
+TEST(Report, RestartsRoundTripAndSayWhatEndedEachAttempt)
+{
+    JobTiming timing = sample_timing();
+    timing.restarts.push_back({"rank 3 on nid0002 exited with code 3", 3, 1.0, 4.0, 4.5});
+    timing.restarts.push_back({"rank 0 on nid0001 was killed by signal 9 (SIGKILL)", 137, 4.5, 6.0, -1});
+    auto parsed = from_json(nlohmann::json::parse(to_json(timing).dump()));
+    ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+    ASSERT_EQ(parsed->restarts.size(), 2u);
+    EXPECT_EQ(parsed->restarts[1].ended_by, timing.restarts[1].ended_by);
+    EXPECT_EQ(parsed->restarts[1].exit_code, 137);
+    EXPECT_DOUBLE_EQ(parsed->restarts[0].restart_seconds(), 0.5);
+    EXPECT_DOUBLE_EQ(parsed->restarts[0].lost_seconds(), 3.5);
+    EXPECT_DOUBLE_EQ(to_json(timing)["time_lost_seconds"].get<double>(), 3.5);   // the second never ran again
+    std::string report = format_report(*parsed);
+    std::istringstream lines(report);
+    for (std::string line; std::getline(lines, line);)
+        EXPECT_LE(line.size(), 100u) << line;
+    // A long attempt line goes on under its text (after "  attempt N ended at T ms: "): joined back here.
+    report = std::regex_replace(report, std::regex("\n {30}(?! )"), " ");
+    EXPECT_NE(report.find("  attempts: 3 (2 restarts), time lost to failures 3500 ms"), std::string::npos) << report;
+    EXPECT_NE(report.find("  attempt 1 ended at 4000 ms: rank 3 on nid0002 exited with code 3; all ranks running "
+                          "again 500 ms later"),
+              std::string::npos)
+        << report;
+    EXPECT_NE(report.find("its ranks never all ran again"), std::string::npos) << report;
+    EXPECT_TRUE(from_json(to_json(sample_timing()))->restarts.empty());   // a job that never restarted has none
+
+    nlohmann::json bad = to_json(timing);
+    bad["restarts"][0]["failed_at"] = "soon";
+    auto refused = from_json(bad);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().message.find("restarts[0].failed_at"), std::string::npos) << refused.error().message;
 }
 
 TEST(Report, JsonMissingKeyIsNamed)

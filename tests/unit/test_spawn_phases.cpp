@@ -1,5 +1,6 @@
 // The rank spawner's states: the moves their tables allow and refuse, and real ranks (a cat fed stdin, a program
 // that is missing, ranks rejected before any fork) reported as they go through them.
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <string>
@@ -36,9 +37,10 @@ TEST(RankPhaseTable, NoRankIsReapedBeforeItsStartIsKnownNorFinishedTwice)
 TEST(SpawnerPhaseTable, AllStartedIsReportedOnceAndOnlyAfterTheForking)
 {
     EXPECT_FALSE(may_move(SpawnerPhase::forking, SpawnerPhase::all_started));
-    for (auto to : {SpawnerPhase::idle, SpawnerPhase::forking, SpawnerPhase::starting, SpawnerPhase::all_started})
+    for (auto to : {SpawnerPhase::forking, SpawnerPhase::starting, SpawnerPhase::all_started})
         EXPECT_FALSE(may_move(SpawnerPhase::all_started, to)) << state_name(to);
     EXPECT_TRUE(may_move(SpawnerPhase::starting, SpawnerPhase::forking));   // a second batch
+    EXPECT_TRUE(may_move(SpawnerPhase::all_started, SpawnerPhase::idle));   // only next_attempt: a restart
 }
 
 TEST(StdinStateTable, AClosedStdinNeverOpensAgain)
@@ -128,6 +130,35 @@ TEST(RankSpawnerStates, RejectedRanksAreStartedAndFinishedWithoutAProcess)
     ranks.spawner.reject({launch(2, {"/bin/true"})}, {exit_cannot_run, "not here"});   // a later batch
     EXPECT_EQ(ranks.all_started, 1);   // reported once
     EXPECT_EQ(ranks.spawner.finished(), 3u);
+}
+
+TEST(RankSpawnerStates, ARestartStartsTheSameRanksAgainAndReportsAllStartedAgain)
+{
+    RecordedSpawner ranks;
+    ranks.spawner.go_without_cgroup();
+    ranks.spawner.next_attempt();   // refused: nothing has started yet
+    EXPECT_FALSE(ranks.spawner.all_started());
+    ranks.spawner.spawn({launch(0, {"/bin/sh", "-c", "exit 3"}), launch(1, {"/bin/true"})});
+    ranks.run_until_finished();
+    ASSERT_TRUE(ranks.spawner.all_finished());
+    EXPECT_EQ(ranks.all_started, 1);
+
+    ranks.spawner.next_attempt();
+    EXPECT_FALSE(ranks.spawner.all_started());
+    EXPECT_EQ(ranks.spawner.total(), 0u);
+    ranks.exited.clear();
+    ranks.spawner.spawn({launch(0, {"/bin/true"}), launch(1, {"/bin/true"})});
+    ranks.run_until_finished();
+    ASSERT_TRUE(ranks.spawner.all_finished());
+    EXPECT_EQ(ranks.all_started, 2);   // once per attempt
+    EXPECT_EQ(ranks.spawner.total(), 2u);
+    EXPECT_EQ(exit_code_of(ranks.exited[0]), 0);
+    ASSERT_EQ(ranks.spawned.size(), 4u);   // each rank once per attempt, in whatever order their execs are known
+    for (auto half : {ranks.spawned.begin(), ranks.spawned.begin() + 2}) {
+        std::vector<long> attempt(half, half + 2);
+        std::sort(attempt.begin(), attempt.end());
+        EXPECT_EQ(attempt, (std::vector<long>{0, 1}));
+    }
 }
 
 TEST(RankSpawnerStates, ANodeWithoutRanksHasAllStarted)

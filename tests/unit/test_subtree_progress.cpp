@@ -32,6 +32,25 @@ TEST(SubtreeProgress, OutOfOrderAndRepeatedReportsAreRefused)
     EXPECT_TRUE(progress.all(SubtreeStep::done));
 }
 
+TEST(SubtreeProgress, ARestartTakesEverySubtreeBackToUp)
+{
+    SubtreeProgress progress;
+    progress.set_children(2);
+    for (long child : {1, 2})
+        for (auto step : {SubtreeStep::up, SubtreeStep::spawned})
+            EXPECT_TRUE(progress.record(child, step));
+    EXPECT_TRUE(progress.record(1, SubtreeStep::done));
+    progress.back_to_up();
+    EXPECT_TRUE(progress.all(SubtreeStep::up));
+    EXPECT_FALSE(progress.all(SubtreeStep::spawned));
+    EXPECT_FALSE(progress.is_done(1));
+    EXPECT_FALSE(progress.record(1, SubtreeStep::up));   // up all along
+    for (long child : {1, 2})
+        EXPECT_TRUE(progress.record(child, SubtreeStep::spawned));
+    EXPECT_TRUE(progress.all(SubtreeStep::spawned));
+    EXPECT_FALSE(progress.all(SubtreeStep::done));
+}
+
 TEST(SubtreeProgress, ALeafIsCompleteAtOnce)
 {
     SubtreeProgress progress;

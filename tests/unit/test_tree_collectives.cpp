@@ -1,4 +1,6 @@
 // Fences and routed requests across a whole simulated tree: every node gets every blob, requests find their node.
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include <deque>
@@ -201,6 +203,58 @@ TEST(TreeCollectives, TheRootReadsAWatchedDomainsResultOnceItHasGoneDown)
     ASSERT_EQ(results.size(), 7u);
     for (const auto& [position, blob] : results)
         EXPECT_EQ(blob, node_blob(3)) << "position " << position;
+}
+
+TEST(TreeCollectives, ARestartFailsTheOldRanksFencesAndTheNextAttemptsFencesCompleteOnTheirOwn)
+{
+    // --max-restarts: nodes 1-6 entered a PMI barrier that node 7's rank never joined. As the restart barrier comes
+    // down each position forgets the old exchange; the next attempt's barrier (numbered 0 again) must not count
+    // the old contributions still held on the way up.
+    Tree tree(7, 2, std::vector<std::uint64_t>(7, 1));
+    std::map<long, std::string> old_barrier;
+    for (long position = 1; position <= 6; ++position)
+        tree.at(position).fence({}, Bytes{'o', 'l', 'd', static_cast<std::uint8_t>(position)},
+                                [&, position](Status status, Bytes) {
+            old_barrier[position] = status.ok() ? "ok" : status.error().message;
+        }, wire::FenceDomain::pmi);
+    tree.run();
+    EXPECT_TRUE(old_barrier.empty());
+    int barriers_down = 0;
+    tree.at(0).watch_results(wire::FenceDomain::restart, [&](std::int32_t, const Bytes&) {
+        tree.at(0).forget_ranks_exchange("restarting");
+    });
+    for (long position = 1; position <= 7; ++position)
+        tree.at(position).fence({}, {}, [&, position](Status status, Bytes) {
+            ASSERT_TRUE(status.ok());
+            ++barriers_down;
+            tree.at(position).forget_ranks_exchange("restarting");
+        }, wire::FenceDomain::restart);
+    tree.run();
+    EXPECT_EQ(barriers_down, 7);
+    ASSERT_EQ(old_barrier.size(), 6u);   // answered, not left waiting for ever
+    for (const auto& [position, outcome] : old_barrier)
+        EXPECT_EQ(outcome, "restarting") << "position " << position;
+    std::map<long, Bytes> results;
+    for (long position = 1; position <= 7; ++position)
+        tree.at(position).fence({}, node_blob(position), [&, position](Status status, Bytes blob) {
+            ASSERT_TRUE(status.ok());
+            results[position] = std::move(blob);
+        }, wire::FenceDomain::pmi);
+    tree.run();
+    ASSERT_EQ(results.size(), 7u);
+    Bytes all;
+    for (long position = 1; position <= 7; ++position) {
+        auto blob = node_blob(position);
+        all.insert(all.end(), blob.begin(), blob.end());
+    }
+    for (const auto& [position, blob] : results) {
+        Bytes sorted_blob = blob, sorted_all = all;
+        std::sort(sorted_blob.begin(), sorted_blob.end());
+        std::sort(sorted_all.begin(), sorted_all.end());
+        EXPECT_EQ(sorted_blob, sorted_all) << "position " << position << ": an old contribution counted again";
+    }
+    for (long position = 0; position <= 7; ++position)
+        EXPECT_EQ(tree.at(position).waiting(), 0u);
 }
 
 TEST(TreeCollectives, SubsetFenceInvolvesOnlyItsNodes)
