@@ -122,6 +122,7 @@ void RankSpawner::next_attempt()
     ranks_.clear();
     finished_ = started_known_ = 0;
     kill_timer_.reset();
+    ++attempt_;
     move_to(SpawnerPhase::idle);
 }
 
@@ -462,8 +463,9 @@ void RankSpawner::terminate(double grace_seconds)
                 ::kill(pid, SIGTERM);
     kill_timer_ = std::make_unique<asio::steady_timer>(io_);
     kill_timer_->expires_after(std::chrono::milliseconds(static_cast<long>(grace_seconds * 1000)));
-    kill_timer_->async_wait(lifetime_.guard([this](const boost::system::error_code& error) {
-        if (!error)
+    // An expiry already queued when the ranks restart must not reach the next attempt's ranks.
+    kill_timer_->async_wait(lifetime_.guard([this, attempt = attempt_](const boost::system::error_code& error) {
+        if (!error && attempt == attempt_)
             kill_all();
     }));
 }

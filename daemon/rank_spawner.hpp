@@ -185,6 +185,7 @@ private:
     // Apart from stdin_: a write is in flight in open and ending alike (ending ends when none is, the queue empty).
     bool stdin_writing_ = false;
     std::unique_ptr<asio::steady_timer> kill_timer_;
+    long attempt_ = 0;   // next_attempt() counts them
     // Ranks' groups whose leader has exited while other processes of the rank stay in them (its background
     // children, which we inherit as a subreaper): signalled by kill_all until the last of them exits.
     std::set<pid_t> leaderless_groups_;

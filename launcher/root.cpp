@@ -227,8 +227,6 @@ void Root::register_child_handlers()
             return false;
         if (position_->leaving())
             tree_log().info("during teardown: {}", error->message);
-        else if (restarts_ && restarts_->restart_under_way())   // a node could not restart: the failure stands
-            fail(restarts_->restarts().back().exit_code, error->message);
         else
             fail(exit_infrastructure, error->message);
         return true;

@@ -13,7 +13,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 
-#include "pmi/abandoned_segments.hpp"
+#include "proc/abandoned_segments.hpp"
 #include "proc/process.hpp"
 #include "proc/rank_env.hpp"
 #include "timing/clock.hpp"

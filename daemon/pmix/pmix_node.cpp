@@ -10,6 +10,7 @@
 #include <spdlog/logger.h>
 
 #include "hosts/namespace_names.hpp"
+#include "proc/abandoned_segments.hpp"
 #include "hosts/rank_blocks.hpp"
 #include "pmix/client_env.hpp"
 #include "pmix/pmix_module.hpp"
@@ -216,16 +217,30 @@ Status PmixNode::next_attempt(long attempt)
     job_.nspace = attempt_nspace(first_nspace_, attempt);
     namespaces_.rename_job(job_.nspace);
     exits_before_server_.clear();
-    if (host_)
-        if (auto restarted = host_->restart_job(job_.nspace); !restarted)
-            return make_error("cannot restart the ranks' PMIx namespace on {}: {}", node(), restarted.error().message);
+    if (!host_)
+        return {};
+    sweep_abandoned_probes();   // the old ranks were stopped, maybe inside MPI_Init
+    if (auto restarted = host_->restart_job(job_.nspace); !restarted)
+        return make_error("cannot restart the ranks' PMIx namespace on {}: {}", node(), restarted.error().message);
     return {};
 }
 
 void PmixNode::stop()
 {
     relay_.reset();
+    bool ran = host_ != nullptr;
     host_.reset();   // before the temp dir goes: PMIx keeps its rendezvous files there
+    if (ran && loaded_pmix_server_abandoned())   // ranks ended abnormally
+        sweep_abandoned_probes();
+}
+
+void PmixNode::sweep_abandoned_probes() const
+{
+    // Listing /dev/shm costs O(files there), which thousands of simulated nodes share: only after an abnormal end.
+    for (const auto& path : remove_abandoned_segments(std::string(open_mpi_probe_directory), open_mpi_probe_prefix,
+                                                      started_))
+        area_logger("pmix").debug("{}: removed {}, which an Open MPI rank made in MPI_Init and died before it unlinked it",
+                         node(), path);
 }
 
 } // namespace canopy

@@ -3,6 +3,7 @@
 // service, so the daemon holds none of its state.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -63,6 +64,8 @@ private:
     // A rank's PMIx_Commit (or else PMIx_Publish) of `bytes` is about to pass the relay: whether it is within the
     // job's limit.
     bool within_limit(const connect_ack::Client& client, bool commit, std::size_t bytes);
+    // Removes the POSIX shared-memory probes of Open MPI ranks killed in MPI_Init (proc/abandoned_segments.hpp).
+    void sweep_abandoned_probes() const;
 
     boost::asio::io_context& io_;
     PmixJob job_;
@@ -77,6 +80,8 @@ private:
     bool start_failed_ = false;          // one attempt, one error line
     bool guard_full_reported_ = false;
     std::map<long, int> exits_before_server_;   // rank -> wait status, reaped before the server started
+    // Files Open MPI makes on this node from now on may be its ranks' (proc/abandoned_segments.hpp).
+    std::chrono::system_clock::time_point started_ = std::chrono::system_clock::now();
 };
 
 } // namespace canopy

@@ -32,9 +32,6 @@ public:
     // From a failure that restarts the job until every node's old ranks are gone: the job is not done when its
     // ranks have all exited, and later failures of the old ranks are the restart's doing.
     bool restarting() const { return restarting_; }
-    // From a failure that restarts the job until every rank of the next attempt has started: a node that cannot
-    // start them leaves the failure standing.
-    bool restart_under_way() const { return restarting_ || awaiting_running_; }
     // Every rank of the current attempt has started (the root entered spawned) at `now`.
     void ranks_running(double now);
 

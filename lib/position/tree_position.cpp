@@ -225,7 +225,10 @@ void TreePosition::on_child_closed(long position, const std::string& reason)
 {
     // Requests on their way into that subtree (a store invalidation for a node that has left) fail now.
     collectives_->child_lost(position);
-    if (progress_.is_done(position))
+    // A done child leaves by itself, unless the job keeps it for ranks to come (--spawn-slots, --max-restarts):
+    // then only our shutdown ends it, and a close before that is a loss.
+    bool keeps_done_children = plan_.job.spawn_slots > 0 || plan_.job.max_restarts > 0;
+    if (progress_.is_done(position) && (!keeps_done_children || leaving()))
         return;
     const auto& host = children_->host_of(position);
     hooks_.child_failed(position, fmt::format("lost canopyd on {}: {}", host,

@@ -29,6 +29,7 @@ h3{font-size:15px;margin:18px 0 6px}
 code,.mono,td.num{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12.5px}
 .meta{color:#4a5262;margin:2px 0}.command{background:#f3f5f8;padding:6px 8px;border-radius:4px;overflow-wrap:anywhere}
 .failure{background:#fdecea;border-left:4px solid #c62828;padding:6px 10px}
+.restart{background:#fff8e1;border-left:4px solid #f9a825;padding:6px 10px}
 .cards{display:flex;flex-wrap:wrap;gap:12px;margin:14px 0}
 .card{border:1px solid #d8dce4;border-radius:6px;padding:8px 14px;min-width:180px}
 .card .big{font-size:24px;font-weight:600}.card .sub{color:#4a5262;font-size:12.5px}
@@ -309,7 +310,7 @@ std::string job_header(const JobTiming& timing)
     // ranks_stopped, and each attempt's ranks_spawned).
     for (std::size_t i = 0; i < timing.restarts.size(); ++i) {
         const auto& restart = timing.restarts[i];
-        out += fmt::format(R"(<p class="failure">attempt {} ended at {}: {}; {}</p>)", i + 1,
+        out += fmt::format(R"(<p class="restart">attempt {} ended at {}: {}; {}</p>)", i + 1,
                            html_escape(format_seconds(restart.failed_at)), html_escape(restart.ended_by),
                            restart.running_again_at < 0
                                ? std::string("its ranks never all ran again")

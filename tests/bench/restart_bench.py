@@ -11,11 +11,22 @@ Trivial program, at each --nodes size, interleaved round by round so the machine
             running (the report's restart_seconds), and from the failure to the launcher's restart request
             (detection)
 
+  floor     the machine's own floor for the restart's last step: os.posix_spawn of N `sh -c SCRIPT` (the later
+            attempt's branch, which exits at once), all at once from one process, until the last has exited. Every
+            rank of a restart is one such fork and exec, from its node's daemon; a fresh job's are the same, hidden
+            behind the daemons' own start
+
 Staged imports (--import MODULE, on a slowfs mount as tests/bench/import_bench.py sets up, with its manifest): the
 same two jobs with --stage and --mark-on-output for each rank's first step, after its import:
 
   fresh     from the launcher's start to the last rank's app.first_step
   restart   from the failure to the last app.first_step of the next attempt
+  floor     a fresh job whose ranks import from the environment's own copy (no slowfs, no staging): the CPU that
+            starting the interpreters and importing costs on this machine, which a restart pays again
+
+With --cost-nodes N, first what --max-restarts costs a job that never fails (its daemons stay until the launcher's
+shutdown instead of leaving as their ranks end), `true` on N nodes with and without it, interleaved (benchlib's
+option_cost_table).
 
 Targets (issue 42): a restart at most 0.3x a fresh job's time to ranks running, and at most 0.5x its time to the
 first step with staged imports.
@@ -55,6 +66,19 @@ if not os.environ.get("NO_FAILURE") and os.environ["CANOPY_RESTART_COUNT"] == "0
 '''
 
 
+def spawn_floor(nodes, env):
+    """Seconds to posix_spawn `nodes` copies of `sh -c SCRIPT` (the restarted attempt's branch) and reap them all."""
+    argv = ["/bin/sh", "-c", SCRIPT]
+    env_list = {**env, "CANOPY_RESTART_COUNT": "1", "CANOPY_RANK": "0"}
+    started = time.monotonic()
+    pids = [os.posix_spawn("/bin/sh", argv, env_list) for _ in range(nodes)]
+    for pid in pids:
+        _, status = os.waitpid(pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            sys.exit("restart_bench: the floor's sh failed")
+    return time.monotonic() - started
+
+
 def job(command, env, timeout):
     """(wall, CPU seconds, timing report) of one job; exits the bench if it fails."""
     with tempfile.TemporaryDirectory(prefix="restart-bench-") as scratch:
@@ -69,7 +93,8 @@ def job(command, env, timeout):
             process.stderr.close()
         wall = time.monotonic() - started
         if os.waitstatus_to_exitcode(status) != 0:
-            sys.exit(f"restart_bench: {' '.join(map(str, argv))} failed: {stderr.strip()[-2000:]}")
+            said = "\n".join(line for line in stderr.splitlines() if line.startswith("canopy: "))
+            sys.exit(f"restart_bench: {' '.join(map(str, argv))} failed:\n{said}")
         with open(timing) as f:
             return wall, usage.ru_utime + usage.ru_stime, json.load(f)
 
@@ -99,8 +124,8 @@ def last_first_step(report):
     return phase["max"]
 
 
-def measure(fresh_command, restart_command, env, runs, fail_after, timeout, first_step):
-    rows = {"fresh": [], "restart": []}
+def measure(fresh_command, restart_command, env, runs, fail_after, timeout, first_step, floor_nodes=0):
+    rows = {"fresh": [], "restart": [], "floor": []}
     for command, name, extra in ((fresh_command, "fresh", {"NO_FAILURE": "1"}), (restart_command, "restart", {})):
         job(command, {**env, **extra, "FAIL_AFTER": str(fail_after)}, timeout)   # page cache, first dlopen
     for _ in range(runs):
@@ -115,6 +140,8 @@ def measure(fresh_command, restart_command, env, runs, fail_after, timeout, firs
         detected = stamp(report, "ranks_restarting") - restart["failed_at"]
         rows["restart"].append({"to_running": again, "detected": detected, "wall": wall, "cpu": cpu,
                                 "restart_seconds": restart["restart_seconds"]})
+        if floor_nodes:
+            rows["floor"].append({"to_running": spawn_floor(floor_nodes, env)})
     return rows
 
 
@@ -124,17 +151,20 @@ def median(rows, key):
 
 def print_rows(label, nodes, rows, target, what):
     fresh, restart = median(rows["fresh"], "to_running"), median(rows["restart"], "to_running")
+    floor = median(rows["floor"], "to_running") if rows["floor"] else None
     print(f"| {label} | {nodes} | {fresh:.3f} | {restart:.3f} | {restart / fresh:.3f} | {target} | "
-          f"{median(rows['restart'], 'detected') * 1000:.1f} ms | {median(rows['fresh'], 'cpu'):.2f} | "
-          f"{median(rows['restart'], 'cpu'):.2f} |")
+          f"{median(rows['restart'], 'detected') * 1000:.1f} ms | "
+          f"{'-' if floor is None else f'{floor:.3f} ({restart / floor:.2f}x)'} | "
+          f"{median(rows['fresh'], 'cpu'):.2f} | {median(rows['restart'], 'cpu'):.2f} |")
     return {"nodes": nodes, "what": what, "fresh_s": fresh, "restart_s": restart, "ratio": restart / fresh,
-            "runs": rows}
+            "floor_s": floor, "runs": rows}
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--canopy", default=str(REPO / "build" / "launcher" / "canopy"))
-    p.add_argument("--nodes", default="64,256", help="comma-separated simulated node counts")
+    p.add_argument("--nodes", default="64,256", help="comma-separated simulated node counts of the trivial rows "
+                                                      "(none: no trivial row)")
     p.add_argument("--ppn", type=int, default=1)
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--fail-after", type=float, default=3.0,
@@ -144,19 +174,28 @@ def main():
                    help="also the staged-import rows with this module (torch, numpy), from import_bench's slowfs "
                         "mount and environment")
     p.add_argument("--import-nodes", default=None, help="node counts of the import rows (default: --nodes)")
+    p.add_argument("--cost-nodes", type=int, default=0, help="first, the cost table at this many nodes")
     p.add_argument("--json", default=None, help="also write every run to this file")
     args = p.parse_args()
 
+    if args.cost_nodes:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import benchlib
+        job = ["--sim-nodes", str(args.cost_nodes), "true"]
+        benchlib.option_cost_table({"no restarts": [args.canopy] + job,
+                                    "--max-restarts 1, no failure": [args.canopy, "--max-restarts", "1"] + job},
+                                   args.runs, args.cost_nodes, "no restarts", "restart_bench")
     env = dict(os.environ)
     results = []
     print(f"medians of {args.runs} interleaved runs; ratio = restart / fresh")
     print("| program | nodes | fresh: start to running [s] | restart: failure to running [s] | ratio | target | "
-          "failure to restart request | fresh CPU [s] | restart job CPU [s] |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for nodes in [int(n) for n in args.nodes.split(",")]:
+          "failure to restart request | floor [s] (restart / floor) | fresh CPU [s] | restart job CPU [s] |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for nodes in [int(n) for n in args.nodes.split(",") if n and n != "none"]:
         base = [args.canopy, "--sim-nodes", str(nodes), "--ppn", str(args.ppn), "--max-restarts", "1",
                 "sh", "-c", SCRIPT]
-        rows = measure(base, base, env, args.runs, args.fail_after, args.timeout, first_step=False)
+        rows = measure(base, base, env, args.runs, args.fail_after, args.timeout, first_step=False,
+                       floor_nodes=nodes * args.ppn)
         results.append(print_rows("trivial (sh)", nodes, rows, "0.3", "ranks running"))
     if args.module:
         results += staged_import_rows(args, env)
@@ -193,6 +232,12 @@ def staged_import_rows(args, env):
                        "--stage", bench_args.mount, "--stage-manifest", bench_args.manifest,
                        "--mark-on-output", "IMPORT_BENCH=first_step", python, "-c", code]
             rows = measure(command, command, rank_env, args.runs, args.fail_after, args.timeout, first_step=True)
+            local = [args.canopy, "--sim-nodes", str(nodes), "--ppn", str(args.ppn), "--mark-on-output",
+                     "IMPORT_BENCH=first_step", os.path.join(bench_args.pyenv, "bin", "python3"), "-c", code]
+            job(local, {**rank_env, "NO_FAILURE": "1"}, args.timeout)   # page cache
+            for _ in range(args.runs):
+                rows["floor"].append({"to_running": last_first_step(job(local, {**rank_env, "NO_FAILURE": "1"},
+                                                                        args.timeout)[2])})
             results.append(print_rows(f"staged import {args.module}", nodes, rows, "0.5", "first step"))
     finally:
         fs.close()

@@ -30,13 +30,17 @@ GRACE_SECONDS = 3.0
 # job on the machine.
 SHM_SETTLE_SECONDS = 15.0
 
-PHASES = ["tree", "staging", "health_check", "fence", "mpi_init", "pmi_init", "steady", "teardown"]
+PHASES = ["tree", "staging", "health_check", "fence", "mpi_init", "pmi_init", "steady", "restart", "teardown"]
 FAULTS = ["kill_rank", "kill_leaf", "kill_interior", "kill_launcher", "term_launcher", "int_launcher",
           "stop_leaf", "stop_interior", "slow_leaf"]
 # Before any rank exists there is no rank to kill.
 NOT_APPLICABLE = {("kill_rank", "tree"), ("kill_rank", "staging"), ("kill_rank", "health_check")}
 # --health-check: each node's command runs this long, so that a fault lands while the nodes check themselves.
 HEALTH_CHECK_SECONDS = 1.5
+# The restart phase: the job runs with --max-restarts RESTARTS; once every rank runs, this rank (on sim0006, a node
+# no fault targets) is killed, and the fault lands while every rank stops and starts again. A rank's fault then is
+# one more restart, which the job survives.
+RESTARTS, RESTART_TRIGGER_RANK = 2, 12
 
 
 def node_ranks(node):
@@ -153,13 +157,14 @@ def job_arguments(fault, phase, marks: Marks, staged: StagedTree | None, config:
     """The canopy command line of a run."""
     tree = ["--config", config, "--sim-nodes", NODES, "--fanout", FANOUT, "--ppn", PPN]
     # Long enough for any fault to land in it, except where the job is meant to end well: a slow node.
-    steady = 0.3 if phase == "teardown" else 3 if fault == "slow_leaf" else 30
+    steady = 0.3 if phase == "teardown" else 3 if fault == "slow_leaf" or phase == "restart" else 30
     if phase == "fence":
         return tree + [PROGRAMS / "fence_rank", marks.directory, steady]
     program = PROGRAMS / ("mpich_phase_rank" if phase == "pmi_init" else "phase_rank")
     staging = ["--stage", staged.dir, "--stage-manifest", staged.manifest] if phase == "staging" else []
     health = [f"--health-check=sleep {HEALTH_CHECK_SECONDS}"] if phase == "health_check" else []
-    return tree + staging + health + [program, marks.directory, steady]
+    restarts = ["--max-restarts", RESTARTS] if phase == "restart" else []
+    return tree + staging + health + restarts + [program, marks.directory, steady]
 
 
 def wait_for_moment(fault, phase, marks: Marks, sandbox: JobSandbox, job, rng: random.Random):
@@ -181,10 +186,19 @@ def wait_for_moment(fault, phase, marks: Marks, sandbox: JobSandbox, job, rng: r
         time.sleep(rng.uniform(0.0, 0.2 if phase == "staging" else HEALTH_CHECK_SECONDS / 2))
         return alive()
     wanted = {"fence": ("fence", RANKS - 1), "mpi_init": ("init", RANKS), "pmi_init": ("init", RANKS),
-              "steady": ("run", RANKS), "teardown": ("done", 1)}[phase]
+              "steady": ("run", RANKS), "restart": ("run", RANKS), "teardown": ("done", 1)}[phase]
     reached = wait_until(lambda: not alive() or marks.count(wanted[0]) >= wanted[1], 45, 0.005)
     if phase == "steady":
         time.sleep(0.3)
+    if phase == "restart" and reached and alive():
+        # A rank fails: every rank stops and starts again, and the fault lands somewhere in that.
+        # (A mark file just made may not hold its pid yet.)
+        pid = wait_until(lambda: marks.pid("run", RESTART_TRIGGER_RANK), 5, 0.005)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (TypeError, ProcessLookupError):
+            return False   # no pid, or the rank ended first: no restart to aim at
+        time.sleep(rng.uniform(0.0, 0.3))
     return bool(reached) and alive()
 
 
@@ -246,7 +260,10 @@ def inject(fault, marks: Marks, sandbox: JobSandbox, job, slow: SlowCgroup):
         pid = marks.pid("done", TARGET_RANK) or marks.pid("run", TARGET_RANK) or \
             marks.pid("fence", TARGET_RANK) or marks.pid("init", TARGET_RANK)
         if pid:
-            os.kill(pid, signal.SIGKILL)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass   # stopped already, by a restart between its attempts
         return f"rank {TARGET_RANK}"
     node = target_node(fault)
     if node is not None:
@@ -269,6 +286,8 @@ def expected_exit(fault, code, hit):
         return code == -signal.SIGKILL
     if fault == "slow_leaf":
         return code == 0
+    if hit == "restart" and fault == "kill_rank":
+        return code == 0   # one more restart: an old rank being stopped, or a new one that fails in its turn
     if fault in ("term_launcher", "int_launcher"):
         signo = signal.SIGTERM if fault == "term_launcher" else signal.SIGINT
         return code == 128 + signo or (hit == "done" and code == 0)
@@ -306,8 +325,9 @@ def run_one(fault, phase, workdir: Path, staged: StagedTree | None, rng: random.
             named = inject(fault, marks, sandbox, job, slow)
             # Where the fault landed: the furthest phase of the ranks it hits; before them, the tree still growing
             # or, once every daemon is up, the staging or the health check.
-            outcome.hit = reached or ("tree" if daemons < NODES or phase == "tree"
-                                      else "health_check" if phase == "health_check" else "staging")
+            outcome.hit = "restart" if phase == "restart" else \
+                reached or ("tree" if daemons < NODES or phase == "tree"
+                            else "health_check" if phase == "health_check" else "staging")
         else:
             named = None
         faulted = time.monotonic()

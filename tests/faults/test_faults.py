@@ -19,6 +19,8 @@ SUBSET = [
     ("stop_leaf", "fence"),
     ("stop_interior", "steady"),
     ("slow_leaf", "steady"),
+    ("kill_interior", "restart"),
+    ("kill_rank", "restart"),
 ]
 
 

@@ -5,7 +5,10 @@ import json
 import os
 import re
 
-from conftest import BUILD_DIR, REPO
+import signal
+import time
+
+from conftest import BUILD_DIR, REPO, daemon_for_node, wait_until
 
 MPICH_PROGRAMS = BUILD_DIR / "tests" / "pmi"
 OMPI_PROGRAMS = BUILD_DIR / "tests" / "pmix"
@@ -191,3 +194,22 @@ def test_a_barrier_the_first_attempt_left_half_done_does_not_mix_with_the_next_a
     result = restarted_once(run_canopy, 2, first_attempt_fails, "rank 3 on sim0001 exited with code 3")
     said = re.findall(r"pmi_client rank (\d): v1 4 ranks, mapping \S+, (\w+)", result.stdout)
     assert sorted(said) == [(str(rank), "OK") for rank in range(4)], result.describe()
+
+
+def test_a_node_lost_after_its_ranks_finished_ends_the_job_rather_than_hang_a_restart(sandbox, tmp_path):
+    # With --max-restarts a node whose ranks are done stays for the next attempt: losing it is a loss, named, and
+    # a restart asked for later must not wait for it at the barrier.
+    done = tmp_path / "done"
+    script = (f'if [ "$CANOPY_NODE" = sim0002 ]; then touch {done}; exit 0; fi; '
+              f'if [ "$CANOPY_RANK" = 0 ]; then while [ ! -e {done}.killed ]; do sleep 0.05; done; exit 5; fi; '
+              f'sleep 30')
+    job = sandbox.start(["--sim-nodes", "3", "--max-restarts", "1", "sh", "-c", script])
+    assert wait_until(lambda: done.exists(), 30), "sim0002's rank never ran"
+    time.sleep(0.5)   # its exit reaches the daemon, which reports its subtree done
+    daemon = daemon_for_node("sim0002", sandbox.marker)
+    assert daemon, "sim0002's daemon left with its ranks: nothing to lose"
+    os.kill(daemon, signal.SIGKILL)
+    (tmp_path / "done.killed").touch()
+    result = sandbox.finish(job, timeout=30)
+    assert result.returncode == 255, result.describe()
+    assert any("lost canopyd on sim0002" in line for line in result.canopy_lines()), result.describe()

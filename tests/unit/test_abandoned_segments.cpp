@@ -16,7 +16,7 @@
 
 #include <gtest/gtest.h>
 
-#include "pmi/abandoned_segments.hpp"
+#include "proc/abandoned_segments.hpp"
 #include "temp_dir.hpp"
 
 using namespace canopy;

@@ -1,5 +1,5 @@
-// Sweeping abandoned MPICH segments: candidates by name, owner and age; kept if any process has them open or mapped.
-#include "pmi/abandoned_segments.hpp"
+// Sweeping abandoned shared-memory files: candidates by name, owner and age; kept if any process has them open or mapped.
+#include "proc/abandoned_segments.hpp"
 
 #include <dirent.h>
 #include <sys/stat.h>
