@@ -459,7 +459,7 @@ void Daemon::make_rank_restarts()
     hooks.ranks_gone = [this] { return ranks_->all_finished(); };
     hooks.start_attempt = [this](long attempt) {
         // Every node's old ranks are gone and their fences have come down: what still waits for them never will.
-        position_->restart_ranks("the job's ranks are restarting");
+        position_->restart_ranks(static_cast<std::uint64_t>(attempt), "the job's ranks are restarting");
         store_limit_->forget_ranks();
         for (auto& service : rank_services())
             if (auto fresh = service->next_attempt(attempt); !fresh) {

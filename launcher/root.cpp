@@ -178,7 +178,7 @@ void Root::make_services()
     services_.push_back(std::make_unique<NameService>());
     if (plan_.plan.job.max_restarts > 0) {
         auto restarts = std::make_unique<JobRestarts>(*position_, plan_.plan.job.max_restarts, control, [this] {
-            position_->restart_ranks("the job's ranks are restarting");
+            position_->restart_ranks(restarts_->restarts().size(), "the job's ranks are restarting");
             for (auto& service : services_)
                 service->next_attempt();
             failure_reported_ = false;

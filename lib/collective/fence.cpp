@@ -41,7 +41,7 @@ FenceRoute FenceTracker::route(const std::vector<long>& participants) const
 
 std::uint64_t FenceTracker::next_local_sequence(const std::vector<long>& participants, wire::FenceDomain domain)
 {
-    return local_sequence_[{domain, participants}]++;
+    return (domain == wire::FenceDomain::restart ? 0 : sequence_base_) + local_sequence_[{domain, participants}]++;
 }
 
 void append_chunk(std::vector<std::uint8_t>& blob, const std::vector<std::uint8_t>& chunk, std::uint64_t total)
@@ -97,8 +97,9 @@ std::vector<FenceId> FenceTracker::pending() const
 
 void FenceTracker::drop(const FenceId& id) { pending_.erase(id); }
 
-void FenceTracker::forget_ranks_fences()
+void FenceTracker::forget_ranks_fences(std::uint64_t attempt)
 {
+    sequence_base_ = attempt << 32;
     std::erase_if(pending_, [](const auto& entry) { return entry.first.domain != wire::FenceDomain::restart; });
     std::erase_if(local_sequence_,
                   [](const auto& entry) { return entry.first.first != wire::FenceDomain::restart; });

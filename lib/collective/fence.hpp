@@ -57,9 +57,11 @@ public:
     std::vector<FenceId> pending() const;
     // Forgets a fence that failed.
     void drop(const FenceId& id);
-    // The job's ranks restart (--max-restarts): every fence of theirs is forgotten and numbering starts again, as it
-    // does on every node; the restart barriers alone keep theirs.
-    void forget_ranks_fences();
+    // The job's ranks restart (--max-restarts) for attempt `attempt`: every fence of theirs is forgotten, and the
+    // next attempt's are numbered from attempt * 2^32 on, as on every node, so that no late part of an old fence (a
+    // chunk on a fabric, which keeps no order with the links) can pass for a new one. The restart barriers keep their
+    // own numbering.
+    void forget_ranks_fences(std::uint64_t attempt);
 
     // The node index hosting a tree rank (hosts/tree_ranks.hpp), or -1.
     long node_of_rank(long rank) const { return ranks_.node_of(rank); }
@@ -82,6 +84,7 @@ private:
     TreeRanks ranks_;
     long position_;
     std::map<std::pair<wire::FenceDomain, std::vector<long>>, std::uint64_t> local_sequence_;
+    std::uint64_t sequence_base_ = 0;   // the ranks' fences' first number in this attempt
     std::map<FenceId, Pending> pending_;
 };
 

@@ -324,9 +324,9 @@ void TreeCollectives::fail_all(const std::string& why)
     fail_waiting(std::move(fences), why);
 }
 
-void TreeCollectives::forget_ranks_exchange(const std::string& why)
+void TreeCollectives::forget_ranks_exchange(std::uint64_t attempt, const std::string& why)
 {
-    tracker_.forget_ranks_fences();
+    tracker_.forget_ranks_fences(attempt);
     auto of_ranks = [](const auto& entry) { return entry.first.domain != wire::FenceDomain::restart; };
     std::erase_if(fence_status_, of_ranks);
     std::erase_if(fence_results_, of_ranks);

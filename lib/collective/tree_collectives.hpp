@@ -86,10 +86,11 @@ public:
     // Answers everything waiting here with an error: the job is ending.
     void fail_all(const std::string& why);
 
-    // The job's ranks restart (--max-restarts), here as on every node, once no node has a rank left: what waits for
-    // the old ranks is answered with `why`, and the ranks' fences start numbering again. Requests in flight when it
-    // is called get no answer here: each node calls this as the restart barrier comes down, after every old fence's.
-    void forget_ranks_exchange(const std::string& why);
+    // The job's ranks restart (--max-restarts) for attempt `attempt`, here as on every node, once no node has a rank
+    // left: what waits for the old ranks is answered with `why`, and their fences are numbered afresh
+    // (FenceTracker::forget_ranks_fences). Each node calls this as the restart barrier comes down, after every old
+    // fence's result on the links.
+    void forget_ranks_exchange(std::uint64_t attempt, const std::string& why);
 
     // The link to a child closed (it left, or was lost): requests sent into its subtree that are still
     // unanswered, and any later ones, fail with an error instead of waiting for ever.

@@ -209,11 +209,11 @@ void TreePosition::leave(bool abort)
     advance();
 }
 
-void TreePosition::restart_ranks(const std::string& why)
+void TreePosition::restart_ranks(std::uint64_t attempt, const std::string& why)
 {
     if (leaving())
         return;
-    collectives_->forget_ranks_exchange(why);
+    collectives_->forget_ranks_exchange(attempt, why);
     state_ = reached_ = State::up;
     progress_.back_to_up();
     spawned_below_ = done_below_ = 0;

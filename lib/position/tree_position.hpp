@@ -75,10 +75,10 @@ public:
     // Enters leaving: the children are told to shut down (and, on an abort, those not yet connected are
     // stopped); then left follows as soon as everything has finished. Nothing if already leaving.
     void leave(bool abort);
-    // The job's ranks restart in place (--max-restarts), here as at every position, as the restart barrier comes
-    // down: the old ranks' exchange is forgotten (what waits for it is answered with `why`), and the position goes
+    // The job's ranks restart in place (--max-restarts) for attempt `attempt`, here as at every position, as the
+    // restart barrier comes down: the old ranks' exchange is forgotten (what waits for it is answered with `why`), and the position goes
     // back to up, its subtrees to be spawned and done again. Nothing once leaving.
-    void restart_ranks(const std::string& why);
+    void restart_ranks(std::uint64_t attempt, const std::string& why);
     // Enters left at once, without waiting for anything (the owner has killed what was left, or is leaving
     // with the process). The entered hook is not called.
     void give_up();

@@ -33,13 +33,14 @@ TEST(FenceTracker, ARestartForgetsTheRanksFencesButKeepsTheRestartBarriersNumber
     EXPECT_FALSE(tracker.contribute(half_done, 3, {'b'}));   // a child's part of a fence its ranks never finish
     FenceId barrier{{}, 0, FenceDomain::restart};
     EXPECT_FALSE(tracker.contribute(barrier, 3, {}));
-    tracker.forget_ranks_fences();
+    tracker.forget_ranks_fences(1);
     EXPECT_EQ(tracker.pending(), std::vector<FenceId>{barrier});
-    // Every node numbers the next attempt's fences from 0 again, and the restart barriers go on.
-    EXPECT_EQ(tracker.next_local_sequence({}, FenceDomain::pmi), 0u);
+    // Every node numbers the next attempt's fences from 2^32 on, never an old number, and the restart barriers go on.
+    constexpr std::uint64_t first = std::uint64_t{1} << 32;
+    EXPECT_EQ(tracker.next_local_sequence({}, FenceDomain::pmi), first);
     EXPECT_EQ(tracker.next_local_sequence({}, FenceDomain::restart), 1u);
     // The old half-done fence does not complete with the new attempt's contributions.
-    FenceId fresh{{}, 1, FenceDomain::pmi};
+    FenceId fresh{{}, first + 1, FenceDomain::pmi};
     EXPECT_FALSE(tracker.contribute(fresh, 1, {'x'}));
     EXPECT_FALSE(tracker.contribute(fresh, 4, {'z'}));
     auto done = tracker.contribute(fresh, 3, {'y'});

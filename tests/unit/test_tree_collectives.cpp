@@ -221,13 +221,13 @@ TEST(TreeCollectives, ARestartFailsTheOldRanksFencesAndTheNextAttemptsFencesComp
     EXPECT_TRUE(old_barrier.empty());
     int barriers_down = 0;
     tree.at(0).watch_results(wire::FenceDomain::restart, [&](std::int32_t, const Bytes&) {
-        tree.at(0).forget_ranks_exchange("restarting");
+        tree.at(0).forget_ranks_exchange(1, "restarting");
     });
     for (long position = 1; position <= 7; ++position)
         tree.at(position).fence({}, {}, [&, position](Status status, Bytes) {
             ASSERT_TRUE(status.ok());
             ++barriers_down;
-            tree.at(position).forget_ranks_exchange("restarting");
+            tree.at(position).forget_ranks_exchange(1, "restarting");
         }, wire::FenceDomain::restart);
     tree.run();
     EXPECT_EQ(barriers_down, 7);
