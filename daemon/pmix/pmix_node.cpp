@@ -10,10 +10,10 @@
 #include <spdlog/logger.h>
 
 #include "hosts/namespace_names.hpp"
-#include "proc/abandoned_segments.hpp"
 #include "hosts/rank_blocks.hpp"
 #include "pmix/client_env.hpp"
 #include "pmix/pmix_module.hpp"
+#include "proc/abandoned_segments.hpp"
 #include "proc/rank_env.hpp"
 #include "util/log.hpp"
 #include "wire/codec.hpp"
@@ -39,8 +39,8 @@ std::unique_ptr<PmixNode> PmixNode::start(boost::asio::io_context& io, PmixMode 
 
 PmixNode::PmixNode(boost::asio::io_context& io, PmixJob job, JobExchange& exchange, PmixDaemonCalls calls,
                    Hooks hooks)
-    : io_(io), job_(std::move(job)), first_nspace_(job_.nspace), namespaces_(job_), exchange_(exchange), calls_(std::move(calls)),
-      hooks_(std::move(hooks))
+    : io_(io), job_(std::move(job)), first_nspace_(job_.nspace), namespaces_(job_), exchange_(exchange),
+      calls_(std::move(calls)), hooks_(std::move(hooks))
 {
     calls_.report_error = hooks_.report_error;
 }
@@ -239,8 +239,9 @@ void PmixNode::sweep_abandoned_probes() const
     // Listing /dev/shm costs O(files there), which thousands of simulated nodes share: only after an abnormal end.
     for (const auto& path : remove_abandoned_segments(std::string(open_mpi_probe_directory), open_mpi_probe_prefix,
                                                       started_))
-        area_logger("pmix").debug("{}: removed {}, which an Open MPI rank made in MPI_Init and died before it unlinked it",
-                         node(), path);
+        area_logger("pmix").debug("{}: removed {}, which an Open MPI rank made in MPI_Init and died before it "
+                                  "unlinked it",
+                                  node(), path);
 }
 
 } // namespace canopy
